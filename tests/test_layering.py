@@ -1,0 +1,91 @@
+"""The layering of ARCHITECTURE.md, enforced: core/, advice/ and cli.py never import Jupyter."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "trainwatch_lab"
+JUPYTER_SIDE = {
+    "IPython",
+    "ipywidgets",
+    "bqplot",
+    "traitlets",
+    "tornado",
+    "jupyter_server",
+    "jupyterlab",
+    "jupyter_client",
+    "jupyter_core",
+    "ipykernel",
+    "nbformat",
+}
+RULES = {
+    "core": JUPYTER_SIDE
+    | {"trainwatch_lab.advice", "trainwatch_lab.notebook", "trainwatch_lab.server"},
+    "advice": JUPYTER_SIDE | {"trainwatch_lab.notebook", "trainwatch_lab.server"},
+    "cli.py": JUPYTER_SIDE | {"trainwatch_lab.notebook", "trainwatch_lab.server"},
+    "monitor.py": JUPYTER_SIDE | {"trainwatch_lab.notebook", "trainwatch_lab.server"},
+    "notebook": {"tornado", "jupyter_server", "trainwatch_lab.server"},
+    "server": {"IPython", "ipywidgets", "bqplot", "ipykernel", "trainwatch_lab.notebook"},
+}
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    package = "trainwatch_lab." + ".".join(path.relative_to(PKG).parent.parts)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # resolve relative imports against the file's package
+                base = package.rstrip(".").split(".")
+                base = base[: len(base) - node.level + 1]
+                names.add(".".join([*base, node.module or ""]).rstrip("."))
+            elif node.module:
+                names.add(node.module)
+    return names
+
+
+def violations(layer: str, forbidden: set[str]) -> list[str]:
+    target = PKG / layer
+    files = [target] if target.is_file() else sorted(target.rglob("*.py"))
+    found = []
+    for file in files:
+        for mod in imported_modules(file):
+            if any(mod == f or mod.startswith(f + ".") for f in forbidden):
+                found.append(f"{file.relative_to(PKG.parent)} imports {mod}")
+    return found
+
+
+@pytest.mark.parametrize("layer", sorted(RULES))
+def test_layer_imports_only_what_it_may(layer: str) -> None:
+    if not (PKG / layer).exists():
+        pytest.skip(f"{layer} not present")
+    assert violations(layer, RULES[layer]) == []
+
+
+def test_checker_catches_a_violation(tmp_path: Path) -> None:
+    bad = PKG / "core" / "_layering_probe_tmp.py"
+    bad.write_text("import ipywidgets\nfrom ..notebook import magics\n")
+    try:
+        found = violations("core", RULES["core"])
+    finally:
+        bad.unlink()
+    assert any("ipywidgets" in v for v in found)
+    assert any("trainwatch_lab.notebook" in v for v in found)
+
+
+def test_import_is_cheap() -> None:
+    """`import trainwatch_lab` must not pull in Jupyter, widgets or psutil."""
+    code = (
+        "import sys, trainwatch_lab; heavy = [m for m in "
+        "('IPython','ipywidgets','bqplot','tornado','jupyter_server','pynvml','psutil') "
+        "if m in sys.modules]; print(','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

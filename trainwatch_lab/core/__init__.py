@@ -1,0 +1,1 @@
+"""Data sources, the Sampler and the History: no Jupyter imports allowed here."""

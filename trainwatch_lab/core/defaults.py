@@ -1,0 +1,58 @@
+"""Every threshold and default in one place, so surfaces and detectors never disagree.
+
+Change a value by passing a modified copy (``dataclasses.replace(DEFAULTS, ...)``) to the
+Sampler/Advisor; nothing reads these names at import time elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GIB = 1024**3
+MIB = 1024**2
+
+
+@dataclass(frozen=True)
+class Defaults:
+    # sampling and history
+    interval_s: float = 1.0
+    history_s: float = 3600.0  # kept per series in the server
+    window_s: float = 600.0  # shown in charts
+    # mount access (every call that can touch a mount goes through core.guard)
+    mount_timeout_s: float = 2.0
+    # latency probe: small writes + fsync to a hidden temporary file
+    probe_writes: int = 16
+    probe_block_bytes: int = 4096
+    probe_budget_s: float = 2.0
+    probe_every_s: float = 60.0  # re-probe a watched path at most this often
+    baseline_ttl_s: float = 600.0  # local-disk baseline is re-measured after this
+    # slow-mount
+    slow_p50_ms: float = 10.0
+    slow_vs_baseline: float = 10.0
+    # disk-almost-full
+    full_fraction: float = 0.10
+    full_bytes: int = 2 * GIB
+    # disk-filling
+    fill_horizon_s: float = 3600.0
+    fill_critical_s: float = 600.0
+    fill_window_s: float = 120.0  # least-squares window for the growth rate
+    fill_min_points: int = 10
+    fill_min_rate_bps: float = 64 * 1024  # below this a "fill rate" is noise
+    # disk-saturated
+    saturated_util_pct: float = 80.0
+    saturated_await_ms: float = 10.0
+    saturated_for_s: float = 10.0
+    # gpu
+    gpu_processes_every_s: float = 5.0
+    gpu_static_ttl_s: float = 60.0
+    gpu_idle_util_pct: float = 5.0
+    gpu_stalled_for_s: float = 30.0
+    gpu_starved_window_s: float = 60.0
+    gpu_starved_mean_util_pct: float = 50.0
+    gpu_starved_stdev_pct: float = 20.0
+    disk_busy_util_pct: float = 60.0
+
+
+DEFAULTS = Defaults()
+
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors", ".bin", ".h5")

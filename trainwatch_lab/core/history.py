@@ -1,0 +1,200 @@
+"""A bounded columnar ring buffer of numeric series, so memory stays flat however long we run.
+
+Each Sample is flattened into ``(kind, name, field) -> float`` columns ("disk", "sda", "util").
+All columns share one time axis; a column that did not exist yet, or is missing from a
+sample, holds NaN there.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import threading
+from array import array
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from .model import Sample
+
+SeriesKey = tuple[str, str, str]
+NAN = float("nan")
+
+
+def flatten(sample: Sample) -> Iterator[tuple[SeriesKey, float]]:
+    """Yield every numeric value of a sample under its series key."""
+    for name, d in sample.disks.items():
+        yield ("disk", name, "r_s"), d.r_s
+        yield ("disk", name, "w_s"), d.w_s
+        yield ("disk", name, "rmb_s"), d.rmb_s
+        yield ("disk", name, "wmb_s"), d.wmb_s
+        yield ("disk", name, "r_await"), d.r_await
+        yield ("disk", name, "w_await"), d.w_await
+        yield ("disk", name, "aqu_sz"), d.aqu_sz
+        yield ("disk", name, "util"), d.util
+    for path, p in sample.paths.items():
+        for fld in ("total_bytes", "free_bytes", "avail_bytes", "inodes_free"):
+            value = getattr(p, fld)
+            if value is not None:
+                yield ("path", path, fld), float(value)
+        yield ("path", path, "responsive"), 1.0 if p.responsive else 0.0
+        if p.probe is not None and p.probe.p50_ms is not None:
+            yield ("path", path, "probe_p50_ms"), p.probe.p50_ms
+    for g in sample.gpus:
+        name = str(g.index)
+        for fld in (
+            "util_pct",
+            "mem_util_pct",
+            "mem_used_bytes",
+            "mem_total_bytes",
+            "power_w",
+            "temp_c",
+            "pcie_rx_bps",
+            "pcie_tx_bps",
+            "process_mem_bytes",
+        ):
+            value = getattr(g, fld)
+            if value is not None:
+                yield ("gpu", name, fld), float(value)
+    if sample.process is not None:
+        pr = sample.process
+        yield ("proc", str(pr.pid), "read_chars_s"), pr.read_chars_s
+        yield ("proc", str(pr.pid), "write_chars_s"), pr.write_chars_s
+        yield ("proc", str(pr.pid), "read_bytes_s"), pr.read_bytes_s
+        yield ("proc", str(pr.pid), "write_bytes_s"), pr.write_bytes_s
+
+
+def key_to_str(key: SeriesKey) -> str:
+    return ":".join(key)
+
+
+def str_to_key(text: str) -> SeriesKey:
+    kind, rest = text.split(":", 1)
+    name, fld = rest.rsplit(":", 1)
+    return (kind, name, fld)
+
+
+class History:
+    """Fixed-capacity ring of samples stored as columns (``array('d')``), thread-safe."""
+
+    def __init__(self, capacity: int = 3600, max_series: int = 1024) -> None:
+        if capacity < 2:
+            raise ValueError("history capacity must be at least 2 samples")
+        self.capacity = capacity
+        self.max_series = max_series
+        self._t = array("d", [NAN]) * capacity
+        self._cols: dict[SeriesKey, array] = {}
+        self._last_seen: dict[SeriesKey, int] = {}  # absolute sample number
+        self._n = 0  # samples ever appended
+        self._lock = threading.Lock()
+        self.latest: Sample | None = None
+
+    # -- writing ---------------------------------------------------------------------
+    def append(self, sample: Sample) -> None:
+        with self._lock:
+            slot = self._n % self.capacity
+            self._t[slot] = sample.t
+            for col in self._cols.values():
+                col[slot] = NAN
+            for key, value in flatten(sample):
+                col = self._cols.get(key)
+                if col is None:
+                    if len(self._cols) >= self.max_series and not self._evict():
+                        continue
+                    col = array("d", [NAN]) * self.capacity
+                    self._cols[key] = col
+                col[slot] = value
+                self._last_seen[key] = self._n
+            self._n += 1
+            self.latest = sample
+
+    def _evict(self) -> bool:
+        """Drop one column that has no value left in the ring (a vanished device)."""
+        oldest_kept = self._n - self.capacity
+        for key, seen in self._last_seen.items():
+            if seen < oldest_kept:
+                del self._cols[key]
+                del self._last_seen[key]
+                return True
+        return False
+
+    # -- reading ---------------------------------------------------------------------
+    def __len__(self) -> int:
+        return min(self._n, self.capacity)
+
+    def _slots(self, since: float | None) -> list[int]:
+        """Physical slots in time order, restricted to t > since (binary search)."""
+        count = len(self)
+        first = self._n - count
+        lo, hi = 0, count
+        if since is not None:
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if self._t[(first + mid) % self.capacity] > since:
+                    hi = mid
+                else:
+                    lo = mid + 1
+        return [(first + i) % self.capacity for i in range(lo, count)]
+
+    def keys(self, kind: str | None = None) -> list[SeriesKey]:
+        with self._lock:
+            return [k for k in self._cols if kind is None or k[0] == kind]
+
+    def times(self, since: float | None = None) -> list[float]:
+        with self._lock:
+            return [self._t[s] for s in self._slots(since)]
+
+    def series(
+        self, kind: str, name: str, fld: str, since: float | None = None
+    ) -> tuple[list[float], list[float]]:
+        """Times and values of one column after ``since``; NaN entries are dropped."""
+        with self._lock:
+            col = self._cols.get((kind, name, fld))
+            if col is None:
+                return [], []
+            ts: list[float] = []
+            vs: list[float] = []
+            for s in self._slots(since):
+                v = col[s]
+                if not math.isnan(v):
+                    ts.append(self._t[s])
+                    vs.append(v)
+            return ts, vs
+
+    def window(
+        self, kind: str, name: str, fld: str, seconds: float, now: float | None = None
+    ) -> tuple[list[float], list[float]]:
+        """The last ``seconds`` of one column (relative to ``now`` or the newest sample)."""
+        with self._lock:
+            if now is None:
+                now = self._t[(self._n - 1) % self.capacity] if self._n else 0.0
+        return self.series(kind, name, fld, since=now - seconds)
+
+    def columns(
+        self, since: float | None = None, keys: Iterable[SeriesKey] | None = None
+    ) -> dict[str, Any]:
+        """``{"t": [...], "series": {"kind:name:field": [...]}}`` with NaN as None (JSON-safe)."""
+        with self._lock:
+            slots = self._slots(since)
+            wanted = list(self._cols) if keys is None else [k for k in keys if k in self._cols]
+            out: dict[str, list[float | None]] = {}
+            for key in wanted:
+                col = self._cols[key]
+                out[key_to_str(key)] = [None if math.isnan(col[s]) else col[s] for s in slots]
+            return {"t": [self._t[s] for s in slots], "series": out}
+
+    # -- export ----------------------------------------------------------------------
+    def to_json(self, since: float | None = None) -> str:
+        return json.dumps(self.columns(since), allow_nan=False)
+
+    def to_csv(self, since: float | None = None) -> str:
+        cols = self.columns(since)
+        names = sorted(cols["series"])
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(["t", *names])
+        for i, t in enumerate(cols["t"]):
+            row = [cols["series"][n][i] for n in names]
+            writer.writerow([f"{t:.3f}", *("" if v is None else f"{v:.6g}" for v in row)])
+        return buf.getvalue()

@@ -1,0 +1,179 @@
+"""The data every surface shares: one Sample per tick, plain dataclasses, JSON-ready.
+
+The JSON shape of a Sample is the contract of ``watch --json``, ``GET snapshot`` and the
+WebSocket stream (see ARCHITECTURE.md); change it only together with those.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Severity = Literal["info", "warning", "critical"]
+SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}
+
+MountKind = Literal["local", "shared", "memory", "overlay", "unknown"]
+Verdict = Literal["ok", "shared", "slow", "unresponsive", "missing"]
+
+
+@dataclass(slots=True)
+class Alert:
+    """A warning with a stable ``code`` (see ARCHITECTURE.md) and a fix the user can act on."""
+
+    code: str
+    severity: Severity
+    subject: str
+    message: str
+    fix: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """Identity of the condition: the same code on the same subject is one condition."""
+        return (self.code, self.subject)
+
+
+@dataclass(slots=True)
+class DiskRates:
+    """iostat -x extended metrics of one block device over the last interval."""
+
+    device: str
+    r_s: float
+    w_s: float
+    rmb_s: float
+    wmb_s: float
+    r_await: float
+    w_await: float
+    aqu_sz: float
+    util: float
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class ProbeResult:
+    """Latency of small write + fsync, measured in the directory itself."""
+
+    p50_ms: float | None
+    p99_ms: float | None
+    samples: int
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"p50_ms": self.p50_ms, "p99_ms": self.p99_ms, "samples": self.samples}
+
+
+@dataclass(slots=True)
+class CheckpointInfo:
+    """Checkpoint files found directly in a watched directory."""
+
+    count: int
+    newest_path: str
+    newest_bytes: int
+    newest_mtime: float
+    cadence_s: float | None  # median spacing of saves when they come regularly
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class PathState:
+    """What we know about one watched path: its mount, its space, how fast it answers."""
+
+    path: str
+    exists: bool = False
+    mountpoint: str | None = None
+    fstype: str | None = None
+    source: str | None = None
+    device: str | None = None  # whole-disk name in /proc/diskstats (e.g. "nvme0n1"), if any
+    kind: MountKind = "unknown"
+    shared: bool = False
+    read_only: bool = False
+    total_bytes: int | None = None
+    free_bytes: int | None = None
+    avail_bytes: int | None = None  # f_bavail: what an unprivileged user may still write
+    inodes_total: int | None = None
+    inodes_free: int | None = None
+    responsive: bool = True
+    probe: ProbeResult | None = None
+    checkpoints: CheckpointInfo | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["probe"] = self.probe.to_json() if self.probe else None
+        data["checkpoints"] = self.checkpoints.to_json() if self.checkpoints else None
+        return data
+
+
+@dataclass(slots=True)
+class ProcessIO:
+    """I/O rates of the watched process tree.
+
+    ``*_chars_s`` count every read/write syscall (network and FUSE filesystems included);
+    ``*_bytes_s`` only what reached the block layer.
+    """
+
+    pid: int
+    pids: int
+    read_chars_s: float
+    write_chars_s: float
+    read_bytes_s: float
+    write_bytes_s: float
+    main_thread: dict[str, Any] | None = None  # where the main thread waits (GPU issue)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class GpuState:
+    """One GPU as NVML reports it this tick; ``None`` where the GPU does not support a field."""
+
+    index: int  # index as the user's CUDA sees it (CUDA_VISIBLE_DEVICES applied)
+    nvml_index: int
+    uuid: str
+    name: str
+    util_pct: float | None = None
+    mem_util_pct: float | None = None
+    mem_used_bytes: int | None = None
+    mem_total_bytes: int | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    temp_c: float | None = None
+    pcie_rx_bps: float | None = None
+    pcie_tx_bps: float | None = None
+    clock_reasons: list[str] = field(default_factory=list)
+    process_mem_bytes: int | None = None  # held by the watched process tree
+    lost: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class Sample:
+    """Everything one tick measured. Sources fill their part; the Sampler adds warnings."""
+
+    t: float
+    disks: dict[str, DiskRates] = field(default_factory=dict)
+    paths: dict[str, PathState] = field(default_factory=dict)
+    gpus: list[GpuState] = field(default_factory=list)
+    process: ProcessIO | None = None
+    notes: dict[str, str] = field(default_factory=dict)  # source name -> why it has no data
+    warnings: list[Alert] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "t": self.t,
+            "disks": {name: d.to_json() for name, d in self.disks.items()},
+            "paths": {p: s.to_json() for p, s in self.paths.items()},
+            "gpus": [g.to_json() for g in self.gpus],
+            "process": self.process.to_json() if self.process else None,
+            "notes": dict(self.notes),
+            "warnings": [w.to_json() for w in self.warnings],
+        }
