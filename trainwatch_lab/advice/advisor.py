@@ -1,0 +1,65 @@
+"""The Advisor runs every detector over the newest Sample and its History.
+
+A detector is a plain function ``(ctx) -> Iterable[Alert]``. Detectors that need memory across
+ticks ("for 10 s", "since when") keep it in ``ctx.state[their name]``; nothing else is shared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.defaults import DEFAULTS, Defaults
+from ..core.history import History
+from ..core.model import SEVERITY_RANK, Alert, ProbeResult, Sample
+
+
+@dataclass
+class Context:
+    sample: Sample
+    history: History
+    defaults: Defaults
+    baseline: ProbeResult | None  # local-disk write+fsync latency, for slow-mount ratios
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+Detector = Callable[[Context], Iterable[Alert]]
+
+
+class Advisor:
+    """Callable as the Sampler's ``evaluate``; returns alerts sorted most severe first."""
+
+    def __init__(
+        self,
+        detectors: Sequence[Detector] | None = None,
+        defaults: Defaults = DEFAULTS,
+        baseline: Callable[[], ProbeResult | None] | None = None,
+    ) -> None:
+        if detectors is None:
+            from .registry import all_detectors
+
+            detectors = all_detectors()
+        self.detectors = list(detectors)
+        self.defaults = defaults
+        self._baseline = baseline
+        self._state: dict[str, Any] = {}
+
+    def __call__(self, sample: Sample, history: History) -> list[Alert]:
+        return self.evaluate(sample, history)
+
+    def evaluate(self, sample: Sample, history: History) -> list[Alert]:
+        ctx = Context(
+            sample=sample,
+            history=history,
+            defaults=self.defaults,
+            baseline=self._baseline() if self._baseline else None,
+            state=self._state,
+        )
+        alerts: dict[tuple[str, str], Alert] = {}
+        for detector in self.detectors:
+            for alert in detector(ctx):
+                alerts.setdefault(alert.key, alert)
+        return sorted(
+            alerts.values(), key=lambda a: (-SEVERITY_RANK[a.severity], a.code, a.subject)
+        )
