@@ -29,9 +29,12 @@ class Defaults:
     # slow-mount
     slow_p50_ms: float = 10.0
     slow_vs_baseline: float = 10.0
+    slow_ratio_min_ms: float = 2.0  # the ratio rule needs this much: a 0.05 ms tmpfs baseline
+    # would otherwise make every real disk "slow"
     # disk-almost-full
     full_fraction: float = 0.10
-    full_bytes: int = 2 * GIB
+    full_bytes: int = 2 * GIB  # applies to filesystems larger than this
+    full_critical_fraction: float = 0.01  # disk-almost-full turns critical under this
     # disk-filling
     fill_horizon_s: float = 3600.0
     fill_critical_s: float = 600.0

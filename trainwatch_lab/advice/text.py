@@ -1,0 +1,100 @@
+"""Human formatting of sizes, rates, latencies and durations, in one place.
+
+Warning messages, the CLI table and the notebook all format numbers through these functions,
+so a user never sees "11.2 GiB" in one place and "12.0 GB" for the same disk in another.
+Sizes use binary units (KiB, MiB, GiB: what ``df -h`` means); transfer rates use decimal
+units (kB/s, MB/s, GB/s: what disk and network vendors quote).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+_BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+_DECIMAL_RATE = ("B/s", "kB/s", "MB/s", "GB/s", "TB/s")
+
+
+def _number(value: float) -> str:
+    """Three significant digits at most, no trailing ".0" on values >= 100."""
+    if value >= 100:
+        return f"{value:.0f}"
+    text = f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def fmt_bytes(n: float | None) -> str:
+    """``11.2 GiB``; ``"?"`` when unknown."""
+    if n is None or (isinstance(n, float) and not math.isfinite(n)):
+        return "?"
+    sign = "-" if n < 0 else ""
+    value = float(abs(n))
+    unit = 0
+    while value >= 1024 and unit < len(_BINARY) - 1:
+        value /= 1024
+        unit += 1
+    if unit == 0:
+        return f"{sign}{int(value)} B"
+    return f"{sign}{_number(value)} {_BINARY[unit]}"
+
+
+def fmt_rate(bytes_per_s: float | None) -> str:
+    """``45 MB/s`` (decimal units); ``"?"`` when unknown."""
+    if bytes_per_s is None or not math.isfinite(bytes_per_s):
+        return "?"
+    sign = "-" if bytes_per_s < 0 else ""
+    value = abs(float(bytes_per_s))
+    unit = 0
+    while value >= 1000 and unit < len(_DECIMAL_RATE) - 1:
+        value /= 1000
+        unit += 1
+    if unit == 0:
+        return f"{sign}{value:.0f} B/s"
+    return f"{sign}{_number(value)} {_DECIMAL_RATE[unit]}"
+
+
+def fmt_ms(ms: float | None) -> str:
+    """A latency: ``0.81 ms``, ``38 ms``, ``1.2 s``; ``"?"`` when unknown."""
+    if ms is None or not math.isfinite(ms):
+        return "?"
+    if ms >= 1000:
+        return f"{_number(ms / 1000)} s"
+    if ms < 0.01:
+        return f"{ms * 1000:.0f} µs"
+    return f"{_number(ms)} ms"
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """``45 s``, ``3 min 20 s``, ``2 h 5 min``, ``3 d 4 h``; ``"?"`` when unknown."""
+    if seconds is None or not math.isfinite(seconds):
+        return "?"
+    if seconds < 0:
+        return "0 s"
+    if seconds < 10:
+        return f"{_number(round(seconds, 1))} s"
+    total = round(seconds)
+    if total < 60:
+        return f"{total} s"
+    if total < 3600:
+        m, s = divmod(total, 60)
+        return f"{m} min {s} s" if s else f"{m} min"
+    total = round(seconds / 60)
+    if total < 24 * 60:
+        h, m = divmod(total, 60)
+        return f"{h} h {m} min" if m else f"{h} h"
+    total = round(seconds / 3600)
+    d, h = divmod(total, 24)
+    return f"{d} d {h} h" if h else f"{d} d"
+
+
+def fmt_pct(fraction: float | None) -> str:
+    """A fraction (0.052) as ``5.2 %``."""
+    if fraction is None or not math.isfinite(fraction):
+        return "?"
+    pct = fraction * 100
+    return f"{pct:.0f} %" if pct >= 10 or pct == 0 else f"{pct:.1f} %"
+
+
+def fmt_clock(epoch_s: float) -> str:
+    """Local wall-clock time of day, ``14:05``, for "full at about ..."."""
+    return time.strftime("%H:%M", time.localtime(epoch_s))
