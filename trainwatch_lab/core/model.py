@@ -166,6 +166,8 @@ class Sample:
     process: ProcessIO | None = None
     notes: dict[str, str] = field(default_factory=dict)  # source name -> why it has no data
     warnings: list[Alert] = field(default_factory=list)
+    # server only: running kernel id -> {pid, cwd, name, execution_state, io, gpu_mem_bytes}
+    kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -176,4 +178,5 @@ class Sample:
             "process": self.process.to_json() if self.process else None,
             "notes": dict(self.notes),
             "warnings": [w.to_json() for w in self.warnings],
+            "kernels": {k: dict(v) for k, v in self.kernels.items()},
         }
