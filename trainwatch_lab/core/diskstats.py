@@ -1,0 +1,192 @@
+"""Disk I/O as ``iostat -x`` shows it, computed from ``/proc/diskstats`` directly.
+
+psutil drops the in-flight and weighted-time fields, so it cannot give aqu-sz; we read the
+file ourselves and apply sysstat's formulas. Reading /proc never touches a mount, so this
+source is safe on the sampler thread even when a network share is dead.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+
+from .model import DiskRates, Sample
+
+log = logging.getLogger(__name__)
+
+SECTOR_BYTES = 512
+MB = 1024 * 1024  # like `iostat -m`
+EXCLUDED_PREFIXES = ("loop", "ram", "zram")
+NO_DISKSTATS_NOTE = (
+    "/proc/diskstats is not available here (e.g. gVisor or a serverless container): "
+    "disk I/O charts are off; space and latency still work"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DiskCounters:
+    """The 11 classic counters of one /proc/diskstats line (discard/flush fields ignored)."""
+
+    major: int
+    minor: int
+    name: str
+    rd_ios: int
+    rd_merges: int
+    rd_sectors: int
+    rd_ticks: int  # ms spent by completed reads
+    wr_ios: int
+    wr_merges: int
+    wr_sectors: int
+    wr_ticks: int
+    in_flight: int  # a gauge, not a counter
+    io_ticks: int  # ms the device had I/O in flight (-> %util)
+    time_in_queue: int  # weighted ms (-> aqu-sz)
+
+
+_COUNTER_FIELDS = tuple(f.name for f in fields(DiskCounters))[3:]
+
+
+def parse_diskstats(text: str) -> dict[str, DiskCounters]:
+    """Parse every line with at least the 14 classic fields (kernels 2.6.25+; 4.18+ add 4
+    discard fields, 5.5+ 2 flush fields). Older 7-field partition lines and garbage are
+    skipped: they carry no timing, so no iostat -x metric can come from them."""
+    result: dict[str, DiskCounters] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 14:
+            continue
+        try:
+            numbers = [int(p) for p in parts[3:14]]
+            major, minor = int(parts[0]), int(parts[1])
+        except ValueError:
+            continue
+        result[parts[2]] = DiskCounters(major, minor, parts[2], *numbers)
+    return result
+
+
+def counter_delta(prev: int, cur: int) -> int:
+    """Difference of a monotonically increasing kernel counter, wrap-safe like sysstat:
+    a counter that went down wrapped at 2**32 if it was below that, else at 2**64."""
+    if cur >= prev:
+        return cur - prev
+    return cur + (2**32 if prev < 2**32 else 2**64) - prev
+
+
+def _looks_reset(prev: DiskCounters, cur: DiskCounters, dt_ms: float) -> bool:
+    """A device re-registered under the same name restarts from zero, which the wrap rule
+    would turn into absurd rates. io_ticks cannot grow faster than wall time, so a
+    "wrapped" io_ticks delta far beyond the interval means a reset, not a wrap."""
+    if (prev.major, prev.minor) != (cur.major, cur.minor):
+        return True
+    return counter_delta(prev.io_ticks, cur.io_ticks) > 2 * dt_ms + 1000
+
+
+def rates_for(prev: DiskCounters, cur: DiskCounters, dt_s: float) -> DiskRates | None:
+    """iostat -x metrics of one device between two readings ``dt_s`` seconds apart."""
+    dt_ms = dt_s * 1000.0
+    if dt_s <= 0 or _looks_reset(prev, cur, dt_ms):
+        return None
+    d = {name: counter_delta(getattr(prev, name), getattr(cur, name)) for name in _COUNTER_FIELDS}
+    rd_ios, wr_ios = d["rd_ios"], d["wr_ios"]
+    return DiskRates(
+        device=cur.name,
+        r_s=rd_ios / dt_s,
+        w_s=wr_ios / dt_s,
+        rmb_s=d["rd_sectors"] * SECTOR_BYTES / MB / dt_s,
+        wmb_s=d["wr_sectors"] * SECTOR_BYTES / MB / dt_s,
+        r_await=d["rd_ticks"] / rd_ios if rd_ios else 0.0,
+        w_await=d["wr_ticks"] / wr_ios if wr_ios else 0.0,
+        aqu_sz=d["time_in_queue"] / dt_ms,
+        util=min(100.0, d["io_ticks"] / dt_ms * 100.0),
+    )
+
+
+def compute_rates(
+    prev: dict[str, DiskCounters], cur: dict[str, DiskCounters], dt_s: float
+) -> dict[str, DiskRates]:
+    """Rates for every device present in both readings. A device seen for the first time
+    has no rate yet; one that vanished is simply absent."""
+    out: dict[str, DiskRates] = {}
+    for name, now in cur.items():
+        before = prev.get(name)
+        if before is None:
+            continue
+        rates = rates_for(before, now, dt_s)
+        if rates is not None:
+            out[name] = rates
+    return out
+
+
+def is_whole_disk(name: str, sys_root: str = "/sys") -> bool:
+    """The kernel lists whole disks (not partitions) under /sys/block; a '/' in a
+    diskstats name (cciss/c0d0) is '!' there."""
+    return os.path.exists(os.path.join(sys_root, "block", name.replace("/", "!")))
+
+
+class DiskStatsSource:
+    """Fills ``sample.disks`` with iostat -x rates of whole disks and watched devices.
+
+    Loop, ram and zram devices are left out unless a watched path lives on one. A device
+    appears from its second reading on (a rate needs two). Must run after the paths source,
+    whose ``PathState.device`` names the devices that are always included.
+    """
+
+    name = "disks"
+
+    def __init__(
+        self,
+        proc_path: str = "/proc/diskstats",
+        sys_root: str = "/sys",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.proc_path = proc_path
+        self.sys_root = sys_root
+        self.clock = clock
+        self._prev: dict[str, DiskCounters] = {}
+        self._prev_t: float | None = None
+        self._whole: dict[tuple[str, int, int], bool] = {}
+        self._noted = False
+        self._lock = threading.Lock()
+
+    def _read(self) -> str:
+        try:
+            with open(self.proc_path, encoding="ascii", errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def _wanted(self, c: DiskCounters, watched: set[str]) -> bool:
+        if c.name in watched:
+            return True
+        if c.name.startswith(EXCLUDED_PREFIXES):
+            return False
+        key = (c.name, c.major, c.minor)
+        whole = self._whole.get(key)
+        if whole is None:
+            whole = self._whole[key] = is_whole_disk(c.name, self.sys_root)
+        return whole
+
+    def collect(self, sample: Sample) -> None:
+        text = self._read()
+        now = self.clock()
+        cur = parse_diskstats(text)
+        if not cur:
+            sample.notes[self.name] = NO_DISKSTATS_NOTE
+            if not self._noted:
+                self._noted = True
+                log.info("trainwatch: %s", NO_DISKSTATS_NOTE)
+            return
+        watched = {p.device for p in sample.paths.values() if p.device}
+        with self._lock:
+            prev, prev_t = self._prev, self._prev_t
+            self._prev, self._prev_t = cur, now
+            if len(self._whole) > 4 * len(cur) + 64:  # devices come and go: stay bounded
+                self._whole.clear()
+        if prev_t is None:
+            return
+        wanted = {name: c for name, c in cur.items() if self._wanted(c, watched)}
+        sample.disks.update(compute_rates(prev, wanted, now - prev_t))
