@@ -48,6 +48,7 @@ class Defaults:
     # gpu
     gpu_processes_every_s: float = 5.0
     gpu_static_ttl_s: float = 60.0
+    gpu_pcie_every_s: float = 5.0  # each NVML PCIe read samples the bus for ~20 ms
     gpu_idle_util_pct: float = 5.0
     gpu_stalled_for_s: float = 30.0
     gpu_starved_window_s: float = 60.0
