@@ -1,0 +1,361 @@
+"""Every storage rule, firing and not firing, on constructed Samples and History."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from trainwatch_lab.advice.advisor import Advisor, Context
+from trainwatch_lab.advice.storage import (
+    STORAGE_DETECTORS,
+    checkpoint_wont_fit,
+    disk_almost_full,
+    disk_filling,
+    disk_saturated,
+    fill_for,
+    mount_unresponsive,
+    shared_mount,
+    slow_mount,
+)
+from trainwatch_lab.core.defaults import DEFAULTS, GIB, MIB
+from trainwatch_lab.core.history import History
+from trainwatch_lab.core.model import (
+    Alert,
+    CheckpointInfo,
+    DiskRates,
+    PathState,
+    ProbeResult,
+    Sample,
+)
+
+T0 = 1_800_000_000.0
+
+
+def state(path: str = "/data/run", **kw: object) -> PathState:
+    fields: dict[str, object] = dict(
+        exists=True,
+        mountpoint="/data",
+        fstype="ext4",
+        source="/dev/sda1",
+        device="sda",
+        kind="local",
+        total_bytes=100 * GIB,
+        free_bytes=60 * GIB,
+        avail_bytes=55 * GIB,
+    )
+    fields.update(kw)
+    return PathState(path=path, **fields)  # type: ignore[arg-type]
+
+
+def run(detector, *states: PathState, baseline=None, defaults=DEFAULTS, t=T0) -> list[Alert]:
+    sample = Sample(t=t, paths={s.path: s for s in states})
+    history = History(capacity=4)
+    history.append(sample)
+    return list(detector(Context(sample, history, defaults, baseline)))
+
+
+def probe(p50: float, p99: float | None = None) -> ProbeResult:
+    return ProbeResult(p50_ms=p50, p99_ms=p99 if p99 is not None else p50 * 2, samples=16)
+
+
+# -- shared-mount ---------------------------------------------------------------------
+
+
+def test_shared_mount_names_fstype_source_and_latency() -> None:
+    s = state(
+        "/mnt/share/logs",
+        fstype="fuse.sshfs",
+        source="me@10.0.0.2:/export",
+        kind="shared",
+        shared=True,
+        probe=probe(38.0),
+    )
+    (alert,) = run(shared_mount, s, baseline=probe(0.8))
+    assert (alert.code, alert.severity, alert.subject) == (
+        "shared-mount",
+        "warning",
+        "/mnt/share/logs",
+    )
+    assert "fuse.sshfs" in alert.message and "me@10.0.0.2:/export" in alert.message
+    assert "38 ms" in alert.message and "0.8 ms" in alert.message
+    assert "local disk" in alert.fix and "rsync" in alert.fix
+
+
+def test_shared_mount_silent_on_local_and_on_dead_mounts() -> None:
+    assert run(shared_mount, state()) == []
+    dead = state(fstype="nfs4", shared=True, kind="shared", responsive=False)
+    assert run(shared_mount, dead) == []  # mount-unresponsive says it louder
+
+
+def test_shared_mount_without_probe_still_fires() -> None:
+    s = state(fstype="nfs4", source="srv:/x", shared=True, kind="shared")
+    (alert,) = run(shared_mount, s)
+    assert "nfs4 from srv:/x" in alert.message and "fsync" not in alert.message
+
+
+# -- slow-mount -----------------------------------------------------------------------
+
+
+def test_slow_mount_absolute_limit() -> None:
+    (alert,) = run(slow_mount, state(probe=probe(12.0)))
+    assert alert.code == "slow-mount" and "12 ms" in alert.message
+    assert run(slow_mount, state(probe=probe(9.0))) == []
+
+
+def test_slow_mount_relative_to_local_baseline() -> None:
+    (alert,) = run(slow_mount, state(probe=probe(4.0)), baseline=probe(0.2))
+    assert "20x slower" in alert.message and "0.2 ms" in alert.message
+    assert run(slow_mount, state(probe=probe(4.0)), baseline=probe(1.0)) == []
+
+
+def test_slow_mount_ratio_needs_some_absolute_latency() -> None:
+    # 1 ms is 20x a 0.05 ms tmpfs baseline, yet harmless
+    assert run(slow_mount, state(probe=probe(1.0)), baseline=probe(0.05)) == []
+    lenient = replace(DEFAULTS, slow_ratio_min_ms=0.5)
+    assert len(run(slow_mount, state(probe=probe(1.0)), baseline=probe(0.05), defaults=lenient))
+
+
+def test_slow_mount_threshold_from_defaults() -> None:
+    strict = replace(DEFAULTS, slow_p50_ms=1.0)
+    assert len(run(slow_mount, state(probe=probe(1.5)), defaults=strict)) == 1
+    assert run(slow_mount, state(probe=probe(1.5))) == []
+    assert run(slow_mount, state(probe=None)) == []
+    assert run(slow_mount, state(probe=ProbeResult(None, None, 0, "read-only"))) == []
+
+
+# -- mount-unresponsive ---------------------------------------------------------------
+
+
+def test_mount_unresponsive_is_critical_with_umount_hint() -> None:
+    dead = state(
+        "/mnt/share",
+        mountpoint="/mnt/share",
+        fstype="fuse.sshfs",
+        source="me@h:/x",
+        responsive=False,
+        total_bytes=None,
+        avail_bytes=None,
+    )
+    (alert,) = run(mount_unresponsive, dead, defaults=replace(DEFAULTS, mount_timeout_s=3))
+    assert alert.severity == "critical" and alert.subject == "/mnt/share"
+    assert "3 s" in alert.message and "fuse.sshfs" in alert.message
+    assert "umount -l /mnt/share" in alert.fix
+    assert run(mount_unresponsive, state()) == []
+
+
+# -- disk-almost-full -----------------------------------------------------------------
+
+
+def test_almost_full_fraction_warning_and_critical() -> None:
+    (warn,) = run(disk_almost_full, state(avail_bytes=5 * GIB))
+    assert warn.severity == "warning"
+    assert "5 GiB of 100 GiB" in warn.message and "5.0 %" in warn.message
+    assert "Free at least 5 GiB" in warn.fix and "save_top_k" in warn.fix
+    (crit,) = run(disk_almost_full, state(avail_bytes=GIB // 2))
+    assert crit.severity == "critical"
+    assert run(disk_almost_full, state(avail_bytes=11 * GIB)) == []
+
+
+def test_almost_full_absolute_floor_on_a_small_disk() -> None:
+    # 15 % free is above the fraction, but 1.5 GiB is under the 2 GiB floor
+    (alert,) = run(disk_almost_full, state(total_bytes=10 * GIB, avail_bytes=int(1.5 * GIB)))
+    assert "1.5 GiB" in alert.message and "Free at least 512 MiB" in alert.fix
+
+
+def test_almost_full_not_on_an_empty_tiny_tmpfs_or_read_only() -> None:
+    tiny = state(fstype="tmpfs", total_bytes=64 * MIB, avail_bytes=60 * MIB)
+    assert run(disk_almost_full, tiny) == []
+    assert run(disk_almost_full, state(avail_bytes=0, read_only=True)) == []
+    assert run(disk_almost_full, state(total_bytes=None, avail_bytes=None)) == []
+
+
+def test_almost_full_thresholds_from_defaults() -> None:
+    half = replace(DEFAULTS, full_fraction=0.5)
+    assert len(run(disk_almost_full, state(avail_bytes=40 * GIB), defaults=half)) == 1
+    assert run(disk_almost_full, state(avail_bytes=40 * GIB)) == []
+
+
+# -- disk-filling ---------------------------------------------------------------------
+
+
+def filling_history(
+    path: str, avail_end: float, rate_bps: float, seconds: int, step: float = 1.0
+) -> tuple[History, Sample]:
+    history = History(capacity=1000)
+    n = int(seconds / step) + 1
+    sample = None
+    for i in range(n):
+        t = T0 + i * step
+        avail = avail_end + rate_bps * (n - 1 - i) * step
+        s = state(path, avail_bytes=int(avail), free_bytes=int(avail))
+        sample = Sample(t=t, paths={path: s})
+        history.append(sample)
+    assert sample is not None
+    return history, sample
+
+
+def filling(history: History, sample: Sample, defaults=DEFAULTS) -> list[Alert]:
+    return list(disk_filling(Context(sample, history, defaults, None)))
+
+
+def test_disk_filling_critical_with_rate_and_time_to_full() -> None:
+    history, sample = filling_history("/data/run", 3e9, 10e6, 60)  # 300 s to full
+    (alert,) = filling(history, sample)
+    assert alert.severity == "critical" and alert.subject == "/data/run"
+    assert "10 MB/s" in alert.message and "5 min" in alert.message
+    assert re.search(r"around \d\d:\d\d", alert.message)
+    est = fill_for(history, "/data/run", DEFAULTS, now=sample.t)
+    assert est is not None and abs(est.seconds_to_full - 300) < 1
+
+
+def test_disk_filling_warning_inside_horizon_silent_beyond() -> None:
+    history, sample = filling_history("/data/run", 20e9, 10e6, 60)  # 2000 s
+    (alert,) = filling(history, sample)
+    assert alert.severity == "warning" and "33 min" in alert.message
+    history, sample = filling_history("/data/run", 100e9, 10e6, 60)  # 10000 s
+    assert filling(history, sample) == []
+    longer = replace(DEFAULTS, fill_horizon_s=20000)
+    assert len(filling(history, sample, longer)) == 1
+
+
+def test_disk_filling_ignores_noise_few_points_and_shrinking_usage() -> None:
+    history, sample = filling_history("/data/run", 1e9, 10e3, 60)  # 10 kB/s: noise
+    assert filling(history, sample) == []
+    history, sample = filling_history("/data/run", 3e9, 10e6, 5)  # 6 points < 10
+    assert filling(history, sample) == []
+    assert len(filling(history, sample, replace(DEFAULTS, fill_min_points=5))) == 1
+    history, sample = filling_history("/data/run", 3e9, -10e6, 60)  # space being freed
+    assert filling(history, sample) == []
+
+
+def test_disk_filling_uses_only_the_window() -> None:
+    # fast fill long ago, steady for the last 130 s: outside fill_window_s (120 s)
+    history = History(capacity=1000)
+    sample = None
+    for i in range(300):
+        avail = 50e9 - 10e6 * min(i, 170)
+        sample = Sample(t=T0 + i, paths={"/d": state("/d", avail_bytes=int(avail))})
+        history.append(sample)
+    assert sample is not None
+    assert filling(history, sample) == []
+    wide = replace(DEFAULTS, fill_window_s=200, fill_horizon_s=1e6)
+    assert len(filling(history, sample, wide)) == 1
+
+
+# -- disk-saturated -------------------------------------------------------------------
+
+
+def disk_history(rows: list[tuple[float, float, float]], device: str = "sda"):
+    """rows of (util, r_await, w_await), one per second; the watched path is on ``device``."""
+    history = History(capacity=1000)
+    sample = None
+    for i, (util, r_await, w_await) in enumerate(rows):
+        rates = DiskRates(device, 200, 50, 80.0, 5.0, r_await, w_await, 6.5, util)
+        sample = Sample(t=T0 + i, disks={device: rates}, paths={"/data/run": state(device=device)})
+        history.append(sample)
+    assert sample is not None
+    return history, sample
+
+
+def saturated(history: History, sample: Sample, defaults=DEFAULTS) -> list[Alert]:
+    return list(disk_saturated(Context(sample, history, defaults, None)))
+
+
+def test_disk_saturated_after_the_hold_time() -> None:
+    history, sample = disk_history([(10, 1, 1)] * 5 + [(95, 25, 3)] * 12)
+    (alert,) = saturated(history, sample)
+    assert alert.subject == "sda" and alert.code == "disk-saturated"
+    assert "95 %" in alert.message and "25.0 ms" in alert.message and "/data/run" in alert.message
+    assert "12 s" in alert.message
+
+
+def test_disk_saturated_not_before_hold_time_nor_without_wait() -> None:
+    history, sample = disk_history([(10, 1, 1)] * 5 + [(95, 25, 3)] * 8)
+    assert saturated(history, sample) == []
+    assert len(saturated(history, sample, replace(DEFAULTS, saturated_for_s=5))) == 1
+    # busy but fast (an NVMe at 100 % util with 0.3 ms waits is not a bottleneck)
+    history, sample = disk_history([(100, 0.3, 0.2)] * 20)
+    assert saturated(history, sample) == []
+
+
+def test_disk_saturated_streak_must_be_unbroken() -> None:
+    rows = [(95, 25, 3)] * 8 + [(40, 2, 2)] + [(95, 25, 3)] * 8
+    history, sample = disk_history(rows)
+    assert saturated(history, sample) == []
+    history, sample = disk_history([(95, 25, 3)] * 20 + [(40, 2, 2)])
+    assert saturated(history, sample) == []
+
+
+def test_disk_saturated_one_alert_per_device() -> None:
+    history, sample = disk_history([(95, 25, 3)] * 15)
+    sample.paths["/data/other"] = state("/data/other", device="sda")
+    (alert,) = saturated(history, sample)
+    assert "/data/other" in alert.message and "/data/run" in alert.message
+
+
+# -- checkpoint-wont-fit --------------------------------------------------------------
+
+
+def ckpt(size: int, cadence: float | None, age: float = 600) -> CheckpointInfo:
+    return CheckpointInfo(
+        count=3,
+        newest_path="/data/run/epoch=3.ckpt",
+        newest_bytes=size,
+        newest_mtime=T0 - age,
+        cadence_s=cadence,
+    )
+
+
+def test_checkpoint_wont_fit_says_when_next_save_is_due() -> None:
+    s = state(avail_bytes=3 * GIB, checkpoints=ckpt(5 * GIB, cadence=1800))
+    (alert,) = run(checkpoint_wont_fit, s)
+    assert alert.severity == "critical" and alert.subject == "/data/run"
+    assert "epoch=3.ckpt" in alert.message and "5 GiB" in alert.message
+    assert "3 GiB" in alert.message and "every 30 min" in alert.message
+    assert "due in about 20 min" in alert.message
+    assert "Free at least 2 GiB" in alert.fix and "save_top_k" in alert.fix
+
+
+def test_checkpoint_wont_fit_without_cadence_and_overdue() -> None:
+    (alert,) = run(checkpoint_wont_fit, state(avail_bytes=GIB, checkpoints=ckpt(2 * GIB, None)))
+    assert "due" not in alert.message
+    late = state(avail_bytes=GIB, checkpoints=ckpt(2 * GIB, 300, age=900))
+    (alert,) = run(checkpoint_wont_fit, late)
+    assert "due now" in alert.message
+
+
+def test_checkpoint_that_fits_is_fine() -> None:
+    assert run(checkpoint_wont_fit, state(avail_bytes=6 * GIB, checkpoints=ckpt(5 * GIB, 60))) == []
+    assert run(checkpoint_wont_fit, state(avail_bytes=GIB)) == []
+
+
+# -- all together ---------------------------------------------------------------------
+
+
+def test_advisor_runs_storage_rules_dedupes_and_sorts() -> None:
+    shared_full = state(
+        "/mnt/share",
+        fstype="nfs4",
+        source="srv:/x",
+        kind="shared",
+        shared=True,
+        device=None,
+        avail_bytes=GIB // 4,
+        probe=probe(40.0),
+        checkpoints=ckpt(GIB, None),
+    )
+    history = History(capacity=4)
+    sample = Sample(t=T0, paths={"/mnt/share": shared_full, "/data/run": state()})
+    history.append(sample)
+    advisor = Advisor(detectors=STORAGE_DETECTORS + STORAGE_DETECTORS, baseline=lambda: probe(1))
+    alerts = advisor.evaluate(sample, history)
+    assert [(a.severity, a.code) for a in alerts] == [
+        ("critical", "checkpoint-wont-fit"),
+        ("critical", "disk-almost-full"),
+        ("warning", "shared-mount"),
+        ("warning", "slow-mount"),
+    ]
+    assert all(a.subject == "/mnt/share" for a in alerts)
+    for a in alerts:
+        assert re.search(r"\d", a.message), a  # measured numbers in every message
+        assert a.fix

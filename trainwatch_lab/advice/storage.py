@@ -1,0 +1,320 @@
+"""Storage rules: turn mounts, space, probe latency and disk counters into plain warnings.
+
+Each detector is ``fn(ctx) -> Iterable[Alert]`` (see advisor.py), emits at most one alert per
+(code, subject), and puts the measured numbers in the message and an action in the fix.
+Thresholds come only from ``ctx.defaults``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterator
+
+from ..core.defaults import Defaults
+from ..core.history import History
+from ..core.model import Alert, PathState, ProbeResult, Sample
+from ..core.space import FillEstimate, fill_estimate
+from .advisor import Context, Detector
+from .text import fmt_bytes, fmt_clock, fmt_duration, fmt_ms, fmt_pct, fmt_rate
+
+LOCAL_FIX = (
+    "Write logs and checkpoints to local disk (e.g. /tmp/runs) and copy them to the share "
+    "in the background (e.g. rsync every few minutes); if they must go there, lower the "
+    "logging frequency (TensorBoard flush_secs, Lightning log_every_n_steps)."
+)
+
+
+def _where(p: PathState) -> str:
+    """``fuse.sshfs from user@host:/dir`` — how a user recognises the mount."""
+    fstype = p.fstype or "unknown filesystem"
+    return f"{fstype} from {p.source}" if p.source else fstype
+
+
+def _probe_text(probe: ProbeResult | None, baseline: ProbeResult | None) -> str:
+    if probe is None or probe.p50_ms is None:
+        return ""
+    text = f"; a 4 KiB write + fsync takes {fmt_ms(probe.p50_ms)} at the median"
+    if probe.p99_ms is not None:
+        text += f" ({fmt_ms(probe.p99_ms)} p99)"
+    if baseline is not None and baseline.p50_ms is not None:
+        text += f" against {fmt_ms(baseline.p50_ms)} on local disk"
+    return text
+
+
+def _watched(sample: Sample) -> Iterator[tuple[str, PathState]]:
+    yield from sorted(sample.paths.items())
+
+
+# -- mounts ---------------------------------------------------------------------------
+
+
+def mount_unresponsive(ctx: Context) -> Iterator[Alert]:
+    """The filesystem did not answer statfs/probe in time: anything touching it may hang."""
+    for path, p in _watched(ctx.sample):
+        if p.responsive:
+            continue
+        mount = p.mountpoint or path
+        yield Alert(
+            code="mount-unresponsive",
+            severity="critical",
+            subject=path,
+            message=(
+                f"{path} ({_where(p)}, mounted at {mount}) did not answer within "
+                f"{fmt_duration(ctx.defaults.mount_timeout_s)}; every process that touches it, "
+                "your training loop included, can hang there."
+            ),
+            fix=(
+                f"Check the server and the network behind {p.source or mount}; until it answers, "
+                "write logs and checkpoints to local disk. If it stays dead, detach it with "
+                f"`umount -l {mount}`."
+            ),
+        )
+
+
+def shared_mount(ctx: Context) -> Iterator[Alert]:
+    """A watched path on a network/shared filesystem: every fsync is a network round trip."""
+    for path, p in _watched(ctx.sample):
+        if not p.shared or not p.responsive:
+            continue
+        yield Alert(
+            code="shared-mount",
+            severity="warning",
+            subject=path,
+            message=(
+                f"{path} is on a shared filesystem ({_where(p)})"
+                f"{_probe_text(p.probe, ctx.baseline)}"
+                "; logs and checkpoints written there step by step can stall training."
+            ),
+            fix=LOCAL_FIX,
+        )
+
+
+def is_slow(probe: ProbeResult | None, baseline: ProbeResult | None, defaults: Defaults) -> bool:
+    """The slow-mount rule: p50 over the absolute limit, or many times the local baseline."""
+    if probe is None or probe.p50_ms is None:
+        return False
+    if probe.p50_ms >= defaults.slow_p50_ms:
+        return True
+    base = baseline.p50_ms if baseline is not None else None
+    return (
+        base is not None
+        and base > 0
+        and probe.p50_ms >= defaults.slow_ratio_min_ms
+        and probe.p50_ms >= defaults.slow_vs_baseline * base
+    )
+
+
+def slow_mount(ctx: Context) -> Iterator[Alert]:
+    for path, p in _watched(ctx.sample):
+        if not p.responsive or not is_slow(p.probe, ctx.baseline, ctx.defaults):
+            continue
+        assert p.probe is not None and p.probe.p50_ms is not None
+        base = ctx.baseline.p50_ms if ctx.baseline is not None else None
+        ratio = f" ({p.probe.p50_ms / base:.0f}x slower)" if base else ""
+        yield Alert(
+            code="slow-mount",
+            severity="warning",
+            subject=path,
+            message=(
+                f"Writes to {path} ({_where(p)}) are slow{_probe_text(p.probe, ctx.baseline)}"
+                f"{ratio}."
+            ),
+            fix=LOCAL_FIX,
+        )
+
+
+# -- space ----------------------------------------------------------------------------
+
+
+def almost_full_limit(p: PathState, defaults: Defaults) -> float | None:
+    """Free bytes under which the disk counts as almost full (None: rule does not apply)."""
+    if p.read_only or not p.total_bytes or p.avail_bytes is None:
+        return None
+    limit = defaults.full_fraction * p.total_bytes
+    if p.total_bytes > defaults.full_bytes:  # on a tiny tmpfs "under 2 GiB" is always true
+        limit = max(limit, float(defaults.full_bytes))
+    return limit
+
+
+def disk_almost_full(ctx: Context) -> Iterator[Alert]:
+    for path, p in _watched(ctx.sample):
+        limit = almost_full_limit(p, ctx.defaults)
+        if limit is None or not p.responsive:
+            continue
+        assert p.total_bytes and p.avail_bytes is not None
+        if p.avail_bytes >= limit:
+            continue
+        share = p.avail_bytes / p.total_bytes
+        critical = share < ctx.defaults.full_critical_fraction
+        yield Alert(
+            code="disk-almost-full",
+            severity="critical" if critical else "warning",
+            subject=path,
+            message=(
+                f"Only {fmt_bytes(p.avail_bytes)} of {fmt_bytes(p.total_bytes)} "
+                f"({fmt_pct(share)}) is free on {p.mountpoint or path} where {path} lives."
+            ),
+            fix=(
+                f"Free at least {fmt_bytes(limit - p.avail_bytes)} (old runs, old checkpoints) or "
+                "keep fewer checkpoints (Lightning save_top_k, HF save_total_limit), or point "
+                "the output at a disk with more room."
+            ),
+        )
+
+
+def fill_for(
+    history: History, path: str, defaults: Defaults, now: float | None = None
+) -> FillEstimate | None:
+    """Least-squares fill rate of a path's free space over the last ``fill_window_s``.
+
+    Shared by the ``disk-filling`` rule and the surfaces that show a fill rate, so both
+    always agree. None when there are fewer than ``fill_min_points`` points.
+    """
+    times, avail = history.window("path", path, "avail_bytes", defaults.fill_window_s, now=now)
+    if len(times) < max(2, defaults.fill_min_points):
+        return None
+    return fill_estimate(times, avail)
+
+
+def disk_filling(ctx: Context) -> Iterator[Alert]:
+    d = ctx.defaults
+    for path, p in _watched(ctx.sample):
+        if p.read_only or not p.responsive or p.avail_bytes is None:
+            continue
+        est = fill_for(ctx.history, path, d, now=ctx.sample.t)
+        if est is None or est.rate_bps <= d.fill_min_rate_bps or est.seconds_to_full is None:
+            continue
+        ttf = est.seconds_to_full
+        if not math.isfinite(ttf) or ttf > d.fill_horizon_s:
+            continue
+        critical = ttf < d.fill_critical_s
+        yield Alert(
+            code="disk-filling",
+            severity="critical" if critical else "warning",
+            subject=path,
+            message=(
+                f"{p.mountpoint or path} (where {path} lives) is filling at "
+                f"{fmt_rate(est.rate_bps)}: {fmt_bytes(p.avail_bytes)} left, full in about "
+                f"{fmt_duration(ttf)} (around {fmt_clock(ctx.sample.t + ttf)}) at this rate."
+            ),
+            fix=(
+                "Free space or move the output to a bigger disk before then: delete old runs, "
+                "keep fewer checkpoints (save_top_k / save_total_limit) or save less often."
+            ),
+        )
+
+
+def checkpoint_wont_fit(ctx: Context) -> Iterator[Alert]:
+    """The newest checkpoint is bigger than the free space: the next save dies with ENOSPC."""
+    for path, p in _watched(ctx.sample):
+        ck = p.checkpoints
+        if ck is None or p.avail_bytes is None or not p.responsive or p.read_only:
+            continue
+        if ck.newest_bytes <= p.avail_bytes:
+            continue
+        when = ""
+        if ck.cadence_s:
+            due = ck.newest_mtime + ck.cadence_s - ctx.sample.t
+            every = fmt_duration(ck.cadence_s)
+            if due > 0:
+                when = (
+                    f" Saves come every {every}; the next is due in about {fmt_duration(due)} "
+                    f"(around {fmt_clock(ck.newest_mtime + ck.cadence_s)})."
+                )
+            else:
+                when = f" Saves come every {every}; the next one is due now."
+        name = os.path.basename(ck.newest_path)
+        yield Alert(
+            code="checkpoint-wont-fit",
+            severity="critical",
+            subject=path,
+            message=(
+                f"The newest checkpoint in {path} ({name}) is {fmt_bytes(ck.newest_bytes)} but "
+                f"only {fmt_bytes(p.avail_bytes)} is free; the next save will fail with "
+                f"'No space left on device' and can leave a truncated file.{when}"
+            ),
+            fix=(
+                f"Free at least {fmt_bytes(ck.newest_bytes - p.avail_bytes)} (delete older "
+                "checkpoints) or keep fewer checkpoints (save_top_k / save_total_limit), or "
+                "save to a disk with more room."
+            ),
+        )
+
+
+# -- devices --------------------------------------------------------------------------
+
+
+def _saturated_since(history: History, device: str, d: Defaults, now: float) -> float | None:
+    """Start of the current unbroken run of saturated intervals of ``device``, if any.
+
+    A sample's rates describe the interval that ends at its time, so the run starts at the
+    last sample that was not saturated (or at the oldest one we have).
+    """
+    span = 2 * d.saturated_for_s + 60
+    times, util = history.window("disk", device, "util", span, now=now)
+    _, r_await = history.window("disk", device, "r_await", span, now=now)
+    _, w_await = history.window("disk", device, "w_await", span, now=now)
+    if not times or len(r_await) != len(times) or len(w_await) != len(times):
+        return None
+    start: float | None = None
+    for i in range(len(times) - 1, -1, -1):
+        hot = util[i] >= d.saturated_util_pct and max(r_await[i], w_await[i]) >= (
+            d.saturated_await_ms
+        )
+        if not hot:
+            return start if start is None else times[i]
+        start = times[i]
+    return start
+
+
+def disk_saturated(ctx: Context) -> Iterator[Alert]:
+    d = ctx.defaults
+    devices: dict[str, list[str]] = {}
+    for path, p in _watched(ctx.sample):
+        if p.device:
+            devices.setdefault(p.device, []).append(path)
+    for device, paths in sorted(devices.items()):
+        rates = ctx.sample.disks.get(device)
+        if rates is None:
+            continue
+        since = _saturated_since(ctx.history, device, d, ctx.sample.t)
+        if since is None or ctx.sample.t - since < d.saturated_for_s:
+            continue
+        yield Alert(
+            code="disk-saturated",
+            severity="warning",
+            subject=device,
+            message=(
+                f"Disk {device} (under {', '.join(paths)}) has been saturated for "
+                f"{fmt_duration(ctx.sample.t - since)}: {rates.util:.0f} % busy, requests wait "
+                f"{rates.r_await:.1f} ms (read) / {rates.w_await:.1f} ms (write), queue "
+                f"{rates.aqu_sz:.1f}, reading {rates.rmb_s:.1f} MB/s and writing "
+                f"{rates.wmb_s:.1f} MB/s."
+            ),
+            fix=(
+                "The disk cannot keep up: put the training data on a faster or local disk or "
+                "cache it in RAM (/dev/shm), read it in larger sequential chunks (fewer small "
+                "files, more DataLoader workers), and write checkpoints and logs to another disk."
+            ),
+        )
+
+
+STORAGE_DETECTORS: list[Detector] = [
+    mount_unresponsive,
+    shared_mount,
+    slow_mount,
+    disk_almost_full,
+    disk_filling,
+    disk_saturated,
+    checkpoint_wont_fit,
+]
+
+# Rules that need only the current sample (no history): what a one-shot ``check`` can run.
+STATELESS_STORAGE_DETECTORS: list[Detector] = [
+    mount_unresponsive,
+    shared_mount,
+    slow_mount,
+    disk_almost_full,
+    checkpoint_wont_fit,
+]
