@@ -1,0 +1,344 @@
+"""Run mount-touching calls in helper processes that the caller can abandon.
+
+A ``statvfs``/``stat``/write on a network mount whose server stopped answering blocks in
+uninterruptible sleep: no timeout, no signal ends it, and the blocked process cannot even
+exit until the server answers. So no such call ever runs in our process: each mount gets a
+helper process (core.worker, started with ``subprocess.Popen`` rather than fork because we
+live in Jupyter kernels full of threads). When a call does not answer in time:
+
+- the mount is reported unresponsive (``MountUnresponsive``),
+- the helper is killed (it dies whenever the syscall returns) and abandoned, never waited on,
+- while it is still alive every new call on that mount fails at once: no pile-up of stuck
+  processes, one at most per mount and lane,
+- once it has exited, the next call starts a fresh helper.
+
+Calls are keyed by mount point (``mounts.mount_for_path(p).mountpoint``) and by lane: the
+probe runs in its own lane so that a two-second probe never delays the per-tick statvfs.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .defaults import DEFAULTS
+
+_PKG_PARENT = str(Path(__file__).resolve().parents[2])
+PROBE_LANE = "probe"
+TERM_GRACE_S = 5.0  # a probe helper gets SIGTERM (it removes its temp file), SIGKILL later
+
+
+class MountUnresponsive(Exception):
+    """The filesystem did not answer within the timeout (or is still stuck from before)."""
+
+    def __init__(self, key: str, op: str, timeout_s: float, since: float | None = None):
+        self.key, self.op, self.timeout_s = key, op, timeout_s
+        self.since = since if since is not None else time.monotonic()
+        super().__init__(f"no answer within {timeout_s:.1f} s ({op})")
+
+
+class WorkerUnavailable(RuntimeError):
+    """The helper process could not serve the call (still starting, or crashed). Says
+    nothing about the mount itself."""
+
+
+class WorkerFailed(RuntimeError):
+    """The operation raised something other than OSError inside the helper."""
+
+
+class _Timeout(Exception):
+    pass
+
+
+class _Died(Exception):
+    pass
+
+
+def worker_command() -> list[str]:
+    return [sys.executable, "-m", "trainwatch_lab.core.worker"]
+
+
+def _worker_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PKG_PARENT, env.get("PYTHONPATH")) if p)
+    env.pop("PYTHONSTARTUP", None)
+    return env
+
+
+class _Worker:
+    """One helper process; one call at a time (the caller holds ``lock``)."""
+
+    def __init__(self, key: str, lane: str) -> None:
+        self.key, self.lane = key, lane
+        self.lock = threading.Lock()
+        self.proc = subprocess.Popen(
+            worker_command(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None,
+            bufsize=0,
+            cwd="/",  # never start with a working directory on a mount that may hang
+            env=_worker_env(),
+            start_new_session=True,  # a terminal's Ctrl-C is not meant for the helper
+            close_fds=True,
+        )
+        self.ready = False
+        self.dead = False
+        self._buf = b""
+        self._next_id = 0
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _read_line(self, deadline: float) -> dict[str, Any]:
+        fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
+        while b"\n" not in self._buf:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _Timeout
+            readable, _, _ = select.select([fd], [], [], remaining)
+            if not readable:
+                raise _Timeout
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise _Died
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def request(self, op: str, args: dict[str, Any], deadline: float) -> dict[str, Any]:
+        """Send one request and wait for its answer until ``deadline``.
+
+        Raises ``_Timeout`` (check ``self.ready`` to tell a slow start from a stuck call) or
+        ``_Died``. Answers to requests abandoned while the helper was starting are skipped.
+        """
+        self._next_id += 1
+        rid = self._next_id
+        try:
+            self.proc.stdin.write(  # type: ignore[union-attr]
+                (json.dumps({"id": rid, "op": op, "args": args}) + "\n").encode()
+            )
+        except (BrokenPipeError, OSError) as exc:
+            raise _Died from exc
+        while True:
+            msg = self._read_line(deadline)
+            if msg.get("ready"):
+                self.ready = True
+            elif msg.get("id") == rid:
+                return msg
+
+    def signal(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError, OSError):
+            self.proc.send_signal(signum)
+
+    def close(self) -> None:
+        """Ask the helper to leave (SIGTERM: a running probe still removes its file)."""
+        self.dead = True
+        self.signal(signal.SIGTERM)
+        for stream in (self.proc.stdin, self.proc.stdout):
+            with contextlib.suppress(OSError):
+                stream.close()  # type: ignore[union-attr]
+        self.proc.poll()
+
+
+@dataclass
+class _Stuck:
+    worker: _Worker
+    op: str
+    timeout_s: float
+    since: float
+    signalled: float
+    killed: bool
+
+
+def _raise_remote(msg: dict[str, Any]) -> None:
+    err = msg.get("error") or {}
+    if err.get("errno") is not None:
+        exc = OSError(err["errno"], err.get("strerror") or err.get("message"))
+        if err.get("filename") is not None:
+            exc.filename = err["filename"]
+        raise exc
+    raise WorkerFailed(f"{err.get('type', 'Error')}: {err.get('message', '')}")
+
+
+class MountGuard:
+    """Thread-safe gate for every call that can touch a mount. See the module docstring."""
+
+    def __init__(self, timeout_s: float = DEFAULTS.mount_timeout_s) -> None:
+        self.timeout_s = float(timeout_s)
+        self._lock = threading.Lock()
+        self._workers: dict[tuple[str, str], _Worker] = {}
+        self._stuck: dict[str, list[_Stuck]] = {}
+        self._closed = False
+        _LIVE_GUARDS.add(self)
+
+    # -- state -------------------------------------------------------------------------
+    def _reap(self, key: str) -> _Stuck | None:
+        """Forget stuck helpers that have exited; escalate SIGTERM to SIGKILL after the grace
+        period. Returns the oldest one still alive. Caller holds ``self._lock``."""
+        alive = []
+        for s in self._stuck.get(key, []):
+            if s.worker.proc.poll() is not None:
+                continue
+            if not s.killed and time.monotonic() - s.signalled > TERM_GRACE_S:
+                s.worker.signal(signal.SIGKILL)
+                s.killed = True
+            alive.append(s)
+        if alive:
+            self._stuck[key] = alive
+        else:
+            self._stuck.pop(key, None)
+        return alive[0] if alive else None
+
+    def is_stuck(self, key: str) -> bool:
+        """True while a helper that timed out on this mount is still alive."""
+        with self._lock:
+            return self._reap(key) is not None
+
+    def stuck_pids(self, key: str | None = None) -> list[int]:
+        with self._lock:
+            keys = [key] if key is not None else list(self._stuck)
+            return [s.worker.pid for k in keys if self._reap(k) for s in self._stuck.get(k, [])]
+
+    def live_pids(self) -> list[int]:
+        """Every helper process of this guard still running, stuck ones included."""
+        with self._lock:
+            pids = [w.pid for w in self._workers.values() if w.proc.poll() is None]
+            for key in list(self._stuck):
+                if self._reap(key):
+                    pids.extend(s.worker.pid for s in self._stuck[key])
+            return pids
+
+    # -- calls -------------------------------------------------------------------------
+    def prestart(self, key: str, lane: str = "main") -> None:
+        """Start the helper now so that the first real call does not pay for its start."""
+        with self._lock:
+            if not self._closed and self._reap(key) is None:
+                self._worker(key, lane)
+
+    def _worker(self, key: str, lane: str) -> _Worker:
+        w = self._workers.get((key, lane))
+        if w is None or w.dead or w.proc.poll() is not None:
+            if w is not None:
+                w.close()
+            w = _Worker(key, lane)
+            self._workers[(key, lane)] = w
+        return w
+
+    def call(
+        self,
+        key: str,
+        op: str,
+        *,
+        timeout: float | None = None,
+        lane: str = "main",
+        **args: Any,
+    ) -> Any:
+        """Run ``op`` (see core.worker.OPS) for the mount ``key``; never longer than ``timeout``.
+
+        Raises MountUnresponsive (now, or still stuck from an earlier call), OSError as
+        raised inside the helper, WorkerUnavailable or WorkerFailed.
+        """
+        timeout = self.timeout_s if timeout is None else float(timeout)
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            if self._closed:
+                raise WorkerUnavailable("guard is closed")
+            stuck = self._reap(key)
+            if stuck is not None:
+                raise MountUnresponsive(key, stuck.op, stuck.timeout_s, stuck.since)
+            w = self._worker(key, lane)
+        if not w.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            # the call before ours on this mount is itself taking the whole timeout
+            raise MountUnresponsive(key, op, timeout)
+        try:
+            if w.dead:  # marked stuck (or closed) while we waited for it
+                with self._lock:
+                    stuck = self._reap(key)
+                if stuck is not None:
+                    raise MountUnresponsive(key, stuck.op, stuck.timeout_s, stuck.since)
+                raise WorkerUnavailable("helper process was replaced; try again")
+            try:
+                msg = w.request(op, args, deadline)
+            except _Timeout:
+                if not w.ready:
+                    raise WorkerUnavailable(
+                        f"helper process did not start within {timeout:.1f} s"
+                    ) from None
+                self._abandon(w, op, timeout)
+                raise MountUnresponsive(key, op, timeout) from None
+            except _Died:
+                with self._lock:
+                    if self._workers.get((key, lane)) is w:
+                        del self._workers[(key, lane)]
+                w.close()
+                raise WorkerUnavailable(f"helper process exited (status {w.proc.poll()})") from None
+        finally:
+            w.lock.release()
+        if not msg.get("ok"):
+            _raise_remote(msg)
+        return msg.get("result")
+
+    def _abandon(self, w: _Worker, op: str, timeout: float) -> None:
+        """Kill a helper that timed out and remember it until it has really exited."""
+        hard = w.lane != PROBE_LANE  # a probe helper first gets SIGTERM to remove its file
+        now = time.monotonic()
+        with self._lock:
+            if self._workers.get((w.key, w.lane)) is w:
+                del self._workers[(w.key, w.lane)]
+            w.dead = True
+            w.signal(signal.SIGKILL if hard else signal.SIGTERM)
+            self._stuck.setdefault(w.key, []).append(
+                _Stuck(w, op, timeout, since=now - timeout, signalled=now, killed=hard)
+            )
+
+    def close(self) -> None:
+        """Stop every helper without waiting for any of them."""
+        with self._lock:
+            self._closed = True
+            workers, self._workers = list(self._workers.values()), {}
+            for stuck in self._stuck.values():
+                for s in stuck:
+                    s.worker.signal(signal.SIGKILL)
+        for w in workers:
+            w.close()
+
+    def __enter__(self) -> MountGuard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_LIVE_GUARDS: weakref.WeakSet[MountGuard] = weakref.WeakSet()
+_default: MountGuard | None = None
+_default_lock = threading.Lock()
+
+
+def default_guard() -> MountGuard:
+    """The process-wide guard (one set of helpers shared by every surface)."""
+    global _default
+    with _default_lock:
+        if _default is None or _default._closed:
+            _default = MountGuard()
+        return _default
+
+
+@atexit.register
+def _close_all() -> None:
+    """At exit: signal helpers, wait for none (a stuck one may never exit)."""
+    for guard in list(_LIVE_GUARDS):
+        guard.close()

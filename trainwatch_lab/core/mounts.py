@@ -1,0 +1,375 @@
+"""Which mount a path lives on, what kind of filesystem that is, and which disk is under it.
+
+Everything here reads only ``/proc/self/mountinfo`` and ``/sys``, never the watched path
+itself: a ``stat`` on a network mount whose server stopped answering blocks in
+uninterruptible sleep. The mount is therefore found by string prefix; the guarded worker
+(core.guard) later confirms it with ``st_dev``. We parse mountinfo directly because
+``psutil.disk_partitions()`` hides network mounts unless ``all=True`` and drops the
+major:minor numbers we need to find the block device.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from .model import MountKind
+
+_OCTAL = re.compile(r"\\([0-7]{3})")
+
+# Filesystems whose data lives on another machine (or is shared with other machines).
+SHARED_FSTYPES = frozenset(
+    {
+        "nfs",
+        "nfs4",
+        "cifs",
+        "smb",
+        "smb3",
+        "smbfs",
+        "ceph",
+        "lustre",
+        "gpfs",
+        "beegfs",
+        "glusterfs",
+        "9p",
+        "afs",
+        "openafs",
+        "ocfs2",
+        "gfs2",
+        "fuse",  # FUSE without a subtype: we cannot tell, and most FUSE mounts are remote
+    }
+)
+SHARED_PREFIXES = ("nfs", "smb", "cifs")
+# FUSE filesystems that serve local data (or kernel data) rather than a remote share.
+LOCAL_FUSE = frozenset(
+    {
+        "fuse.lxcfs",
+        "fuse.portal",
+        "fuse.gvfsd-fuse",
+        "fuse.gvfs-fuse-daemon",
+        "fuse.fuse-overlayfs",
+        "fuse.squashfuse",
+        "fuse.squashfuse_ll",
+        "fuse.appimage",
+        "fuse.appimaged",
+        "fuse.snapfuse",
+        "fuse.bindfs",
+        "fuse.encfs",
+        "fuse.gocryptfs",
+        "fuse.ntfs-3g",
+        "fuse.ntfs",
+        "fuse.exfat",
+        "fuse.archivemount",
+        "fuse.fuse-zip",
+        "fuse.xdg-document-portal",
+        "fuse.doc",
+    }
+)
+MEMORY_FSTYPES = frozenset({"tmpfs", "ramfs", "devtmpfs"})
+# Local filesystems that sit on an anonymous device number (major 0), so major alone misleads.
+LOCAL_FSTYPES = frozenset(
+    {
+        "ext2",
+        "ext3",
+        "ext4",
+        "xfs",
+        "btrfs",
+        "zfs",
+        "f2fs",
+        "vfat",
+        "exfat",
+        "ntfs",
+        "ntfs3",
+        "fuseblk",
+        "jfs",
+        "reiserfs",
+        "bcachefs",
+        "squashfs",
+        "erofs",
+        "iso9660",
+        "udf",
+        "hfsplus",
+    }
+)
+# Block devices whose data lives on another machine: network block device, Ceph RBD.
+_NETWORK_BLOCK = re.compile(r"^(nbd|rbd)\d+")
+
+
+def unescape(field: str) -> str:
+    """Decode mountinfo's octal escapes (``\\040`` space, ``\\011`` tab, ``\\012`` newline,
+    ``\\134`` backslash)."""
+    if "\\" not in field:
+        return field
+    return _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), field)
+
+
+@dataclass(frozen=True)
+class MountEntry:
+    """One line of /proc/self/mountinfo (see proc(5))."""
+
+    mount_id: int
+    parent_id: int
+    major: int
+    minor: int
+    root: str
+    mountpoint: str
+    options: tuple[str, ...]
+    fstype: str
+    source: str
+    super_options: tuple[str, ...]
+    optional: tuple[str, ...] = ()  # shared:N, master:N, propagate_from:N, unbindable
+
+    @property
+    def read_only(self) -> bool:
+        return "ro" in self.options or "ro" in self.super_options
+
+    @property
+    def dev(self) -> int:
+        """The st_dev a stat() of a file on this mount reports."""
+        return os.makedev(self.major, self.minor)
+
+    def super_option(self, name: str) -> str | None:
+        """Value of ``name=value`` in the superblock options (e.g. overlay's upperdir)."""
+        prefix = name + "="
+        for opt in self.super_options:
+            if opt.startswith(prefix):
+                return opt[len(prefix) :]
+        return None
+
+
+def _split_options(text: str) -> tuple[str, ...]:
+    return tuple(unescape(o) for o in text.split(",") if o)
+
+
+def parse_mountinfo(text: str) -> list[MountEntry]:
+    """Parse mountinfo text; malformed lines are skipped (the kernel never writes them, but a
+    truncated read can end mid-line)."""
+    entries: list[MountEntry] = []
+    for line in text.splitlines():
+        fields = line.split(" ")
+        try:
+            sep = fields.index("-", 6)
+            mount_id, parent_id = int(fields[0]), int(fields[1])
+            major, minor = (int(x) for x in fields[2].split(":"))
+            fstype, source = fields[sep + 1], fields[sep + 2]
+            super_opts = fields[sep + 3] if len(fields) > sep + 3 else ""
+        except (ValueError, IndexError):
+            continue
+        entries.append(
+            MountEntry(
+                mount_id=mount_id,
+                parent_id=parent_id,
+                major=major,
+                minor=minor,
+                root=unescape(fields[3]),
+                mountpoint=unescape(fields[4]),
+                options=_split_options(fields[5]),
+                fstype=unescape(fstype),
+                source=unescape(source),
+                super_options=_split_options(super_opts),
+                optional=tuple(f for f in fields[6:sep] if f),
+            )
+        )
+    return entries
+
+
+def read_mounts(path: str = "/proc/self/mountinfo") -> list[MountEntry]:
+    # surrogateescape: mount points are bytes, not necessarily UTF-8
+    with open(path, encoding="utf-8", errors="surrogateescape") as fh:
+        return parse_mountinfo(fh.read())
+
+
+def visible_mounts(mounts: list[MountEntry]) -> list[MountEntry]:
+    """Drop mounts that something was mounted over (directly, or over one of their parents):
+    they are in mountinfo but no path resolves to them."""
+    by_id = {m.mount_id: m for m in mounts}
+    covered = {
+        m.parent_id
+        for m in mounts
+        if m.parent_id in by_id and by_id[m.parent_id].mountpoint == m.mountpoint
+    }
+    reachable: dict[int, bool] = {}
+
+    def is_reachable(m: MountEntry, depth: int = 0) -> bool:
+        """Its parent chain leads to the root through mounts nothing was mounted over
+        (a mount stacked on another one inherits the reachability of the one it covers)."""
+        if m.mount_id not in reachable:
+            parent = by_id.get(m.parent_id)
+            if parent is None or parent is m or depth > 64:
+                ok = True
+            elif parent.mountpoint == m.mountpoint:
+                ok = is_reachable(parent, depth + 1)
+            else:
+                ok = parent.mount_id not in covered and is_reachable(parent, depth + 1)
+            reachable[m.mount_id] = ok
+        return reachable[m.mount_id]
+
+    return [m for m in mounts if m.mount_id not in covered and is_reachable(m)]
+
+
+def _is_under(path: str, mountpoint: str) -> bool:
+    if mountpoint == "/":
+        return path.startswith("/")
+    return path == mountpoint or path.startswith(mountpoint + "/")
+
+
+def mount_for_path(path: str, mounts: list[MountEntry]) -> MountEntry:
+    """The mount whose mountpoint is the longest prefix of the absolute path.
+
+    No syscall touches ``path`` (it may be on a dead mount, or not exist yet). Symlinks are
+    not followed here; the worker reports the real path and ``st_dev`` to correct that.
+    """
+    path = os.path.normpath(os.path.abspath(os.path.expanduser(path)))
+    best: MountEntry | None = None
+    for m in visible_mounts(mounts):
+        if not _is_under(path, m.mountpoint):
+            continue
+        if best is None or len(m.mountpoint) >= len(best.mountpoint):
+            best = m  # later lines win ties: the most recent mount on that point
+    if best is None:
+        raise LookupError(f"no mount contains {path!r}")
+    return best
+
+
+def mount_for_dev(dev: int, path: str, mounts: list[MountEntry]) -> MountEntry | None:
+    """The visible mount with device ``dev`` that best contains ``path`` (bind mounts share a
+    device); ``None`` when no mount has that device (btrfs subvolumes, overlay files)."""
+    candidates = [m for m in visible_mounts(mounts) if m.dev == dev]
+    if not candidates:
+        return None
+    containing = [m for m in candidates if _is_under(path, m.mountpoint)]
+    pool = containing or candidates
+    return max(pool, key=lambda m: len(m.mountpoint))
+
+
+def is_network_block(name: str | None) -> bool:
+    return bool(name) and bool(_NETWORK_BLOCK.match(os.path.basename(name or "")))
+
+
+def classify(entry: MountEntry) -> MountKind:
+    """local | shared | memory | overlay | unknown (proc, sysfs and other pseudo filesystems)."""
+    fs = entry.fstype
+    if fs in MEMORY_FSTYPES:
+        return "memory"
+    if fs == "overlay":
+        return "overlay"
+    if fs.startswith("fuse."):
+        return "local" if fs in LOCAL_FUSE else "shared"
+    if fs in SHARED_FSTYPES or fs.startswith(SHARED_PREFIXES):
+        return "shared"
+    if is_network_block(entry.source):
+        return "shared"
+    if fs in LOCAL_FSTYPES or entry.major != 0:
+        return "local"
+    return "unknown"
+
+
+def overlay_backing(entry: MountEntry, mounts: list[MountEntry]) -> MountEntry | None:
+    """The mount holding an overlay's upperdir (where its writes land), when visible here.
+
+    Inside a container the upperdir is a host path outside our mount namespace: ``None``.
+    """
+    upper = entry.super_option("upperdir")
+    if entry.fstype != "overlay" or not upper:
+        return None
+    try:
+        backing = mount_for_path(upper, mounts)
+    except LookupError:
+        return None
+    if backing.mount_id == entry.mount_id or backing.fstype == "overlay":
+        return None
+    return backing
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
+def _whole_disk(sys_dev_dir: str) -> str:
+    """Name of the disk a /sys block directory belongs to: partitions report their parent."""
+    real = os.path.realpath(sys_dev_dir)
+    if os.path.exists(os.path.join(real, "partition")):
+        real = os.path.dirname(real)
+    return os.path.basename(real)
+
+
+def block_device_by_number(major: int, minor: int, sys_root: str = "/sys") -> str | None:
+    """Whole-disk /proc/diskstats name for a device number (dm-N and mdN stay themselves)."""
+    link = os.path.join(sys_root, "dev", "block", f"{major}:{minor}")
+    if not os.path.exists(link):
+        return None
+    return _whole_disk(link)
+
+
+def block_device_by_name(source: str, sys_root: str = "/sys") -> str | None:
+    """Whole-disk name for a mount source such as /dev/nvme0n1p2 or /dev/mapper/vg-root."""
+    if not source.startswith("/dev/"):
+        return None
+    name = os.path.basename(source)
+    if source.startswith("/dev/mapper/"):
+        for dm in _listdir(os.path.join(sys_root, "block")):
+            if _read(os.path.join(sys_root, "block", dm, "dm", "name")) == name:
+                return dm
+        return None
+    path = os.path.join(sys_root, "class", "block", name)
+    return _whole_disk(path) if os.path.exists(path) else None
+
+
+def block_device_for(
+    entry: MountEntry, sys_root: str = "/sys", mounts: list[MountEntry] | None = None
+) -> str | None:
+    """Whole-disk name in /proc/diskstats under a mount, or ``None`` (tmpfs, NFS, ...).
+
+    Partitions resolve to their disk; device-mapper and md devices are reported as
+    themselves (``dm-0``, ``md0``: they have their own diskstats line; see ``slaves``);
+    loop devices as ``loopN`` (see ``loop_backing_file``). Overlay reports the device of its
+    upperdir's mount when ``mounts`` is given. Filesystems on an anonymous device number
+    (btrfs, major 0) fall back to the mount source.
+    """
+    if entry.fstype == "overlay":
+        backing = overlay_backing(entry, mounts) if mounts else None
+        return block_device_for(backing, sys_root) if backing else None
+    if entry.major != 0:
+        name = block_device_by_number(entry.major, entry.minor, sys_root)
+        if name:
+            return name
+    return block_device_by_name(entry.source, sys_root)
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def slaves(name: str, sys_root: str = "/sys") -> list[str]:
+    """Whole disks under a dm/md device, recursively (dm over md over disks -> the disks)."""
+    found: list[str] = []
+    seen: set[str] = set()
+
+    def walk(dev: str) -> None:
+        if dev in seen:
+            return
+        seen.add(dev)
+        below = _listdir(os.path.join(sys_root, "block", dev, "slaves"))
+        if not below:
+            if dev != name:
+                found.append(dev)
+            return
+        for slave in below:
+            part = os.path.join(sys_root, "class", "block", slave)
+            walk(_whole_disk(part) if os.path.exists(part) else slave)
+
+    walk(name)
+    return found
+
+
+def loop_backing_file(name: str, sys_root: str = "/sys") -> str | None:
+    """The file a loop device reads from (``/sys/block/loopN/loop/backing_file``)."""
+    return _read(os.path.join(sys_root, "block", name, "loop", "backing_file")) or None

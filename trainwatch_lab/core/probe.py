@@ -1,0 +1,204 @@
+"""How long a small write + fsync takes in a directory: an ioping-style, bounded probe.
+
+Logging a scalar every step is exactly this operation, so its latency is what a training loop
+pays on that filesystem. ``probe_directory`` runs inside the guard's helper process (never in
+the caller: the write may hang on a dead mount); ``local_baseline`` measures the same on local
+block storage so a slow mount can be compared to something real.
+
+The temporary file is hidden, named ``.trainwatch-probe-<pid>-<random>.tmp`` and always
+removed, also on KeyboardInterrupt/SIGTERM (the worker turns SIGTERM into an exception). A
+helper killed with SIGKILL cannot clean up: ``clean_leftovers`` recognises its file by name
+and removes it the next time (the worker calls it before every probe).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import secrets
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+
+from .defaults import DEFAULTS, Defaults
+from .model import ProbeResult
+
+PREFIX = ".trainwatch-probe-"
+LEFTOVER = re.compile(r"^\.trainwatch-probe-(\d+)-[0-9a-f]+\.tmp$")
+STALE_AFTER_S = 3600.0  # a probe file this old is a leftover whatever its pid says
+READ_ONLY = "read-only filesystem"
+
+
+def probe_name() -> str:
+    return f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}.tmp"
+
+
+def _percentile(sorted_ms: list[float], q: float) -> float:
+    """Nearest-rank percentile (what ioping and fio report for small sample counts)."""
+    rank = max(1, min(len(sorted_ms), round(q / 100.0 * len(sorted_ms) + 0.5)))
+    return sorted_ms[rank - 1]
+
+
+def probe_directory(
+    directory: str,
+    writes: int = DEFAULTS.probe_writes,
+    block_bytes: int = DEFAULTS.probe_block_bytes,
+    budget_s: float = DEFAULTS.probe_budget_s,
+    *,
+    interval_s: float = 0.0,
+    on_write: Callable[[int], None] | None = None,
+) -> ProbeResult:
+    """``writes`` writes of ``block_bytes`` + fsync each to a hidden temp file; stops early
+    once ``budget_s`` is spent. ``interval_s`` pauses between writes (ioping -i);
+    ``on_write(i)`` is called after each timed write (tests use it to interrupt)."""
+    st = os.statvfs(directory)
+    if st.f_flag & os.ST_RDONLY:
+        return ProbeResult(None, None, 0, error=READ_ONLY)
+    path = os.path.join(directory, probe_name())
+    block = os.urandom(block_bytes)  # incompressible, so compressing filesystems still write
+    times_ms: list[float] = []
+    start = time.monotonic()
+    fd = -1
+    try:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as exc:
+            if exc.errno == errno.EROFS:
+                return ProbeResult(None, None, 0, error=READ_ONLY)
+            raise
+        for i in range(writes):
+            t0 = time.perf_counter()
+            os.pwrite(fd, block, i * block_bytes)
+            os.fsync(fd)
+            times_ms.append((time.perf_counter() - t0) * 1000.0)
+            if on_write is not None:
+                on_write(i)
+            if time.monotonic() - start >= budget_s:
+                break
+            if interval_s > 0:
+                time.sleep(min(interval_s, max(0.0, budget_s - (time.monotonic() - start))))
+    except OSError as exc:
+        if not times_ms:
+            return ProbeResult(None, None, 0, error=f"{exc.strerror or exc} ({directory})")
+    finally:
+        if fd >= 0:  # only a file we created is ours to remove
+            os.close(fd)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+    ordered = sorted(times_ms)
+    return ProbeResult(
+        p50_ms=round(statistics.median(ordered), 3),
+        p99_ms=round(_percentile(ordered, 99), 3),
+        samples=len(ordered),
+    )
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_leftovers(directory: str) -> int:
+    """Remove probe files left by helpers that no longer run; returns how many."""
+    removed = 0
+    now = time.time()
+    with os.scandir(directory) as it:
+        for entry in it:
+            m = LEFTOVER.match(entry.name)
+            if not m:
+                continue
+            pid = int(m.group(1))
+            try:
+                stale = now - entry.stat(follow_symlinks=False).st_mtime > STALE_AFTER_S
+            except FileNotFoundError:
+                continue
+            if pid != os.getpid() and (stale or not _pid_alive(pid)):
+                try:
+                    os.unlink(entry.path)
+                    removed += 1
+                except FileNotFoundError:
+                    pass
+    return removed
+
+
+# -- local baseline -------------------------------------------------------------------------
+
+_baseline_lock = threading.Lock()
+_baseline: tuple[float, ProbeResult | None] | None = None
+FAILED_RETRY_S = 60.0
+
+
+def baseline_candidates() -> list[str]:
+    """Where local block storage may be: $HOME, the working directory, /var/tmp, the temp
+    directory. No ``tempfile.gettempdir()`` call here: on its first use it writes test files
+    to find a usable directory, which may hang on a dead mount; we take the same answer from
+    its cache or from $TMPDIR."""
+    dirs = [os.path.expanduser("~")]
+    with contextlib.suppress(OSError):
+        dirs.append(os.getcwd())
+    dirs.append("/var/tmp")
+    dirs.append(tempfile.tempdir or os.environ.get("TMPDIR") or "/tmp")
+    return dirs
+
+
+def local_baseline(
+    defaults: Defaults = DEFAULTS, guard: object | None = None, *, refresh: bool = False
+) -> ProbeResult | None:
+    """Probe latency on local block storage, measured through the guard and cached for
+    ``defaults.baseline_ttl_s`` (a failure is retried after a minute). ``None`` when no
+    candidate directory is on a local disk or the probe failed."""
+    global _baseline
+    with _baseline_lock:
+        now = time.monotonic()
+        if not refresh and _baseline is not None:
+            at, value = _baseline
+            ttl = defaults.baseline_ttl_s if value is not None else FAILED_RETRY_S
+            if now - at < ttl:
+                return value
+        value = _measure_baseline(defaults, guard)
+        _baseline = (time.monotonic(), value)
+        return value
+
+
+def _measure_baseline(defaults: Defaults, guard: object | None) -> ProbeResult | None:
+    from .guard import PROBE_LANE, MountGuard, MountUnresponsive, WorkerUnavailable, default_guard
+    from .mounts import classify, mount_for_path, read_mounts
+
+    g = guard if isinstance(guard, MountGuard) else default_guard()
+    try:
+        mounts = read_mounts()
+    except OSError:
+        return None
+    for directory in baseline_candidates():
+        try:
+            entry = mount_for_path(directory, mounts)
+        except LookupError:
+            continue
+        if classify(entry) != "local" or entry.read_only:
+            continue
+        try:
+            raw = g.call(
+                entry.mountpoint,
+                "probe",
+                lane=PROBE_LANE,
+                timeout=defaults.probe_budget_s + defaults.mount_timeout_s,
+                directory=os.path.abspath(directory),
+                writes=defaults.probe_writes,
+                block_bytes=defaults.probe_block_bytes,
+                budget_s=defaults.probe_budget_s,
+            )
+        except (MountUnresponsive, WorkerUnavailable, OSError, RuntimeError):
+            continue
+        result = ProbeResult(**raw)
+        if result.error is None and result.samples:
+            return result
+    return None

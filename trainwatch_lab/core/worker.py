@@ -1,0 +1,161 @@
+"""The helper process that does every call which can touch a mount.
+
+Run as ``python -m trainwatch_lab.core.worker`` by core.guard, one per mount. It reads one
+JSON request per line on stdin and answers one JSON line on stdout. Why a separate process:
+a ``statvfs`` on a network mount whose server stopped answering sleeps uninterruptibly; a
+thread stuck like that can never be reclaimed, and a process with such a thread cannot even
+exit. A helper process can at least be abandoned while the caller carries on.
+
+Protocol: on start the worker writes ``{"ready": true, "pid": N}``; then for each
+``{"id": I, "op": NAME, "args": {...}}`` it writes ``{"id": I, "ok": true, "result": ...}`` or
+``{"id": I, "ok": false, "error": {"type", "errno", "strerror", "filename", "message"}}``.
+It exits on EOF, SIGTERM or SIGINT; the latter two raise inside the running operation, so a
+probe's ``finally`` still removes its temporary file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import stat
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def op_ping() -> dict[str, Any]:
+    return {"pid": os.getpid()}
+
+
+def op_sleep(seconds: float) -> None:
+    """Stand-in for a call that hangs (tests, diagnostics)."""
+    time.sleep(seconds)
+
+
+def op_statvfs(path: str) -> list[int]:
+    return list(os.statvfs(path))
+
+
+def nearest_existing(path: str) -> tuple[str, os.stat_result]:
+    """``path`` itself or its nearest existing ancestor (a logdir about to be created)."""
+    target = path
+    while True:
+        try:
+            return target, os.stat(target)
+        except (FileNotFoundError, NotADirectoryError):
+            parent = os.path.dirname(target)
+            if parent == target:
+                raise
+            target = parent
+
+
+def op_inspect(path: str, checkpoints: bool = False) -> dict[str, Any]:
+    """One round trip per tick: existence, the device, the real path, statvfs and (when
+    asked) the checkpoints in the directory."""
+    target, st = nearest_existing(path)
+    result: dict[str, Any] = {
+        "exists": target == path,
+        "target": target,
+        "realpath": os.path.realpath(target),
+        "is_dir": stat.S_ISDIR(st.st_mode),
+        "st_dev": [os.major(st.st_dev), os.minor(st.st_dev)],
+        "statvfs": list(os.statvfs(target)),
+        "checkpoints": None,
+    }
+    if checkpoints and result["exists"] and result["is_dir"]:
+        result["checkpoints"] = op_scan_checkpoints(path)
+    return result
+
+
+def op_scan_checkpoints(directory: str) -> dict[str, Any] | None:
+    try:
+        from .space import scan_checkpoints
+    except ImportError:  # space.py not available: no checkpoint information
+        return None
+    info = scan_checkpoints(directory)
+    return dataclasses.asdict(info) if info is not None else None
+
+
+def op_probe(
+    directory: str,
+    writes: int,
+    block_bytes: int,
+    budget_s: float,
+    interval_s: float = 0.0,
+) -> dict[str, Any]:
+    from .probe import clean_leftovers, probe_directory
+
+    target, st = nearest_existing(directory)
+    if not stat.S_ISDIR(st.st_mode):
+        target = os.path.dirname(target)  # a file: probe the directory it lives in
+    # a leftover we cannot remove must not prevent the measurement
+    with contextlib.suppress(OSError):
+        clean_leftovers(target)
+    result = probe_directory(target, writes, block_bytes, budget_s, interval_s=interval_s)
+    return dataclasses.asdict(result)
+
+
+def op_clean_leftovers(directory: str) -> int:
+    from .probe import clean_leftovers
+
+    return clean_leftovers(directory)
+
+
+OPS: dict[str, Callable[..., Any]] = {
+    "ping": op_ping,
+    "sleep": op_sleep,
+    "statvfs": op_statvfs,
+    "inspect": op_inspect,
+    "scan_checkpoints": op_scan_checkpoints,
+    "probe": op_probe,
+    "clean_leftovers": op_clean_leftovers,
+}
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    err: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    if isinstance(exc, OSError):
+        err.update(errno=exc.errno, strerror=exc.strerror, filename=exc.filename)
+    return err
+
+
+def handle(line: str) -> dict[str, Any]:
+    try:
+        req = json.loads(line)
+        rid = req.get("id")
+        fn = OPS[req["op"]]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return {"id": None, "ok": False, "error": {"type": "BadRequest", "message": repr(exc)}}
+    try:
+        return {"id": rid, "ok": True, "result": fn(**req.get("args", {}))}
+    except Exception as exc:  # reported to the caller, the worker stays up
+        return {"id": rid, "ok": False, "error": _error(exc)}
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def main() -> int:
+    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGINT, _terminate)
+    out = sys.stdout
+    out.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
+    out.flush()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        out.write(json.dumps(handle(line)) + "\n")
+        out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except (SystemExit, KeyboardInterrupt, BrokenPipeError):
+        os._exit(0)  # parent gone or told us to stop: nothing left to report
