@@ -1,0 +1,368 @@
+/*
+ * A scripted stand-in for the NVIDIA Management Library (libnvidia-ml.so.1).
+ *
+ * Why: the real pynvml bindings must run end to end on machines without a GPU. This library
+ * exports the NVML functions trainwatch_lab calls, with the same C signatures, and answers
+ * from a text file named by $FAKE_NVML_SCRIPT. The file is re-read whenever it changes
+ * (inode, size or mtime), so a test can change values mid-run: utilization to 0, a GPU lost.
+ *
+ * Script format, one `key=value` per line, `#` comments:
+ *   init=0                 return code of nvmlInitWithFlags (9 = driver not loaded)
+ *   count=2                device count (default: highest gpuN seen + 1)
+ *   gpu0.uuid=GPU-...      gpu0.name=...
+ *   gpu0.util=37           gpu0.mem_util=12
+ *   gpu0.mem_total=BYTES   gpu0.mem_used=BYTES
+ *   gpu0.power_mw=250000   gpu0.power_limit_mw=700000   gpu0.temp=45
+ *   gpu0.pcie_tx_kbs=100   gpu0.pcie_rx_kbs=200         gpu0.reasons=0x1
+ *   gpu0.lost=1            every call on this device returns NVML_ERROR_GPU_IS_LOST
+ *   gpu0.unsupported=power,temp   these return NVML_ERROR_NOT_SUPPORTED
+ *     (names: util mem power power_limit temp pcie reasons procs)
+ *   gpu0.procs=1234:1073741824,5678:2048   compute processes, pid:used bytes
+ * Without $FAKE_NVML_SCRIPT, init fails with NVML_ERROR_DRIVER_NOT_LOADED.
+ *
+ * fake_nvml_calls() returns how many NVML functions were called (the benchmark checks the
+ * monitor's own counter against it); fake_nvml_reset_calls() zeroes it.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MAX_GPUS 64
+#define MAX_PROCS 64
+
+enum {
+    OK = 0, ERR_UNINITIALIZED = 1, ERR_INVALID_ARGUMENT = 2, ERR_NOT_SUPPORTED = 3,
+    ERR_INSUFFICIENT_SIZE = 7, ERR_DRIVER_NOT_LOADED = 9, ERR_GPU_IS_LOST = 15,
+    ERR_UNKNOWN = 999
+};
+
+enum {
+    U_UTIL = 1, U_MEM = 2, U_POWER = 4, U_POWER_LIMIT = 8, U_TEMP = 16, U_PCIE = 32,
+    U_REASONS = 64, U_PROCS = 128
+};
+
+typedef struct {
+    int index;
+    int seen;
+    char uuid[96];
+    char name[96];
+    unsigned util, mem_util;
+    unsigned long long mem_total, mem_used;
+    unsigned power_mw, power_limit_mw, temp, pcie_tx, pcie_rx;
+    unsigned long long reasons;
+    int lost;
+    unsigned unsupported;
+    int nprocs;
+    unsigned pids[MAX_PROCS];
+    unsigned long long pmem[MAX_PROCS];
+} fake_dev;
+
+typedef struct { unsigned long long total, free, used; } mem_v1;
+typedef struct { unsigned version; unsigned long long total, reserved, free, used; } mem_v2;
+typedef struct { unsigned gpu, memory; } util_t;
+typedef struct {
+    unsigned pid;
+    unsigned long long used;
+    unsigned gpu_instance, compute_instance;
+} proc_v2;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static fake_dev devs[MAX_GPUS];
+static int dev_count;
+static int init_rc = ERR_DRIVER_NOT_LOADED;
+static int initialized;
+static unsigned long long calls;
+static struct stat loaded_st;
+static int loaded;
+
+static void dev_defaults(fake_dev *d, int i) {
+    memset(d, 0, sizeof *d);
+    d->index = i;
+    snprintf(d->uuid, sizeof d->uuid, "GPU-%08x-1111-2222-3333-44444444444%d", 0xfa4e0000u + i,
+             i % 10);
+    snprintf(d->name, sizeof d->name, "Fake GPU %d", i);
+    d->mem_total = 80ULL << 30;
+    d->power_limit_mw = 700000;
+}
+
+static unsigned unsupported_mask(const char *list) {
+    static const struct { const char *name; unsigned bit; } names[] = {
+        {"util", U_UTIL}, {"mem", U_MEM}, {"power", U_POWER}, {"power_limit", U_POWER_LIMIT},
+        {"temp", U_TEMP}, {"pcie", U_PCIE}, {"reasons", U_REASONS}, {"procs", U_PROCS}};
+    unsigned mask = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *tok = strtok(buf, ", "); tok; tok = strtok(NULL, ", "))
+        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+            if (strcmp(tok, names[k].name) == 0) mask |= names[k].bit;
+    return mask;
+}
+
+static void parse_procs(fake_dev *d, const char *list) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", list);
+    d->nprocs = 0;
+    for (char *tok = strtok(buf, ", "); tok && d->nprocs < MAX_PROCS; tok = strtok(NULL, ", ")) {
+        unsigned pid;
+        unsigned long long used;
+        if (sscanf(tok, "%u:%llu", &pid, &used) == 2) {
+            d->pids[d->nprocs] = pid;
+            d->pmem[d->nprocs] = used;
+            d->nprocs++;
+        }
+    }
+}
+
+static void set_field(fake_dev *d, const char *key, const char *val) {
+    unsigned long long n = strtoull(val, NULL, 0);
+    if (!strcmp(key, "uuid")) snprintf(d->uuid, sizeof d->uuid, "%s", val);
+    else if (!strcmp(key, "name")) snprintf(d->name, sizeof d->name, "%s", val);
+    else if (!strcmp(key, "util")) d->util = (unsigned)n;
+    else if (!strcmp(key, "mem_util")) d->mem_util = (unsigned)n;
+    else if (!strcmp(key, "mem_total")) d->mem_total = n;
+    else if (!strcmp(key, "mem_used")) d->mem_used = n;
+    else if (!strcmp(key, "power_mw")) d->power_mw = (unsigned)n;
+    else if (!strcmp(key, "power_limit_mw")) d->power_limit_mw = (unsigned)n;
+    else if (!strcmp(key, "temp")) d->temp = (unsigned)n;
+    else if (!strcmp(key, "pcie_tx_kbs")) d->pcie_tx = (unsigned)n;
+    else if (!strcmp(key, "pcie_rx_kbs")) d->pcie_rx = (unsigned)n;
+    else if (!strcmp(key, "reasons")) d->reasons = n;
+    else if (!strcmp(key, "lost")) d->lost = n != 0;
+    else if (!strcmp(key, "unsupported")) d->unsupported = unsupported_mask(val);
+    else if (!strcmp(key, "procs")) parse_procs(d, val);
+}
+
+/* Re-read the script when it changed; caller holds the lock. */
+static void reload(void) {
+    const char *path = getenv("FAKE_NVML_SCRIPT");
+    struct stat st;
+    if (!path || stat(path, &st) != 0) {
+        loaded = 0;
+        init_rc = ERR_DRIVER_NOT_LOADED;
+        dev_count = 0;
+        return;
+    }
+    if (loaded && st.st_ino == loaded_st.st_ino && st.st_size == loaded_st.st_size &&
+        st.st_mtim.tv_sec == loaded_st.st_mtim.tv_sec &&
+        st.st_mtim.tv_nsec == loaded_st.st_mtim.tv_nsec)
+        return;
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    for (int i = 0; i < MAX_GPUS; i++) dev_defaults(&devs[i], i);
+    init_rc = OK;
+    int count = -1, highest = -1;
+    char line[8192];
+    while (fgets(line, sizeof line, f)) {
+        char *s = line;
+        while (*s == ' ' || *s == '\t') s++;
+        if (*s == '#' || *s == '\n' || *s == 0) continue;
+        s[strcspn(s, "\r\n")] = 0;
+        char *eq = strchr(s, '=');
+        if (!eq) continue;
+        *eq = 0;
+        const char *key = s, *val = eq + 1;
+        if (!strcmp(key, "init")) init_rc = (int)strtol(val, NULL, 0);
+        else if (!strcmp(key, "count")) count = (int)strtol(val, NULL, 0);
+        else if (!strncmp(key, "gpu", 3)) {
+            char *dot;
+            long i = strtol(key + 3, &dot, 10);
+            if (*dot != '.' || i < 0 || i >= MAX_GPUS) continue;
+            devs[i].seen = 1;
+            if (i > highest) highest = (int)i;
+            set_field(&devs[i], dot + 1, val);
+        }
+    }
+    fclose(f);
+    dev_count = count >= 0 ? (count > MAX_GPUS ? MAX_GPUS : count) : highest + 1;
+    loaded_st = st;
+    loaded = 1;
+}
+
+/* Common prologue of every device call: count, reload, validate the handle. */
+static int enter_dev(void *handle, fake_dev **out, unsigned need_supported) {
+    calls++;
+    reload();
+    if (!initialized) return ERR_UNINITIALIZED;
+    fake_dev *d = (fake_dev *)handle;
+    if (d < devs || d >= devs + dev_count) return ERR_INVALID_ARGUMENT;
+    if (d->lost) return ERR_GPU_IS_LOST;
+    if (d->unsupported & need_supported) return ERR_NOT_SUPPORTED;
+    *out = d;
+    return OK;
+}
+
+#define DEV_CALL(handle, bit, body)                 \
+    do {                                            \
+        pthread_mutex_lock(&lock);                  \
+        fake_dev *d = NULL;                         \
+        int rc_ = enter_dev(handle, &d, bit);       \
+        if (rc_ == OK) { body; }                    \
+        pthread_mutex_unlock(&lock);                \
+        return rc_;                                 \
+    } while (0)
+
+int nvmlInitWithFlags(unsigned flags) {
+    (void)flags;
+    pthread_mutex_lock(&lock);
+    calls++;
+    reload();
+    int rc = init_rc;
+    if (rc == OK) initialized++;
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+int nvmlInit_v2(void) { return nvmlInitWithFlags(0); }
+
+int nvmlShutdown(void) {
+    pthread_mutex_lock(&lock);
+    calls++;
+    int rc = initialized ? OK : ERR_UNINITIALIZED;
+    if (initialized) initialized--;
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+const char *nvmlErrorString(int result) {
+    pthread_mutex_lock(&lock);
+    calls++;
+    pthread_mutex_unlock(&lock);
+    switch (result) {
+    case OK: return "Success";
+    case ERR_UNINITIALIZED: return "Uninitialized";
+    case ERR_NOT_SUPPORTED: return "Not Supported";
+    case ERR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
+    case ERR_GPU_IS_LOST: return "GPU is lost";
+    default: return "Unknown Error";
+    }
+}
+
+int nvmlDeviceGetCount_v2(unsigned *count) {
+    pthread_mutex_lock(&lock);
+    calls++;
+    reload();
+    int rc = initialized ? OK : ERR_UNINITIALIZED;
+    if (rc == OK) *count = (unsigned)dev_count;
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+int nvmlDeviceGetHandleByIndex_v2(unsigned index, void **device) {
+    pthread_mutex_lock(&lock);
+    calls++;
+    reload();
+    int rc = !initialized ? ERR_UNINITIALIZED
+             : index >= (unsigned)dev_count ? ERR_INVALID_ARGUMENT
+             : devs[index].lost ? ERR_GPU_IS_LOST
+             : OK;
+    if (rc == OK) *device = &devs[index];
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+int nvmlDeviceGetIndex(void *h, unsigned *index) { DEV_CALL(h, 0, *index = (unsigned)d->index); }
+
+int nvmlDeviceGetName(void *h, char *name, unsigned length) {
+    DEV_CALL(h, 0, {
+        if (strlen(d->name) + 1 > length) rc_ = ERR_INSUFFICIENT_SIZE;
+        else snprintf(name, length, "%s", d->name);
+    });
+}
+
+int nvmlDeviceGetUUID(void *h, char *uuid, unsigned length) {
+    DEV_CALL(h, 0, {
+        if (strlen(d->uuid) + 1 > length) rc_ = ERR_INSUFFICIENT_SIZE;
+        else snprintf(uuid, length, "%s", d->uuid);
+    });
+}
+
+int nvmlDeviceGetMemoryInfo(void *h, mem_v1 *m) {
+    DEV_CALL(h, U_MEM, {
+        m->total = d->mem_total;
+        m->used = d->mem_used;
+        m->free = d->mem_total > d->mem_used ? d->mem_total - d->mem_used : 0;
+    });
+}
+
+int nvmlDeviceGetMemoryInfo_v2(void *h, mem_v2 *m) {
+    DEV_CALL(h, U_MEM, {
+        m->total = d->mem_total;
+        m->reserved = 0;
+        m->used = d->mem_used;
+        m->free = d->mem_total > d->mem_used ? d->mem_total - d->mem_used : 0;
+    });
+}
+
+int nvmlDeviceGetUtilizationRates(void *h, util_t *u) {
+    DEV_CALL(h, U_UTIL, {
+        u->gpu = d->util;
+        u->memory = d->mem_util;
+    });
+}
+
+int nvmlDeviceGetPowerUsage(void *h, unsigned *mw) { DEV_CALL(h, U_POWER, *mw = d->power_mw); }
+
+int nvmlDeviceGetEnforcedPowerLimit(void *h, unsigned *mw) {
+    DEV_CALL(h, U_POWER_LIMIT, *mw = d->power_limit_mw);
+}
+
+int nvmlDeviceGetPowerManagementLimit(void *h, unsigned *mw) {
+    DEV_CALL(h, U_POWER_LIMIT, *mw = d->power_limit_mw);
+}
+
+int nvmlDeviceGetTemperature(void *h, int sensor, unsigned *temp) {
+    DEV_CALL(h, U_TEMP, {
+        if (sensor != 0) rc_ = ERR_NOT_SUPPORTED;
+        else *temp = d->temp;
+    });
+}
+
+int nvmlDeviceGetPcieThroughput(void *h, int counter, unsigned *kbs) {
+    DEV_CALL(h, U_PCIE, {
+        if (counter == 0) *kbs = d->pcie_tx;
+        else if (counter == 1) *kbs = d->pcie_rx;
+        else rc_ = ERR_INVALID_ARGUMENT;
+    });
+}
+
+int nvmlDeviceGetCurrentClocksEventReasons(void *h, unsigned long long *reasons) {
+    DEV_CALL(h, U_REASONS, *reasons = d->reasons);
+}
+
+int nvmlDeviceGetCurrentClocksThrottleReasons(void *h, unsigned long long *reasons) {
+    DEV_CALL(h, U_REASONS, *reasons = d->reasons);
+}
+
+int nvmlDeviceGetComputeRunningProcesses_v3(void *h, unsigned *count, proc_v2 *infos) {
+    DEV_CALL(h, U_PROCS, {
+        if (d->nprocs == 0) {
+            *count = 0;
+        } else if (infos == NULL || *count < (unsigned)d->nprocs) {
+            *count = (unsigned)d->nprocs;
+            rc_ = ERR_INSUFFICIENT_SIZE;
+        } else {
+            for (int i = 0; i < d->nprocs; i++) {
+                infos[i].pid = d->pids[i];
+                infos[i].used = d->pmem[i];
+                infos[i].gpu_instance = 0xffffffffu;
+                infos[i].compute_instance = 0xffffffffu;
+            }
+            *count = (unsigned)d->nprocs;
+        }
+    });
+}
+
+unsigned long long fake_nvml_calls(void) {
+    pthread_mutex_lock(&lock);
+    unsigned long long n = calls;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+void fake_nvml_reset_calls(void) {
+    pthread_mutex_lock(&lock);
+    calls = 0;
+    pthread_mutex_unlock(&lock);
+}

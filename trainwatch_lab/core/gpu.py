@@ -1,0 +1,387 @@
+"""NVIDIA GPUs through NVML (the ``pynvml`` module of ``nvidia-ml-py``), cheaply and safely.
+
+Why this shape: the sampler ticks every second next to a training loop, so each tick makes
+only the NVML calls that can change (utilization, memory, power, temperature, clock-event
+reasons); names, UUIDs, handles and power limits are cached for ``gpu_static_ttl_s``, the
+process list is read every ``gpu_processes_every_s`` and PCIe throughput (each call samples
+the bus for ~20 ms in the driver) every ``gpu_pcie_every_s``. Every failure - no library, no
+driver, no devices, a function this GPU does not support, a GPU that fell off the bus - ends as
+data (``None`` fields, ``GpuState.lost``, ``sample.notes["gpus"]``), never as an exception.
+
+Devices are labelled as the watched process's CUDA sees them: ``CUDA_VISIBLE_DEVICES`` (indices
+or UUID prefixes) decides which GPUs are reported and their ``index``; ``nvml_index`` is the
+physical one. CUDA's default enumeration order (fastest first) is assumed to match NVML's PCI
+order, which holds on the usual machines with identical GPUs (or CUDA_DEVICE_ORDER=PCI_BUS_ID).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .defaults import DEFAULTS, Defaults
+from .model import GpuState, Sample
+
+log = logging.getLogger(__name__)
+
+# nvmlClocksEventReason* bits (nvml.h), decoded to stable names for charts and messages.
+CLOCK_REASONS: tuple[tuple[int, str], ...] = (
+    (0x001, "gpu_idle"),
+    (0x002, "applications_clocks"),
+    (0x004, "sw_power_cap"),
+    (0x008, "hw_slowdown"),
+    (0x010, "sync_boost"),
+    (0x020, "sw_thermal"),
+    (0x040, "hw_thermal"),
+    (0x080, "hw_power_brake"),
+    (0x100, "display_clock"),
+)
+
+# NVML return codes we treat specially (values from nvml.h; pynvml names them the same).
+_NOT_SUPPORTED = 3
+_NO_PERMISSION = 4
+_FUNCTION_NOT_FOUND = 13
+_GPU_IS_LOST = 15
+_PERMANENT = {_NOT_SUPPORTED, _NO_PERMISSION, _FUNCTION_NOT_FOUND}
+
+
+def decode_clock_reasons(mask: int) -> list[str]:
+    """Names of the set clock-event reason bits (unknown bits become ``bit_0x...``)."""
+    names = [name for bit, name in CLOCK_REASONS if mask & bit]
+    known = 0
+    for bit, _ in CLOCK_REASONS:
+        known |= bit
+    rest = mask & ~known
+    bit = 1
+    while rest:
+        if rest & bit:
+            names.append(f"bit_{bit:#x}")
+            rest &= ~bit
+        bit <<= 1
+    return names
+
+
+def _uuid_key(text: str) -> str:
+    text = text.strip().lower()
+    return text[4:] if text.startswith("gpu-") else text
+
+
+def visible_devices(spec: str | None, uuids: Sequence[str]) -> list[int]:
+    """Physical (NVML) indices in the order CUDA numbers them under ``CUDA_VISIBLE_DEVICES``.
+
+    Follows CUDA's parsing: unset means all devices; entries are indices or (unique prefixes
+    of) UUIDs with or without the ``GPU-`` prefix; parsing stops at the first entry that names
+    no device (a bad index, an unknown or ambiguous UUID, a MIG instance, a repeat).
+    """
+    if spec is None:
+        return list(range(len(uuids)))
+    keys = [_uuid_key(u) for u in uuids]
+    out: list[int] = []
+    for raw in spec.split(","):
+        token = raw.strip()
+        if not token:
+            break
+        if token.lstrip("+-").isdigit():
+            idx = int(token)
+            if not 0 <= idx < len(uuids):
+                break
+        elif token.lower().startswith("mig-"):
+            break
+        else:
+            want = _uuid_key(token)
+            matches = [i for i, k in enumerate(keys) if want and k.startswith(want)]
+            if len(matches) != 1:
+                break
+            idx = matches[0]
+        if idx in out:
+            break
+        out.append(idx)
+    return out
+
+
+def _cuda_visible_devices(pid: int) -> str | None:
+    """CUDA_VISIBLE_DEVICES as the watched process sees it (its own environment when we may
+    read it, ours otherwise: a server and the kernels it starts usually share it)."""
+    if pid != os.getpid():
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            pass
+        else:
+            for item in env:
+                if item.startswith(b"CUDA_VISIBLE_DEVICES="):
+                    return item.split(b"=", 1)[1].decode(errors="replace")
+            return None
+    return os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def _process_tree(pid: int) -> set[int]:
+    """The watched pid and all its descendants (DataLoader workers, subprocesses)."""
+    pids = {pid}
+    try:
+        import psutil
+
+        pids.update(p.pid for p in psutil.Process(pid).children(recursive=True))
+    except Exception:  # gone, no permission, psutil missing: the pid alone
+        pass
+    return pids
+
+
+@dataclass(slots=True)
+class _Gpu:
+    """What we keep per visible GPU between ticks."""
+
+    index: int
+    nvml_index: int
+    handle: Any
+    uuid: str
+    name: str = "?"
+    power_limit_w: float | None = None
+    lost: bool = False
+    unsupported: set[str] = field(default_factory=set)
+    pcie: tuple[float | None, float | None] = (None, None)
+    pcie_at: float = -math.inf
+    process_mem_bytes: int | None = None
+
+
+class GpuSource:
+    """Fills ``sample.gpus`` with the GPUs visible to the watched process (``pid``, default
+    this process); initialises NVML lazily on the first ``collect`` (the sampler thread)."""
+
+    name = "gpus"
+
+    def __init__(self, pid: int | None = None, defaults: Defaults = DEFAULTS) -> None:
+        self.pid = os.getpid() if pid is None else int(pid)
+        self.defaults = defaults
+        self.nvml_calls = 0  # NVML API calls made so far (the benchmark reads this)
+        self._nvml: Any = None
+        self._reason: str | None = None  # why there is no GPU data
+        self._retry_at = -math.inf
+        self._gpus: list[_Gpu] = []
+        self._static_at = -math.inf
+        self._procs_at = -math.inf
+        self._proc_mem: dict[int, int] = {}
+        self._reasons_fn = "nvmlDeviceGetCurrentClocksEventReasons"
+        self._lock = threading.Lock()
+
+    # -- public ----------------------------------------------------------------------
+    def collect(self, sample: Sample) -> None:
+        with self._lock:
+            now = time.monotonic()
+            if self._nvml is None and not self._start(now):
+                sample.notes["gpus"] = self._reason or "NVML is not available"
+                return
+            if now - self._static_at >= self.defaults.gpu_static_ttl_s:
+                self._refresh_static(now)
+            if not self._gpus:
+                sample.notes["gpus"] = self._reason or "no NVIDIA GPU is visible"
+                return
+            if now - self._procs_at >= self.defaults.gpu_processes_every_s:
+                self._refresh_processes(now)
+            sample.gpus.extend(self._read(g, now) for g in self._gpus)
+
+    def process_memory(self) -> dict[int, int]:
+        """pid -> GPU memory in bytes over the visible GPUs, from the latest process read."""
+        with self._lock:
+            return dict(self._proc_mem)
+
+    def close(self) -> None:
+        with self._lock:
+            nvml, self._nvml = self._nvml, None
+            self._gpus = []
+            self._static_at = -math.inf
+            self._retry_at = -math.inf
+        if nvml is not None:
+            try:
+                self.nvml_calls += 1
+                nvml.nvmlShutdown()
+            except Exception:
+                log.debug("nvmlShutdown failed", exc_info=True)
+
+    # -- startup and the slow fields -------------------------------------------------
+    def _start(self, now: float) -> bool:
+        if now < self._retry_at:
+            return False
+        self._retry_at = now + self.defaults.gpu_static_ttl_s  # a driver may load later
+        try:
+            import pynvml
+        except ImportError:
+            self._reason = "the nvidia-ml-py package (pynvml) is not installed"
+            return False
+        try:
+            self.nvml_calls += 1
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as exc:
+            code = getattr(exc, "value", None)
+            if code == pynvml.NVML_ERROR_LIBRARY_NOT_FOUND:
+                self._reason = "no NVIDIA driver on this machine (libnvidia-ml.so.1 not found)"
+            elif code == pynvml.NVML_ERROR_DRIVER_NOT_LOADED:
+                self._reason = "the NVIDIA driver is not loaded (NVML: Driver Not Loaded)"
+            else:
+                self._reason = f"NVML could not start: {exc}"
+            return False
+        except Exception as exc:  # OSError from a broken library, anything else
+            self._reason = f"NVML could not start: {type(exc).__name__}: {exc}"
+            return False
+        self._nvml = pynvml
+        self._reason = None
+        return True
+
+    def _call(self, fn: str, *args: Any) -> Any:
+        self.nvml_calls += 1
+        return getattr(self._nvml, fn)(*args)
+
+    def _refresh_static(self, now: float) -> None:
+        """Enumerate devices, apply CUDA_VISIBLE_DEVICES, read names and power limits."""
+        nvml = self._nvml
+        self._static_at = now
+        try:
+            count = self._call("nvmlDeviceGetCount")
+        except nvml.NVMLError as exc:
+            self._gpus = []
+            self._reason = f"NVML could not count GPUs: {exc}"
+            return
+        if count == 0:
+            self._gpus = []
+            self._reason = "NVML found no NVIDIA GPU"
+            return
+        previous = {g.nvml_index: g for g in self._gpus}
+        handles: list[Any] = []
+        uuids: list[str] = []
+        for i in range(count):
+            old = previous.get(i)
+            if old is not None and old.lost:  # never query a lost GPU again
+                handles.append(None)
+                uuids.append(old.uuid)
+                continue
+            try:
+                handle = self._call("nvmlDeviceGetHandleByIndex", i)
+                uuid = self._call("nvmlDeviceGetUUID", handle)
+            except nvml.NVMLError as exc:
+                handle, uuid = None, old.uuid if old else f"nvml-{i}"
+                if getattr(exc, "value", None) == _GPU_IS_LOST and old is not None:
+                    old.lost = True
+            handles.append(handle)
+            uuids.append(uuid)
+        spec = _cuda_visible_devices(self.pid)
+        order = visible_devices(spec, uuids)
+        gpus: list[_Gpu] = []
+        for cuda_index, i in enumerate(order):
+            old = previous.get(i)
+            if old is not None and old.uuid == uuids[i]:
+                old.index = cuda_index
+                if handles[i] is not None:
+                    old.handle = handles[i]
+                gpu = old
+            elif handles[i] is None:
+                continue  # lost before we ever saw it
+            else:
+                gpu = _Gpu(index=cuda_index, nvml_index=i, handle=handles[i], uuid=uuids[i])
+            if not gpu.lost:
+                name = self._query(gpu, "name", "nvmlDeviceGetName")
+                if name is not None:
+                    gpu.name = name
+                limit = self._query(gpu, "power_limit", "nvmlDeviceGetEnforcedPowerLimit")
+                gpu.power_limit_w = limit / 1000.0 if limit is not None else None
+            gpus.append(gpu)
+        self._gpus = gpus
+        if not gpus:
+            self._reason = f"CUDA_VISIBLE_DEVICES={spec!r} hides all {count} NVIDIA GPUs"
+
+    # -- the fast fields -------------------------------------------------------------
+    def _query(self, gpu: _Gpu, what: str, fn: str, *args: Any) -> Any:
+        """One NVML call on one GPU; ``None`` when unsupported (then never asked again) or
+        failing; a lost GPU is marked and never queried again."""
+        if gpu.lost or what in gpu.unsupported:
+            return None
+        try:
+            return self._call(fn, gpu.handle, *args)
+        except self._nvml.NVMLError as exc:
+            code = getattr(exc, "value", None)
+            if code == _GPU_IS_LOST:
+                gpu.lost = True
+                log.warning("GPU %s (%s) is lost: NVML stops querying it", gpu.index, gpu.uuid)
+            elif code in _PERMANENT:
+                gpu.unsupported.add(what)
+            return None
+        except Exception:  # a binding mismatch must not reach a cell
+            log.debug("NVML %s failed", fn, exc_info=True)
+            gpu.unsupported.add(what)
+            return None
+
+    def _clock_reasons(self, gpu: _Gpu) -> list[str]:
+        if gpu.lost or "reasons" in gpu.unsupported:
+            return []
+        try:
+            mask = self._call(self._reasons_fn, gpu.handle)
+        except self._nvml.NVMLError as exc:
+            code = getattr(exc, "value", None)
+            if code == _FUNCTION_NOT_FOUND and "Event" in self._reasons_fn:
+                self._reasons_fn = "nvmlDeviceGetCurrentClocksThrottleReasons"  # driver < 535
+                return self._clock_reasons(gpu)
+            if code == _GPU_IS_LOST:
+                gpu.lost = True
+            elif code in _PERMANENT:
+                gpu.unsupported.add("reasons")
+            return []
+        return decode_clock_reasons(int(mask))
+
+    def _read(self, gpu: _Gpu, now: float) -> GpuState:
+        state = GpuState(
+            index=gpu.index,
+            nvml_index=gpu.nvml_index,
+            uuid=gpu.uuid,
+            name=gpu.name,
+            power_limit_w=gpu.power_limit_w,
+            process_mem_bytes=gpu.process_mem_bytes,
+        )
+        util = self._query(gpu, "util", "nvmlDeviceGetUtilizationRates")
+        if util is not None:
+            state.util_pct = float(util.gpu)
+            state.mem_util_pct = float(util.memory)
+        mem = self._query(gpu, "mem", "nvmlDeviceGetMemoryInfo")
+        if mem is not None:
+            state.mem_used_bytes = int(mem.used)
+            state.mem_total_bytes = int(mem.total)
+        power = self._query(gpu, "power", "nvmlDeviceGetPowerUsage")
+        state.power_w = power / 1000.0 if power is not None else None
+        temp = self._query(gpu, "temp", "nvmlDeviceGetTemperature", 0)  # NVML_TEMPERATURE_GPU
+        state.temp_c = float(temp) if temp is not None else None
+        state.clock_reasons = self._clock_reasons(gpu)
+        if now - gpu.pcie_at >= self.defaults.gpu_pcie_every_s:
+            gpu.pcie_at = now
+            tx = self._query(gpu, "pcie", "nvmlDeviceGetPcieThroughput", 0)  # TX_BYTES, KB/s
+            rx = self._query(gpu, "pcie", "nvmlDeviceGetPcieThroughput", 1)  # RX_BYTES
+            gpu.pcie = (
+                rx * 1024.0 if rx is not None else None,
+                tx * 1024.0 if tx is not None else None,
+            )
+        state.pcie_rx_bps, state.pcie_tx_bps = gpu.pcie
+        state.lost = gpu.lost
+        return state
+
+    def _refresh_processes(self, now: float) -> None:
+        """Who holds GPU memory, and how much of it belongs to the watched process tree."""
+        self._procs_at = now
+        tree = _process_tree(self.pid)
+        totals: dict[int, int] = {}
+        for gpu in self._gpus:
+            procs = self._query(gpu, "procs", "nvmlDeviceGetComputeRunningProcesses")
+            if procs is None:
+                gpu.process_mem_bytes = None
+                continue
+            mine = 0
+            for p in procs:
+                used = int(p.usedGpuMemory or 0)
+                totals[int(p.pid)] = totals.get(int(p.pid), 0) + used
+                if p.pid in tree:
+                    mine += used
+            gpu.process_mem_bytes = mine
+        self._proc_mem = totals
