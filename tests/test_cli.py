@@ -1,0 +1,186 @@
+"""The ``trainwatch-lab`` command through real subprocesses: JSON shape, exit codes, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHECK_PATH_KEYS = {
+    "path",
+    "mountpoint",
+    "fstype",
+    "source",
+    "device",
+    "shared",
+    "read_only",
+    "total_bytes",
+    "free_bytes",
+    "probe",
+    "verdict",
+}
+WARNING_KEYS = {"code", "severity", "subject", "message", "fix"}
+VERDICTS = {"ok", "shared", "slow", "unresponsive", "missing"}
+
+
+def env() -> dict[str, str]:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), e.get("PYTHONPATH")) if p)
+    return e
+
+
+def tw(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "trainwatch_lab", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env(),
+        cwd=ROOT,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        ((), "COMMAND"),
+        (("check",), "PATH"),
+        (("watch",), "PATH"),
+        (("check", "--timeout", "0", "/"), "--timeout"),
+        (("check", "--timeout", "soon", "/"), "expected a number of seconds"),
+        (("watch", "--interval", "-1", "/"), "--interval"),
+        (("watch", "--interval", "nan", "/"), "positive"),
+        (("watch", "--duration", "0", "/"), "--duration"),
+        (("check", "--frobnicate", "/"), "--frobnicate"),
+        (("launch", "/"), "launch"),
+        (("check", ""), "empty path"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], needle: str) -> None:
+    out = tw(*args)
+    assert out.returncode == 2, out
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith("trainwatch-lab: error: ")
+    assert needle in lines[0]
+    assert out.stdout == ""
+
+
+def test_help_exits_0() -> None:
+    out = tw("check", "--help")
+    assert out.returncode == 0
+    assert "--no-probe" in out.stdout and "--timeout" in out.stdout
+
+
+def check_shape(report: dict) -> None:
+    assert set(report) == {"paths", "warnings"}
+    for entry in report["paths"]:
+        assert set(entry) == CHECK_PATH_KEYS
+        assert entry["verdict"] in VERDICTS
+        if entry["probe"] is not None:
+            assert set(entry["probe"]) == {"p50_ms", "p99_ms", "samples"}
+    for warning in report["warnings"]:
+        assert set(warning) == WARNING_KEYS
+        assert warning["severity"] in {"info", "warning", "critical"}
+
+
+def test_check_json_on_local_disk(tmp_path: Path) -> None:
+    out = tw("check", "--json", str(tmp_path))
+    report = json.loads(out.stdout)
+    check_shape(report)
+    (entry,) = report["paths"]
+    assert entry["path"] == str(tmp_path)
+    assert entry["total_bytes"] > 0 and entry["free_bytes"] > 0
+    assert entry["probe"]["samples"] > 0 and entry["probe"]["p50_ms"] > 0
+    serious = [w for w in report["warnings"] if w["severity"] != "info"]
+    assert out.returncode == (1 if serious else 0)
+    assert list(tmp_path.iterdir()) == []  # the probe cleaned up after itself
+
+
+def test_check_no_probe_writes_nothing(tmp_path: Path) -> None:
+    out = tw("check", "--json", "--no-probe", str(tmp_path))
+    (entry,) = json.loads(out.stdout)["paths"]
+    assert entry["probe"] is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_check_missing_path_reports_its_mount_and_exits_2(tmp_path: Path) -> None:
+    missing = tmp_path / "not" / "yet"
+    out = tw("check", "--json", "--no-probe", str(missing), str(tmp_path))
+    assert out.returncode == 2
+    report = json.loads(out.stdout)
+    check_shape(report)
+    first, second = report["paths"]
+    assert first["path"] == str(missing) and first["verdict"] == "missing"
+    assert first["mountpoint"] == second["mountpoint"]  # resolved through its parent
+    assert first["fstype"] == second["fstype"] and first["total_bytes"]
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1 and str(missing) in lines[0] and "does not exist" in lines[0]
+    assert not missing.exists()
+
+
+def test_check_human_table(tmp_path: Path) -> None:
+    out = tw("check", "--no-probe", str(tmp_path), "~")
+    assert out.returncode in (0, 1), out.stderr
+    header, *rows = out.stdout.split("\n\n")[0].splitlines()
+    assert header.split()[:3] == ["PATH", "FS", "TYPE"]
+    assert [r.split()[0] for r in rows] == [str(tmp_path), os.path.expanduser("~")]
+    assert "No warnings." in out.stdout or "Warnings:" in out.stdout
+
+
+def test_watch_json_lines(tmp_path: Path) -> None:
+    out = tw("watch", "--json", "--interval", "0.3", "--duration", "2", str(tmp_path))
+    assert out.returncode in (0, 1), out.stderr
+    lines = [json.loads(line) for line in out.stdout.splitlines()]
+    assert len(lines) >= 3
+    for line in lines:
+        assert {"t", "disks", "paths", "gpus", "warnings"} <= set(line)
+        assert str(tmp_path) in line["paths"]
+    times = [line["t"] for line in lines]
+    assert times == sorted(times) and times[-1] - times[0] >= 0.9
+    device = lines[-1]["paths"][str(tmp_path)]["device"]
+    if device:  # a block device under the path: iostat columns by the last sample
+        assert set(lines[-1]["disks"][device]) >= {"r_s", "w_s", "util", "aqu_sz"}
+
+
+def test_watch_human_output(tmp_path: Path) -> None:
+    out = tw("watch", "--interval", "0.3", "--duration", "1.5", str(tmp_path))
+    assert out.returncode in (0, 1), out.stderr
+    assert out.stdout.count("FILL RATE") >= 3
+    assert str(tmp_path) in out.stdout
+
+
+def test_watch_ctrl_c_exits_130_and_leaves_nothing(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainwatch_lab", "watch", "--interval", "0.2", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(),
+        cwd=ROOT,
+    )
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 30
+        seen = 0
+        while seen < 4 and time.monotonic() < deadline:  # a few ticks, the probe under way
+            if "FILL RATE" in proc.stdout.readline():
+                seen += 1
+        assert seen == 4
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    time.sleep(0.5)  # a helper that got SIGTERM removes its file on its way out
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,175 @@
+"""One-shot diagnosis of paths: ``trainwatch-lab check`` and the server's ``GET check``.
+
+Every path is inspected on its own daemon thread (each bounded by the mount guard), and the
+whole check has one deadline: a dead mount costs at most the timeout, never a hang, and a
+path whose inspection did not come back in time is reported unresponsive from the mount
+table alone (which needs no syscall on the path).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..core.defaults import DEFAULTS, Defaults
+from ..core.guard import MountGuard
+from ..core.history import History
+from ..core.model import SEVERITY_RANK, Alert, PathState, ProbeResult, Sample, Verdict
+from ..core.mounts import block_device_for, classify, mount_for_path, read_mounts
+from ..core.paths import inspect_path
+from ..core.probe import local_baseline
+from .advisor import Advisor
+from .storage import STATELESS_STORAGE_DETECTORS
+
+SLACK_S = 0.5  # what the check may take beyond its timeout (threads, process start)
+PATH_FIELDS = (
+    "path",
+    "mountpoint",
+    "fstype",
+    "source",
+    "device",
+    "shared",
+    "read_only",
+    "total_bytes",
+    "free_bytes",
+)
+
+
+def normalise(path: str) -> str:
+    """The path key used everywhere (no realpath: it stats components and can block)."""
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def verdict_for(state: PathState, alerts: list[Alert]) -> Verdict:
+    """One word per path; the worst thing we know about it wins."""
+    mine = {a.code for a in alerts if a.subject == state.path}
+    if not state.responsive or "mount-unresponsive" in mine:
+        return "unresponsive"
+    if not state.exists:
+        return "missing"
+    if "slow-mount" in mine:
+        return "slow"
+    if state.shared or "shared-mount" in mine:
+        return "shared"
+    return "ok"
+
+
+@dataclass
+class CheckReport:
+    states: list[PathState]
+    alerts: list[Alert]
+    baseline: ProbeResult | None = None
+    elapsed_s: float = 0.0
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.verdicts:
+            self.verdicts = [verdict_for(s, self.alerts) for s in self.states]
+
+    @property
+    def missing(self) -> list[str]:
+        return [s.path for s, v in zip(self.states, self.verdicts, strict=False) if v == "missing"]
+
+    @property
+    def exit_code(self) -> int:
+        """0 when nothing of severity ``warning`` or above was found, else 1."""
+        worst = max((SEVERITY_RANK[a.severity] for a in self.alerts), default=0)
+        return 1 if worst >= SEVERITY_RANK["warning"] else 0
+
+    def to_json(self) -> dict[str, Any]:
+        """Exactly the ``check --json`` object of ARCHITECTURE.md."""
+        paths = []
+        for state, verdict in zip(self.states, self.verdicts, strict=False):
+            entry: dict[str, Any] = {name: getattr(state, name) for name in PATH_FIELDS}
+            entry["probe"] = state.probe.to_json() if state.probe else None
+            entry["verdict"] = verdict
+            paths.append(entry)
+        return {"paths": paths, "warnings": [a.to_json() for a in self.alerts]}
+
+
+def _from_mount_table(path: str, timeout: float, error: str | None = None) -> PathState:
+    """A path whose inspection never came back: what /proc/self/mountinfo alone tells."""
+    state = PathState(path=path, responsive=False, error=error or f"no answer within {timeout} s")
+    try:
+        entry = mount_for_path(path, read_mounts())
+    except Exception:  # the mount table itself is unreadable: report what we have
+        return state
+    kind = classify(entry)
+    state.mountpoint = entry.mountpoint
+    state.fstype = entry.fstype
+    state.source = entry.source
+    state.kind = kind
+    state.shared = kind == "shared"
+    state.read_only = entry.read_only
+    try:
+        state.device = block_device_for(entry)
+    except Exception:
+        state.device = None
+    return state
+
+
+def run_check(
+    paths: list[str] | tuple[str, ...],
+    *,
+    probe: bool = True,
+    timeout: float | None = None,
+    defaults: Defaults = DEFAULTS,
+) -> CheckReport:
+    """Inspect ``paths`` concurrently and run the stateless storage rules on the result."""
+    started = time.monotonic()
+    keys = list(dict.fromkeys(normalise(p) for p in paths))
+    limit = defaults.mount_timeout_s if timeout is None else float(timeout)
+    d = replace(
+        defaults,
+        mount_timeout_s=limit,
+        probe_budget_s=min(defaults.probe_budget_s, limit),
+    )
+    deadline = started + limit + SLACK_S
+    results: dict[str, PathState] = {}
+    baseline_box: list[ProbeResult | None] = []
+    guard = MountGuard()
+
+    def inspect(key: str) -> None:
+        try:
+            results[key] = inspect_path(key, defaults=d, probe=probe, guard=guard)
+        except Exception as exc:  # a bug must not turn into a hang or a traceback
+            results[key] = _from_mount_table(key, limit, f"{type(exc).__name__}: {exc}")
+
+    def measure_baseline() -> None:
+        try:
+            baseline_box.append(local_baseline(d))
+        except Exception:
+            baseline_box.append(None)
+
+    threads = [
+        threading.Thread(target=inspect, args=(k,), name=f"trainwatch-check {k}", daemon=True)
+        for k in keys
+    ]
+    if probe:
+        threads.append(
+            threading.Thread(target=measure_baseline, name="trainwatch-baseline", daemon=True)
+        )
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    with contextlib.suppress(Exception):
+        guard.close()
+
+    states = [results.get(k) or _from_mount_table(k, limit) for k in keys]
+    baseline = baseline_box[0] if baseline_box else None
+    sample = Sample(t=time.time(), paths={s.path: s for s in states})
+    history = History(capacity=2)
+    history.append(sample)
+    advisor = Advisor(detectors=STATELESS_STORAGE_DETECTORS, defaults=d, baseline=lambda: baseline)
+    alerts = advisor.evaluate(sample, history)
+    return CheckReport(
+        states=states,
+        alerts=alerts,
+        baseline=baseline,
+        elapsed_s=time.monotonic() - started,
+    )

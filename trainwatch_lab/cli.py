@@ -1,0 +1,342 @@
+"""``trainwatch-lab check`` and ``trainwatch-lab watch``: the storage diagnosis in a terminal.
+
+Exit codes: 0 nothing of severity ``warning`` or above, 1 at least one such warning,
+2 bad usage (one line on stderr, never a traceback), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, NoReturn, TextIO
+
+from .advice.text import fmt_bytes, fmt_duration, fmt_ms, fmt_pct, fmt_rate
+from .core.defaults import DEFAULTS
+from .core.model import SEVERITY_RANK, Alert, Sample
+
+PROG = "trainwatch-lab"
+
+
+class UsageError(Exception):
+    """Bad input: reported as one line and exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="See where training I/O goes: mounts, probe latency, free space, disks.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    check = sub.add_parser(
+        "check",
+        help="diagnose paths once (mount, filesystem, free space, write+fsync latency)",
+        description="Diagnose paths once. Exit 0: no warning; 1: a warning; 2: bad usage.",
+    )
+    check.add_argument("paths", nargs="+", metavar="PATH")
+    check.add_argument("--json", action="store_true", help="print one JSON object")
+    check.add_argument(
+        "--no-probe", action="store_true", help="do not write the small latency probe file"
+    )
+    check.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=DEFAULTS.mount_timeout_s,
+        metavar="S",
+        help=f"give up on a mount after S seconds (default {DEFAULTS.mount_timeout_s:g})",
+    )
+    watch = sub.add_parser(
+        "watch",
+        help="sample devices, free space and fill rate live, with warnings as they arise",
+        description=(
+            "Sample live until Ctrl-C or --duration. Exit 0: no warning was raised; "
+            "1: a warning was raised; 130: interrupted."
+        ),
+    )
+    watch.add_argument("paths", nargs="+", metavar="PATH")
+    watch.add_argument(
+        "--interval",
+        type=_seconds,
+        default=DEFAULTS.interval_s,
+        metavar="S",
+        help=f"seconds between samples (default {DEFAULTS.interval_s:g})",
+    )
+    watch.add_argument("--duration", type=_seconds, metavar="S", help="stop after S seconds")
+    watch.add_argument("--json", action="store_true", help="one JSON object per sample per line")
+    return parser
+
+
+def _paths(raw: Sequence[str]) -> list[str]:
+    out = []
+    for p in raw:
+        if not p.strip():
+            raise UsageError("empty path")
+        if "\0" in p:
+            raise UsageError(f"path contains a NUL byte: {p!r}")
+        out.append(os.path.abspath(os.path.expanduser(p)))
+    return list(dict.fromkeys(out))
+
+
+def _finite(obj: Any) -> Any:
+    """JSON has no NaN/Infinity: send null instead."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _dumps(obj: Any, **kw: Any) -> str:
+    return json.dumps(_finite(obj), allow_nan=False, **kw)
+
+
+def _table(rows: list[list[str]], right: set[int] = frozenset(), indent: str = "") -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = [
+            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
+            for i, cell in enumerate(row)
+        ]
+        lines.append(indent + "  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def _print_alert(alert: Alert, out: TextIO) -> None:
+    out.write(f"  [{alert.severity}] {alert.code}: {alert.subject}\n")
+    out.write(f"    {alert.message}\n")
+    out.write(f"    fix: {alert.fix}\n")
+
+
+# -- check ----------------------------------------------------------------------------
+
+
+def _print_check(report: Any, out: TextIO) -> None:
+    base = report.baseline.p50_ms if report.baseline is not None else None
+    rows = [["PATH", "FS TYPE", "KIND", "FREE", "PROBE p50", "LOCAL p50", "VERDICT"]]
+    for state, verdict in zip(report.states, report.verdicts, strict=False):
+        if state.total_bytes:
+            free = f"{fmt_bytes(state.avail_bytes)} of {fmt_bytes(state.total_bytes)}"
+        else:
+            free = "?"
+        if state.probe is not None and state.probe.p50_ms is not None:
+            probe = fmt_ms(state.probe.p50_ms)
+        elif state.read_only:
+            probe = "read-only"
+        else:
+            probe = "-"
+        kind = state.kind + (", ro" if state.read_only else "")
+        rows.append(
+            [
+                state.path,
+                state.fstype or "?",
+                kind,
+                free,
+                probe,
+                fmt_ms(base) if base is not None else "-",
+                verdict,
+            ]
+        )
+    out.write(_table(rows) + "\n")
+    if report.alerts:
+        out.write("\nWarnings:\n")
+        for alert in report.alerts:
+            _print_alert(alert, out)
+    else:
+        out.write("\nNo warnings.\n")
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    paths = _paths(args.paths)
+    from .advice.check import run_check  # after validation: bad input costs no imports
+
+    report = run_check(paths, probe=not args.no_probe, timeout=args.timeout)
+    if args.json:
+        sys.stdout.write(_dumps(report.to_json(), indent=2) + "\n")
+    else:
+        _print_check(report, sys.stdout)
+    for state in report.states:
+        if state.path in report.missing:
+            where = f" (its filesystem {state.mountpoint} is reported)" if state.mountpoint else ""
+            sys.stderr.write(f"{PROG}: error: {state.path} does not exist{where}\n")
+    if report.missing:
+        return 2
+    return report.exit_code
+
+
+# -- watch ----------------------------------------------------------------------------
+
+
+class _WatchPrinter:
+    """Human output of ``watch``: one block per sample, warnings only when they are new."""
+
+    def __init__(self, sampler: Any, out: TextIO) -> None:
+        self.sampler = sampler
+        self.out = out
+        self.active: set[tuple[str, str]] = set()
+        self.noted: set[tuple[str, str]] = set()
+
+    def __call__(self, sample: Sample) -> None:
+        from .advice.storage import fill_for
+
+        out = self.out
+        out.write(f"\n{time.strftime('%H:%M:%S', time.localtime(sample.t))}\n")
+        for name, text in sorted(sample.notes.items()):
+            if (name, text) not in self.noted:
+                self.noted.add((name, text))
+                out.write(f"  note ({name}): {text}\n")
+        devices = sorted({p.device for p in sample.paths.values() if p.device})
+        rows = [["DEVICE", "r/s", "w/s", "rMB/s", "wMB/s", "r_await", "w_await", "aqu-sz", "%util"]]
+        for dev in devices:
+            d = sample.disks.get(dev)
+            if d is None:
+                continue
+            rows.append(
+                [
+                    dev,
+                    f"{d.r_s:.1f}",
+                    f"{d.w_s:.1f}",
+                    f"{d.rmb_s:.2f}",
+                    f"{d.wmb_s:.2f}",
+                    f"{d.r_await:.2f}",
+                    f"{d.w_await:.2f}",
+                    f"{d.aqu_sz:.2f}",
+                    f"{d.util:.1f}",
+                ]
+            )
+        if len(rows) > 1:
+            out.write(_table(rows, right=set(range(1, 9)), indent="  ") + "\n")
+        elif devices and "disks" not in sample.notes:
+            out.write(f"  {', '.join(devices)}: measuring (rates need two samples)\n")
+        else:
+            out.write("  no block device under the watched paths (memory or network fs)\n")
+        defaults = getattr(self.sampler.evaluate, "defaults", DEFAULTS)
+        rows = [["PATH", "FS TYPE", "FREE", "USED", "FILL RATE", "FULL IN"]]
+        for path, p in sorted(sample.paths.items()):
+            if not p.responsive:
+                rows.append([path, p.fstype or "?", "no answer", "", "", ""])
+                continue
+            est = fill_for(self.sampler.history, path, defaults, now=sample.t)
+            rate = ttf = "-"
+            if est is not None:
+                if est.rate_bps > defaults.fill_min_rate_bps:
+                    rate = f"+{fmt_rate(est.rate_bps)}"
+                    ttf = fmt_duration(est.seconds_to_full)
+                elif est.rate_bps < -defaults.fill_min_rate_bps:
+                    rate = f"-{fmt_rate(-est.rate_bps)}"
+                else:
+                    rate = "steady"
+            used = fmt_pct(1 - (p.avail_bytes or 0) / p.total_bytes) if p.total_bytes else "?"
+            rows.append([path, p.fstype or "?", fmt_bytes(p.avail_bytes), used, rate, ttf])
+        out.write(_table(rows, right={2, 3, 4, 5}, indent="  ") + "\n")
+        for g in sample.gpus:
+            util = "?" if g.util_pct is None else f"{g.util_pct:.0f} %"
+            mem = f"{fmt_bytes(g.mem_used_bytes)} of {fmt_bytes(g.mem_total_bytes)}"
+            out.write(f"  GPU {g.index} {g.name}: util {util}, memory {mem}\n")
+        keys = {a.key for a in sample.warnings}
+        for alert in sample.warnings:
+            if alert.key not in self.active:
+                _print_alert(alert, out)
+        self.active = keys
+        out.flush()
+
+
+def _json_line(sample: Sample) -> None:
+    sys.stdout.write(_dumps(sample.to_json()) + "\n")
+    sys.stdout.flush()
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    paths = _paths(args.paths)
+    from .monitor import make_sampler
+
+    sampler = make_sampler(paths, interval=args.interval)
+    samples: queue.Queue[Sample] = queue.Queue(maxsize=1000)
+
+    def enqueue(sample: Sample) -> None:
+        # the terminal cannot keep up: drop, never block the sampler
+        with contextlib.suppress(queue.Full):
+            samples.put_nowait(sample)
+
+    emit = _json_line if args.json else _WatchPrinter(sampler, sys.stdout)
+    sampler.subscribe(enqueue)
+    end = time.monotonic() + args.duration if args.duration else None
+    worst = 0
+    code = 0
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    in_main = threading.current_thread() is threading.main_thread()
+    previous_term = signal.signal(signal.SIGTERM, on_term) if in_main else None
+    try:
+        sampler.start()
+        while True:
+            wait = 0.5 if end is None else min(0.5, end - time.monotonic())
+            if wait <= 0:
+                break
+            try:
+                sample = samples.get(timeout=wait)
+            except queue.Empty:
+                continue
+            emit(sample)
+            worst = max([worst, *(SEVERITY_RANK[a.severity] for a in sample.warnings)])
+    except KeyboardInterrupt:
+        code = 130
+    finally:
+        # a second Ctrl-C must not interrupt the cleanup that removes probe files
+        previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
+        try:
+            sampler.close()
+        finally:
+            if in_main:
+                signal.signal(signal.SIGINT, previous_int)
+                signal.signal(signal.SIGTERM, previous_term)
+    if code:
+        return code
+    return 1 if worst >= SEVERITY_RANK["warning"] else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command == "check":
+            return cmd_check(args)
+        return cmd_watch(args)
+    except UsageError as exc:
+        sys.stderr.write(f"{PROG}: error: {exc}\n")
+        return 2
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `trainwatch-lab watch ... | head`: stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0

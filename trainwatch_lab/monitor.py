@@ -1,0 +1,60 @@
+"""Builds the one Sampler every surface uses (CLI ``watch``, notebook, server).
+
+Sources run in this order: paths (resolves mounts and devices), disks (reads the devices the
+paths resolved), process, main_thread, gpus. The Advisor evaluates every tick.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from .advice.advisor import Advisor
+from .core.defaults import DEFAULTS, Defaults
+from .core.diskstats import DiskStatsSource
+from .core.history import History
+from .core.paths import PathsSource
+from .core.probe import local_baseline
+from .core.process import ProcessIOSource
+from .core.sampler import Sampler, Source
+
+
+def _gpu_sources(pid: int | None, defaults: Defaults, gpu: bool) -> list[Source]:
+    """The main-thread and GPU sources (added by the GPU work; empty until then)."""
+    return []
+
+
+def make_sampler(
+    paths: Iterable[str] = (),
+    *,
+    pid: int | None = None,
+    interval: float = DEFAULTS.interval_s,
+    probe: bool = True,
+    gpu: bool = True,
+    defaults: Defaults = DEFAULTS,
+    history_capacity: int | None = None,
+) -> Sampler:
+    """A ready (not started) Sampler watching ``paths`` and the process tree of ``pid``.
+
+    ``history_capacity`` defaults to ``defaults.history_s`` worth of samples at ``interval``.
+    """
+    if not interval > 0 or not math.isfinite(interval):
+        raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
+    if history_capacity is None:
+        history_capacity = max(2, math.ceil(defaults.history_s / interval))
+    sources: list[Source] = [
+        PathsSource(paths=tuple(paths), defaults=defaults, probe=probe),
+        DiskStatsSource(),
+        ProcessIOSource(pid=pid),
+        *_gpu_sources(pid, defaults, gpu),
+    ]
+    advisor = Advisor(
+        defaults=defaults,
+        baseline=(lambda: local_baseline(defaults)) if probe else None,
+    )
+    return Sampler(
+        sources,
+        interval=interval,
+        history=History(capacity=history_capacity),
+        evaluate=advisor,
+    )
