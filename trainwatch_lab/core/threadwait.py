@@ -1,0 +1,138 @@
+"""Where this process's main thread is waiting: its Python frame and, from /proc, its kernel wait.
+
+Why: when the GPU idles, "the training loop is blocked in event_file_writer.py:flush writing
+/mnt/share/logs/events.out (fuse.sshfs)" is the answer the user needs. In a notebook kernel the
+sampler runs in the same process as the training loop, so we can look at the main thread
+directly: ``sys._current_frames()`` gives its frame, ``/proc/self/task/<tid>/`` its state
+(``D`` = blocked in the kernel), ``wchan`` and the system call it is in, whose file descriptor
+``/proc/self/fd/<fd>`` resolves to a path. Everything read here is procfs or interpreter memory,
+never the filesystem the main thread may be stuck on, so this cannot block on a dead mount.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import sys
+import threading
+from typing import Any
+
+from .model import Sample
+
+# System calls that act on a file descriptor in their first argument, by architecture.
+_FD_SYSCALLS: dict[str, dict[int, str]] = {
+    "x86_64": {
+        0: "read",
+        1: "write",
+        3: "close",
+        17: "pread64",
+        18: "pwrite64",
+        19: "readv",
+        20: "writev",
+        74: "fsync",
+        75: "fdatasync",
+        77: "ftruncate",
+        277: "sync_file_range",
+        285: "fallocate",
+        295: "preadv",
+        296: "pwritev",
+        306: "syncfs",
+        327: "preadv2",
+        328: "pwritev2",
+    },
+    "aarch64": {
+        57: "close",
+        46: "ftruncate",
+        47: "fallocate",
+        63: "read",
+        64: "write",
+        65: "readv",
+        66: "writev",
+        67: "pread64",
+        68: "pwrite64",
+        69: "preadv",
+        70: "pwritev",
+        82: "fsync",
+        83: "fdatasync",
+        84: "sync_file_range",
+        267: "syncfs",
+        286: "preadv2",
+        287: "pwritev2",
+    },
+}
+_MACHINE = {"amd64": "x86_64", "arm64": "aarch64"}.get(
+    platform.machine().lower(), platform.machine()
+)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def task_state(stat_text: str) -> str | None:
+    """The state letter of a /proc/.../stat line (the command may contain spaces and ')')."""
+    _, paren, tail = stat_text.rpartition(")")
+    rest = tail.split() if paren else []
+    return rest[0] if rest else None
+
+
+def decode_syscall(text: str, machine: str = _MACHINE) -> tuple[str | None, int | None]:
+    """(syscall name, fd) from /proc/.../syscall when the call works on a file descriptor."""
+    parts = text.split()
+    if not parts or not parts[0].lstrip("-").isdigit():
+        return None, None  # "running", or unreadable
+    nr = int(parts[0])
+    name = _FD_SYSCALLS.get(machine, {}).get(nr)
+    if name is None or len(parts) < 2:
+        return (None if nr < 0 else f"syscall {nr}"), None
+    try:
+        return name, int(parts[1], 16)
+    except ValueError:
+        return name, None
+
+
+def main_thread_wait(proc_root: str = "/proc/self") -> dict[str, Any] | None:
+    """Frame, kernel state and the file being written by the main thread, or ``None``."""
+    main = threading.main_thread()
+    if main is threading.current_thread():
+        return None  # called on the main thread itself: nothing to learn
+    frame = sys._current_frames().get(main.ident) if main.ident is not None else None
+    info: dict[str, Any] = {"file": None, "line": None, "function": None}
+    if frame is not None:
+        info["file"] = frame.f_code.co_filename
+        info["line"] = frame.f_lineno
+        info["function"] = frame.f_code.co_name
+    del frame
+    tid = main.native_id or os.getpid()
+    task = f"{proc_root}/task/{tid}"
+    stat = _read(f"{task}/stat")
+    info["state"] = task_state(stat) if stat else None
+    wchan = (_read(f"{task}/wchan") or "").strip()
+    info["wchan"] = wchan if wchan and wchan != "0" else None
+    syscall, fd = decode_syscall(_read(f"{task}/syscall") or "")
+    info["syscall"] = syscall
+    info["fd_path"] = None
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            info["fd_path"] = os.readlink(f"{proc_root}/fd/{fd}")
+    return info
+
+
+class MainThreadSource:
+    """Sets ``sample.process.main_thread`` when the watched process is this one (a kernel
+    watching itself); must run after the process source. Cheap: three small procfs reads."""
+
+    name = "main_thread"
+
+    def collect(self, sample: Sample) -> None:
+        if sample.process is None or sample.process.pid != os.getpid():
+            return
+        try:
+            sample.process.main_thread = main_thread_wait()
+        except Exception:  # never let introspection break a tick
+            sample.process.main_thread = None
