@@ -1,0 +1,291 @@
+"""Every endpoint of the server extension against a real Jupyter Server (pytest-jupyter)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import statistics
+from itertools import pairwise
+
+import pytest
+from tornado.httpclient import HTTPClientError
+
+from .conftest import GRACE, INTERVAL
+
+API = ("trainwatch-lab", "api")
+REST = ["snapshot", "history", "paths"]
+
+
+def body(response) -> dict:
+    return json.loads(response.body.decode())
+
+
+async def fetch_error(jp_fetch, *parts, **kwargs) -> tuple[int, dict]:
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch(*parts, **kwargs)
+    response = info.value.response
+    payload = json.loads(response.body.decode()) if response is not None and response.body else {}
+    return info.value.code, payload
+
+
+async def messages(ws, count: int, timeout: float = 10.0) -> list[dict]:
+    out = []
+    for _ in range(count):
+        text = await asyncio.wait_for(ws.read_message(), timeout)
+        assert text is not None, "stream closed"
+        out.append(json.loads(text))
+    return out
+
+
+# -- authentication ------------------------------------------------------------------------
+@pytest.mark.parametrize("endpoint", [*REST, "check"])
+@pytest.mark.parametrize("auth", ["token wrong-token", ""])
+async def test_rest_rejects_unauthenticated(jp_fetch, hub, endpoint, auth):
+    code, _ = await fetch_error(
+        jp_fetch, *API, endpoint, params={"path": "/"}, headers={"Authorization": auth}
+    )
+    assert code == 403
+    assert hub.sampler is None  # nothing started for a stranger
+
+
+async def test_post_and_delete_reject_unauthenticated(jp_fetch, hub, tmp_path):
+    for method in ("POST", "DELETE"):
+        code, _ = await fetch_error(
+            jp_fetch,
+            *API,
+            "paths",
+            method=method,
+            body=json.dumps({"path": str(tmp_path)}),
+            headers={"Authorization": "token wrong-token"},
+            allow_nonstandard_methods=True,
+        )
+        assert code == 403
+    assert str(tmp_path) not in hub.watched()
+
+
+async def test_stream_rejects_unauthenticated(jp_ws_fetch, hub):
+    with pytest.raises(HTTPClientError) as info:
+        await jp_ws_fetch(*API, "stream", headers={"Authorization": "token wrong-token"})
+    assert info.value.code == 403
+    assert hub.clients == 0 and hub.sampler is None
+
+
+# -- snapshot and history ------------------------------------------------------------------
+async def test_snapshot_is_a_watch_json_line_with_the_root_dir(jp_fetch, hub, jp_root_dir):
+    data = body(await jp_fetch(*API, "snapshot"))
+    assert {"t", "disks", "paths", "gpus", "warnings", "kernels"} <= set(data)
+    assert str(jp_root_dir) in data["paths"]
+    assert hub.running
+
+
+async def test_snapshot_rejects_unknown_parameters(jp_fetch, hub):
+    code, payload = await fetch_error(jp_fetch, *API, "snapshot", params={"x": "1"})
+    assert code == 400 and "unknown parameter" in payload["error"]
+
+
+async def test_history_since(jp_fetch, hub):
+    await jp_fetch(*API, "snapshot")
+    await asyncio.sleep(INTERVAL * 3)
+    everything = body(await jp_fetch(*API, "history"))
+    assert len(everything["t"]) >= 2
+    assert all(len(col) == len(everything["t"]) for col in everything["series"].values())
+    cut = everything["t"][-2]
+    later = body(await jp_fetch(*API, "history", params={"since": repr(cut)}))
+    assert later["t"] and min(later["t"]) > cut
+
+
+@pytest.mark.parametrize("since", ["yesterday", "nan", "-1", "1e99", ""])
+async def test_history_rejects_junk_since(jp_fetch, hub, since):
+    code, payload = await fetch_error(jp_fetch, *API, "history", params={"since": since})
+    assert code == 400
+    assert "since" in payload["error"]
+
+
+# -- check ---------------------------------------------------------------------------------
+async def test_check_of_a_missing_path_is_a_clear_answer(jp_fetch, hub, tmp_path):
+    pytest.importorskip("trainwatch_lab.advice.check")
+    missing = tmp_path / "no" / "such" / "dir"
+    data = body(await jp_fetch(*API, "check", params={"path": str(missing), "probe": "0"}))
+    assert [p["verdict"] for p in data["paths"]] == ["missing"]
+    assert data["paths"][0]["path"] == str(missing)
+
+
+async def test_check_of_an_existing_dir(jp_fetch, hub, tmp_path):
+    pytest.importorskip("trainwatch_lab.advice.check")
+    data = body(await jp_fetch(*API, "check", params={"path": str(tmp_path), "probe": "false"}))
+    (entry,) = data["paths"]
+    assert entry["verdict"] in ("ok", "shared", "slow")
+    assert entry["total_bytes"] > 0
+    assert isinstance(data["warnings"], list)
+
+
+@pytest.mark.parametrize(
+    "params, needle",
+    [
+        ({}, "missing parameter 'path'"),
+        ({"path": ""}, "non-empty"),
+        ({"path": "relative/dir"}, "absolute"),
+        ({"path": "/tmp", "probe": "maybe"}, "probe"),
+        ({"path": "/tmp", "timeout": "-3"}, "timeout"),
+        ({"path": "/tmp", "color": "red"}, "unknown parameter"),
+    ],
+)
+async def test_check_rejects_junk(jp_fetch, hub, params, needle):
+    code, payload = await fetch_error(jp_fetch, *API, "check", params=params)
+    assert code == 400
+    assert needle in payload["error"]
+
+
+# -- watched paths -------------------------------------------------------------------------
+async def test_paths_add_list_remove(jp_fetch, hub, jp_root_dir, tmp_path):
+    listing = body(await jp_fetch(*API, "paths"))
+    assert {"path": str(jp_root_dir), "roles": ["root"]}.items() <= listing["paths"][0].items()
+
+    new = tmp_path / "logs" / "run1"  # may not exist yet: its parent must
+    (tmp_path / "logs").mkdir()
+    response = await jp_fetch(*API, "paths", method="POST", body=json.dumps({"path": str(new)}))
+    assert response.code == 201
+    assert str(new) in [p["path"] for p in body(response)["paths"]]
+    assert str(new) in hub.watched()
+    # the running sampler's paths source got it too: the next samples carry its state
+    for _ in range(50):
+        snap = body(await jp_fetch(*API, "snapshot"))
+        if str(new) in snap["paths"]:
+            break
+        await asyncio.sleep(INTERVAL)
+    assert str(new) in snap["paths"]
+
+    response = await jp_fetch(
+        *API, "paths", method="DELETE", params={"path": str(new)}, allow_nonstandard_methods=True
+    )
+    assert str(new) not in [p["path"] for p in body(response)["paths"]]
+    assert str(new) not in hub.watched()
+
+
+async def test_delete_of_an_unwatched_path_is_404(jp_fetch, hub, tmp_path):
+    code, payload = await fetch_error(
+        jp_fetch, *API, "paths", method="DELETE", params={"path": str(tmp_path)}
+    )
+    assert code == 404 and "not watched" in payload["error"]
+
+
+@pytest.mark.parametrize(
+    "raw, needle",
+    [
+        (b"not json", "JSON"),
+        (b"[1, 2]", "JSON object"),
+        (b'{"path": 3}', "non-empty string"),
+        (b'{"path": "relative"}', "absolute"),
+        (b'{"path": "/no/such/parent/dir"}', "does not exist"),
+        (b'{"path": "/tmp/a\\u0000b"}', "NUL"),
+    ],
+)
+async def test_add_path_rejects_junk(jp_fetch, hub, raw, needle):
+    before = hub.watched()
+    code, payload = await fetch_error(jp_fetch, *API, "paths", method="POST", body=raw)
+    assert code == 400
+    assert needle in payload["error"]
+    assert hub.watched() == before  # nothing changed
+
+
+async def test_tilde_paths_are_expanded(jp_fetch, hub):
+    response = await jp_fetch(*API, "paths", method="POST", body=json.dumps({"path": "~"}))
+    assert body(response)["added"] == os.path.expanduser("~")
+
+
+# -- stream and sampler lifecycle ----------------------------------------------------------
+async def test_stream_delivers_samples_at_the_configured_interval(jp_ws_fetch, hub):
+    ws = await jp_ws_fetch(*API, "stream")
+    try:
+        got = await messages(ws, 8)
+    finally:
+        ws.close()
+    assert all({"t", "disks", "paths", "gpus", "warnings"} <= set(m) for m in got)
+    gaps = [b["t"] - a["t"] for a, b in pairwise(got[1:])]  # the first may be a replay
+    assert all(g > 0 for g in gaps)
+    assert statistics.median(gaps) == pytest.approx(INTERVAL, rel=0.5)
+
+
+async def test_stream_client_interval_throttles_and_junk_gets_an_error(jp_ws_fetch, hub):
+    ws = await jp_ws_fetch(*API, "stream")
+    try:
+        await messages(ws, 1)
+        ws.write_message(json.dumps({"interval": "fast"}))
+        ws.write_message(json.dumps({"interval": INTERVAL * 3}))
+        got = await messages(ws, 5)
+    finally:
+        ws.close()
+    errors = [m for m in got if "error" in m]
+    assert errors and "interval" in errors[0]["error"]
+    samples = [m for m in got if "t" in m][1:]  # one may have been queued before the change
+    gaps = [b["t"] - a["t"] for a, b in pairwise(samples)]
+    assert gaps and min(gaps) >= INTERVAL * 3 * 0.9
+
+
+async def test_sampler_runs_while_clients_are_connected_and_stops_after_the_last(jp_ws_fetch, hub):
+    assert hub.sampler is None  # nothing runs before the first client
+    first = await jp_ws_fetch(*API, "stream")
+    second = await jp_ws_fetch(*API, "stream")
+    await messages(first, 2)
+    sampler = hub.sampler
+    assert sampler is not None and sampler.running and hub.clients == 2
+
+    first.close()
+    await asyncio.sleep(GRACE * 3)
+    assert hub.running and hub.clients == 1  # one client is still there
+    await messages(second, 1)
+
+    second.close()
+    for _ in range(100):
+        if hub.sampler is None and not sampler.running:
+            break
+        await asyncio.sleep(0.05)
+    assert hub.sampler is None and not sampler.running and hub.clients == 0
+
+    third = await jp_ws_fetch(*API, "stream")  # a new client starts a fresh sampler
+    try:
+        await messages(third, 1)
+        assert hub.running and hub.starts == 2
+    finally:
+        third.close()
+
+
+async def test_rest_use_starts_the_sampler_and_idles_it_out(jp_fetch, hub):
+    await jp_fetch(*API, "snapshot")
+    sampler = hub.sampler
+    assert sampler is not None and sampler.running
+    for _ in range(100):
+        if hub.sampler is None:
+            break
+        await asyncio.sleep(0.05)
+    assert hub.sampler is None and not sampler.running
+
+
+# -- kernels -------------------------------------------------------------------------------
+async def test_kernel_cwd_is_watched_and_its_pid_reported(jp_fetch, hub, jp_root_dir):
+    sub = jp_root_dir / "project"
+    sub.mkdir()
+    nb = sub / "train.ipynb"
+    response = await jp_fetch(
+        "api", "kernels", method="POST", body=json.dumps({"name": "python3", "path": str(nb)})
+    )
+    kid = body(response)["id"]
+    try:
+        for _ in range(100):
+            snap = body(await jp_fetch(*API, "snapshot"))
+            kernel = snap["kernels"].get(kid)
+            if kernel and kernel["cwd"] and str(sub) in snap["paths"]:
+                break
+            await asyncio.sleep(INTERVAL)
+        assert kernel["pid"] > 0 and kernel["cwd"] == str(sub)
+        assert f"kernel:{kid}" in hub.roles()[str(sub)]
+        assert str(sub) in snap["paths"]
+    finally:
+        await jp_fetch("api", "kernels", kid, method="DELETE")
+    for _ in range(100):
+        snap = body(await jp_fetch(*API, "snapshot"))
+        if kid not in snap["kernels"] and str(sub) not in hub.watched():
+            break
+        await asyncio.sleep(INTERVAL)
+    assert kid not in snap["kernels"] and str(sub) not in hub.watched()

@@ -1,0 +1,42 @@
+"""Server-side settings, configurable like any Jupyter option (``c.TrainWatch.interval = 0.5``).
+
+Defaults come from core.defaults so the panel, the CLI and the notebook never disagree.
+"""
+
+from __future__ import annotations
+
+from traitlets import Bool, Float, List, Unicode
+from traitlets.config import Configurable
+
+from ..core.defaults import DEFAULTS
+
+
+class TrainWatch(Configurable):
+    """Options of the trainwatch_lab server extension (section ``c.TrainWatch``)."""
+
+    interval = Float(
+        DEFAULTS.interval_s, help="Seconds between two samples of the server's sampler."
+    ).tag(config=True)
+    history_s = Float(
+        DEFAULTS.history_s, help="Seconds of history kept per series in the server."
+    ).tag(config=True)
+    stop_grace_s = Float(
+        10.0,
+        help="The sampler stops this many seconds after the last client left (WebSocket "
+        "closed, or last REST call), so a page reload does not restart it.",
+    ).tag(config=True)
+    snapshot_wait_s = Float(
+        15.0, help="How long GET snapshot waits for the first sample of a fresh sampler."
+    ).tag(config=True)
+    watch_root_dir = Bool(True, help="Watch the Jupyter root directory.").tag(config=True)
+    watch_kernel_dirs = Bool(True, help="Watch the working directory of every running kernel.").tag(
+        config=True
+    )
+    paths = List(Unicode(), help="Extra paths watched from the start.").tag(config=True)
+    probe = Bool(True, help="Measure small write + fsync latency in watched directories.").tag(
+        config=True
+    )
+    gpu = Bool(True, help="Sample NVIDIA GPUs through NVML.").tag(config=True)
+
+
+TrainWatchConfig = TrainWatch  # the name the issue uses

@@ -1,0 +1,50 @@
+"""Jupyter Server entry point: one Hub per server, its handlers, and a clean shutdown."""
+
+from __future__ import annotations
+
+import atexit
+import weakref
+from typing import Any
+
+from .config import TrainWatch
+from .handlers import handlers
+from .hub import Hub
+
+SETTINGS_KEY = "trainwatch_hub"
+
+
+def load_jupyter_server_extension(serverapp: Any) -> Hub:
+    """Register the endpoints; the sampler itself starts only when a client arrives."""
+    web_app = serverapp.web_app
+    if SETTINGS_KEY in web_app.settings:  # loaded twice (both entry points): keep the first
+        return web_app.settings[SETTINGS_KEY]
+    config = TrainWatch(parent=serverapp)
+    hub = Hub(
+        config,
+        root_dir=getattr(serverapp, "root_dir", None),
+        kernel_manager=getattr(serverapp, "kernel_manager", None),
+    )
+    web_app.settings[SETTINGS_KEY] = hub
+    web_app.add_handlers(".*$", handlers(web_app.settings["base_url"]))
+    _on_shutdown(hub)
+    serverapp.log.info(
+        "trainwatch_lab: endpoints under %strainwatch-lab/api/ (sampler starts on first client)",
+        web_app.settings["base_url"],
+    )
+    return hub
+
+
+def _on_shutdown(hub: Hub) -> None:
+    """Close the sampler (helper processes, NVML) when the server process exits.
+
+    Function-style server extensions get no shutdown hook from jupyter_server; a weak
+    reference keeps short-lived test servers collectable.
+    """
+    ref = weakref.ref(hub)
+
+    def close() -> None:
+        alive = ref()
+        if alive is not None:
+            alive.close_now()
+
+    atexit.register(close)

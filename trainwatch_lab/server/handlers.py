@@ -1,0 +1,315 @@
+"""REST + WebSocket endpoints under ``<base_url>/trainwatch-lab/api/``.
+
+Every handler requires Jupyter's authentication. Anything that may touch a filesystem (a path
+check, an existence test of a new watched path) runs in the hub's executor with a timeout, so
+a dead mount never blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+from typing import Any
+
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
+from jupyter_server.base.websocket import WebSocketMixin
+from jupyter_server.utils import url_path_join
+from tornado import web
+from tornado.websocket import WebSocketClosedError, WebSocketHandler
+
+from .hub import Hub, dumps, path_key
+
+API = "trainwatch-lab/api"
+MAX_STREAM_INTERVAL_S = 3600.0
+
+
+class BadRequest(Exception):
+    """Junk input: answered with 400 and one clear line."""
+
+
+def parse_path(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise BadRequest("'path' must be a non-empty string")
+    if "\x00" in value:
+        raise BadRequest("'path' must not contain NUL bytes")
+    value = value.strip()
+    if not (os.path.isabs(value) or value.startswith("~")):
+        raise BadRequest(f"'path' must be absolute or start with ~, got {value!r}")
+    return value
+
+
+def parse_float(name: str, value: str | None, low: float, high: float) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        raise BadRequest(f"{name!r} must be a number, got {value!r}") from None
+    if not math.isfinite(number) or not low <= number <= high:
+        raise BadRequest(f"{name!r} must be between {low:g} and {high:g}, got {value!r}")
+    return number
+
+
+def parse_bool(name: str, value: str | None, default: bool) -> bool:
+    if value is None:
+        return default
+    lowered = value.lower()
+    if lowered in ("1", "true", "yes"):
+        return True
+    if lowered in ("0", "false", "no"):
+        return False
+    raise BadRequest(f"{name!r} must be true or false, got {value!r}")
+
+
+def exists_or_parent(key: str) -> bool:
+    """May block on a dead mount: call only through Hub.in_executor."""
+    return os.path.exists(key) or os.path.isdir(os.path.dirname(key))
+
+
+class BaseHandler(APIHandler):
+    @property
+    def hub(self) -> Hub:
+        return self.settings["trainwatch_hub"]
+
+    def send_json(self, obj: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(dumps(obj))
+
+    def bad(self, message: str, status: int = 400) -> None:
+        self.send_json({"error": message}, status)
+
+    def body_json(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.request.body or b"{}")
+        except (ValueError, UnicodeDecodeError):
+            raise BadRequest("the request body must be JSON") from None
+        if not isinstance(data, dict):
+            raise BadRequest('the request body must be a JSON object like {"path": "..."}')
+        return data
+
+    def only(self, *names: str) -> None:
+        unknown = sorted(set(self.request.query_arguments) - set(names))
+        if unknown:
+            raise BadRequest(f"unknown parameter {unknown[0]!r}")
+
+    def arg(self, name: str) -> str | None:
+        values = self.request.query_arguments.get(name)
+        if not values:
+            return None
+        if len(values) > 1:
+            raise BadRequest(f"{name!r} given more than once")
+        try:
+            return values[0].decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadRequest(f"{name!r} must be UTF-8") from None
+
+
+class SnapshotHandler(BaseHandler):
+    @web.authenticated
+    async def get(self) -> None:
+        try:
+            self.only()
+        except BadRequest as exc:
+            return self.bad(str(exc))
+        sample = await self.hub.fresh_sample()
+        if sample is None:
+            return self.bad("no sample yet; the sampler is starting", 503)
+        self.send_json(sample.to_json())
+
+
+class HistoryHandler(BaseHandler):
+    @web.authenticated
+    async def get(self) -> None:
+        try:
+            self.only("since")
+            since = parse_float("since", self.arg("since"), 0.0, 1e12)
+        except BadRequest as exc:
+            return self.bad(str(exc))
+        await self.hub.ensure_running()
+        text = await self.hub.in_executor(lambda: dumps(self.hub.history.columns(since)))
+        self.set_header("Content-Type", "application/json")
+        self.finish(text)
+
+
+class CheckHandler(BaseHandler):
+    @web.authenticated
+    async def get(self) -> None:
+        hub = self.hub
+        try:
+            self.only("path", "probe", "timeout")
+            raw = self.arg("path")
+            if raw is None:
+                raise BadRequest("missing parameter 'path'")
+            path = parse_path(raw)
+            probe = parse_bool("probe", self.arg("probe"), hub.config.probe)
+            timeout = parse_float("timeout", self.arg("timeout"), 0.1, 60.0)
+        except BadRequest as exc:
+            return self.bad(str(exc))
+        try:
+            from ..advice.check import run_check
+        except ImportError:
+            return self.bad("path checks are not available in this build", 503)
+        limit = (timeout or hub.defaults.mount_timeout_s) + hub.defaults.probe_budget_s + 10.0
+        try:
+            report = await hub.in_executor(
+                lambda: run_check([path], probe=probe, timeout=timeout, defaults=hub.defaults),
+                timeout=limit,
+            )
+        except asyncio.TimeoutError:
+            return self.bad(f"checking {path} did not finish within {limit:.0f} s", 504)
+        except (ValueError, OSError) as exc:
+            return self.bad(f"cannot check {path}: {exc}")
+        self.send_json(report.to_json())
+
+
+class PathsHandler(BaseHandler):
+    def listing(self) -> dict[str, Any]:
+        latest = self.hub.history.latest
+        states = latest.paths if latest is not None else {}
+        return {
+            "paths": [
+                {
+                    "path": p,
+                    "roles": roles,
+                    "state": states[p].to_json() if p in states else None,
+                }
+                for p, roles in self.hub.roles().items()
+            ]
+        }
+
+    def path_from_request(self) -> str:
+        value = None
+        if self.request.method == "DELETE":
+            self.only("path")
+            value = self.arg("path")
+        else:
+            self.only()
+        if value is None:
+            value = self.body_json().get("path")
+        return parse_path(value)
+
+    @web.authenticated
+    async def get(self) -> None:
+        try:
+            self.only()
+        except BadRequest as exc:
+            return self.bad(str(exc))
+        self.send_json(self.listing())
+
+    @web.authenticated
+    async def post(self) -> None:
+        try:
+            path = self.path_from_request()
+        except BadRequest as exc:
+            return self.bad(str(exc))
+        key = path_key(path)
+        responsive = True
+        try:
+            ok = await self.hub.in_executor(
+                exists_or_parent, key, timeout=self.hub.defaults.mount_timeout_s
+            )
+        except asyncio.TimeoutError:  # a hung mount is worth watching: it gets a warning
+            ok, responsive = True, False
+        if not ok:
+            return self.bad(f"{key} does not exist and neither does its parent directory")
+        self.hub.add_user_path(key)
+        await self.hub.ensure_running()
+        listing = self.listing()
+        listing["added"] = key
+        listing["responsive"] = responsive
+        self.send_json(listing, 201)
+
+    @web.authenticated
+    async def delete(self) -> None:
+        try:
+            path = self.path_from_request()
+        except BadRequest as exc:
+            return self.bad(str(exc))
+        if not self.hub.remove_path(path):
+            return self.bad(f"{path_key(path)} is not watched", 404)
+        self.send_json(self.listing())
+
+
+class StreamHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
+    """Pushes every sample (the ``GET snapshot`` shape) to the browser.
+
+    The client may send ``{"interval": S}`` to receive at most one sample every S seconds
+    (0 = every sample); the shared sampler's own interval is a server setting.
+    """
+
+    min_interval = 0.0
+    _last_sent = 0.0
+    _unlisten = None
+    _acquired = False
+
+    @property
+    def hub(self) -> Hub:
+        return self.settings["trainwatch_hub"]
+
+    async def get(self, *args: Any, **kwargs: Any) -> None:
+        if self.current_user is None:
+            self.log.warning("trainwatch stream: unauthenticated WebSocket request refused")
+            raise web.HTTPError(403)
+        await super().get(*args, **kwargs)
+
+    async def open(self, *args: Any, **kwargs: Any) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._acquired = True
+        await self.hub.acquire()
+        latest = self.hub.history.latest
+        if latest is not None and self.hub.running:
+            self._send(dumps(latest.to_json()), latest.t)
+        self._unlisten = self.hub.add_listener(self._on_sample)
+
+    def _on_sample(self, sample: Any, text: str) -> None:  # sampler thread
+        self._loop.call_soon_threadsafe(self._send, text, sample.t)
+
+    def _send(self, text: str, t: float) -> None:
+        if self.ws_connection is None or self.ws_connection.is_closing():
+            return
+        if self.min_interval and t - self._last_sent < self.min_interval * 0.95:
+            return
+        self._last_sent = t
+        with contextlib.suppress(WebSocketClosedError):
+            self.write_message(text)
+
+    def on_message(self, message: str | bytes) -> None:
+        try:
+            data = json.loads(message)
+            if not isinstance(data, dict) or "interval" not in data:
+                raise BadRequest('expected {"interval": seconds}')
+            value = data["interval"]
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise BadRequest("'interval' must be a number of seconds")
+            if not 0 <= value <= MAX_STREAM_INTERVAL_S:
+                raise BadRequest(f"'interval' must be between 0 and {MAX_STREAM_INTERVAL_S:g}")
+        except (ValueError, BadRequest) as exc:
+            self.write_message(dumps({"error": str(exc)}))
+            return
+        self.min_interval = float(value)
+        self._last_sent = 0.0
+
+    def on_close(self) -> None:
+        if self._unlisten is not None:
+            self._unlisten()
+            self._unlisten = None
+        if self._acquired:
+            self._acquired = False
+            self.hub.release()
+
+
+def handlers(base_url: str) -> list[tuple[str, type]]:
+    def route(name: str) -> str:
+        return url_path_join(base_url, API, name)
+
+    return [
+        (route("snapshot"), SnapshotHandler),
+        (route("history"), HistoryHandler),
+        (route("check"), CheckHandler),
+        (route("paths"), PathsHandler),
+        (route("stream"), StreamHandler),
+    ]

@@ -1,0 +1,337 @@
+"""The one Sampler of the server process, shared by every browser tab.
+
+It starts on the first client (WebSocket or REST call) and stops ``stop_grace_s`` after the last
+one left, so an idle JupyterLab costs nothing. Sampler start/stop/close can block (thread joins,
+helper processes, NVML), so they run in a small executor, never on the event loop; samples are
+serialised on the sampler thread and hopped to the loop with ``call_soon_threadsafe``.
+
+Watched paths carry roles: ``root`` (the Jupyter root dir), ``kernel:<id>`` (a kernel's working
+directory) and ``user`` (added in the panel). A path is watched while it has a role; a path the
+user removed is not re-added automatically until they add it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+from ..core.defaults import DEFAULTS, Defaults
+from ..core.history import History
+from ..core.model import Sample
+from ..core.sampler import Sampler
+from .config import TrainWatch
+from .kernels import KernelsSource
+
+log = logging.getLogger(__name__)
+
+Listener = Callable[[Sample, str], None]  # called on the sampler thread with (sample, json text)
+
+
+def path_key(path: str) -> str:
+    """The agreed key: no realpath here, it would stat a possibly dead mount."""
+    return os.path.abspath(os.path.expanduser(path))
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def dumps(obj: Any) -> str:
+    """Strict JSON (browsers reject NaN/Infinity): non-finite numbers become null."""
+    try:
+        return json.dumps(obj, allow_nan=False, separators=(",", ":"))
+    except ValueError:
+        return json.dumps(_finite(obj), allow_nan=False, separators=(",", ":"))
+
+
+def build_sampler(
+    paths: list[str], interval: float, probe: bool, gpu: bool, defaults: Defaults
+) -> Sampler:
+    """monitor.make_sampler when it exists; otherwise a Sampler over whatever sources exist."""
+    try:
+        from ..monitor import make_sampler
+    except ImportError:
+        make_sampler = None
+    if make_sampler is not None:
+        return make_sampler(paths, interval=interval, probe=probe, gpu=gpu, defaults=defaults)
+    sources: list[Any] = []
+    try:
+        from ..core.paths import PathsSource
+
+        sources.append(PathsSource(paths, defaults=defaults, probe=probe))
+    except ImportError:
+        pass
+    try:
+        from ..core.diskstats import DiskStatsSource
+
+        sources.append(DiskStatsSource())
+    except ImportError:
+        pass
+    if gpu:
+        try:
+            from ..core.gpu import GpuSource
+
+            sources.append(GpuSource(defaults=defaults))
+        except ImportError:
+            pass
+    from ..advice.advisor import Advisor
+
+    return Sampler(sources, interval=interval, evaluate=Advisor(defaults=defaults))
+
+
+class Hub:
+    def __init__(
+        self,
+        config: TrainWatch,
+        root_dir: str | None = None,
+        kernel_manager: Any = None,
+        sampler_factory: Callable[..., Sampler] = build_sampler,
+    ) -> None:
+        self.config = config
+        self.defaults = replace(DEFAULTS, interval_s=config.interval, history_s=config.history_s)
+        self.kernel_manager = kernel_manager
+        self.sampler_factory = sampler_factory
+        capacity = max(2, math.ceil(config.history_s / config.interval))
+        self.history = History(capacity=capacity)
+        self.sampler: Sampler | None = None
+        self.clients = 0
+        self.starts = 0  # how many times a sampler was started (tests, diagnostics)
+        self._roles: dict[str, set[str]] = {}
+        self._dismissed: set[str] = set()
+        self._lock = threading.RLock()
+        self._listeners: list[Listener] = []
+        self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="trainwatch-io")
+        self._state_lock: asyncio.Lock | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop_handle: asyncio.TimerHandle | None = None
+        self._run = 0  # sampler generation; a snapshot waits for a sample of the current one
+        self._fresh_run = -1
+        self._waiters: list[asyncio.Future[None]] = []
+        if config.watch_root_dir and root_dir:
+            self._roles.setdefault(path_key(root_dir), set()).add("root")
+        for p in config.paths:
+            self._roles.setdefault(path_key(p), set()).add("user")
+
+    # -- threads ---------------------------------------------------------------------
+    async def in_executor(self, fn: Callable[..., Any], *args: Any, timeout: float | None = None):
+        """Run a call that may block (filesystem, thread join) off the event loop."""
+        fut = asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        return await (asyncio.wait_for(fut, timeout) if timeout else fut)
+
+    # -- lifecycle -------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self.sampler is not None and self.sampler.running
+
+    def _lock_for_loop(self) -> asyncio.Lock:
+        if self._state_lock is None:
+            self._state_lock = asyncio.Lock()
+            self._loop = asyncio.get_running_loop()
+        return self._state_lock
+
+    def _create_and_start(self) -> Sampler:
+        sampler = self.sampler_factory(
+            self.watched(),
+            interval=self.config.interval,
+            probe=self.config.probe,
+            gpu=self.config.gpu,
+            defaults=self.defaults,
+        )
+        sampler.history = self.history  # history survives restarts of the sampler
+        gpus = sampler.find_source("gpus")
+        gpu_memory = getattr(gpus, "process_memory", None)
+        if self.kernel_manager is not None:
+            sampler.sources.append(
+                KernelsSource(
+                    self.kernel_manager,
+                    gpu_memory=gpu_memory if callable(gpu_memory) else None,
+                    on_dirs=self._kernel_dirs if self.config.watch_kernel_dirs else None,
+                )
+            )
+        sampler.subscribe(self._on_sample)
+        return sampler.start()
+
+    async def ensure_running(self) -> Sampler:
+        async with self._lock_for_loop():
+            self._cancel_stop()
+            if self.sampler is None:
+                self._run += 1
+                self.sampler = await self.in_executor(self._create_and_start)
+                self.starts += 1
+                log.info("trainwatch sampler started (interval %.3g s)", self.config.interval)
+            sampler = self.sampler
+        if self.clients == 0:  # REST-only use: stop again once nobody asks
+            self._schedule_stop()
+        return sampler
+
+    async def acquire(self) -> None:
+        """A streaming client arrived."""
+        self.clients += 1
+        await self.ensure_running()
+
+    def release(self) -> None:
+        """A streaming client left; stop after the grace period if it was the last."""
+        self.clients = max(0, self.clients - 1)
+        if self.clients == 0:
+            self._schedule_stop()
+
+    def _cancel_stop(self) -> None:
+        if self._stop_handle is not None:
+            self._stop_handle.cancel()
+            self._stop_handle = None
+
+    def _schedule_stop(self) -> None:
+        self._cancel_stop()
+        loop = self._loop or asyncio.get_event_loop()
+        self._stop_handle = loop.call_later(
+            self.config.stop_grace_s, lambda: asyncio.ensure_future(self.stop_if_idle())
+        )
+
+    async def stop_if_idle(self) -> None:
+        async with self._lock_for_loop():
+            self._stop_handle = None
+            if self.clients > 0 or self.sampler is None:
+                return
+            sampler, self.sampler = self.sampler, None
+        await self.in_executor(sampler.close)
+        log.info("trainwatch sampler stopped (no client left)")
+
+    async def shutdown(self) -> None:
+        self._cancel_stop()
+        sampler, self.sampler = self.sampler, None
+        if sampler is not None:
+            await self.in_executor(sampler.close)
+        self._executor.shutdown(wait=False)
+
+    def close_now(self) -> None:
+        """Synchronous shutdown for interpreter exit (no event loop any more)."""
+        sampler, self.sampler = self.sampler, None
+        if sampler is not None:
+            sampler.close()
+        self._executor.shutdown(wait=False)
+
+    # -- samples ---------------------------------------------------------------------
+    def add_listener(self, listener: Listener) -> Callable[[], None]:
+        with self._lock:
+            self._listeners.append(listener)
+
+        def remove() -> None:
+            with self._lock:
+                if listener in self._listeners:
+                    self._listeners.remove(listener)
+
+        return remove
+
+    def _on_sample(self, sample: Sample) -> None:  # sampler thread
+        run = self._run
+        with self._lock:
+            listeners = list(self._listeners)
+        text = dumps(sample.to_json()) if listeners else ""
+        for listener in listeners:
+            try:
+                listener(sample, text)
+            except Exception:
+                log.exception("trainwatch listener failed")
+        if self._fresh_run != run:
+            self._fresh_run = run
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self._wake_waiters)
+
+    def _wake_waiters(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    async def fresh_sample(self) -> Sample | None:
+        """The latest sample of the running sampler (waits for its first one)."""
+        await self.ensure_running()
+        if self._fresh_run != self._run:
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(fut)
+            try:
+                await asyncio.wait_for(fut, self.config.snapshot_wait_s)
+            except asyncio.TimeoutError:
+                return None
+        return self.history.latest
+
+    # -- watched paths ---------------------------------------------------------------
+    def watched(self) -> list[str]:
+        with self._lock:
+            return sorted(self._roles)
+
+    def roles(self) -> dict[str, list[str]]:
+        with self._lock:
+            return {p: sorted(r) for p, r in sorted(self._roles.items())}
+
+    def _paths_source(self) -> Any:
+        sampler = self.sampler
+        return sampler.find_source("paths") if sampler is not None else None
+
+    def _set_role(self, key: str, role: str, on: bool) -> None:
+        """Add/remove one role; tell the running paths source when a path appears/vanishes."""
+        with self._lock:
+            roles = self._roles.get(key)
+            before = bool(roles)
+            if on:
+                self._roles.setdefault(key, set()).add(role)
+            elif roles is not None:
+                roles.discard(role)
+                if not roles:
+                    del self._roles[key]
+            after = bool(self._roles.get(key))
+        source = self._paths_source()
+        if source is None or before == after:
+            return
+        if after:
+            source.add(key)
+        else:
+            source.remove(key)
+
+    def add_user_path(self, path: str) -> str:
+        key = path_key(path)
+        with self._lock:
+            self._dismissed.discard(key)
+        self._set_role(key, "user", True)
+        return key
+
+    def remove_path(self, path: str) -> bool:
+        """Stop watching ``path`` whatever put it there; auto-roles will not bring it back."""
+        key = path_key(path)
+        with self._lock:
+            roles = set(self._roles.get(key, ()))
+            if not roles:
+                return False
+            self._dismissed.add(key)
+        for role in roles:
+            self._set_role(key, role, False)
+        return True
+
+    def _kernel_dirs(self, dirs: dict[str, str]) -> None:  # sampler thread
+        with self._lock:
+            current = {
+                (p, r) for p, rs in self._roles.items() for r in rs if r.startswith("kernel:")
+            }
+            wanted = {
+                (path_key(d), f"kernel:{kid}")
+                for kid, d in dirs.items()
+                if path_key(d) not in self._dismissed
+            }
+        for key, role in current - wanted:
+            self._set_role(key, role, False)
+        for key, role in wanted - current:
+            self._set_role(key, role, True)
