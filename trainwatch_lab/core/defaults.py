@@ -54,6 +54,8 @@ class Defaults:
     gpu_starved_window_s: float = 60.0
     gpu_starved_mean_util_pct: float = 50.0
     gpu_starved_stdev_pct: float = 20.0
+    gpu_starved_read_cv: float = 0.25  # reads "pinned": stdev/mean of the read rate below this
+    gpu_starved_min_read_bps: float = 1e6  # ... at a rate that is more than a trickle
     disk_busy_util_pct: float = 60.0
 
 
