@@ -1,0 +1,98 @@
+"""advice.check: verdicts, the exact JSON shape, exit codes, and a real one-shot check."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from trainwatch_lab.advice.check import CheckReport, run_check, verdict_for
+from trainwatch_lab.core.defaults import GIB
+from trainwatch_lab.core.model import Alert, PathState, ProbeResult
+
+KEYS = [
+    "path",
+    "mountpoint",
+    "fstype",
+    "source",
+    "device",
+    "shared",
+    "read_only",
+    "total_bytes",
+    "free_bytes",
+    "probe",
+    "verdict",
+]
+
+
+def alert(code: str, subject: str, severity: str = "warning") -> Alert:
+    return Alert(code, severity, subject, "m 1", "f")  # type: ignore[arg-type]
+
+
+def state(path: str = "/d", **kw: object) -> PathState:
+    return PathState(path=path, exists=True, **kw)  # type: ignore[arg-type]
+
+
+def test_verdicts_worst_first() -> None:
+    assert verdict_for(state(), []) == "ok"
+    assert verdict_for(state(shared=True), []) == "shared"
+    assert verdict_for(state(shared=True), [alert("slow-mount", "/d")]) == "slow"
+    assert verdict_for(state(shared=True), [alert("slow-mount", "/other")]) == "shared"
+    assert verdict_for(PathState(path="/d", exists=False), []) == "missing"
+    assert verdict_for(state(responsive=False, shared=True), []) == "unresponsive"
+    assert verdict_for(state(), [alert("mount-unresponsive", "/d", "critical")]) == "unresponsive"
+
+
+def test_report_json_shape_and_exit_code() -> None:
+    s = state(
+        "/mnt/x",
+        mountpoint="/mnt/x",
+        fstype="nfs4",
+        source="srv:/e",
+        shared=True,
+        total_bytes=10 * GIB,
+        free_bytes=GIB,
+        avail_bytes=GIB,
+        probe=ProbeResult(30.0, 50.0, 16),
+    )
+    report = CheckReport(states=[s], alerts=[alert("shared-mount", "/mnt/x")])
+    data = report.to_json()
+    assert list(data) == ["paths", "warnings"]
+    assert list(data["paths"][0]) == KEYS
+    assert data["paths"][0]["probe"] == {"p50_ms": 30.0, "p99_ms": 50.0, "samples": 16}
+    assert data["paths"][0]["verdict"] == "shared"
+    assert data["warnings"] == [
+        {
+            "code": "shared-mount",
+            "severity": "warning",
+            "subject": "/mnt/x",
+            "message": "m 1",
+            "fix": "f",
+        }
+    ]
+    assert report.exit_code == 1
+    assert CheckReport(states=[state()], alerts=[alert("x", "/d", "info")]).exit_code == 0
+    assert CheckReport(states=[state()], alerts=[]).exit_code == 0
+
+
+def test_run_check_real_local_directory(tmp_path: Path) -> None:
+    report = run_check([str(tmp_path), str(tmp_path) + "/"], timeout=5)
+    (s,) = report.states  # the same path twice is checked once
+    assert s.path == str(tmp_path) and s.exists and s.responsive
+    assert s.mountpoint and s.fstype and s.total_bytes and s.avail_bytes is not None
+    assert s.probe is not None and s.probe.samples > 0
+    assert report.verdicts in (["ok"], ["slow"], ["shared"])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_run_check_missing_path_resolves_through_its_parent(tmp_path: Path) -> None:
+    missing = str(tmp_path / "a" / "b")
+    report = run_check([missing, str(tmp_path)], probe=False)
+    gone, parent = report.states
+    assert report.verdicts[0] == "missing" and report.missing == [missing]
+    assert gone.mountpoint == parent.mountpoint and gone.total_bytes == parent.total_bytes
+    assert not os.path.exists(missing)
+
+
+def test_run_check_expands_user() -> None:
+    report = run_check(["~"], probe=False)
+    assert report.states[0].path == os.path.expanduser("~")
