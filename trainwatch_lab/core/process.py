@@ -1,0 +1,170 @@
+"""Read/write rates of the training process and its children (DataLoader workers, tools).
+
+``*_chars`` count every read/write syscall, so they include network and FUSE filesystems
+that never reach a local block device; ``*_bytes`` only what reached the block layer. The
+pair tells "the job writes a lot" apart from "the job's writes hit the disk".
+
+Counting a tree is subtle: when a child exits and is reaped, Linux folds its lifetime
+counters into the parent's (``wait()`` adds them to the parent's signal->ioac). Summing
+live processes naively therefore makes rates dip negative when a child vanishes and spike
+when it is reaped. We keep per-process deltas instead, and when a child vanishes we
+remember what we already counted for it and subtract that from its parent's next jump.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import psutil
+
+from .model import ProcessIO, Sample
+
+FIELDS = ("read_chars", "write_chars", "read_bytes", "write_bytes")
+Counts = tuple[int, int, int, int]
+Key = tuple[int, int]  # (pid, start time in clock ticks): a reused pid is another process
+ZERO: Counts = (0, 0, 0, 0)
+
+
+@dataclass(slots=True)
+class _Seen:
+    counts: Counts
+    parent: Key | None
+
+
+def _sub(a: Counts, b: Counts) -> Counts:
+    return tuple(max(0, x - y) for x, y in zip(a, b, strict=True))  # type: ignore[return-value]
+
+
+def _add(a: Counts, b: Counts) -> Counts:
+    return tuple(x + y for x, y in zip(a, b, strict=True))  # type: ignore[return-value]
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _start_ticks(pid: int) -> int:
+    """When the process started, in clock ticks since boot (/proc/PID/stat field 22).
+
+    Not psutil's create_time: that adds /proc/stat's btime, which moves when the wall clock
+    is adjusted, and would make a long-running process look new (and all its past I/O
+    look recent)."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        data = f.read()
+    return int(data[data.rindex(b")") + 2 :].split()[19])
+
+
+def _boot_clock() -> float:
+    """Seconds since boot on the clock that /proc/PID/stat start times use."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+class ProcessIOSource:
+    """Fills ``sample.process`` with the I/O rates of a process and (by default) all its
+    descendants.
+
+    The first reading has nothing to compare with: it reports rates of 0.0 (not None), so
+    that ``sample.process`` exists from the first tick for sources that annotate it. A
+    process that exists at one reading and not the next contributes nothing further; a
+    child born and gone between two readings is counted through its parent once reaped.
+    """
+
+    name = "process"
+
+    def __init__(
+        self,
+        pid: int | None = None,
+        children: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.pid = os.getpid() if pid is None else int(pid)
+        self.children = children
+        self.clock = clock
+        self._seen: dict[Key, _Seen] = {}
+        self._credit: dict[Key, Counts] = {}  # already counted, expected in a parent's jump
+        self._prev_t: float | None = None
+        self._prev_boot_clock = 0.0
+        self._lock = threading.Lock()
+
+    def _read_tree(self, sample: Sample) -> dict[Key, _Seen] | None:
+        try:
+            root = psutil.Process(self.pid)
+            procs = [root, *root.children(recursive=True)] if self.children else [root]
+        except psutil.NoSuchProcess:
+            sample.notes[self.name] = f"process {self.pid} has exited"
+            return None
+        except psutil.AccessDenied:
+            sample.notes[self.name] = f"no permission to read the I/O counters of pid {self.pid}"
+            return None
+        keys: dict[int, Key] = {}
+        raw: list[tuple[Key, Counts, int]] = []
+        for proc in procs:
+            try:
+                with proc.oneshot():
+                    io = proc.io_counters()
+                    key = (proc.pid, _start_ticks(proc.pid))
+                    ppid = proc.ppid()
+            except (psutil.NoSuchProcess, psutil.AccessDenied, OSError, ValueError, IndexError):
+                if proc is root:
+                    sample.notes[self.name] = (
+                        f"cannot read the I/O counters of pid {self.pid} (gone or not permitted)"
+                    )
+                    return None
+                continue  # a child that just exited or is not ours to read
+            keys[proc.pid] = key
+            raw.append((key, tuple(getattr(io, f, 0) for f in FIELDS), ppid))  # type: ignore[misc]
+        return {key: _Seen(counts, keys.get(ppid)) for key, counts, ppid in raw}
+
+    def collect(self, sample: Sample) -> None:
+        with self._lock:
+            boot_now = _boot_clock()
+            now = self.clock()
+            cur = self._read_tree(sample)
+            if cur is None:
+                self._seen, self._credit, self._prev_t = {}, {}, None
+                return
+            prev, prev_t = self._seen, self._prev_t
+            born_after = (self._prev_boot_clock - 0.02) * CLOCK_TICKS  # 10 ms ticks
+            self._seen, self._prev_t, self._prev_boot_clock = cur, now, boot_now
+
+            # vanished processes: what we counted for them (and what they were still owed
+            # by their own reaped children) will reappear in their parent's counters
+            for key, seen in prev.items():
+                if key in cur:
+                    continue
+                owed = _add(seen.counts, self._credit.pop(key, ZERO))
+                if seen.parent is not None and seen.parent in cur:
+                    self._credit[seen.parent] = _add(self._credit.get(seen.parent, ZERO), owed)
+            for key in [k for k in self._credit if k not in cur]:
+                del self._credit[key]
+
+            total: Counts = ZERO
+            if prev_t is not None:
+                for key, seen in cur.items():
+                    before = prev.get(key)
+                    if before is not None:
+                        delta = _sub(seen.counts, before.counts)
+                    elif key[1] >= born_after:
+                        delta = seen.counts  # born since the last reading: all of it is new
+                    else:
+                        continue  # existed before but unseen: its past is not this interval
+                    credit = self._credit.pop(key, None)
+                    if credit is not None:
+                        left = _sub(credit, delta)
+                        delta = _sub(delta, credit)
+                        if any(left):
+                            self._credit[key] = left
+                    total = _add(total, delta)
+            dt = (now - prev_t) if prev_t is not None else 0.0
+            rates = [x / dt if dt > 0 else 0.0 for x in total]
+            sample.process = ProcessIO(
+                pid=self.pid,
+                pids=len(cur),
+                read_chars_s=rates[0],
+                write_chars_s=rates[1],
+                read_bytes_s=rates[2],
+                write_bytes_s=rates[3],
+            )
