@@ -19,7 +19,7 @@ MIB = 1024 * 1024
 # A tiny command interpreter run as child (and grandchild): the test tells it what I/O to do
 # between two readings, so we know exactly which bytes fall into which interval.
 WORKER = r"""
-import os, subprocess, sys
+import os, signal, subprocess, sys
 d = sys.argv[1]
 grand = None
 def write(mib, name):
@@ -47,6 +47,8 @@ for line in sys.stdin:
         grand.stdin.write(" ".join(args) + "\n")
         grand.stdin.flush()
         grand.stdout.readline()
+    elif cmd == "ignorechld":  # children are reaped by the kernel, never folded into ours
+        signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     elif cmd == "reap":
         grand.stdin.close()
         grand.wait()
@@ -173,6 +175,27 @@ def test_a_grandchild_born_and_gone_between_readings_counts_once(worker: Worker)
     s = tick(src)
     assert s.process is not None
     assert 0 <= s.process.write_chars_s * clock.last_dt() < 0.5 * MIB
+
+
+def test_a_parent_that_ignores_sigchld_is_not_muted_for_long(worker: Worker) -> None:
+    worker.do("ignorechld")
+    worker.do("start")
+    clock = Clock()
+    src = ProcessIOSource(clock=clock)
+    first = tick(src)
+    assert first.process is not None
+    worker.do("g write 2")
+    worker.do("reap")  # no jump will come: the kernel discards the grandchild's counters
+    deadline = time.monotonic() + 30
+    while (s := tick(src)).process is not None and s.process.pids >= first.process.pids:
+        assert time.monotonic() < deadline, "the grandchild did not go away"
+        time.sleep(0.05)
+    for _ in range(3):  # the credit for the grandchild's 2 MiB expires unused
+        tick(src)
+    worker.do("write 3")
+    s = tick(src)
+    assert s.process is not None
+    assert 3 * MIB <= s.process.write_chars_s * clock.last_dt() <= 3.5 * MIB
 
 
 def test_children_false_watches_only_the_process(worker: Worker) -> None:

@@ -27,6 +27,9 @@ FIELDS = ("read_chars", "write_chars", "read_bytes", "write_bytes")
 Counts = tuple[int, int, int, int]
 Key = tuple[int, int]  # (pid, start time in clock ticks): a reused pid is another process
 ZERO: Counts = (0, 0, 0, 0)
+# readings a credit waits for its parent's jump: the reap may land one reading after the
+# child vanished; a parent that ignores SIGCHLD never gets the jump, so credits must expire
+CREDIT_READINGS = 3
 
 
 @dataclass(slots=True)
@@ -84,7 +87,9 @@ class ProcessIOSource:
         self.children = children
         self.clock = clock
         self._seen: dict[Key, _Seen] = {}
-        self._credit: dict[Key, Counts] = {}  # already counted, expected in a parent's jump
+        # what was already counted for vanished children, expected in their parent's jump,
+        # with the readings it may still wait
+        self._credit: dict[Key, tuple[Counts, int]] = {}
         self._prev_t: float | None = None
         self._prev_boot_clock = 0.0
         self._lock = threading.Lock()
@@ -135,11 +140,13 @@ class ProcessIOSource:
             for key, seen in prev.items():
                 if key in cur:
                     continue
-                owed = _add(seen.counts, self._credit.pop(key, ZERO))
+                owed = _add(seen.counts, self._credit.pop(key, (ZERO, 0))[0])
                 if seen.parent is not None and seen.parent in cur:
-                    self._credit[seen.parent] = _add(self._credit.get(seen.parent, ZERO), owed)
-            for key in [k for k in self._credit if k not in cur]:
-                del self._credit[key]
+                    have = self._credit.get(seen.parent, (ZERO, 0))[0]
+                    self._credit[seen.parent] = (_add(have, owed), CREDIT_READINGS + 1)
+            self._credit = {
+                k: (c, n - 1) for k, (c, n) in self._credit.items() if k in cur and n > 1
+            }
 
             total: Counts = ZERO
             if prev_t is not None:
@@ -151,12 +158,12 @@ class ProcessIOSource:
                         delta = seen.counts  # born since the last reading: all of it is new
                     else:
                         continue  # existed before but unseen: its past is not this interval
-                    credit = self._credit.pop(key, None)
+                    credit, readings = self._credit.pop(key, (None, 0))
                     if credit is not None:
                         left = _sub(credit, delta)
                         delta = _sub(delta, credit)
                         if any(left):
-                            self._credit[key] = left
+                            self._credit[key] = (left, readings)
                     total = _add(total, delta)
             dt = (now - prev_t) if prev_t is not None else 0.0
             rates = [x / dt if dt > 0 else 0.0 for x in total]
