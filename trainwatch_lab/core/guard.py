@@ -245,13 +245,16 @@ class MountGuard:
         *,
         timeout: float | None = None,
         lane: str = "main",
+        what: str | None = None,
         **args: Any,
     ) -> Any:
         """Run ``op`` (see core.worker.OPS) for the mount ``key``; never longer than ``timeout``.
 
-        Raises MountUnresponsive (now, or still stuck from an earlier call), OSError as
-        raised inside the helper, WorkerUnavailable or WorkerFailed.
+        ``what`` names the call in MountUnresponsive's message (default: ``op``). Raises
+        MountUnresponsive (now, or still stuck from an earlier call), OSError as raised inside
+        the helper, WorkerUnavailable or WorkerFailed.
         """
+        what = what or op
         timeout = self.timeout_s if timeout is None else float(timeout)
         deadline = time.monotonic() + timeout
         with self._lock:
@@ -263,7 +266,7 @@ class MountGuard:
             w = self._worker(key, lane)
         if not w.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             # the call before ours on this mount is itself taking the whole timeout
-            raise MountUnresponsive(key, op, timeout)
+            raise MountUnresponsive(key, what, timeout)
         try:
             if w.dead:  # marked stuck (or closed) while we waited for it
                 with self._lock:
@@ -278,8 +281,8 @@ class MountGuard:
                     raise WorkerUnavailable(
                         f"helper process did not start within {timeout:.1f} s"
                     ) from None
-                self._abandon(w, op, timeout)
-                raise MountUnresponsive(key, op, timeout) from None
+                self._abandon(w, what, timeout)
+                raise MountUnresponsive(key, what, timeout) from None
             except _Died:
                 with self._lock:
                     if self._workers.get((key, lane)) is w:

@@ -1,0 +1,380 @@
+"""What we know about a watched path: its mount, kind, device, space, checkpoints and latency.
+
+The mount table and /sys are read here (they never block); everything that touches the path
+goes through core.guard, so a dead mount costs at most the timeout once and nothing after
+that until it answers again: the path is then reported ``responsive=False``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .defaults import DEFAULTS, Defaults
+from .guard import PROBE_LANE, MountGuard, MountUnresponsive, WorkerFailed, WorkerUnavailable
+from .model import CheckpointInfo, PathState, ProbeResult, Sample
+from .mounts import (
+    MountEntry,
+    block_device_for,
+    classify,
+    is_network_block,
+    mount_for_dev,
+    mount_for_path,
+    overlay_backing,
+    read_mounts,
+)
+from .probe import READ_ONLY
+from .space import space_fields
+
+CHECKPOINT_RESCAN_S = 10.0  # a directory listing per tick would be wasteful on a share
+COLLECT_SLACK_S = 0.25  # thread start-up on a loaded machine, on top of the guard's timeout
+INSPECT_WHAT = "statvfs"  # the user reads "no answer within 2.0 s (statvfs)"
+
+
+def normalise(path: str) -> str:
+    """The key of a path everywhere (no realpath: it stats, and may hang on a dead mount)."""
+    return os.path.abspath(os.path.expanduser(os.fspath(path)))
+
+
+def apply_mount(
+    state: PathState, entry: MountEntry, mounts: list[MountEntry], sys_root: str = "/sys"
+) -> None:
+    """Fill the mount fields of ``state`` from the mount table and /sys (no syscall on it)."""
+    state.mountpoint, state.fstype, state.source = entry.mountpoint, entry.fstype, entry.source
+    state.kind = classify(entry)
+    state.read_only = entry.read_only
+    state.device = block_device_for(entry, sys_root, mounts=mounts)
+    backing = overlay_backing(entry, mounts) if state.kind == "overlay" else None
+    state.shared = (
+        state.kind == "shared"
+        or is_network_block(state.device)
+        or (backing is not None and classify(backing) == "shared")
+    )
+
+
+def resolved_path(raw: dict[str, Any], key: str) -> str:
+    """Where ``key`` really lives: the real path of its nearest existing ancestor plus the
+    part that does not exist yet."""
+    target, real = raw["target"], raw["realpath"]
+    rest = key[len(target) :].lstrip("/") if key.startswith(target) else ""
+    return os.path.join(real, rest) if rest else real
+
+
+def correct_mount(
+    entry: MountEntry, raw: dict[str, Any], key: str, mounts: list[MountEntry]
+) -> MountEntry:
+    """The mount the worker actually found (symlinks, bind mounts): by real path, confirmed
+    by ``st_dev``; the string-prefix guess stays when ``st_dev`` names no mount (btrfs)."""
+    real = resolved_path(raw, key)
+    dev = os.makedev(*raw["st_dev"])
+    try:
+        guess = mount_for_path(real, mounts)
+    except LookupError:
+        guess = entry
+    if guess.dev == dev:
+        return guess
+    return mount_for_dev(dev, real, mounts) or guess
+
+
+def apply_inspect(state: PathState, raw: dict[str, Any]) -> None:
+    state.exists = bool(raw["exists"])
+    st = os.statvfs_result(tuple(raw["statvfs"]))
+    for name, value in space_fields(st).items():
+        setattr(state, name, value)
+    state.read_only = state.read_only or bool(st.f_flag & os.ST_RDONLY)
+    if raw.get("checkpoints"):
+        state.checkpoints = CheckpointInfo(**raw["checkpoints"])
+
+
+def _probe_args(key: str, d: Defaults) -> dict[str, Any]:
+    return {
+        "directory": key,
+        "writes": d.probe_writes,
+        "block_bytes": d.probe_block_bytes,
+        "budget_s": d.probe_budget_s,
+    }
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+def inspect_path(
+    path: str,
+    defaults: Defaults = DEFAULTS,
+    probe: bool = True,
+    guard: MountGuard | None = None,
+    *,
+    sys_root: str = "/sys",
+) -> PathState:
+    """One full look at ``path``. Bounded by ``defaults.mount_timeout_s`` (plus the probe's
+    ``probe_budget_s + mount_timeout_s`` when probing); never hangs on a dead mount."""
+    key = normalise(path)
+    state = PathState(path=key)
+    own = guard is None
+    g = guard if guard is not None else MountGuard(defaults.mount_timeout_s)
+    try:
+        try:
+            mounts = read_mounts()
+            entry = mount_for_path(key, mounts)
+        except (OSError, LookupError) as exc:
+            state.error = f"cannot read the mount table: {_describe(exc)}"
+            return state
+        apply_mount(state, entry, mounts, sys_root)
+        try:
+            raw = g.call(
+                entry.mountpoint,
+                "inspect",
+                timeout=defaults.mount_timeout_s,
+                what=INSPECT_WHAT,
+                path=key,
+                checkpoints=True,
+            )
+        except MountUnresponsive as exc:
+            state.responsive, state.error = False, str(exc)
+            return state
+        except (OSError, WorkerUnavailable, WorkerFailed) as exc:
+            state.error = _describe(exc)
+            return state
+        actual = correct_mount(entry, raw, key, mounts)
+        if actual is not entry:
+            apply_mount(state, actual, mounts, sys_root)
+        apply_inspect(state, raw)
+        if probe:
+            if state.read_only:
+                state.probe = ProbeResult(None, None, 0, error=READ_ONLY)
+            else:
+                try:
+                    result = g.call(
+                        actual.mountpoint,
+                        "probe",
+                        lane=PROBE_LANE,
+                        timeout=defaults.probe_budget_s + defaults.mount_timeout_s,
+                        **_probe_args(key, defaults),
+                    )
+                    state.probe = ProbeResult(**result)
+                except MountUnresponsive as exc:
+                    state.responsive, state.error = False, str(exc)
+                except (OSError, WorkerUnavailable, WorkerFailed) as exc:
+                    state.probe = ProbeResult(None, None, 0, error=_describe(exc))
+        return state
+    finally:
+        if own:
+            g.close()
+
+
+@dataclass
+class _Watch:
+    """Per-path memory between ticks."""
+
+    key: str
+    real: str | None = None  # resolved path from the last answer (symlinks followed)
+    probe: ProbeResult | None = None
+    probe_at: float | None = None
+    probe_thread: threading.Thread | None = None
+    checkpoints: CheckpointInfo | None = None
+    checkpoints_at: float | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class PathsSource:
+    """Sampler source for the watched paths (``sample.paths``).
+
+    Per tick: one guarded ``inspect`` per path (exists, st_dev, statvfs; the checkpoint scan
+    at most every ``CHECKPOINT_RESCAN_S``), all paths in parallel, so ``collect`` returns
+    within the timeout even when several mounts are dead, and at once for a mount that is
+    still stuck. Probes run on their own threads (at ``add`` and every
+    ``defaults.probe_every_s``); each tick reports the latest result.
+    """
+
+    name = "paths"
+
+    def __init__(
+        self,
+        paths: Iterable[str] = (),
+        defaults: Defaults = DEFAULTS,
+        probe: bool = True,
+        guard: MountGuard | None = None,
+        *,
+        sys_root: str = "/sys",
+    ) -> None:
+        self.defaults = defaults
+        self.probe_enabled = probe
+        self.sys_root = sys_root
+        self._own_guard = guard is None
+        self.guard = guard if guard is not None else MountGuard(defaults.mount_timeout_s)
+        self._lock = threading.Lock()
+        self._watches: dict[str, _Watch] = {}
+        self._closed = False
+        for p in paths:
+            self.add(p)
+
+    # -- watched paths -----------------------------------------------------------------
+    @property
+    def paths(self) -> list[str]:
+        with self._lock:
+            return list(self._watches)
+
+    def add(self, path: str) -> str:
+        """Watch ``path`` (idempotent); returns its normalised key. Starts its helper and
+        its first probe in the background; never touches the path on this thread."""
+        key = normalise(path)
+        with self._lock:
+            if key in self._watches or self._closed:
+                return key
+            watch = self._watches[key] = _Watch(key)
+        entry = self._entry(watch)
+        if entry is not None:
+            self.guard.prestart(entry.mountpoint)
+            if self.probe_enabled and not entry.read_only:
+                self._submit_probe(watch, entry)
+        return key
+
+    def remove(self, path: str) -> None:
+        with self._lock:
+            self._watches.pop(normalise(path), None)
+
+    def _entry(self, watch: _Watch, mounts: list[MountEntry] | None = None) -> MountEntry | None:
+        try:
+            mounts = mounts if mounts is not None else read_mounts()
+            return mount_for_path(watch.real or watch.key, mounts)
+        except (OSError, LookupError):
+            return None
+
+    # -- probes ------------------------------------------------------------------------
+    def _submit_probe(self, watch: _Watch, entry: MountEntry) -> None:
+        with watch.lock:
+            if watch.probe_thread is not None and watch.probe_thread.is_alive():
+                return
+            watch.probe_at = time.monotonic()
+            thread = threading.Thread(
+                target=self._run_probe,
+                args=(watch, entry.mountpoint),
+                name=f"trainwatch-probe {watch.key}",
+                daemon=True,
+            )
+            watch.probe_thread = thread
+        thread.start()
+
+    def _run_probe(self, watch: _Watch, mountpoint: str) -> None:
+        d = self.defaults
+        try:
+            raw = self.guard.call(
+                mountpoint,
+                "probe",
+                lane=PROBE_LANE,
+                timeout=d.probe_budget_s + d.mount_timeout_s,
+                **_probe_args(watch.key, d),
+            )
+            result = ProbeResult(**raw)
+        except MountUnresponsive as exc:
+            result = ProbeResult(None, None, 0, error=str(exc))
+        except (OSError, WorkerUnavailable, WorkerFailed) as exc:
+            result = ProbeResult(None, None, 0, error=_describe(exc))
+        with watch.lock:
+            watch.probe = result
+
+    def _probe_due(self, watch: _Watch) -> bool:
+        with watch.lock:
+            if watch.probe_thread is not None and watch.probe_thread.is_alive():
+                return False
+            return (
+                watch.probe_at is None
+                or time.monotonic() - watch.probe_at >= self.defaults.probe_every_s
+            )
+
+    # -- ticks -------------------------------------------------------------------------
+    def _tick_one(
+        self, watch: _Watch, state: PathState, entry: MountEntry, mounts: list[MountEntry]
+    ) -> None:
+        now = time.monotonic()
+        with watch.lock:
+            scan = watch.checkpoints_at is None or now - watch.checkpoints_at >= CHECKPOINT_RESCAN_S
+        try:
+            raw = self.guard.call(
+                entry.mountpoint,
+                "inspect",
+                timeout=self.defaults.mount_timeout_s,
+                what=INSPECT_WHAT,
+                path=watch.key,
+                checkpoints=scan,
+            )
+        except MountUnresponsive as exc:
+            state.responsive, state.error = False, str(exc)
+            return
+        except (OSError, WorkerUnavailable, WorkerFailed) as exc:
+            state.error = _describe(exc)
+            return
+        actual = correct_mount(entry, raw, watch.key, mounts)
+        if actual is not entry:
+            apply_mount(state, actual, mounts, self.sys_root)
+        apply_inspect(state, raw)
+        with watch.lock:
+            watch.real = resolved_path(raw, watch.key)
+            if scan:
+                watch.checkpoints, watch.checkpoints_at = state.checkpoints, now
+            else:
+                state.checkpoints = watch.checkpoints
+        if self.probe_enabled and not state.read_only and self._probe_due(watch):
+            self._submit_probe(watch, actual)
+
+    def collect(self, sample: Sample) -> None:
+        timeout = self.defaults.mount_timeout_s
+        deadline = time.monotonic() + timeout + COLLECT_SLACK_S
+        with self._lock:
+            watches = list(self._watches.values())
+        if not watches:
+            return
+        try:
+            mounts = read_mounts()
+        except OSError as exc:
+            sample.notes[self.name] = f"cannot read /proc/self/mountinfo: {_describe(exc)}"
+            mounts = []
+        states: dict[str, PathState] = {}
+        threads: dict[str, threading.Thread] = {}
+        for watch in watches:
+            state = states[watch.key] = PathState(path=watch.key)
+            entry = self._entry(watch, mounts) if mounts else None
+            if entry is None:
+                state.error = "no mount found for this path"
+                continue
+            apply_mount(state, entry, mounts, self.sys_root)
+            thread = threading.Thread(
+                target=self._tick_one,
+                args=(watch, state, entry, mounts),
+                name=f"trainwatch-path {watch.key}",
+                daemon=True,
+            )
+            thread.start()
+            threads[watch.key] = thread
+        for thread in threads.values():
+            thread.join(max(0.0, deadline - time.monotonic()))
+        for watch in watches:
+            state = states[watch.key]
+            thread = threads.get(watch.key)
+            if thread is not None and thread.is_alive():
+                # the guard's own timeout ends a moment later; report what it will say
+                state = replace(
+                    state,
+                    responsive=False,
+                    error=f"no answer within {timeout:.1f} s ({INSPECT_WHAT})",
+                )
+            if state.responsive and self.probe_enabled:
+                with watch.lock:
+                    state.probe = watch.probe
+                if state.read_only:
+                    state.probe = ProbeResult(None, None, 0, error=READ_ONLY)
+            sample.paths[watch.key] = state
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._watches.clear()
+        if self._own_guard:
+            self.guard.close()
