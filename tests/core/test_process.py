@@ -185,6 +185,7 @@ def test_a_parent_that_ignores_sigchld_is_not_muted_for_long(worker: Worker) -> 
     first = tick(src)
     assert first.process is not None
     worker.do("g write 2")
+    tick(src)  # counts the grandchild's 2 MiB
     worker.do("reap")  # no jump will come: the kernel discards the grandchild's counters
     deadline = time.monotonic() + 30
     while (s := tick(src)).process is not None and s.process.pids >= first.process.pids:
