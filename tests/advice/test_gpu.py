@@ -1,0 +1,207 @@
+"""GPU rules over a real History: when they fire, and what evidence the message carries."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from trainwatch_lab.advice.advisor import Advisor
+from trainwatch_lab.advice.gpu import GPU_DETECTORS, gpu_stalled, gpu_starved, gpu_unavailable
+from trainwatch_lab.core.defaults import DEFAULTS
+from trainwatch_lab.core.history import History
+from trainwatch_lab.core.model import (
+    Alert,
+    DiskRates,
+    GpuState,
+    PathState,
+    ProbeResult,
+    ProcessIO,
+    Sample,
+)
+
+GIB = 1024**3
+PID = 4242
+
+
+def share(responsive: bool = True, p50: float | None = 41.0) -> PathState:
+    return PathState(
+        path="/mnt/share/logs",
+        exists=True,
+        mountpoint="/mnt/share",
+        fstype="fuse.sshfs",
+        source="user@host:/export",
+        kind="shared",
+        shared=True,
+        responsive=responsive,
+        probe=ProbeResult(p50, p50, 16) if p50 is not None else None,
+    )
+
+
+def local_data() -> PathState:
+    return PathState(
+        path="/data",
+        exists=True,
+        mountpoint="/data",
+        fstype="ext4",
+        device="nvme0n1",
+        kind="local",
+        probe=ProbeResult(0.4, 0.9, 16),
+    )
+
+
+def disk(util: float, await_ms: float) -> DiskRates:
+    return DiskRates("nvme0n1", 900, 1, 450, 0.1, await_ms, 0.5, 3.0, util)
+
+
+def make(
+    t: float,
+    util: float,
+    proc_mem: int | None = 2 * GIB,
+    paths: tuple[PathState, ...] = (),
+    disks: tuple[DiskRates, ...] = (),
+    read_bps: float = 0.0,
+    write_bps: float = 0.0,
+    main_thread: dict | None = None,
+) -> Sample:
+    return Sample(
+        t=t,
+        gpus=[GpuState(0, 0, "GPU-x", "H100", util_pct=util, process_mem_bytes=proc_mem)],
+        paths={p.path: p for p in paths},
+        disks={d.device: d for d in disks},
+        process=ProcessIO(PID, 1, read_bps, write_bps, read_bps, write_bps, main_thread),
+    )
+
+
+def run(samples: list[Sample], detector: Callable) -> list[list[Alert]]:
+    """Feed samples the way the Sampler does: append to History, then evaluate."""
+    history = History(capacity=600)
+    advisor = Advisor([detector], defaults=DEFAULTS)
+    out = []
+    for s in samples:
+        history.append(s)
+        out.append(advisor.evaluate(s, history))
+    return out
+
+
+def test_registry_exports_the_three_rules() -> None:
+    assert [gpu_unavailable, gpu_stalled, gpu_starved] == GPU_DETECTORS
+
+
+def test_gpu_unavailable_is_info_with_the_reason() -> None:
+    s = Sample(t=1, notes={"gpus": "the NVIDIA driver is not loaded (NVML: Driver Not Loaded)"})
+    (alerts,) = run([s], gpu_unavailable)
+    assert [(a.code, a.severity, a.subject) for a in alerts] == [("gpu-unavailable", "info", "gpu")]
+    assert "Driver Not Loaded" in alerts[0].message
+    assert run([make(1, 50)], gpu_unavailable) == [[]]
+
+
+def test_stalled_fires_after_the_duration_and_names_the_mount() -> None:
+    mt = {
+        "file": "/usr/lib/python3/site-packages/tensorboard/summary/writer/event_file_writer.py",
+        "line": 120,
+        "function": "flush",
+        "state": "D",
+        "wchan": "request_wait_answer",
+        "syscall": "write",
+        "fd_path": "/mnt/share/logs/events.out.tfevents.1700000000.host",
+    }
+    samples = [make(t, 0.0, paths=(share(responsive=False),), main_thread=mt) for t in range(40)]
+    results = run(samples, gpu_stalled)
+    first = next(i for i, r in enumerate(results) if r)
+    assert first == 30  # 0 % since t=0; fires once 30 s have passed
+    assert all(results[i] for i in range(30, 40))
+    alert = results[-1][0]
+    assert (alert.code, alert.severity, alert.subject) == ("gpu-stalled", "warning", "GPU 0")
+    msg = alert.message
+    assert msg.startswith("GPU 0 has been at 0 % for 39 s while the training process")
+    assert "holds 2 GiB" in msg
+    assert "/mnt/share/logs is on fuse.sshfs, not answering within 2 s" in msg
+    assert (
+        "the training loop is blocked in event_file_writer.py:flush writing "
+        "/mnt/share/logs/events.out.tfevents.1700000000.host (fuse.sshfs)" in msg
+    )
+    assert "check the server behind user@host:/export" in alert.fix
+
+
+def test_stalled_needs_memory_held_by_the_watched_tree() -> None:
+    paths = (share(),)
+    no_memory = [make(t, 0.0, proc_mem=0, paths=paths) for t in range(45)]
+    assert not any(run(no_memory, gpu_stalled))
+    unknown_memory = [make(t, 0.0, proc_mem=None, paths=paths) for t in range(45)]
+    assert not any(run(unknown_memory, gpu_stalled))
+
+
+def test_stalled_restarts_counting_after_activity() -> None:
+    samples = [make(t, 90.0 if t == 20 else 1.0, paths=(share(),)) for t in range(60)]
+    results = run(samples, gpu_stalled)
+    assert next(i for i, r in enumerate(results) if r) == 51  # 30 s after the busy tick at 20
+
+
+def test_stalled_on_a_shared_mount_without_main_thread_info() -> None:
+    samples = [
+        make(t, 2.0, paths=(share(p50=41.0), local_data()), disks=(disk(3, 0.2),))
+        for t in range(35)
+    ]
+    alert = run(samples, gpu_stalled)[-1][0]
+    assert "at 2 %" in alert.message
+    assert "/mnt/share/logs is on fuse.sshfs, write+fsync p50 41 ms" in alert.message
+    assert "disk nvme0n1 was 3 % busy" in alert.message
+    assert "waiting on storage" in alert.message
+    assert "local disk" in alert.fix
+
+
+def test_stalled_with_healthy_storage_says_so() -> None:
+    samples = [
+        make(t, 0.0, paths=(local_data(),), disks=(disk(2, 0.3),), write_bps=1e5) for t in range(35)
+    ]
+    alert = run(samples, gpu_stalled)[-1][0]
+    assert "storage looks healthy" in alert.message
+    assert "the process wrote 100 kB/s" in alert.message
+    assert f"py-spy dump --pid {PID}" in alert.fix
+
+
+def test_starved_when_util_is_low_and_erratic_and_the_disk_is_busy() -> None:
+    samples = [
+        make(t, 0.0 if t % 2 else 80.0, paths=(local_data(),), disks=(disk(92, 18),), read_bps=4e8)
+        for t in range(70)
+    ]
+    results = run(samples, gpu_starved)
+    assert not any(results[:48])  # needs most of the 60 s window first
+    alert = results[-1][0]
+    assert (alert.code, alert.subject) == ("gpu-starved", "GPU 0")
+    assert "averaged 40 % (swinging ±40 %)" in alert.message
+    assert "disk nvme0n1 was 92 % busy, 18 ms await" in alert.message
+    assert "read 400 MB/s" in alert.message
+    assert "the data disk is busy" in alert.message
+    assert "num_workers" in alert.fix
+
+
+def test_starved_by_pinned_reads_on_an_idle_looking_disk() -> None:
+    samples = [
+        make(t, 10.0 if t % 3 else 70.0, paths=(local_data(),), disks=(disk(20, 1),), read_bps=2e8)
+        for t in range(70)
+    ]
+    alert = run(samples, gpu_starved)[-1][0]
+    assert "reads sit at a ceiling" in alert.message
+
+
+def test_not_starved_when_storage_is_quiet_or_gpu_steady() -> None:
+    quiet = [
+        make(
+            t,
+            0.0 if t % 2 else 80.0,
+            paths=(local_data(),),
+            disks=(disk(5, 0.5),),
+            read_bps=(t % 5) * 1e6,
+        )
+        for t in range(70)
+    ]
+    assert not any(run(quiet, gpu_starved))
+    steady_low = [
+        make(t, 30.0, paths=(local_data(),), disks=(disk(95, 30),), read_bps=4e8) for t in range(70)
+    ]
+    assert not any(run(steady_low, gpu_starved))
+    other_process_gpu = [
+        make(t, 0.0 if t % 2 else 80.0, proc_mem=0, paths=(local_data(),), disks=(disk(95, 30),))
+        for t in range(70)
+    ]
+    assert not any(run(other_process_gpu, gpu_starved))
