@@ -12,16 +12,18 @@ from collections.abc import Iterable
 from .advice.advisor import Advisor
 from .core.defaults import DEFAULTS, Defaults
 from .core.diskstats import DiskStatsSource
+from .core.gpu import GpuSource
 from .core.history import History
 from .core.paths import PathsSource
 from .core.probe import local_baseline
 from .core.process import ProcessIOSource
 from .core.sampler import Sampler, Source
+from .core.threadwait import MainThreadSource
 
 
 def _gpu_sources(pid: int | None, defaults: Defaults, gpu: bool) -> list[Source]:
-    """The main-thread and GPU sources (added by the GPU work; empty until then)."""
-    return []
+    """Where the main thread waits (only when ``pid`` is this process), then the GPUs."""
+    return [MainThreadSource(), *([GpuSource(pid=pid, defaults=defaults)] if gpu else [])]
 
 
 def make_sampler(

@@ -95,9 +95,17 @@ def main_thread_clause(sample: Sample) -> tuple[str | None, PathState | None]:
     if fd_path and str(fd_path).startswith("/"):
         owner = _owner(fd_path, sample)
         fstype = _fstype_of(fd_path, owner)
-        verb = "reading" if syscall in _READS else "flushing" if syscall in _FLUSHES else "writing"
+        target = _short(fd_path)
+        if syscall in _READS:
+            action = f"reading {target}"
+        elif syscall == "close":
+            action = f"closing {target}"
+        elif syscall in _FLUSHES:
+            action = f"waiting for {syscall}() of {target}"
+        else:
+            action = f"writing {target}"
         kind = f" ({fstype})" if fstype else ""
-        return f"the training loop is blocked{where} {verb} {_short(fd_path)}{kind}", owner
+        return f"the training loop is blocked{where} {action}{kind}", owner
     if mt.get("state") == "D":
         wchan = f" ({mt['wchan']})" if mt.get("wchan") else ""
         return f"the training loop is blocked in the kernel{wchan}{where}", None
