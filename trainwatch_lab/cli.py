@@ -136,16 +136,24 @@ def _print_alert(alert: Alert, out: TextIO) -> None:
 # -- check ----------------------------------------------------------------------------
 
 
+def _vs_local(p50: float | None, base: float | None) -> str:
+    if p50 is None or not base:
+        return "-"
+    ratio = p50 / base
+    return f"{ratio:.0f}x" if ratio >= 10 else f"{ratio:.1f}x"
+
+
 def _print_check(report: Any, out: TextIO) -> None:
     base = report.baseline.p50_ms if report.baseline is not None else None
-    rows = [["PATH", "FS TYPE", "KIND", "FREE", "PROBE p50", "LOCAL p50", "VERDICT"]]
-    for state, verdict in zip(report.states, report.verdicts, strict=False):
+    rows = [["PATH", "FS TYPE", "KIND", "FREE", "PROBE p50", "VS LOCAL", "VERDICT"]]
+    for state, verdict in zip(report.states, report.verdicts, strict=True):
         if state.total_bytes:
             free = f"{fmt_bytes(state.avail_bytes)} of {fmt_bytes(state.total_bytes)}"
         else:
             free = "?"
-        if state.probe is not None and state.probe.p50_ms is not None:
-            probe = fmt_ms(state.probe.p50_ms)
+        p50 = state.probe.p50_ms if state.probe is not None else None
+        if p50 is not None:
+            probe = fmt_ms(p50)
         elif state.read_only:
             probe = "read-only"
         else:
@@ -158,11 +166,16 @@ def _print_check(report: Any, out: TextIO) -> None:
                 kind,
                 free,
                 probe,
-                fmt_ms(base) if base is not None else "-",
+                _vs_local(p50, base),
                 verdict,
             ]
         )
     out.write(_table(rows) + "\n")
+    if base is not None:
+        out.write(f"(probe: 4 KiB write + fsync, median; local disk: {fmt_ms(base)})\n")
+    for state in report.states:
+        if state.error and state.responsive:
+            out.write(f"{state.path}: {state.error}\n")
     if report.alerts:
         out.write("\nWarnings:\n")
         for alert in report.alerts:
@@ -182,7 +195,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         _print_check(report, sys.stdout)
     for state in report.states:
         if state.path in report.missing:
-            where = f" (its filesystem {state.mountpoint} is reported)" if state.mountpoint else ""
+            where = (
+                f" (reported: the filesystem it would be created on, {state.mountpoint})"
+                if state.mountpoint
+                else ""
+            )
             sys.stderr.write(f"{PROG}: error: {state.path} does not exist{where}\n")
     if report.missing:
         return 2

@@ -1,9 +1,10 @@
 """One-shot diagnosis of paths: ``trainwatch-lab check`` and the server's ``GET check``.
 
 Every path is inspected on its own daemon thread (each bounded by the mount guard), and the
-whole check has one deadline: a dead mount costs at most the timeout, never a hang, and a
-path whose inspection did not come back in time is reported unresponsive from the mount
-table alone (which needs no syscall on the path).
+whole check has one deadline: a dead mount costs the timeout once, never a hang (a mount that
+answers may add the probe's budget, itself capped at the timeout). A path whose inspection
+did not come back in time is reported unresponsive from the mount table alone, which needs
+no syscall on the path.
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.defaults import DEFAULTS, Defaults
-from ..core.guard import MountGuard
+from ..core.guard import PROBE_LANE, MountGuard
 from ..core.history import History
 from ..core.model import SEVERITY_RANK, Alert, PathState, ProbeResult, Sample, Verdict
-from ..core.mounts import block_device_for, classify, mount_for_path, read_mounts
-from ..core.paths import inspect_path
+from ..core.mounts import mount_for_path, read_mounts
+from ..core.paths import apply_mount, inspect_path
 from ..core.probe import local_baseline
 from .advisor import Advisor
 from .storage import STATELESS_STORAGE_DETECTORS
@@ -49,7 +50,7 @@ def verdict_for(state: PathState, alerts: list[Alert]) -> Verdict:
     mine = {a.code for a in alerts if a.subject == state.path}
     if not state.responsive or "mount-unresponsive" in mine:
         return "unresponsive"
-    if not state.exists:
+    if not state.exists and state.error is None:  # an error means we could not tell
         return "missing"
     if "slow-mount" in mine:
         return "slow"
@@ -95,21 +96,27 @@ def _from_mount_table(path: str, timeout: float, error: str | None = None) -> Pa
     """A path whose inspection never came back: what /proc/self/mountinfo alone tells."""
     state = PathState(path=path, responsive=False, error=error or f"no answer within {timeout} s")
     try:
-        entry = mount_for_path(path, read_mounts())
+        mounts = read_mounts()
+        apply_mount(state, mount_for_path(path, mounts), mounts)
     except Exception:  # the mount table itself is unreadable: report what we have
-        return state
-    kind = classify(entry)
-    state.mountpoint = entry.mountpoint
-    state.fstype = entry.fstype
-    state.source = entry.source
-    state.kind = kind
-    state.shared = kind == "shared"
-    state.read_only = entry.read_only
-    try:
-        state.device = block_device_for(entry)
-    except Exception:
-        state.device = None
+        pass
     return state
+
+
+def _prestart(guard: MountGuard, keys: list[str], probe: bool) -> None:
+    """Start every helper process at once, so that their start-up times overlap."""
+    try:
+        mounts = read_mounts()
+    except OSError:
+        return
+    for key in keys:
+        try:
+            mountpoint = mount_for_path(key, mounts).mountpoint
+        except LookupError:
+            continue
+        guard.prestart(mountpoint)
+        if probe:
+            guard.prestart(mountpoint, PROBE_LANE)
 
 
 def run_check(
@@ -128,10 +135,11 @@ def run_check(
         mount_timeout_s=limit,
         probe_budget_s=min(defaults.probe_budget_s, limit),
     )
-    deadline = started + limit + SLACK_S
+    deadline = started + limit + (d.probe_budget_s if probe else 0.0) + SLACK_S
     results: dict[str, PathState] = {}
     baseline_box: list[ProbeResult | None] = []
-    guard = MountGuard()
+    guard = MountGuard(limit)
+    _prestart(guard, keys, probe)
 
     def inspect(key: str) -> None:
         try:
@@ -141,7 +149,7 @@ def run_check(
 
     def measure_baseline() -> None:
         try:
-            baseline_box.append(local_baseline(d))
+            baseline_box.append(local_baseline(d, guard))
         except Exception:
             baseline_box.append(None)
 
