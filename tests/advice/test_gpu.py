@@ -117,7 +117,7 @@ def test_stalled_fires_after_the_duration_and_names_the_mount() -> None:
     assert "/mnt/share/logs is on fuse.sshfs, not answering within 2 s" in msg
     assert (
         "the training loop is blocked in event_file_writer.py:flush writing "
-        "/mnt/share/logs/events.out.tfevents.1700000000.host (fuse.sshfs)" in msg
+        "/mnt/share/logs/events.out.tfevents.1700… (fuse.sshfs)" in msg
     )
     assert "check the server behind user@host:/export" in alert.fix
 
@@ -205,3 +205,20 @@ def test_not_starved_when_storage_is_quiet_or_gpu_steady() -> None:
         for t in range(70)
     ]
     assert not any(run(other_process_gpu, gpu_starved))
+
+
+def test_stalled_names_the_blocked_syscall_and_finds_the_mount_of_the_file() -> None:
+    mt = {
+        "file": "/src/train.py",
+        "line": 7,
+        "function": "save",
+        "state": "D",
+        "wchan": None,
+        "syscall": "fsync",
+        "fd_path": "/mnt/share/logs/ckpt/last.pt",
+    }
+    other = local_data()  # the share is not the first path in sort order, but it is blocked
+    samples = [make(t, 0.0, paths=(other, share()), main_thread=mt) for t in range(35)]
+    msg = run(samples, gpu_stalled)[-1][0].message
+    assert "blocked in train.py:save waiting for fsync() of /mnt/share/logs/ckpt/last.pt" in msg
+    assert "(fuse.sshfs)" in msg and "/mnt/share/logs is on fuse.sshfs" in msg

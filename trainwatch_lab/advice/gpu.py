@@ -78,8 +78,12 @@ def _fstype_of(path: str, owner: PathState | None) -> str | None:
         return None
 
 
-def _short(path: str, limit: int = 60) -> str:
-    return path if len(path) <= limit else path[: limit - 1] + "…"
+def _short(path: str, limit: int = 28) -> str:
+    """Keep the directory (it names the mount); shorten a long file name."""
+    head, name = os.path.split(path)
+    if len(name) > limit:
+        name = name[: limit - 4] + "…"
+    return os.path.join(head, name)
 
 
 def main_thread_clause(sample: Sample) -> tuple[str | None, PathState | None]:
