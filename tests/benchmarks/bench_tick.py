@@ -1,0 +1,219 @@
+"""Row 1: what one sampler tick costs, per source and in total, and the sampler thread's CPU.
+
+Per-source cost: a real ``make_sampler`` whose sources are wrapped in a stopwatch, ticked
+``cfg.tick_reps`` times 20 ms apart while a storage workload runs (so disks and the process
+have something to report). Median and p99 of each source's ``collect`` and of the whole tick
+(sources + history + advice + subscribers).
+
+Thread CPU: the same sampler started at 1 s for ``cfg.thread_cpu_s`` seconds; utime+stime of
+the sampler thread from /proc/self/task/<tid>/stat, plus the CPU of the helper processes that
+the mount guard starts (they are the sampler's cost too).
+
+    python -m tests.benchmarks.run --only tick [--quick]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .common import (
+    Config,
+    Row,
+    TreeCpu,
+    fmt_ms,
+    guarded,
+    median,
+    need_attr,
+    need_module,
+    percentile,
+    skipped,
+    storage_workload,
+    thread_cpu_s,
+)
+
+GROUP = "1 tick"
+
+
+class Stopwatch:
+    """Wraps a Source: same name and behaviour, records how long each ``collect`` took."""
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+        self.name = source.name
+        self.times: list[float] = []
+
+    def collect(self, sample: Any) -> None:
+        t0 = time.perf_counter()
+        try:
+            self.source.collect(sample)
+        finally:
+            self.times.append(time.perf_counter() - t0)
+
+    def close(self) -> None:
+        closer = getattr(self.source, "close", None)
+        if callable(closer):
+            closer()
+
+
+@contextlib.contextmanager
+def watched_dirs(n: int, separate_mounts: bool) -> Iterator[list[str]]:
+    """``n`` directories; as root and with ``separate_mounts``, each on its own small tmpfs
+    (the mount guard runs one helper per mount, so this is the expensive case)."""
+    base = Path(tempfile.mkdtemp(prefix="twbench-paths-"))
+    mounted: list[Path] = []
+    try:
+        dirs = []
+        for i in range(n):
+            d = base / f"p{i}"
+            d.mkdir()
+            if separate_mounts and os.geteuid() == 0:
+                rc = subprocess.run(
+                    ["mount", "-t", "tmpfs", "-o", "size=16m", f"twbench{i}", str(d)],
+                    capture_output=True,
+                ).returncode
+                if rc == 0:
+                    mounted.append(d)
+            dirs.append(str(d))
+        yield dirs
+    finally:
+        for d in mounted:
+            subprocess.run(["umount", "-l", str(d)], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _timed_ticks(make_sampler: Any, paths: list[str], reps: int) -> tuple[dict, list[float]]:
+    """Tick a real sampler ``reps`` times; return per-source times and whole-tick times."""
+    sampler = make_sampler(paths, interval=1.0, gpu=False)
+    try:
+        watches = [Stopwatch(s) for s in sampler.sources]
+        sampler.sources = watches
+        totals: list[float] = []
+        warmup = 5
+        for i in range(reps + warmup):
+            t0 = time.perf_counter()
+            sampler.tick()
+            dt = time.perf_counter() - t0
+            if i >= warmup:
+                totals.append(dt)
+            time.sleep(0.02)
+        per_source = {w.name: w.times[warmup:] for w in watches}
+        return per_source, totals
+    finally:
+        sampler.close()
+
+
+def _fmt(times: list[float]) -> str:
+    return f"{fmt_ms(median(times))} / {fmt_ms(percentile(times, 99))}"
+
+
+def per_source(cfg: Config) -> list[Row]:
+    make_sampler, why = need_attr("trainwatch_lab.monitor", "make_sampler")
+    if make_sampler is None:
+        return [skipped(GROUP, "tick cost per source (median / p99)", why or "")]
+    rows: list[Row] = []
+    with storage_workload() as work:
+        configs = [
+            ("N=1 path", 1, False),
+            ("N=8 paths, one mount", 8, False),
+            ("N=8 paths, 8 tmpfs mounts", 8, True),
+        ]
+        for label, n, separate in configs:
+            if separate and os.geteuid() != 0:
+                rows.append(skipped(GROUP, f"tick, {label}", "needs root to mount tmpfs"))
+                continue
+            with watched_dirs(n - 1, separate) as dirs:
+                paths = [str(work), *dirs]
+                per, totals = _timed_ticks(make_sampler, paths, cfg.tick_reps)
+            for name, times in per.items():
+                if name in ("paths",) or label == "N=1 path":
+                    rows.append(
+                        Row(
+                            GROUP,
+                            f"source `{name}` ({label}), median / p99",
+                            _fmt(times),
+                            data={"median_s": median(times), "p99_s": percentile(times, 99)},
+                        )
+                    )
+            sources_sum = [sum(v) for v in zip(*per.values(), strict=False)]
+            rest = [t - s for t, s in zip(totals, sources_sum, strict=False)]
+            if label == "N=1 path":
+                rows.append(Row(GROUP, f"history + advice + subscribers ({label})", _fmt(rest)))
+            rows.append(
+                Row(
+                    GROUP,
+                    f"whole tick ({label}, no GPU), median / p99",
+                    _fmt(totals),
+                    data={"median_s": median(totals), "p99_s": percentile(totals, 99)},
+                )
+            )
+    return rows
+
+
+def gpu_rows(cfg: Config) -> list[Row]:
+    """GPU source with the fake NVML, 1 and 8 devices: helper C's bench_gpu does the work."""
+    bench_gpu, why = need_module("tests.benchmarks.bench_gpu")
+    if bench_gpu is None:
+        return [skipped(GROUP, "source `gpus`, fake NVML, 1 and 8 devices", f"helper C's {why}")]
+    return [skipped(GROUP, "source `gpus`, fake NVML, 1 and 8 devices", "bridge to bench_gpu")]
+
+
+def thread_cpu(cfg: Config) -> list[Row]:
+    make_sampler, why = need_attr("trainwatch_lab.monitor", "make_sampler")
+    if make_sampler is None:
+        return [skipped(GROUP, "sampler thread CPU at 1 s", why or "")]
+    import psutil
+
+    me = psutil.Process()
+    with storage_workload() as work:
+        workload_pids = {c.pid for c in me.children(recursive=True)}
+        sampler = make_sampler([str(work), os.getcwd()], interval=1.0)
+        try:
+            sampler.start()
+            time.sleep(3.0)  # first probes and helper processes start here: not steady state
+            tid = sampler._thread.native_id  # the Sampler's own thread
+            # this process (sampler thread, probe threads; the main thread only sleeps) and
+            # the helper processes the mount guard started, without the workload
+            whole = TreeCpu(os.getpid(), exclude=workload_pids)
+            t0, c0, ticks0 = time.monotonic(), thread_cpu_s(tid), sampler.ticks
+            time.sleep(cfg.thread_cpu_s)
+            t1, c1, ticks1 = time.monotonic(), thread_cpu_s(tid), sampler.ticks
+            total = whole.poll()
+            helpers = len(whole.pids()) - 1
+        finally:
+            sampler.close()
+    wall = t1 - t0
+    pct = 100 * (c1 - c0) / wall
+    pct_all = 100 * total / wall
+    note = f"{ticks1 - ticks0} ticks in {wall:.0f} s, probe on, storage workload running"
+    return [
+        Row(
+            GROUP,
+            f"sampler thread CPU at 1 s over {cfg.thread_cpu_s:.0f} s (% of one core)",
+            f"{pct:.3f} %",
+            note=note,
+            data={"thread_pct": pct},
+        ),
+        Row(
+            GROUP,
+            "whole monitoring cost: all threads + mount-guard helper processes (% of one core)",
+            f"{pct_all:.3f} %",
+            note=f"{helpers} helper process(es)",
+            data={"total_pct": pct_all},
+        ),
+    ]
+
+
+def run(cfg: Config) -> list[Row]:
+    return [
+        *guarded(GROUP, "tick cost per source", lambda: per_source(cfg)),
+        *guarded(GROUP, "GPU tick (fake NVML)", lambda: gpu_rows(cfg)),
+        *guarded(GROUP, "sampler thread CPU", lambda: thread_cpu(cfg)),
+    ]
