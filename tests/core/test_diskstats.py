@@ -3,10 +3,14 @@ real loop-device ext4 that we write to."""
 
 from __future__ import annotations
 
+import json
 import logging
+import mmap
 import os
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -226,7 +230,9 @@ def run(*cmd: str) -> str:
     return subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=60).stdout
 
 
-def test_real_loop_device_writes_show_up(tmp_path: Path) -> None:
+@pytest.fixture
+def loop_ext4(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A real ext4 on a loop device, mounted; yields (diskstats name, mountpoint)."""
     need_root()
     need_tool("losetup")
     need_tool("mkfs.ext4")
@@ -234,7 +240,6 @@ def test_real_loop_device_writes_show_up(tmp_path: Path) -> None:
     with open(image, "wb") as f:
         f.truncate(96 * MIB)
     dev = run("losetup", "--find", "--show", str(image)).strip()
-    name = os.path.basename(dev)
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     mounted = False
@@ -244,35 +249,95 @@ def test_real_loop_device_writes_show_up(tmp_path: Path) -> None:
         run("mount", dev, str(mnt))
         mounted = True
         os.sync()
-        times: list[float] = []
-
-        def clock() -> float:
-            times.append(time.monotonic())
-            return times[-1]
-
-        src = DiskStatsSource(clock=clock)
-        paths = {str(mnt): PathState(path=str(mnt), device=name)}
-        src.collect(Sample(t=0, paths=paths))
-        fd = os.open(mnt / "data.bin", os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            block = os.urandom(MIB)
-            for _ in range(20):
-                os.write(fd, block)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        watched = Sample(t=1, paths=paths)
-        src.collect(watched)
-        rates = watched.disks[name]
-        written_mib = rates.wmb_s * (times[1] - times[0])
-        assert rates.w_s > 0
-        assert 19 <= written_mib <= 40, written_mib  # 20 MiB of data plus ext4 journal/metadata
-        assert rates.w_await >= 0 and 0 < rates.util <= 100
-
-        unwatched = Sample(t=2)
-        src.collect(unwatched)
-        assert name not in unwatched.disks  # a loop device only when a watched path is on it
+        yield os.path.basename(dev), mnt
     finally:
         if mounted:
             subprocess.run(["umount", str(mnt)], check=False, timeout=60)
         subprocess.run(["losetup", "-d", dev], check=False, timeout=60)
+
+
+def test_real_loop_device_writes_show_up(loop_ext4: tuple[str, Path]) -> None:
+    name, mnt = loop_ext4
+    times: list[float] = []
+
+    def clock() -> float:
+        times.append(time.monotonic())
+        return times[-1]
+
+    src = DiskStatsSource(clock=clock)
+    paths = {str(mnt): PathState(path=str(mnt), device=name)}
+    src.collect(Sample(t=0, paths=paths))
+    fd = os.open(mnt / "data.bin", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        block = os.urandom(MIB)
+        for _ in range(20):
+            os.write(fd, block)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    watched = Sample(t=1, paths=paths)
+    src.collect(watched)
+    rates = watched.disks[name]
+    written_mib = rates.wmb_s * (times[1] - times[0])
+    assert rates.w_s > 0
+    assert 19 <= written_mib <= 40, written_mib  # 20 MiB of data plus ext4 journal/metadata
+    assert rates.w_await >= 0 and 0 <= rates.util <= 100
+
+    unwatched = Sample(t=2)
+    src.collect(unwatched)
+    assert name not in unwatched.disks  # a loop device only when a watched path is on it
+
+
+def steady_direct_writer(path: Path, mib_per_s: int, stop: threading.Event) -> None:
+    """O_DIRECT 1 MiB writes on an absolute schedule: every write reaches the device."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644)
+    buf = mmap.mmap(-1, MIB)  # page-aligned, as O_DIRECT requires
+    buf.write(os.urandom(MIB))
+    start, n = time.monotonic(), 0
+    try:
+        while not stop.is_set():
+            if n % 32 == 0:
+                os.lseek(fd, 0, os.SEEK_SET)  # stay within the small filesystem
+            os.write(fd, buf)
+            n += 1
+            delay = start + n / mib_per_s - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+    finally:
+        os.close(fd)
+        buf.close()
+
+
+def test_rates_agree_with_sysstat_iostat(loop_ext4: tuple[str, Path]) -> None:
+    """Same device, same interval: our numbers against iostat -x itself."""
+    iostat = need_tool("iostat")
+    name, mnt = loop_ext4
+    stop = threading.Event()
+    writer = threading.Thread(target=steady_direct_writer, args=(mnt / "f", 20, stop))
+    writer.start()
+    try:
+        time.sleep(0.3)  # let the writer settle into its pace
+        src = DiskStatsSource()
+        paths = {str(mnt): PathState(path=str(mnt), device=name)}
+        proc = subprocess.Popen(
+            [iostat, "-dxm", "-y", "-o", "JSON", name, "2", "1"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        src.collect(Sample(t=0, paths=paths))  # iostat takes its first reading now too
+        out, _ = proc.communicate(timeout=60)
+        ours = Sample(t=1, paths=paths)
+        src.collect(ours)
+    finally:
+        stop.set()
+        writer.join(timeout=30)
+    stats = json.loads(out)["sysstat"]["hosts"][0]["statistics"][0]["disk"]
+    theirs = next(d for d in stats if d["disk_device"] == name)
+    r = ours.disks[name]
+    assert r.w_s == pytest.approx(theirs["w/s"], rel=0.1)
+    assert r.wmb_s == pytest.approx(theirs["wMB/s"], rel=0.1)
+    assert r.wmb_s == pytest.approx(20, rel=0.25)  # both see the writer's pace (w/s
+    # depends on how the block layer splits the 1 MiB writes)
+    assert r.w_await == pytest.approx(theirs["w_await"], rel=0.3, abs=0.3)
+    assert r.aqu_sz == pytest.approx(theirs.get("aqu-sz", theirs.get("avgqu-sz")), abs=0.1)
+    assert r.util == pytest.approx(theirs["util"], abs=5)
