@@ -1,0 +1,10 @@
+"""The notebook surface: ``%trainwatch``, ``%%trainwatch``, the ``TrainWatch`` widget and the
+warnings shown under the running cell. Imports IPython/ipywidgets/bqplot, so nothing outside
+this package imports it eagerly (``trainwatch_lab`` loads it on first use)."""
+
+from __future__ import annotations
+
+from .dashboard import TrainWatch
+from .magics import load_ipython_extension, unload_ipython_extension
+
+__all__ = ["TrainWatch", "load_ipython_extension", "unload_ipython_extension"]

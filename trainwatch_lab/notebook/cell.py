@@ -1,0 +1,118 @@
+"""``%%trainwatch``: a compact live strip while the cell runs, then a summary table.
+
+The strip is one HTML widget updated from the sampler thread (widget state, so it moves
+while the cell's own code holds the main thread). When the cell ends, the strip's output is
+replaced in place (``update_display``) by the summary, which is plain text + HTML and so
+survives in the saved notebook and in nbconvert.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import ipywidgets as widgets
+
+from ..advice.text import fmt_duration, fmt_ms, fmt_rate
+from ..core.defaults import DEFAULTS, MIB, Defaults
+from ..core.model import Alert, Sample
+from ..core.sampler import Sampler
+from .summary import STYLE, CellSummary, esc, summarize_cell, watched_devices
+
+
+class Strip(widgets.HTML):
+    """The live strip; terminals and nbconvert see one plain line instead of a widget repr."""
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        data = super()._repr_mimebundle_(**kwargs) or {}
+        if isinstance(data, tuple):
+            data = data[0]
+        return {**data, "text/plain": "trainwatch: watching this cell…"}
+
+
+class CellWatch:
+    """Records one cell's run on a (possibly shared) sampler."""
+
+    def __init__(
+        self,
+        sampler: Sampler,
+        paths: Sequence[str],
+        gpus: Sequence[int] | None = None,
+        defaults: Defaults = DEFAULTS,
+    ) -> None:
+        self.sampler = sampler
+        self.paths = list(paths)
+        self.gpus = None if gpus is None else list(gpus)
+        self.defaults = defaults
+        self.start_t = time.time()
+        self.end_t: float | None = None
+        self.warnings: dict[tuple[str, str], Alert] = {}
+        self.samples = 0
+        self._fresh = threading.Event()
+        self._lock = threading.Lock()
+        self.strip = Strip(self._strip_html(None))
+        self.strip.add_class("tw-strip-widget")
+        self._unsubscribe = sampler.subscribe(self._on_sample)
+
+    def _on_sample(self, sample: Sample) -> None:
+        with self._lock:
+            if sample.t <= self.start_t:
+                return
+            self.samples += 1
+            for a in sample.warnings:
+                if a.severity != "info":  # info (no GPU) is a note, not something raised
+                    self.warnings.setdefault(a.key, a)
+        self._fresh.set()
+        self.strip.value = self._strip_html(sample)
+
+    def _strip_html(self, sample: Sample | None) -> str:
+        elapsed = fmt_duration(time.time() - self.start_t)
+        if sample is None:
+            body = f"trainwatch: watching this cell · {elapsed} · waiting for the first sample"
+        else:
+            parts = [f"trainwatch ● {elapsed}"]
+            for name in watched_devices(sample)[:4]:
+                d = sample.disks.get(name)
+                if d is not None:
+                    parts.append(
+                        f"{name} R {fmt_rate(d.rmb_s * MIB)} W {fmt_rate(d.wmb_s * MIB)} "
+                        f"await {fmt_ms(max(d.r_await, d.w_await))} util {d.util:.0f}%"
+                    )
+            for g in sample.gpus:
+                if (self.gpus is None or g.index in self.gpus) and g.util_pct is not None:
+                    parts.append(f"GPU{g.index} {g.util_pct:.0f}%")
+            n = len(self.warnings)
+            parts.append(f"⚠ {n} warning{'s' if n != 1 else ''}" if n else "no warnings")
+            body = " · ".join(parts)
+        return (
+            f'<style>{STYLE}</style><div class="tw-root tw-strip" data-samples="{self.samples}">'
+            f"{esc(body)}</div>"
+        )
+
+    def finish(self, wait_s: float | None = None) -> CellSummary:
+        """Stop recording and summarise. Waits (bounded, off the mount) for one sample taken
+        after the cell ended when the cell was too short to have any."""
+        self.end_t = time.time()
+        if self.samples < 2 and self.sampler.running:
+            self._fresh.clear()
+            self._fresh.wait(self.sampler.interval + 0.5 if wait_s is None else wait_s)
+        self._unsubscribe()
+        end = max(self.end_t, self.sampler.latest.t if self.sampler.latest else self.end_t)
+        latest = self.sampler.latest
+        summary = summarize_cell(
+            self.sampler.history,
+            self.start_t,
+            end,
+            self.paths,
+            list(self.warnings.values()),
+            gpu_indices=self.gpus,
+            defaults=self.defaults,
+            gpu_note=latest.notes.get("gpus") if latest else None,
+        )
+        summary.seconds = self.end_t - self.start_t
+        return summary
+
+    def close(self) -> None:
+        self.strip.close()

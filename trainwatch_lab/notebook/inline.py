@@ -1,0 +1,253 @@
+"""Warnings under the cell the user is looking at: the one that is running right now.
+
+The sampler runs on its own thread, and where a thread's ``display()`` lands changed across
+ipykernel versions: 6 sends it to the latest cell (the global parent header); 7.0 sent it to
+the cell that *started* the thread; 7.1+ goes back to the latest cell unless the thread set a
+parent. We never rely on either. The ``pre_run_cell`` hook runs on the main thread inside the
+executing cell, where ``shell.get_parent()`` is that cell's request on every version; we keep
+that header, and the sampler thread publishes ``display_data`` with it *explicitly*. The
+message then lands under that cell whatever the kernel's thread routing does.
+
+JupyterLab drops output for a cell that has finished, so alerts are only sent while a cell is
+running; the dashboard shows every warning anyway (widget state, not cell output).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import threading
+import weakref
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..core.model import Alert, Sample
+from .summary import alert_text, alerts_bundle
+
+log = logging.getLogger(__name__)
+
+Publish = Callable[[dict[str, Any], Any], bool]  # (bundle, parent) -> delivered
+
+
+def current_parent(shell: Any) -> Any:
+    """The request message of the cell executing on this thread (main thread: the cell).
+
+    ipykernel >= 6.? has ``shell.get_parent()``; older ones keep ``shell.parent_header``;
+    a plain IPython shell has neither (None).
+    """
+    getter = getattr(shell, "get_parent", None)
+    if callable(getter):
+        try:
+            parent = getter()
+        except Exception:
+            parent = None
+        if parent:
+            return parent
+    parent = getattr(shell, "parent_header", None)
+    if parent:
+        return parent
+    kernel = getattr(shell, "kernel", None)
+    getter = getattr(kernel, "get_parent", None)
+    if callable(getter):
+        try:
+            return getter("shell") or None
+        except Exception:
+            return None
+    return None
+
+
+class CellTracker:
+    """Knows whether a cell is executing and which one (its parent header).
+
+    ``pre``/``post`` are IPython's ``pre_run_cell``/``post_run_cell`` callbacks; nested
+    ``run_cell`` calls (``%%trainwatch`` runs its body that way) count as the same cell.
+    """
+
+    def __init__(self, shell: Any) -> None:
+        self.shell = shell
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._parent: Any = None
+        self.generation = 0  # bumps on each new top-level cell
+
+    def pre(self, info: Any = None) -> None:
+        parent = current_parent(self.shell)
+        with self._lock:
+            self._depth += 1
+            if self._depth == 1:
+                self._parent = parent
+                self.generation += 1
+
+    def post(self, result: Any = None) -> None:
+        with self._lock:
+            self._depth = max(0, self._depth - 1)
+            if self._depth == 0:
+                self._parent = None
+
+    @property
+    def running(self) -> bool:
+        with self._lock:
+            return self._depth > 0
+
+    @property
+    def parent(self) -> Any:
+        """The running cell's parent header, or None when the kernel is idle."""
+        with self._lock:
+            return self._parent if self._depth > 0 else None
+
+    def register(self) -> None:
+        self.shell.events.register("pre_run_cell", self.pre)
+        self.shell.events.register("post_run_cell", self.post)
+
+    def unregister(self) -> None:
+        for event, fn in (("pre_run_cell", self.pre), ("post_run_cell", self.post)):
+            with contextlib.suppress(ValueError):
+                self.shell.events.unregister(event, fn)
+
+
+def kernel_publisher(shell: Any) -> Publish | None:
+    """Send display_data with an explicit parent over the kernel's IOPub (thread-safe:
+    ipykernel's IOPub socket hands every send to its own IO thread). None outside a kernel."""
+    pub = getattr(shell, "display_pub", None)
+    session = getattr(pub, "session", None)
+    socket = getattr(pub, "pub_socket", None)
+    if session is None or socket is None:
+        return None
+    topic = getattr(pub, "topic", b"display_data")
+
+    def publish(bundle: dict[str, Any], parent: Any) -> bool:
+        if not parent:
+            return False
+        content = {"data": bundle, "metadata": {}, "transient": {}}
+        session.send(socket, "display_data", content, parent=parent, ident=topic)
+        return True
+
+    return publish
+
+
+def stream_publisher(stream: Any = None) -> Publish:
+    """Terminal IPython (no kernel): print the text form; the terminal is the running cell."""
+
+    def publish(bundle: dict[str, Any], parent: Any) -> bool:
+        out = stream or sys.__stdout__
+        if out is None:
+            return False
+        out.write(bundle["text/plain"] + "\n")
+        out.flush()
+        return True
+
+    return publish
+
+
+class InlineAlerts:
+    """Shows each warning condition once, under the cell running when it starts.
+
+    A condition is ``(code, subject)``. It re-arms only after it has been gone for
+    ``rearm_after_s`` (so a flapping threshold does not spam the notebook). ``info`` alerts
+    stay in the dashboard.
+    """
+
+    def __init__(
+        self,
+        tracker: CellTracker,
+        publish: Publish | None,
+        rearm_after_s: float = 60.0,
+        min_severity: Iterable[str] = ("warning", "critical"),
+    ) -> None:
+        self.tracker = tracker
+        self.publish = publish
+        self.rearm_after_s = rearm_after_s
+        self.severities = set(min_severity)
+        self._lock = threading.Lock()
+        self._last_seen: dict[tuple[str, str], float] = {}
+        self.shown: list[Alert] = []  # every alert published inline, in order
+
+    def mark_shown(self, alerts: Iterable[Alert], now: float) -> None:
+        """Alerts the caller already showed itself (the magic's immediate check)."""
+        with self._lock:
+            for a in alerts:
+                self._last_seen[a.key] = now
+
+    def new_conditions(self, alerts: Iterable[Alert], now: float) -> list[Alert]:
+        """The alerts whose condition was not active a moment ago; remembers all of them."""
+        fresh: list[Alert] = []
+        with self._lock:
+            for a in alerts:
+                if a.severity not in self.severities:
+                    continue
+                seen = self._last_seen.get(a.key)
+                if seen is None or now - seen > self.rearm_after_s:
+                    fresh.append(a)
+                self._last_seen[a.key] = now
+        return fresh
+
+    def display_here(self, alerts: list[Alert], now: float) -> None:
+        """Show alerts from the main thread inside the running cell (a plain ``display``
+        lands in that cell on every ipykernel) and count their conditions as shown."""
+        if not alerts:
+            return
+        from IPython.display import display
+
+        display(alerts_bundle(alerts), raw=True)
+        self.mark_shown(alerts, now)
+        with self._lock:
+            self.shown.extend(alerts)
+
+    def on_sample(self, sample: Sample) -> None:
+        """Sampler-thread subscriber."""
+        fresh = self.new_conditions(sample.warnings, sample.t)
+        if fresh:
+            self.show(fresh)
+
+    def show(self, alerts: list[Alert], parent: Any = None) -> bool:
+        """Publish under ``parent`` (default: the running cell); False when nobody can see it
+        (no cell running: the dashboard still lists the warning)."""
+        if parent is None:
+            if not self.tracker.running:
+                return False
+            parent = self.tracker.parent
+        if self.publish is None or not alerts:
+            return False
+        try:
+            delivered = self.publish(alerts_bundle(alerts), parent)
+        except Exception:
+            log.exception("trainwatch: could not show %s", "; ".join(map(alert_text, alerts)))
+            return False
+        if delivered:
+            with self._lock:
+                self.shown.extend(alerts)
+        return delivered
+
+
+_ATTACHED: weakref.WeakKeyDictionary[Any, InlineAlerts] = weakref.WeakKeyDictionary()
+
+
+def attach(shell: Any = None) -> InlineAlerts | None:
+    """The shell's one InlineAlerts (created on first use; None outside IPython).
+
+    Called from inside a cell (``%load_ext``, ``%trainwatch``, ``TrainWatch()``): that cell's
+    ``pre_run_cell`` has already fired, so we count it as running now; its ``post_run_cell``
+    (our hook is registered by then) ends it.
+    """
+    if shell is None:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    if shell is None:
+        return None
+    existing = _ATTACHED.get(shell)
+    if existing is not None:
+        return existing
+    tracker = CellTracker(shell)
+    tracker.register()
+    tracker.pre()
+    alerts = InlineAlerts(tracker, kernel_publisher(shell) or stream_publisher())
+    _ATTACHED[shell] = alerts
+    return alerts
+
+
+def detach(shell: Any) -> None:
+    alerts = _ATTACHED.pop(shell, None)
+    if alerts is not None:
+        alerts.tracker.unregister()
