@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="$(command -v sudo || true)"; fi
-DEB_PACKAGES="sshfs openssh-server openssh-client fuse3 chromium e2fsprogs util-linux gcc nodejs npm"
+DEB_PACKAGES="sshfs openssh-server openssh-client fuse3 chromium e2fsprogs util-linux sysstat gcc nodejs npm"
 missing=$(for p in $DEB_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
 if [ -n "$missing" ]; then
   if [ "$(id -u)" = 0 ] || [ -n "$SUDO" ]; then

@@ -68,7 +68,8 @@ class ProbeResult:
 
 @dataclass(slots=True)
 class CheckpointInfo:
-    """Checkpoint files found directly in a watched directory."""
+    """Checkpoint saves in a watched directory: files there, or subfolders holding them
+    (the Hugging Face ``checkpoint-500/`` layout)."""
 
     count: int
     newest_path: str
