@@ -86,7 +86,8 @@ class CheckReport:
         paths = []
         for state, verdict in zip(self.states, self.verdicts, strict=False):
             entry: dict[str, Any] = {name: getattr(state, name) for name in PATH_FIELDS}
-            entry["probe"] = state.probe.to_json() if state.probe else None
+            measured = state.probe is not None and state.probe.samples > 0
+            entry["probe"] = state.probe.to_json() if measured else None  # type: ignore[union-attr]
             entry["verdict"] = verdict
             paths.append(entry)
         return {"paths": paths, "warnings": [a.to_json() for a in self.alerts]}

@@ -42,6 +42,13 @@ def _probe_text(probe: ProbeResult | None, baseline: ProbeResult | None) -> str:
     return text
 
 
+def _on(path: str, p: PathState) -> str:
+    """The filesystem a path lives on, as the user will recognise it."""
+    if not p.mountpoint or p.mountpoint == path:
+        return path
+    return f"{p.mountpoint} (where {path} lives)"
+
+
 def _watched(sample: Sample) -> Iterator[tuple[str, PathState]]:
     yield from sorted(sample.paths.items())
 
@@ -153,7 +160,7 @@ def disk_almost_full(ctx: Context) -> Iterator[Alert]:
             subject=path,
             message=(
                 f"Only {fmt_bytes(p.avail_bytes)} of {fmt_bytes(p.total_bytes)} "
-                f"({fmt_pct(share)}) is free on {p.mountpoint or path} where {path} lives."
+                f"({fmt_pct(share)}) is free on {_on(path, p)}."
             ),
             fix=(
                 f"Free at least {fmt_bytes(limit - p.avail_bytes)} (old runs, old checkpoints) or "
@@ -194,7 +201,7 @@ def disk_filling(ctx: Context) -> Iterator[Alert]:
             severity="critical" if critical else "warning",
             subject=path,
             message=(
-                f"{p.mountpoint or path} (where {path} lives) is filling at "
+                f"{_on(path, p)} is filling at "
                 f"{fmt_rate(est.rate_bps)}: {fmt_bytes(p.avail_bytes)} left, full in about "
                 f"{fmt_duration(ttf)} (around {fmt_clock(ctx.sample.t + ttf)}) at this rate."
             ),
