@@ -87,7 +87,9 @@ class _Worker:
             worker_command(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=None,
+            # never the caller's stderr: a helper stuck for hours would hold it open, and
+            # whoever reads our output through a pipe (``check | jq``) would wait as long
+            stderr=subprocess.PIPE,
             bufsize=0,
             cwd="/",  # never start with a working directory on a mount that may hang
             env=_worker_env(),
@@ -140,6 +142,19 @@ class _Worker:
             elif msg.get("id") == rid:
                 return msg
 
+    def stderr_tail(self, limit: int = 2000) -> str:
+        """The last line a dead helper wrote to stderr (why it died), without blocking."""
+        fd = self.proc.stderr.fileno()  # type: ignore[union-attr]
+        data = b""
+        with contextlib.suppress(OSError, ValueError):
+            while select.select([fd], [], [], 0.2)[0]:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                data = (data + chunk)[-limit:]
+        lines = data.decode(errors="replace").strip().splitlines()
+        return lines[-1] if lines else ""
+
     def signal(self, signum: int) -> None:
         with contextlib.suppress(ProcessLookupError, OSError):
             self.proc.send_signal(signum)
@@ -148,7 +163,7 @@ class _Worker:
         """Ask the helper to leave (SIGTERM: a running probe still removes its file)."""
         self.dead = True
         self.signal(signal.SIGTERM)
-        for stream in (self.proc.stdin, self.proc.stdout):
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             with contextlib.suppress(OSError):
                 stream.close()  # type: ignore[union-attr]
         self.proc.poll()
@@ -281,22 +296,25 @@ class MountGuard:
                     raise WorkerUnavailable(
                         f"helper process did not start within {timeout:.1f} s"
                     ) from None
-                self._abandon(w, what, timeout)
-                raise MountUnresponsive(key, what, timeout) from None
+                since = self._abandon(w, what, timeout)
+                raise MountUnresponsive(key, what, timeout, since) from None
             except _Died:
                 with self._lock:
                     if self._workers.get((key, lane)) is w:
                         del self._workers[(key, lane)]
+                why = w.stderr_tail()
                 w.close()
-                raise WorkerUnavailable(f"helper process exited (status {w.proc.poll()})") from None
+                status = f"helper process exited (status {w.proc.poll()})"
+                raise WorkerUnavailable(f"{status}: {why}" if why else status) from None
         finally:
             w.lock.release()
         if not msg.get("ok"):
             _raise_remote(msg)
         return msg.get("result")
 
-    def _abandon(self, w: _Worker, op: str, timeout: float) -> None:
-        """Kill a helper that timed out and remember it until it has really exited."""
+    def _abandon(self, w: _Worker, op: str, timeout: float) -> float:
+        """Kill a helper that timed out and remember it until it has really exited; returns
+        when the mount stopped answering."""
         hard = w.lane != PROBE_LANE  # a probe helper first gets SIGTERM to remove its file
         now = time.monotonic()
         with self._lock:
@@ -307,6 +325,7 @@ class MountGuard:
             self._stuck.setdefault(w.key, []).append(
                 _Stuck(w, op, timeout, since=now - timeout, signalled=now, killed=hard)
             )
+        return now - timeout
 
     def close(self) -> None:
         """Stop every helper without waiting for any of them."""

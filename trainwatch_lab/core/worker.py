@@ -124,12 +124,13 @@ def _error(exc: BaseException) -> dict[str, Any]:
 
 
 def handle(line: str) -> dict[str, Any]:
+    rid = None
     try:
         req = json.loads(line)
         rid = req.get("id")
         fn = OPS[req["op"]]
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        return {"id": None, "ok": False, "error": {"type": "BadRequest", "message": repr(exc)}}
+        return {"id": rid, "ok": False, "error": {"type": "BadRequest", "message": repr(exc)}}
     try:
         return {"id": rid, "ok": True, "result": fn(**req.get("args", {}))}
     except Exception as exc:  # reported to the caller, the worker stays up
