@@ -103,14 +103,19 @@ def test_slow_mount_absolute_limit() -> None:
 
 
 def test_slow_mount_relative_to_local_baseline() -> None:
-    (alert,) = run(slow_mount, state(probe=probe(4.0)), baseline=probe(0.2))
-    assert "20x slower" in alert.message and "0.2 ms" in alert.message
-    assert run(slow_mount, state(probe=probe(4.0)), baseline=probe(1.0)) == []
+    (alert,) = run(slow_mount, state(probe=probe(6.0)), baseline=probe(0.2))
+    assert "30x slower" in alert.message and "0.2 ms" in alert.message
+    assert "faster disk" in alert.fix  # a local disk: "use local disk" would be no advice
+    assert run(slow_mount, state(probe=probe(6.0)), baseline=probe(1.0)) == []
+    shared = state(probe=probe(6.0), shared=True, kind="shared", fstype="nfs4")
+    (alert,) = run(slow_mount, shared, baseline=probe(0.2))
+    assert "rsync" in alert.fix
 
 
 def test_slow_mount_ratio_needs_some_absolute_latency() -> None:
-    # 1 ms is 20x a 0.05 ms tmpfs baseline, yet harmless
+    # 1 ms is 20x a 0.05 ms tmpfs baseline, yet harmless; so is one 4 ms VM timer tick
     assert run(slow_mount, state(probe=probe(1.0)), baseline=probe(0.05)) == []
+    assert run(slow_mount, state(probe=probe(4.0)), baseline=probe(0.1)) == []
     lenient = replace(DEFAULTS, slow_ratio_min_ms=0.5)
     assert len(run(slow_mount, state(probe=probe(1.0)), baseline=probe(0.05), defaults=lenient))
 

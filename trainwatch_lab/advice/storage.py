@@ -23,6 +23,11 @@ LOCAL_FIX = (
     "in the background (e.g. rsync every few minutes); if they must go there, lower the "
     "logging frequency (TensorBoard flush_secs, Lightning log_every_n_steps)."
 )
+FASTER_DISK_FIX = (
+    "Write step-by-step logs and checkpoints to a faster disk (local NVMe, or /dev/shm for "
+    "small logs) and copy them over in the background; lower the logging frequency "
+    "(TensorBoard flush_secs, Lightning log_every_n_steps)."
+)
 
 
 def _where(p: PathState) -> str:
@@ -127,7 +132,7 @@ def slow_mount(ctx: Context) -> Iterator[Alert]:
                 f"Writes to {path} ({_where(p)}) are slow{_probe_text(p.probe, ctx.baseline)}"
                 f"{ratio}."
             ),
-            fix=LOCAL_FIX,
+            fix=LOCAL_FIX if p.shared else FASTER_DISK_FIX,
         )
 
 
