@@ -266,9 +266,11 @@ async def test_rest_use_starts_the_sampler_and_idles_it_out(jp_fetch, hub):
 async def test_kernel_cwd_is_watched_and_its_pid_reported(jp_fetch, hub, jp_root_dir):
     sub = jp_root_dir / "project"
     sub.mkdir()
-    nb = sub / "train.ipynb"
-    response = await jp_fetch(
-        "api", "kernels", method="POST", body=json.dumps({"name": "python3", "path": str(nb)})
+    response = await jp_fetch(  # Jupyter paths are relative to the root dir
+        "api",
+        "kernels",
+        method="POST",
+        body=json.dumps({"name": "python3", "path": "project/train.ipynb"}),
     )
     kid = body(response)["id"]
     try:
