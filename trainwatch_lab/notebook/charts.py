@@ -137,7 +137,7 @@ class TimeChart:
                 Axis(scale=self.x_scale, tick_format="%H:%M:%S", num_ticks=4),
                 Axis(
                     scale=self.y_scale,
-                    orientation="vertical",
+                    side="left",
                     label=y_label,
                     tick_format=".3~s",
                     num_ticks=4,

@@ -1,0 +1,264 @@
+"""``%trainwatch`` / ``%%trainwatch`` through a real IPython shell; bad input for every option."""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.utils.capture import capture_output
+
+from trainwatch_lab.notebook.magics import parse_options, state_for
+
+from .conftest import sampler_threads, wait_for
+
+
+def live(shell: Any) -> Any:
+    return state_for(shell).dashboard
+
+
+# -- parsing ----------------------------------------------------------------------------
+
+
+def test_options_parse(tmp_path: Path) -> None:
+    opts = parse_options(
+        f"{tmp_path}/a '{tmp_path}/b c' --logdir {tmp_path}/logs --interval 0.5 --window 5m "
+        "--gpu 1,0 --no-probe"
+    )
+    assert opts.paths == [f"{tmp_path}/a", f"{tmp_path}/b c"]
+    assert opts.logdir == f"{tmp_path}/logs"
+    assert opts.all_paths[0] == f"{tmp_path}/logs"
+    assert (opts.interval, opts.window, opts.gpus, opts.gpu, opts.probe) == (
+        0.5,
+        300.0,
+        [0, 1],
+        True,
+        False,
+    )
+    assert parse_options("--window 1h --interval 2s").window == 3600.0
+    assert parse_options("--interval 500ms").interval == 0.5
+    off = parse_options("--gpu none")
+    assert (off.gpu, off.gpus) == (False, None)
+
+
+BAD_LINES = {
+    "unknown flag": ("--frobnicate", "unknown option '--frobnicate'"),
+    "unknown short flag": ("-x", "unknown option '-x'"),
+    "interval zero": ("--interval 0", "--interval must be more than 0"),
+    "interval negative": ("--interval -1", "--interval"),
+    "interval text": ("--interval fast", "bad --interval 'fast'"),
+    "interval missing": ("--interval", "expected one argument"),
+    "window unit": ("--window 10x", "bad --window '10x'"),
+    "window too small": ("--window 5s", "between 10s and 24h"),
+    "window too large": ("--window 48h", "between 10s and 24h"),
+    "window vs interval": ("--window 10s --interval 8", "at least two samples"),
+    "gpu letters": ("--gpu a", "bad --gpu 'a'"),
+    "gpu empty item": ("--gpu 0,,1", "bad --gpu '0,,1'"),
+    "gpu negative": ("--gpu -1", "--gpu"),
+    "logdir missing": ("--logdir", "expected one argument"),
+    "bad quoting": ("'unterminated", "cannot parse options"),
+    "nul byte in path": ("a\x00b", "bad path"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_LINES))
+def test_bad_input_is_one_clear_line(name: str) -> None:
+    line, expected = BAD_LINES[name]
+    with pytest.raises(UsageError) as err:
+        parse_options(line)
+    message = str(err.value)
+    assert expected in message
+    assert "\n" not in message
+    assert message.startswith("trainwatch")
+
+
+def test_a_path_under_a_regular_file_cannot_exist(tmp_path: Path) -> None:
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("x")
+    for line in (f"{blocker}/runs", f"--logdir {blocker}/a/b", f"{tmp_path} {blocker}/x"):
+        with pytest.raises(UsageError, match=f"cannot exist: {blocker} is a file"):
+            parse_options(line)
+    # a directory that does not exist yet is fine: training will create it
+    assert parse_options(f"{tmp_path}/not/yet").paths == [f"{tmp_path}/not/yet"]
+
+
+def test_bad_input_changes_nothing(shell: Any, tmp_path: Path) -> None:
+    shell.run_line_magic("trainwatch", f"{tmp_path} --interval 0.2 --no-probe")
+    before = live(shell)
+    wait_for(lambda: before.samples >= 1, what="first sample")
+    blocker = tmp_path / "f"
+    blocker.write_text("x")
+    for line in ("--bogus", "--interval 0", "--window 3", "--gpu x", f"{blocker}/x", "stop now"):
+        with pytest.raises(UsageError):
+            shell.run_line_magic("trainwatch", line)
+    assert live(shell) is before
+    assert before.sampler.running and not before.stopped
+    assert before.paths() == [str(tmp_path)]
+    assert len(sampler_threads()) == 1
+
+
+def test_status_and_stop_take_no_options(shell: Any) -> None:
+    with pytest.raises(UsageError, match="takes no options"):
+        shell.run_line_magic("trainwatch", "status --interval 1")
+    with pytest.raises(UsageError, match="takes no options"):
+        shell.run_cell_magic("trainwatch", "stop", "x = 1")
+
+
+# -- the live dashboard -----------------------------------------------------------------
+
+
+def test_dashboard_state_updates_from_the_sampler_thread(shell: Any, tmp_path: Path) -> None:
+    with capture_output() as cap:
+        shell.run_line_magic("trainwatch", f"--logdir {tmp_path} --interval 0.2 --window 1m")
+    dash = live(shell)
+    # frontends without widgets see a readable snapshot, not a widget repr
+    bundle = cap.outputs[0].data
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert bundle["text/plain"].startswith("trainwatch")
+    assert "text/html" in bundle
+
+    data = tmp_path / "blob.bin"
+    with open(data, "wb") as fh:  # real I/O on the watched disk while the sampler runs
+        for _ in range(8):
+            fh.write(os.urandom(1 << 20))
+            fh.flush()
+            os.fsync(fh.fileno())
+    wait_for(lambda: dash.points >= 3, what="three chart points")
+
+    sample = dash.sampler.latest
+    state = sample.paths[str(tmp_path)]
+    assert f'data-path="{tmp_path}"' in dash.paths_pane.value
+    assert f'data-kind="{state.kind}"' in dash.paths_pane.value
+    io = dash.charts["io"]
+    device = state.device or sorted(sample.disks)[0]
+    assert f"{device} write" in io.lines.labels
+    assert len(io.lines.x) == dash.points
+    assert f'data-points="{dash.points}"' in dash.status.value or dash.samples > 0
+    if sample.gpus:
+        assert dash.gpu_box.children == (dash.charts["gpu"].figure,)
+    else:  # no GPU: a plain note instead of an empty chart
+        assert dash.gpu_box.children == (dash.gpu_note,)
+        assert "GPU:" in dash.gpu_note.value
+    assert "tw-alert" in dash.alerts_pane.value or "no warnings" in dash.alerts_pane.value
+
+
+def test_running_twice_replaces_the_sampler(shell: Any, tmp_path: Path) -> None:
+    shell.run_line_magic("trainwatch", f"{tmp_path} --interval 0.2 --no-probe")
+    first = live(shell)
+    wait_for(lambda: first.samples >= 1, what="first sample")
+    other = tmp_path / "other"
+    shell.run_line_magic("trainwatch", f"{other} --interval 0.2 --no-probe")
+    second = live(shell)
+    assert second is not first
+    assert first.stopped and not first.sampler.running
+    assert 'data-state="replaced by a newer %trainwatch"' in first.status.value
+    assert second.paths() == [str(other)]
+    wait_for(lambda: second.samples >= 1, what="first sample of the new sampler")
+    assert len(sampler_threads()) == 1
+
+
+def test_status_and_stop(shell: Any, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    shell.run_line_magic("trainwatch", "status")
+    assert "not running" in capsys.readouterr().out
+    shell.run_line_magic("trainwatch", f"{tmp_path} --interval 0.2 --no-probe")
+    dash = live(shell)
+    wait_for(lambda: dash.samples >= 2, what="two samples")
+    shell.run_line_magic("trainwatch", "status")
+    out = capsys.readouterr().out
+    assert "live since" in out and str(tmp_path) in out and "every 0.2 s" in out
+    shell.run_line_magic("trainwatch", "stop")
+    assert "stopped after" in capsys.readouterr().out
+    assert live(shell) is None and not dash.sampler.running
+    assert sampler_threads() == []
+    shell.run_line_magic("trainwatch", "stop")
+    assert "not running" in capsys.readouterr().out
+
+
+def test_pause_window_and_csv_export(shell: Any, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    shell.run_line_magic("trainwatch", f"{tmp_path} --interval 0.1 --window 1m --no-probe")
+    dash = live(shell)
+    wait_for(lambda: dash.points >= 3, what="three points")
+    dash.pause()
+    frozen, seen = dash.charts["io"].lines.x.copy(), dash.samples
+    wait_for(lambda: dash.samples >= seen + 5, what="five more samples")
+    assert (dash.charts["io"].lines.x == frozen).all()  # charts froze, sampling went on
+    assert 'data-state="paused"' in dash.status.value
+    dash.resume()
+    assert len(dash.charts["io"].lines.x) > len(frozen)
+
+    dash.window_select.value = 300.0
+    assert dash.window_s == 300.0
+
+    target = dash.export_csv(wait=True)
+    assert os.path.dirname(target) == str(tmp_path)
+    with open(target) as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0][0] == "t" and f"path:{tmp_path}:avail_bytes" in rows[0]
+    assert len(rows) - 1 >= 8
+    assert "Saved" in dash.export_status.value and target in dash.export_status.value
+
+
+# -- %%trainwatch -----------------------------------------------------------------------
+
+
+CELL = """
+import os, time
+with open({path!r}, "wb") as fh:
+    for _ in range(6):
+        fh.write(os.urandom(1 << 20)); fh.flush(); os.fsync(fh.fileno())
+        time.sleep(0.1)
+time.sleep(0.5)
+6 * 7
+"""
+
+
+def test_cell_magic_strip_then_summary(shell: Any, tmp_path: Path) -> None:
+    with capture_output() as cap:
+        result = shell.run_cell(
+            f"%%trainwatch {tmp_path} --interval 0.2 --no-probe\n"
+            + CELL.format(path=str(tmp_path / "w.bin"))
+        )
+    assert result.success and result.result == 42
+    kinds = [o.data for o in cap.outputs]
+    assert kinds[0]["text/plain"] == "trainwatch: watching this cell…"  # the strip
+    summary = next(d for d in kinds if "tw-cell-summary" in d.get("text/html", ""))
+    text = summary["text/plain"]
+    assert text.startswith("trainwatch: cell ran")
+    assert str(tmp_path) in text
+    assert "peak write" in text
+    # used space grew by what the cell wrote (6 MiB); other writers may add a little
+    line = next(x for x in text.splitlines() if str(tmp_path) in x)
+    assert "space used +" in line
+    assert sampler_threads() == []  # the cell's own sampler is gone
+
+
+def test_cell_magic_propagates_errors_and_still_summarises(shell: Any, tmp_path: Path) -> None:
+    with capture_output() as cap:
+        result = shell.run_cell(f"%%trainwatch {tmp_path} --interval 0.2\nraise KeyError('boom')")
+    assert isinstance(result.error_in_exec, KeyError)
+    assert any("tw-cell-summary" in o.data.get("text/html", "") for o in cap.outputs)
+    assert sampler_threads() == []
+
+
+def test_cell_magic_reuses_a_live_sampler(shell: Any, tmp_path: Path) -> None:
+    shell.run_line_magic("trainwatch", f"{tmp_path} --interval 0.2 --no-probe")
+    dash = live(shell)
+    with capture_output():
+        result = shell.run_cell(
+            f"%%trainwatch {tmp_path / 'sub'}\nimport time\ntime.sleep(0.6)\n'done'"
+        )
+    assert result.result == "done"
+    assert sampler_threads() and dash.sampler.running
+    assert str(tmp_path / "sub") in dash.paths()
+
+
+def test_unload_stops_everything(shell: Any, tmp_path: Path) -> None:
+    shell.run_line_magic("trainwatch", f"{tmp_path} --interval 0.2 --no-probe")
+    shell.run_line_magic("unload_ext", "trainwatch_lab")
+    assert sampler_threads() == []
+    assert "trainwatch" not in shell.magics_manager.magics["line"]
+    shell.run_line_magic("load_ext", "trainwatch_lab")  # the fixture unloads again
