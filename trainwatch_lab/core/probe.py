@@ -63,8 +63,10 @@ def probe_directory(
     times_ms: list[float] = []
     start = time.monotonic()
     fd = -1
+    attempted = False
     try:
         try:
+            attempted = True
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except OSError as exc:
             if exc.errno == errno.EROFS:
@@ -85,9 +87,12 @@ def probe_directory(
         if not times_ms:
             return ProbeResult(None, None, 0, error=f"{exc.strerror or exc} ({directory})")
     finally:
-        if fd >= 0:  # only a file we created is ours to remove
+        if fd >= 0:
             os.close(fd)
-            with contextlib.suppress(FileNotFoundError):
+        if attempted:
+            # also when an interrupt landed between open() and the assignment of fd: the
+            # name (pid + random) is ours alone, so this never removes anybody else's file
+            with contextlib.suppress(OSError):
                 os.unlink(path)
     ordered = sorted(times_ms)
     return ProbeResult(

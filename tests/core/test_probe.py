@@ -1,0 +1,265 @@
+"""core.probe: the probe measures, stays bounded and never leaves its file behind."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from trainwatch_lab.core import probe as probe_mod
+from trainwatch_lab.core.defaults import DEFAULTS
+from trainwatch_lab.core.guard import PROBE_LANE, MountGuard, MountUnresponsive
+from trainwatch_lab.core.mounts import classify, mount_for_path, read_mounts
+from trainwatch_lab.core.probe import (
+    LEFTOVER,
+    READ_ONLY,
+    clean_leftovers,
+    local_baseline,
+    probe_directory,
+    probe_name,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def listing(directory: Path | str) -> list[str]:
+    return sorted(os.listdir(directory))
+
+
+def wait_for(predicate, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()
+
+
+def test_name_matches_the_leftover_pattern() -> None:
+    m = LEFTOVER.match(probe_name())
+    assert m and int(m.group(1)) == os.getpid()
+    assert probe_name() != probe_name()
+    assert probe_name().startswith(".")  # hidden from ls and from most log readers
+
+
+def test_probe_measures_and_removes_its_file(tmp_path: Path) -> None:
+    (tmp_path / "events.out.tfevents").write_text("x")
+    before = listing(tmp_path)
+    result = probe_directory(str(tmp_path), writes=8, block_bytes=4096, budget_s=10)
+    assert result.error is None
+    assert result.samples == 8
+    assert 0 < result.p50_ms <= result.p99_ms
+    assert listing(tmp_path) == before
+
+
+def test_budget_stops_the_probe_early(tmp_path: Path) -> None:
+    result = probe_directory(
+        str(tmp_path), writes=1000, block_bytes=512, budget_s=0.3, interval_s=0.05
+    )
+    assert 1 <= result.samples < 1000
+    assert listing(tmp_path) == []
+
+
+def test_keyboard_interrupt_mid_probe_removes_the_file(tmp_path: Path) -> None:
+    seen: list[list[str]] = []
+
+    def interrupt(i: int) -> None:
+        seen.append(listing(tmp_path))
+        if i == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        probe_directory(str(tmp_path), writes=16, block_bytes=4096, budget_s=10, on_write=interrupt)
+    assert len(seen) == 3 and LEFTOVER.match(seen[-1][0])  # the file existed mid-probe
+    assert listing(tmp_path) == []
+
+
+@pytest.fixture
+def raw_worker() -> Iterator[subprocess.Popen[str]]:
+    """A helper process driven by hand, to signal it in the middle of a probe."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainwatch_lab.core.worker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd="/",
+    )
+    assert json.loads(proc.stdout.readline())["ready"]
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=10)
+
+
+def start_long_probe(proc: subprocess.Popen[str], directory: Path) -> str:
+    """Ask for a probe that runs for a long time; return its file name once it exists."""
+    req = {
+        "id": 1,
+        "op": "probe",
+        "args": {
+            "directory": str(directory),
+            "writes": 100000,
+            "block_bytes": 512,
+            "budget_s": 60,
+            "interval_s": 0.02,
+        },
+    }
+    proc.stdin.write(json.dumps(req) + "\n")
+    proc.stdin.flush()
+    assert wait_for(lambda: any(LEFTOVER.match(n) for n in listing(directory)))
+    return next(n for n in listing(directory) if LEFTOVER.match(n))
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_signal_to_the_helper_mid_probe_removes_the_file(
+    raw_worker: subprocess.Popen[str], tmp_path: Path, signum: int
+) -> None:
+    name = start_long_probe(raw_worker, tmp_path)
+    assert name.startswith(f".trainwatch-probe-{raw_worker.pid}-")
+    raw_worker.send_signal(signum)
+    raw_worker.wait(timeout=20)
+    assert listing(tmp_path) == []
+
+
+def test_sigkilled_helper_leaves_a_file_that_clean_leftovers_removes(
+    raw_worker: subprocess.Popen[str], tmp_path: Path
+) -> None:
+    name = start_long_probe(raw_worker, tmp_path)
+    raw_worker.kill()
+    raw_worker.wait(timeout=20)
+    assert listing(tmp_path) == [name]  # SIGKILL: nobody could clean up
+    # files of running processes (another probe in progress, ours) and other files stay
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        live = tmp_path / f".trainwatch-probe-{sleeper.pid}-00ff.tmp"
+        own = tmp_path / f".trainwatch-probe-{os.getpid()}-00aa.tmp"
+        other = tmp_path / ".trainwatch-probe-notes.txt"
+        for f in (live, own, other):
+            f.write_text("")
+        assert clean_leftovers(str(tmp_path)) == 1
+        assert listing(tmp_path) == sorted([live.name, own.name, other.name])
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert clean_leftovers(str(tmp_path)) == 1  # the sleeper is gone now
+    assert sorted(listing(tmp_path)) == sorted([own.name, other.name])
+
+
+def test_very_old_probe_files_are_leftovers_whatever_their_pid(tmp_path: Path) -> None:
+    old = tmp_path / f".trainwatch-probe-{os.getppid()}-0bad.tmp"
+    old.write_text("")
+    assert clean_leftovers(str(tmp_path)) == 0  # pid alive and the file is fresh
+    past = time.time() - probe_mod.STALE_AFTER_S - 60
+    os.utime(old, (past, past))
+    assert clean_leftovers(str(tmp_path)) == 1
+
+
+def test_worker_probe_cleans_leftovers_first_and_probes_the_nearest_ancestor(
+    tmp_path: Path,
+) -> None:
+    leftover = tmp_path / ".trainwatch-probe-999999999-dead.tmp"
+    leftover.write_text("")
+    with MountGuard() as g:
+        raw = g.call(
+            "/",
+            "probe",
+            lane=PROBE_LANE,
+            directory=str(tmp_path / "logs" / "not-yet"),
+            writes=4,
+            block_bytes=4096,
+            budget_s=2,
+        )
+    assert raw["samples"] == 4 and raw["error"] is None
+    assert listing(tmp_path) == []  # leftover removed, no logdir created, no probe file
+
+
+def test_read_only_mount_is_reported_and_never_written(readonly_mount) -> None:
+    before = listing(readonly_mount.path)
+    mtime = os.stat(readonly_mount.path).st_mtime_ns
+    result = probe_directory(str(readonly_mount.path), writes=4, block_bytes=4096, budget_s=2)
+    assert result.error == READ_ONLY
+    assert result.samples == 0 and result.p50_ms is None
+    assert listing(readonly_mount.path) == before
+    assert os.stat(readonly_mount.path).st_mtime_ns == mtime
+
+
+def test_probe_on_a_full_filesystem_reports_the_error(tmpfs_mount) -> None:
+    m = tmpfs_mount("64k")
+    fd = os.open(m.path / "fill", os.O_WRONLY | os.O_CREAT)
+    try:
+        with contextlib.suppress(OSError):
+            while True:
+                os.write(fd, b"\0" * 4096)
+    finally:
+        os.close(fd)
+    result = probe_directory(str(m.path), writes=4, block_bytes=65536, budget_s=2)
+    assert result.samples == 0
+    assert "No space left" in (result.error or "")
+    assert listing(m.path) == ["fill"]
+
+
+def test_stuck_probe_helper_removes_its_file_once_the_mount_answers(sshfs_mount) -> None:
+    """The server stops answering mid-probe: the call times out, the helper gets SIGTERM, and
+    when its write returns (server resumed) it removes its file before exiting."""
+    key, remote = str(sshfs_mount.mountpoint), sshfs_mount.remote / "work"
+    g = MountGuard()
+    outcome: list[BaseException] = []
+
+    def long_probe() -> None:
+        try:
+            g.call(
+                key,
+                "probe",
+                lane=PROBE_LANE,
+                timeout=4.0,
+                directory=str(sshfs_mount.path),
+                writes=100000,
+                block_bytes=512,
+                budget_s=60,
+                interval_s=0.02,
+            )
+        except BaseException as exc:
+            outcome.append(exc)
+
+    caller = threading.Thread(target=long_probe)
+    try:
+        caller.start()
+        assert wait_for(lambda: any(LEFTOVER.match(n) for n in listing(remote)))
+        sshfs_mount.pause()
+        caller.join(30)
+        assert not caller.is_alive()
+        assert len(outcome) == 1 and isinstance(outcome[0], MountUnresponsive)
+        assert g.is_stuck(key)
+        assert [n for n in listing(remote) if LEFTOVER.match(n)] != []  # still there, stuck
+        sshfs_mount.resume()
+        assert wait_for(lambda: not g.is_stuck(key))
+        assert [n for n in listing(remote) if LEFTOVER.match(n)] == []
+    finally:
+        sshfs_mount.resume()
+        caller.join(30)
+        g.close()
+
+
+def test_local_baseline_probes_local_storage_and_is_cached() -> None:
+    mounts = read_mounts()
+    local = [
+        d for d in probe_mod.baseline_candidates() if classify(mount_for_path(d, mounts)) == "local"
+    ]
+    if not local:
+        pytest.skip("no local block storage among $HOME, cwd, /var/tmp, $TMPDIR here")
+    first = local_baseline(DEFAULTS, refresh=True)
+    assert first is not None and first.error is None
+    assert first.samples >= 1 and first.p50_ms > 0
+    assert local_baseline(DEFAULTS) is first  # cached for baseline_ttl_s
+    assert [n for n in listing(local[0]) if LEFTOVER.match(n)] == []
