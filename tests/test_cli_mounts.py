@@ -176,14 +176,27 @@ def test_sshfs_is_shared_and_slower_than_local_disk(sshfs_mount, tmp_path: Path)
     assert remote.fstype == "fuse.sshfs" and remote.shared and remote.kind == "shared"
     assert report.verdicts[0] in ("shared", "slow")
     assert local.kind == "local" and not local.shared
-    assert remote.probe is not None and local.probe is not None
-    assert remote.probe.p50_ms > local.probe.p50_ms
     assert ("shared-mount", str(sshfs_mount.path)) in {a.key for a in report.alerts}
-    print(f"\nprobe p50: sshfs {remote.probe.p50_ms:.2f} ms, local {local.probe.p50_ms:.2f} ms")
+    # One 16-write p50 is noisy on a VM disk (local fsync p50 swings 0.1-4 ms from run to
+    # run), so compare the floor of seven alternating rounds: every sshfs write + fsync
+    # pays the round trip through ssh on top of the same disk's fsync.
+    remote_p50, local_p50 = [], []
+    for _ in range(7):
+        for target, into in ((sshfs_mount.path, remote_p50), (tmp_path, local_p50)):
+            (s,) = run_check([str(target)], timeout=5).states
+            assert s.probe is not None and s.probe.p50_ms is not None
+            into.append(s.probe.p50_ms)
+    assert min(remote_p50) > min(local_p50), (remote_p50, local_p50)
+    print(
+        f"\nprobe p50 over 7 rounds: sshfs min {min(remote_p50):.2f} ms, median "
+        f"{sorted(remote_p50)[3]:.2f} ms; local min {min(local_p50):.2f} ms, median "
+        f"{sorted(local_p50)[3]:.2f} ms"
+    )
     out = tw("check", "--json", str(sshfs_mount.path))
     assert out.returncode == 1
     assert "shared-mount" in codes(json.loads(out.stdout), str(sshfs_mount.path))
-    assert [p for p in os.listdir(sshfs_mount.remote / "work")] == []  # probe file removed
+    assert os.listdir(sshfs_mount.remote / "work") == []  # probe files removed
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_check_on_a_dead_sshfs_mount_answers_within_its_timeout(sshfs_mount) -> None:
@@ -197,14 +210,14 @@ def test_check_on_a_dead_sshfs_mount_answers_within_its_timeout(sshfs_mount) -> 
         proc = subprocess.Popen(
             [*cmd, str(sshfs_mount.path)],
             stdout=subprocess.PIPE,
-            # not a pipe: the helper stuck on the mount holds our stderr until it can exit
-            stderr=subprocess.DEVNULL,
+            # a pipe on purpose: a helper stuck on the mount must not hold it open
+            stderr=subprocess.PIPE,
             text=True,
             env=env,
             cwd="/",
         )
         # generous: a check that hangs fails here instead of hanging the suite
-        stdout, _ = proc.communicate(timeout=20)
+        stdout, stderr = proc.communicate(timeout=20)
         elapsed = time.monotonic() - started
     finally:
         sshfs_mount.resume()  # first: a process stuck on the mount can only die after this
@@ -217,5 +230,5 @@ def test_check_on_a_dead_sshfs_mount_answers_within_its_timeout(sshfs_mount) -> 
     assert entry["shared"] is True
     warning = codes(report, str(sshfs_mount.path))["mount-unresponsive"]
     assert warning["severity"] == "critical" and "2 s" in warning["message"]
-    assert proc.returncode == 1
+    assert proc.returncode == 1 and "Traceback" not in stderr
     print(f"\ncheck on a dead sshfs mount: {elapsed:.2f} s (timeout 2 s)")
