@@ -234,3 +234,25 @@ def test_processes_read_at_most_every_interval(fake_nvml: FakeNvml, drivers: lis
     time.sleep(0.05)
     second = d.tick()  # not re-read yet: the cached value is carried
     assert second["sample"]["gpus"][0]["process_mem_bytes"] == GIB
+
+
+def test_no_gpu_machine_through_sampler_and_advice() -> None:
+    """In this very process (no fake): the GPU part becomes a note and an info, nothing else."""
+    if ctypes.util.find_library("nvidia-ml"):
+        pytest.skip("a real libnvidia-ml is installed here")
+    from trainwatch_lab.advice.advisor import Advisor
+    from trainwatch_lab.advice.gpu import GPU_DETECTORS
+    from trainwatch_lab.core.gpu import GpuSource
+    from trainwatch_lab.core.sampler import Sampler
+
+    source = GpuSource()
+    sampler = Sampler([source], evaluate=Advisor(GPU_DETECTORS))
+    try:
+        sample = sampler.tick()
+        assert sample.gpus == []
+        assert "gpus" in sample.notes and "Error" not in sample.notes["gpus"]
+        assert [(w.code, w.severity) for w in sample.warnings] == [("gpu-unavailable", "info")]
+        assert sampler.tick().warnings[0].code == "gpu-unavailable"
+        assert source.nvml_calls == 1  # one failed init, no retry before the TTL
+    finally:
+        sampler.close()
