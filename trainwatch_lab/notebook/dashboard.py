@@ -225,12 +225,15 @@ class TrainWatch(widgets.VBox):
         return capacity * self.sampler.interval
 
     # -- lifecycle -------------------------------------------------------------------
-    def start(self) -> TrainWatch:
+    def start(self, run_sampler: bool = True) -> TrainWatch:
+        """Subscribe and start sampling; ``run_sampler=False`` only subscribes (for a sampler
+        someone else ticks, e.g. ``sampler.tick()`` from a training loop)."""
         with self._lock:
             if self._unsubscribe is None:
                 self._unsubscribe = self.sampler.subscribe(self._on_sample)
             self.stopped = False
-        self.sampler.start()
+        if run_sampler:
+            self.sampler.start()
         return self
 
     def stop(self, reason: str = "stopped") -> None:
@@ -364,6 +367,8 @@ class TrainWatch(widgets.VBox):
         self.alerts_pane.value = self._alerts_html(sample)
         self._update_gpu_note(sample)
         bucket = bucket_seconds(self.window_s, self.sampler.interval)
+        if sample.t < self._last_chart_t:  # the clock went back: redraw from scratch
+            self._last_chart_t = -math.inf
         if force or sample.t - self._last_chart_t >= bucket - 1e-6:
             self._last_chart_t = sample.t
             self._update_charts(sample, bucket)
