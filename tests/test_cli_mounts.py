@@ -123,6 +123,18 @@ def test_disk_filling_fires_early_with_time_to_full_within_25_percent(tmpfs_moun
 # -- disk-almost-full, read-only, checkpoint-wont-fit ---------------------------------
 
 
+def test_watch_prints_a_warning_once_and_exits_1(tmpfs_mount) -> None:
+    m = tmpfs_mount("8m")
+    fill(m.path, "big.bin", 7 * MIB + 768 * 1024)  # 256 KiB left: 3 % free
+    out = tw("watch", "--interval", "0.3", "--duration", "2", str(m.path), str(m.path / "new"))
+    assert out.returncode == 1, out.stderr
+    assert out.stdout.count("FILL RATE") >= 4  # several samples ...
+    assert out.stdout.count(f"disk-almost-full: {m.path}\n") == 1  # ... one warning each
+    assert out.stdout.count(f"disk-almost-full: {m.path / 'new'}\n") == 1
+    assert f"{m.path / 'new'} (not created yet)" in out.stdout
+    assert "256 KiB of 8 MiB" in out.stdout
+
+
 def test_disk_almost_full_on_loop_ext4(loop_ext4) -> None:
     m = loop_ext4(size_mb=32)
     empty = json.loads(tw("check", "--json", "--no-probe", str(m.path)).stdout)

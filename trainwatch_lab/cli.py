@@ -269,7 +269,8 @@ class _WatchPrinter:
                 else:
                     rate = "steady"
             used = fmt_pct(1 - (p.avail_bytes or 0) / p.total_bytes) if p.total_bytes else "?"
-            rows.append([path, p.fstype or "?", fmt_bytes(p.avail_bytes), used, rate, ttf])
+            name = path if p.exists or p.error else f"{path} (not created yet)"
+            rows.append([name, p.fstype or "?", fmt_bytes(p.avail_bytes), used, rate, ttf])
         out.write(_table(rows, right={2, 3, 4, 5}, indent="  ") + "\n")
         for g in sample.gpus:
             util = "?" if g.util_pct is None else f"{g.util_pct:.0f} %"
