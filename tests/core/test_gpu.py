@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.core.fake_nvml import GIB, Driver, FakeNvml, fake_nvml, fake_nvml_lib, gpu
+from tests.core.fake_nvml import GIB, Driver, FakeNvml, build, fake_nvml, fake_nvml_lib, gpu
 from trainwatch_lab.core.gpu import decode_clock_reasons, visible_devices
 
 __all__ = ["fake_nvml", "fake_nvml_lib"]  # fixtures used by the tests below
@@ -256,3 +256,17 @@ def test_no_gpu_machine_through_sampler_and_advice() -> None:
         assert source.nvml_calls == 1  # one failed init, no retry before the TTL
     finally:
         sampler.close()
+
+
+def test_old_driver_without_clock_event_reasons(
+    fake_nvml: FakeNvml, drivers: list[Driver], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Drivers before 535 only export the "Throttle" name: fall back to it, once."""
+    old = build(tmp_path_factory.mktemp("old_nvml"), "FAKE_NVML_OLD_DRIVER")
+    fake = FakeNvml(old, fake_nvml.script)
+    fake.write([gpu(0, reasons=0x8)])
+    d = start(drivers, fake.env(), **SLOW)
+    first, second, third = d.tick(), d.tick(), d.tick()
+    assert first["sample"]["gpus"][0]["clock_reasons"] == ["hw_slowdown"]
+    assert third["sample"]["gpus"][0]["clock_reasons"] == ["hw_slowdown"]
+    assert third["fake_calls"] - second["fake_calls"] == 5  # no failed lookup per tick

@@ -31,8 +31,9 @@ LIBNAME = "libnvidia-ml.so.1"
 GIB = 1024**3
 
 
-def build(dest: Path) -> Path:
-    """Compile the fake into ``dest/libnvidia-ml.so.1``; returns ``dest``."""
+def build(dest: Path, *defines: str) -> Path:
+    """Compile the fake into ``dest/libnvidia-ml.so.1`` (``defines``: ``-D`` names); returns
+    ``dest``."""
     gcc = shutil.which("gcc") or shutil.which("cc")
     if gcc is None:
         raise RuntimeError("gcc is needed to build the fake NVML library")
@@ -47,6 +48,7 @@ def build(dest: Path) -> Path:
             "-Wall",
             "-Werror",
             f"-Wl,-soname,{LIBNAME}",
+            *(f"-D{name}" for name in defines),
             "-o",
             str(out),
             str(SOURCE),

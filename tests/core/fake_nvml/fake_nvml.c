@@ -20,6 +20,9 @@
  *   gpu0.procs=1234:1073741824,5678:2048   compute processes, pid:used bytes
  * Without $FAKE_NVML_SCRIPT, init fails with NVML_ERROR_DRIVER_NOT_LOADED.
  *
+ * Built with -DFAKE_NVML_OLD_DRIVER it lacks nvmlDeviceGetCurrentClocksEventReasons, like a
+ * driver older than 535.
+ *
  * fake_nvml_calls() returns how many NVML functions were called (the benchmark checks the
  * monitor's own counter against it); fake_nvml_reset_calls() zeroes it.
  */
@@ -327,9 +330,11 @@ int nvmlDeviceGetPcieThroughput(void *h, int counter, unsigned *kbs) {
     });
 }
 
+#ifndef FAKE_NVML_OLD_DRIVER /* drivers before 535 only have the "Throttle" name */
 int nvmlDeviceGetCurrentClocksEventReasons(void *h, unsigned long long *reasons) {
     DEV_CALL(h, U_REASONS, *reasons = d->reasons);
 }
+#endif
 
 int nvmlDeviceGetCurrentClocksThrottleReasons(void *h, unsigned long long *reasons) {
     DEV_CALL(h, U_REASONS, *reasons = d->reasons);
