@@ -15,6 +15,7 @@ from pathlib import Path
 
 from trainwatch_lab.advice.check import run_check
 from trainwatch_lab.core.defaults import DEFAULTS, MIB
+from trainwatch_lab.core.guard import MountGuard
 from trainwatch_lab.core.model import Sample
 from trainwatch_lab.monitor import make_sampler
 
@@ -244,3 +245,17 @@ def test_check_on_a_dead_sshfs_mount_answers_within_its_timeout(sshfs_mount) -> 
     assert warning["severity"] == "critical" and "2 s" in warning["message"]
     assert proc.returncode == 1 and "Traceback" not in stderr
     print(f"\ncheck on a dead sshfs mount: {elapsed:.2f} s (timeout 2 s)")
+
+
+def test_checking_a_dead_mount_again_starts_no_second_stuck_helper(sshfs_mount) -> None:
+    guard = MountGuard()
+    sshfs_mount.pause()
+    try:
+        first = run_check([str(sshfs_mount.path)], timeout=1, guard=guard)
+        second = run_check([str(sshfs_mount.path)], timeout=1, guard=guard)
+        stuck = guard.stuck_pids(str(sshfs_mount.mountpoint))
+    finally:
+        sshfs_mount.resume()
+        guard.close()
+    assert first.verdicts == ["unresponsive"] and second.verdicts == ["unresponsive"]
+    assert len(stuck) <= 1  # at most one helper per mount waits on the dead server

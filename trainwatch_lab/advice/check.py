@@ -9,7 +9,6 @@ no syscall on the path.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
@@ -17,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.defaults import DEFAULTS, Defaults
-from ..core.guard import PROBE_LANE, MountGuard
+from ..core.guard import PROBE_LANE, MountGuard, default_guard
 from ..core.history import History
 from ..core.model import SEVERITY_RANK, Alert, PathState, ProbeResult, Sample, Verdict
 from ..core.mounts import mount_for_path, read_mounts
@@ -93,9 +92,10 @@ class CheckReport:
         return {"paths": paths, "warnings": [a.to_json() for a in self.alerts]}
 
 
-def _from_mount_table(path: str, timeout: float, error: str | None = None) -> PathState:
-    """A path whose inspection never came back: what /proc/self/mountinfo alone tells."""
-    state = PathState(path=path, responsive=False, error=error or f"no answer within {timeout} s")
+def _from_mount_table(path: str, error: str, responsive: bool = False) -> PathState:
+    """A path whose inspection never came back (or failed): what /proc/self/mountinfo
+    alone tells."""
+    state = PathState(path=path, responsive=responsive, error=error)
     try:
         mounts = read_mounts()
         apply_mount(state, mount_for_path(path, mounts), mounts)
@@ -126,8 +126,13 @@ def run_check(
     probe: bool = True,
     timeout: float | None = None,
     defaults: Defaults = DEFAULTS,
+    guard: MountGuard | None = None,
 ) -> CheckReport:
-    """Inspect ``paths`` concurrently and run the stateless storage rules on the result."""
+    """Inspect ``paths`` concurrently and run the stateless storage rules on the result.
+
+    ``guard`` defaults to the process-wide one, so that a long-lived caller (the server)
+    checking a dead mount again gets the answer at once instead of one more stuck helper.
+    """
     started = time.monotonic()
     keys = list(dict.fromkeys(normalise(p) for p in paths))
     limit = defaults.mount_timeout_s if timeout is None else float(timeout)
@@ -139,14 +144,14 @@ def run_check(
     deadline = started + limit + (d.probe_budget_s if probe else 0.0) + SLACK_S
     results: dict[str, PathState] = {}
     baseline_box: list[ProbeResult | None] = []
-    guard = MountGuard(limit)
+    guard = guard if guard is not None else default_guard()
     _prestart(guard, keys, probe)
 
     def inspect(key: str) -> None:
         try:
             results[key] = inspect_path(key, defaults=d, probe=probe, guard=guard)
         except Exception as exc:  # a bug must not turn into a hang or a traceback
-            results[key] = _from_mount_table(key, limit, f"{type(exc).__name__}: {exc}")
+            results[key] = _from_mount_table(key, f"{type(exc).__name__}: {exc}", True)
 
     def measure_baseline() -> None:
         try:
@@ -166,10 +171,9 @@ def run_check(
         thread.start()
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
-    with contextlib.suppress(Exception):
-        guard.close()
 
-    states = [results.get(k) or _from_mount_table(k, limit) for k in keys]
+    late = f"no answer within {limit:g} s"
+    states = [results.get(k) or _from_mount_table(k, late) for k in keys]
     baseline = baseline_box[0] if baseline_box else None
     sample = Sample(t=time.time(), paths={s.path: s for s in states})
     history = History(capacity=2)
