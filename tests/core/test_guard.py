@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.support.mounts import guard_helpers, wait_until
 from trainwatch_lab.core.guard import MountGuard, MountUnresponsive, WorkerFailed
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,28 +27,6 @@ def guard() -> Iterator[MountGuard]:
     g = MountGuard(timeout_s=5.0)
     yield g
     g.close()
-
-
-def helper_processes() -> list[psutil.Process]:
-    """Our own helper processes (children of this test process), stuck ones included."""
-    found = []
-    for child in psutil.Process().children(recursive=False):
-        try:
-            cmd = " ".join(child.cmdline())
-            if "trainwatch_lab.core.worker" in cmd and child.status() != psutil.STATUS_ZOMBIE:
-                found.append(child)
-        except psutil.Error:
-            continue
-    return found
-
-
-def wait_until(predicate, timeout: float = 15.0, step: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return predicate()
 
 
 def gone(pid: int) -> bool:
@@ -148,7 +127,7 @@ def test_concurrent_callers_share_the_helper(guard: MountGuard) -> None:
         t.join()
     assert len(pids) == 80
     assert len(set(pids)) == 1
-    assert len(helper_processes()) == 1
+    assert len(guard_helpers()) == 1
 
 
 def test_a_helper_killed_from_outside_is_replaced(guard: MountGuard) -> None:
@@ -186,7 +165,7 @@ def test_no_pile_up_on_a_dead_mount_and_recovery(sshfs_mount) -> None:
                 g.call(key, "statvfs", path=path)
             # answered from the record of the first failure, not by a new attempt
             assert again.value.since == first.value.since
-        assert [p.pid for p in helper_processes()] == stuck  # no new helper was started
+        assert [p.pid for p in guard_helpers()] == stuck  # no new helper was started
         sshfs_mount.resume()
         assert wait_until(lambda: not g.is_stuck(key)), "the stuck helper never exited"
         fresh = g.call(key, "ping")["pid"]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.mounts import wait_until
 from trainwatch_lab.core import probe as probe_mod
 from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.core.guard import PROBE_LANE, MountGuard, MountUnresponsive
@@ -33,15 +34,6 @@ REPO = Path(__file__).resolve().parents[2]
 
 def listing(directory: Path | str) -> list[str]:
     return sorted(os.listdir(directory))
-
-
-def wait_for(predicate, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
 
 
 def test_name_matches_the_leftover_pattern() -> None:
@@ -117,7 +109,7 @@ def start_long_probe(proc: subprocess.Popen[str], directory: Path) -> str:
     }
     proc.stdin.write(json.dumps(req) + "\n")
     proc.stdin.flush()
-    assert wait_for(lambda: any(LEFTOVER.match(n) for n in listing(directory)))
+    assert wait_until(lambda: any(LEFTOVER.match(n) for n in listing(directory)))
     return next(n for n in listing(directory) if LEFTOVER.match(n))
 
 
@@ -235,7 +227,7 @@ def test_stuck_probe_helper_removes_its_file_once_the_mount_answers(sshfs_mount)
     caller = threading.Thread(target=long_probe)
     try:
         caller.start()
-        assert wait_for(lambda: any(LEFTOVER.match(n) for n in listing(remote)))
+        assert wait_until(lambda: any(LEFTOVER.match(n) for n in listing(remote)))
         sshfs_mount.pause()
         caller.join(30)
         assert not caller.is_alive()
@@ -243,7 +235,7 @@ def test_stuck_probe_helper_removes_its_file_once_the_mount_answers(sshfs_mount)
         assert g.is_stuck(key)
         assert [n for n in listing(remote) if LEFTOVER.match(n)] != []  # still there, stuck
         sshfs_mount.resume()
-        assert wait_for(lambda: not g.is_stuck(key))
+        assert wait_until(lambda: not g.is_stuck(key))
         assert [n for n in listing(remote) if LEFTOVER.match(n)] == []
     finally:
         sshfs_mount.resume()

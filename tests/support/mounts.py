@@ -13,6 +13,10 @@ Fixtures (each calls need_root()/need_tool(): skip on a laptop, FAIL under CI=tr
   ``.resume()`` (SIGSTOP/SIGCONT the sftp-server: the mount stops answering, like a dead NFS
   server). Teardown resumes before unmounting, so no process stays stuck.
 
+Helpers: ``guard_helpers()`` (live core.guard helper processes of this test process, to
+check that a dead mount piles nothing up), ``wait_until(predicate, timeout)``,
+``is_mounted(path)``.
+
 ``Mounted`` and ``SshfsMount`` are ``os.PathLike`` (``os.fspath(m) == str(m.path)``).
 Never touch a paused mount from the test process itself: a ``stat`` there hangs the test;
 go through core.guard (that is what it is for).
@@ -72,6 +76,28 @@ def unmount(path: str | os.PathLike[str], fuse: bool = False) -> None:
             return
         with contextlib.suppress(subprocess.TimeoutExpired, OSError):
             subprocess.run(cmd, capture_output=True, timeout=15)
+
+
+def guard_helpers() -> list[psutil.Process]:
+    """The core.guard helper processes of this test process that still run (stuck included):
+    the way to check that a dead mount causes no pile-up of helpers."""
+    found = []
+    for child in psutil.Process().children(recursive=False):
+        with contextlib.suppress(psutil.Error):
+            cmd = " ".join(child.cmdline())
+            if "trainwatch_lab.core.worker" in cmd and child.status() != psutil.STATUS_ZOMBIE:
+                found.append(child)
+    return found
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 15.0) -> bool:
+    """Poll ``predicate`` until true or ``timeout``; returns its last truth value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return bool(predicate())
 
 
 @dataclass

@@ -1,0 +1,253 @@
+"""core.paths on real filesystems: local disk, tmpfs, loop ext4, read-only, sshfs, dead sshfs.
+
+These also exercise the fixtures of tests/support/mounts.py that the other test modules use.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.support.mounts import guard_helpers, wait_until
+from trainwatch_lab.core import paths as paths_mod
+from trainwatch_lab.core.defaults import DEFAULTS
+from trainwatch_lab.core.guard import MountGuard
+from trainwatch_lab.core.model import PathState, Sample
+from trainwatch_lab.core.mounts import block_device_for, mount_for_path, read_mounts
+from trainwatch_lab.core.paths import PathsSource, inspect_path, normalise
+from trainwatch_lab.core.probe import LEFTOVER, READ_ONLY
+
+FAST = replace(DEFAULTS, mount_timeout_s=1.0, probe_writes=8, probe_budget_s=1.0)
+
+
+@pytest.fixture
+def guard() -> Iterator[MountGuard]:
+    g = MountGuard(FAST.mount_timeout_s)
+    yield g
+    g.close()
+
+
+def probe_files(directory: Path) -> list[str]:
+    return [n for n in os.listdir(directory) if LEFTOVER.match(n)]
+
+
+def collect(source: PathsSource) -> Sample:
+    sample = Sample(t=time.time())
+    source.collect(sample)
+    return sample
+
+
+# -- inspect_path ---------------------------------------------------------------------------
+
+
+def test_local_directory(tmp_path: Path, guard: MountGuard) -> None:
+    state = inspect_path(str(tmp_path), FAST, guard=guard)
+    mounts = read_mounts()
+    entry = mount_for_path(str(tmp_path), mounts)
+    st = os.statvfs(tmp_path)
+    assert state.path == str(tmp_path)
+    assert state.exists and state.responsive and state.error is None
+    assert state.mountpoint == entry.mountpoint and state.fstype == entry.fstype
+    assert state.device == block_device_for(entry, mounts=mounts)
+    assert state.total_bytes == st.f_blocks * st.f_frsize
+    assert state.inodes_total == st.f_files
+    assert state.probe is not None and state.probe.error is None
+    assert state.probe.samples == FAST.probe_writes
+    assert probe_files(tmp_path) == []
+
+
+def test_path_not_created_yet_resolves_through_its_ancestor(
+    tmp_path: Path, guard: MountGuard
+) -> None:
+    logdir = tmp_path / "runs" / "exp1"
+    state = inspect_path(str(logdir), FAST, guard=guard)
+    assert not state.exists
+    assert state.responsive and state.total_bytes
+    assert state.probe is not None and state.probe.samples == FAST.probe_writes
+    assert os.listdir(tmp_path) == []  # neither the logdir nor a probe file was created
+
+
+def test_relative_and_home_paths_are_normalised(guard: MountGuard) -> None:
+    assert inspect_path(".", FAST, probe=False, guard=guard).path == os.getcwd()
+    assert normalise("~/a/../b") == os.path.join(os.path.expanduser("~"), "b")
+
+
+def test_checkpoints_are_found(tmp_path: Path, guard: MountGuard) -> None:
+    for i, name in enumerate(["epoch=0.ckpt", "epoch=1.ckpt", "notes.txt"]):
+        (tmp_path / name).write_bytes(b"w" * (1000 * (i + 1)))
+        os.utime(tmp_path / name, (1_000_000 + 600 * i, 1_000_000 + 600 * i))
+    state = inspect_path(str(tmp_path), FAST, probe=False, guard=guard)
+    assert state.checkpoints is not None
+    assert state.checkpoints.count == 2
+    assert state.checkpoints.newest_path == str(tmp_path / "epoch=1.ckpt")
+    assert state.checkpoints.newest_bytes == 2000
+
+
+def test_symlink_into_another_mount_reports_the_target_mount(
+    tmp_path: Path, tmpfs_mount, guard: MountGuard
+) -> None:
+    m = tmpfs_mount("8m")
+    link = tmp_path / "logs"
+    link.symlink_to(m.path)
+    state = inspect_path(str(link), FAST, probe=False, guard=guard)
+    assert state.path == str(link)  # the key stays what the user asked for
+    assert state.mountpoint == str(m.mountpoint)
+    assert state.kind == "memory" and state.fstype == "tmpfs"
+    assert state.total_bytes == 8 * 1024 * 1024
+
+
+def test_tmpfs_is_memory_without_a_device(tmpfs_mount, guard: MountGuard) -> None:
+    m = tmpfs_mount("16m")
+    state = inspect_path(str(m.path), FAST, guard=guard)
+    assert (state.kind, state.fstype, state.device, state.shared) == (
+        "memory",
+        "tmpfs",
+        None,
+        False,
+    )
+    assert state.total_bytes == 16 * 1024 * 1024
+    assert state.probe is not None and state.probe.samples == FAST.probe_writes
+    assert probe_files(m.path) == []
+
+
+def test_loop_ext4_reports_the_loop_device(loop_ext4, guard: MountGuard) -> None:
+    m = loop_ext4(32)
+    state = inspect_path(str(m.path), FAST, guard=guard)
+    assert state.kind == "local" and state.fstype == "ext4"
+    assert state.device == m.device and state.device.startswith("loop")
+    assert state.source == f"/dev/{m.device}"
+    assert 20 * 1024 * 1024 < state.total_bytes <= 32 * 1024 * 1024
+    # ext4 keeps some clusters for root even with -m 0 (s_resv_clusters): avail < free
+    assert 0 < state.avail_bytes <= state.free_bytes <= state.total_bytes
+    with open("/proc/diskstats") as fh:
+        assert m.device in {line.split()[2] for line in fh}
+
+
+def test_read_only_mount_is_reported_and_never_written(readonly_mount, guard) -> None:
+    before = sorted(os.listdir(readonly_mount.path))
+    state = inspect_path(str(readonly_mount.path), FAST, guard=guard)
+    assert state.read_only and state.responsive
+    assert state.probe is not None and state.probe.error == READ_ONLY
+    assert sorted(os.listdir(readonly_mount.path)) == before
+
+
+def test_sshfs_is_a_shared_network_filesystem(sshfs_mount, guard: MountGuard) -> None:
+    state = inspect_path(str(sshfs_mount.path), FAST, probe=False, guard=guard)
+    assert state.fstype == "fuse.sshfs"
+    assert state.kind == "shared" and state.shared
+    assert state.device is None
+    assert state.mountpoint == str(sshfs_mount.mountpoint)
+    assert state.source.endswith(str(sshfs_mount.remote))
+    assert state.exists and state.responsive and state.total_bytes
+
+
+def test_probe_on_sshfs_is_slower_than_on_tmpfs(sshfs_mount, tmpfs_mount, guard) -> None:
+    fast = inspect_path(str(tmpfs_mount("8m").path), FAST, guard=guard).probe
+    slow = inspect_path(str(sshfs_mount.path), FAST, guard=guard).probe
+    assert fast is not None and slow is not None
+    assert fast.error is None and slow.error is None, (fast, slow)
+    assert slow.p50_ms > fast.p50_ms, (slow, fast)
+    assert probe_files(sshfs_mount.remote / "work") == []
+
+
+def test_paused_sshfs_is_unresponsive_within_the_timeout(sshfs_mount, guard) -> None:
+    sshfs_mount.pause()
+    try:
+        t0 = time.monotonic()
+        state = inspect_path(str(sshfs_mount.path), FAST, guard=guard)
+        elapsed = time.monotonic() - t0
+    finally:
+        sshfs_mount.resume()
+    assert not state.responsive
+    assert state.error == "no answer within 1.0 s (statvfs)"
+    # what the mount table says is still reported
+    assert state.fstype == "fuse.sshfs" and state.shared
+    assert state.total_bytes is None and state.probe is None
+    assert elapsed < FAST.mount_timeout_s + 2.0, elapsed  # the timeout, plus start-up slack
+
+
+# -- PathsSource ----------------------------------------------------------------------------
+
+
+def test_source_add_remove_are_normalised_and_idempotent(tmp_path: Path) -> None:
+    src = PathsSource(defaults=FAST, probe=False)
+    try:
+        key = src.add(str(tmp_path / "a" / ".." / "b"))
+        assert key == str(tmp_path / "b")
+        assert src.add(str(tmp_path / "b")) == key
+        assert src.paths == [key]
+        src.remove(str(tmp_path / "b" / "."))
+        assert src.paths == []
+        assert collect(src).paths == {}
+    finally:
+        src.close()
+
+
+def test_source_collects_every_path_and_probes_in_the_background(
+    tmp_path: Path, tmpfs_mount
+) -> None:
+    m = tmpfs_mount("8m")
+    src = PathsSource([str(tmp_path), str(m.path), str(tmp_path / "later")], defaults=FAST)
+    try:
+        sample = collect(src)
+        assert set(sample.paths) == {str(tmp_path), str(m.path), str(tmp_path / "later")}
+        assert all(isinstance(s, PathState) and s.responsive for s in sample.paths.values())
+        assert sample.paths[str(m.path)].kind == "memory"
+        assert not sample.paths[str(tmp_path / "later")].exists
+        assert sample.paths[str(tmp_path)].total_bytes
+        assert wait_until(lambda: all(s.probe for s in collect(src).paths.values()))
+        for state in collect(src).paths.values():
+            assert state.probe.samples == FAST.probe_writes
+        assert probe_files(tmp_path) == [] and probe_files(m.path) == []
+    finally:
+        src.close()
+
+
+def test_source_rescans_checkpoints_at_most_every_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = PathsSource([str(tmp_path)], defaults=FAST, probe=False)
+    try:
+        assert collect(src).paths[str(tmp_path)].checkpoints is None
+        (tmp_path / "model.pt").write_bytes(b"x" * 100)
+        assert collect(src).paths[str(tmp_path)].checkpoints is None  # not rescanned yet
+        monkeypatch.setattr(paths_mod, "CHECKPOINT_RESCAN_S", 0.0)
+        found = collect(src).paths[str(tmp_path)].checkpoints
+        assert found is not None and found.count == 1 and found.newest_bytes == 100
+    finally:
+        src.close()
+
+
+def test_source_with_a_dead_mount(sshfs_mount, tmp_path: Path) -> None:
+    """A paused sshfs: the tick still returns within the timeout, the local path is still
+    reported, no helper piles up, and the mount comes back once the server answers."""
+    dead, alive = str(sshfs_mount.path), str(tmp_path)
+    src = PathsSource([dead, alive], defaults=FAST)
+    try:
+        assert wait_until(lambda: collect(src).paths[dead].probe is not None)
+        sshfs_mount.pause()
+        t0 = time.monotonic()
+        first = collect(src)
+        elapsed = time.monotonic() - t0
+        assert not first.paths[dead].responsive
+        assert first.paths[dead].error == "no answer within 1.0 s (statvfs)"
+        assert first.paths[alive].responsive and first.paths[alive].total_bytes
+        assert elapsed < FAST.mount_timeout_s + 2.0, elapsed
+        helpers = sorted(p.pid for p in guard_helpers())
+        for _ in range(3):
+            again = collect(src)
+            assert not again.paths[dead].responsive
+            assert again.paths[alive].responsive
+        assert sorted(p.pid for p in guard_helpers()) == helpers  # nothing new started
+        src.add(str(sshfs_mount.path / "new-logdir"))  # never touches the dead mount here
+        sshfs_mount.resume()
+        assert wait_until(lambda: collect(src).paths[dead].responsive, timeout=20)
+        assert collect(src).paths[dead].total_bytes
+    finally:
+        sshfs_mount.resume()
+        src.close()
