@@ -1,0 +1,153 @@
+"""Through a real kernel (ipykernel over ZMQ): updates from the sampler thread while another
+cell runs, warnings under the cell that is running when they start (once per condition),
+the discovery alert under the cell that created a writer, and bytes per tick on the wire."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.lab import artifact_path
+from trainwatch_lab.notebook.summary import ALERT_MIME
+
+from .kernel import Kernel, wire_bytes
+
+
+@pytest.fixture
+def kernel(tmp_path: Path) -> Iterator[Kernel]:
+    k = Kernel(tmp_path)
+    try:
+        yield k
+    finally:
+        k.close()
+
+
+def alerts_in(kernel: Kernel, msg_id: str) -> list[dict]:
+    found = []
+    for m in kernel.outputs(msg_id, ("display_data",)):
+        data = m["content"]["data"]
+        if ALERT_MIME in data:
+            found.extend(data[ALERT_MIME]["alerts"])
+    return found
+
+
+def test_dashboard_moves_while_another_cell_runs(kernel: Kernel, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    kernel.run("%load_ext trainwatch_lab")
+    start = kernel.run(f"%trainwatch {data} --interval 0.5")
+    views = [
+        m
+        for m in kernel.outputs(start, ("display_data",))
+        if "application/vnd.jupyter.widget-view+json" in m["content"]["data"]
+    ]
+    assert len(views) == 1
+    assert views[0]["content"]["data"]["text/plain"].startswith("trainwatch")
+    kernel.drain(1.0)
+    before = kernel.value(
+        "__import__('trainwatch_lab.notebook.magics', fromlist=['x'])"
+        ".state_for(get_ipython()).dashboard.samples"
+    )
+    first = len(kernel.messages)
+    busy = kernel.run(
+        "import os, time\n"
+        f"with open({str(data / 'blob')!r}, 'wb') as fh:\n"
+        "    for _ in range(40):\n"
+        "        fh.write(os.urandom(1 << 18)); fh.flush(); os.fsync(fh.fileno())\n"
+        "        time.sleep(0.1)\n"
+    )
+    during = [m for m in kernel.messages[first:] if m["msg_type"] == "comm_msg"]
+    after = kernel.value(
+        "__import__('trainwatch_lab.notebook.magics', fromlist=['x'])"
+        ".state_for(get_ipython()).dashboard.samples"
+    )
+    ticks = after - before
+    assert ticks >= 4  # the sampler kept ticking while the cell held the main thread
+    updates = [m for m in during if m["content"]["data"].get("method") == "update"]
+    assert len(updates) >= ticks - 1  # and each tick reached the widgets during that cell
+    assert not kernel.outputs(busy, ("display_data",))  # nothing leaked into the busy cell
+    per_tick = sum(wire_bytes(m) for m in updates) / ticks
+    out = artifact_path("notebook-traffic-kernel.json")
+    out.write_text(
+        json.dumps(
+            {
+                "window_s": 600,
+                "interval_s": 0.5,
+                "ticks": ticks,
+                "comm_messages": len(updates),
+                "wire_bytes_per_tick": round(per_tick),
+            },
+            indent=1,
+        )
+    )
+    assert per_tick < 64 * 1024
+
+
+def test_warning_that_starts_during_a_cell_lands_under_that_cell(
+    kernel: Kernel, tmp_path: Path
+) -> None:
+    """Threshold lowered so a real statvfs of a real directory trips disk-almost-full."""
+    kernel.run("%load_ext trainwatch_lab")
+    create = kernel.run(
+        "import dataclasses, time\n"
+        "from trainwatch_lab import TrainWatch\n"
+        "from trainwatch_lab.core.defaults import DEFAULTS\n"
+        "tight = dataclasses.replace(DEFAULTS, full_fraction=1.0)\n"
+        "tw = TrainWatch([], interval=0.3, probe=False, defaults=tight)\n"
+        "time.sleep(1.0)\n"
+    )
+    assert alerts_in(kernel, create) == []  # nothing watched yet, nothing to say
+    kernel.drain(0.5)
+    running = kernel.run(f"tw.add_path({str(tmp_path)!r}); time.sleep(3)")
+    shown = alerts_in(kernel, running)
+    assert [a["code"] for a in shown] == ["disk-almost-full"]
+    assert shown[0]["subject"] == str(tmp_path)
+    assert shown[0]["fix"]
+    # once per condition: it stays active, the next cells do not repeat it
+    later = kernel.run("time.sleep(2)")
+    assert alerts_in(kernel, later) == []
+    # and it never went anywhere else (not under the cell that started the sampler thread)
+    everywhere = [
+        m
+        for m in kernel.messages
+        if m["msg_type"] == "display_data" and ALERT_MIME in m["content"]["data"]
+    ]
+    assert [m["parent_header"]["msg_id"] for m in everywhere] == [running]
+    kernel.run("tw.stop()")
+
+
+def test_discovered_writer_on_sshfs_alerts_under_its_cell(kernel: Kernel, sshfs_mount) -> None:
+    kernel.run("%load_ext trainwatch_lab")
+    logdir = sshfs_mount.path / "runs"
+    cell = kernel.run(
+        "class SummaryWriter:\n"
+        "    def __init__(self, log_dir):\n"
+        "        self.log_dir = log_dir\n"
+        f"writer = SummaryWriter({str(logdir)!r})\n"
+    )
+    shown = alerts_in(kernel, cell)
+    assert [a["code"] for a in shown] == ["shared-mount"]
+    assert shown[0]["subject"] == str(logdir)
+    assert "fuse.sshfs" in shown[0]["message"]
+    quiet = kernel.run("writer2 = writer")  # the same path again: no second alert
+    assert alerts_in(kernel, quiet) == []
+
+
+def test_logdir_on_sshfs_alerts_right_away(kernel: Kernel, sshfs_mount) -> None:
+    kernel.run("%load_ext trainwatch_lab")
+    cell = kernel.run(f"%trainwatch --logdir {sshfs_mount.path} --interval 0.5")
+    shown = alerts_in(kernel, cell)
+    assert [a["code"] for a in shown] == ["shared-mount"]
+    html = next(
+        m["content"]["data"]["text/html"]
+        for m in kernel.outputs(cell, ("display_data",))
+        if ALERT_MIME in m["content"]["data"]
+    )
+    assert "Fix:" in html and "var(--jp-warn-color1)" in html
+    # the sampler's own shared-mount warning later is the same condition: not repeated
+    later = kernel.run("import time; time.sleep(2)")
+    assert alerts_in(kernel, later) == []
+    kernel.run("%trainwatch stop")
