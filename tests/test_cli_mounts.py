@@ -76,7 +76,7 @@ class SteadyWriter(threading.Thread):
 def test_disk_filling_fires_early_with_time_to_full_within_25_percent(tmpfs_mount) -> None:
     m = tmpfs_mount("40m")
     rate = 4 * MIB  # bytes/s: the 40 MiB tmpfs is full after ~10 s
-    defaults = replace(DEFAULTS, fill_window_s=3.0, fill_min_points=8)
+    defaults = replace(DEFAULTS, fill_window_s=3.0, fill_min_points=8, fill_min_span_s=1.5)
     sampler = make_sampler([str(m.path)], interval=0.2, probe=False, gpu=False, defaults=defaults)
     alerts: list[tuple[float, str, str]] = []  # (t, severity, message)
     estimates: list[tuple[float, float]] = []  # (t, predicted seconds to full)

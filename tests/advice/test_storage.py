@@ -228,9 +228,16 @@ def test_disk_filling_ignores_noise_few_points_and_shrinking_usage() -> None:
     assert filling(history, sample) == []
     history, sample = filling_history("/data/run", 3e9, 10e6, 5)  # 6 points < 10
     assert filling(history, sample) == []
-    assert len(filling(history, sample, replace(DEFAULTS, fill_min_points=5))) == 1
+    few = replace(DEFAULTS, fill_min_points=5, fill_min_span_s=5)
+    assert len(filling(history, sample, few)) == 1
     history, sample = filling_history("/data/run", 3e9, -10e6, 60)  # space being freed
     assert filling(history, sample) == []
+
+
+def test_disk_filling_needs_a_trend_not_a_burst() -> None:
+    history, sample = filling_history("/data/run", 3e9, 10e6, 20)  # 21 points over 20 s
+    assert filling(history, sample) == []  # fill_min_span_s = 30
+    assert len(filling(history, sample, replace(DEFAULTS, fill_min_span_s=20))) == 1
 
 
 def test_disk_filling_uses_only_the_window() -> None:

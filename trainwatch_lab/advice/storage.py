@@ -194,6 +194,9 @@ def disk_filling(ctx: Context) -> Iterator[Alert]:
     for path, p in _watched(ctx.sample):
         if p.read_only or not p.responsive or p.avail_bytes is None:
             continue
+        times, _ = ctx.history.window("path", path, "avail_bytes", d.fill_window_s, ctx.sample.t)
+        if not times or times[-1] - times[0] < min(d.fill_min_span_s, d.fill_window_s):
+            continue  # a few seconds of a checkpoint being written are not a trend
         est = fill_for(ctx.history, path, d, now=ctx.sample.t)
         if est is None or est.rate_bps <= d.fill_min_rate_bps or est.seconds_to_full is None:
             continue

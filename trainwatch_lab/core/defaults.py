@@ -42,6 +42,7 @@ class Defaults:
     fill_window_s: float = 120.0  # least-squares window for the growth rate
     fill_min_points: int = 10
     fill_min_rate_bps: float = 64 * 1024  # below this a "fill rate" is noise
+    fill_min_span_s: float = 30.0  # disk-filling needs this much history: a burst is no trend
     # disk-saturated
     saturated_util_pct: float = 80.0
     saturated_await_ms: float = 10.0
