@@ -157,7 +157,8 @@ def test_watch_human_output(tmp_path: Path) -> None:
     assert str(tmp_path) in out.stdout
 
 
-def test_watch_ctrl_c_exits_130_and_leaves_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_watch_stops_cleanly_on_ctrl_c_and_sigterm(tmp_path: Path, signum: int, code: int) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "trainwatch_lab", "watch", "--interval", "0.2", str(tmp_path)],
         stdout=subprocess.PIPE,
@@ -174,13 +175,13 @@ def test_watch_ctrl_c_exits_130_and_leaves_nothing(tmp_path: Path) -> None:
             if "FILL RATE" in proc.stdout.readline():
                 seen += 1
         assert seen == 4
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signum)
         _, err = proc.communicate(timeout=20)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, err
     assert "Traceback" not in err
     time.sleep(0.5)  # a helper that got SIGTERM removes its file on its way out
     assert list(tmp_path.iterdir()) == []

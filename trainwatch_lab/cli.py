@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, NoReturn, TextIO
 
 from .advice.text import fmt_bytes, fmt_duration, fmt_ms, fmt_pct, fmt_rate
@@ -28,6 +29,10 @@ PROG = "trainwatch-lab"
 
 class UsageError(Exception):
     """Bad input: reported as one line and exit code 2."""
+
+
+class _Terminated(Exception):
+    """SIGTERM during ``watch``: stop like Ctrl-C, exit 143."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -115,7 +120,7 @@ def _dumps(obj: Any, **kw: Any) -> str:
     return json.dumps(_finite(obj), allow_nan=False, **kw)
 
 
-def _table(rows: list[list[str]], right: set[int] = frozenset(), indent: str = "") -> str:
+def _table(rows: list[list[str]], right: AbstractSet[int] = frozenset(), indent: str = "") -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = []
     for row in rows:
@@ -308,7 +313,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     code = 0
 
     def on_term(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+        raise _Terminated
 
     in_main = threading.current_thread() is threading.main_thread()
     previous_term = signal.signal(signal.SIGTERM, on_term) if in_main else None
@@ -326,6 +331,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
             worst = max([worst, *(SEVERITY_RANK[a.severity] for a in sample.warnings)])
     except KeyboardInterrupt:
         code = 130
+    except _Terminated:
+        code = 128 + signal.SIGTERM
     finally:
         # a second Ctrl-C must not interrupt the cleanup that removes probe files
         previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
