@@ -11,6 +11,7 @@
  *   count=2                device count (default: highest gpuN seen + 1)
  *   gpu0.uuid=GPU-...      gpu0.name=...
  *   gpu0.util=37           gpu0.mem_util=12
+ *   gpu0.util_seq=0,80,10  successive utilization reads cycle through these (overrides util)
  *   gpu0.mem_total=BYTES   gpu0.mem_used=BYTES
  *   gpu0.power_mw=250000   gpu0.power_limit_mw=700000   gpu0.temp=45
  *   gpu0.pcie_tx_kbs=100   gpu0.pcie_rx_kbs=200         gpu0.reasons=0x1
@@ -52,6 +53,8 @@ typedef struct {
     char uuid[96];
     char name[96];
     unsigned util, mem_util;
+    int nseq, seq_pos;
+    unsigned seq[64];
     unsigned long long mem_total, mem_used;
     unsigned power_mw, power_limit_mw, temp, pcie_tx, pcie_rx;
     unsigned long long reasons;
@@ -118,12 +121,22 @@ static void parse_procs(fake_dev *d, const char *list) {
     }
 }
 
+static void parse_seq(fake_dev *d, const char *list) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", list);
+    d->nseq = 0;
+    d->seq_pos = 0;
+    for (char *tok = strtok(buf, ", "); tok && d->nseq < 64; tok = strtok(NULL, ", "))
+        d->seq[d->nseq++] = (unsigned)strtoul(tok, NULL, 0);
+}
+
 static void set_field(fake_dev *d, const char *key, const char *val) {
     unsigned long long n = strtoull(val, NULL, 0);
     if (!strcmp(key, "uuid")) snprintf(d->uuid, sizeof d->uuid, "%s", val);
     else if (!strcmp(key, "name")) snprintf(d->name, sizeof d->name, "%s", val);
     else if (!strcmp(key, "util")) d->util = (unsigned)n;
     else if (!strcmp(key, "mem_util")) d->mem_util = (unsigned)n;
+    else if (!strcmp(key, "util_seq")) parse_seq(d, val);
     else if (!strcmp(key, "mem_total")) d->mem_total = n;
     else if (!strcmp(key, "mem_used")) d->mem_used = n;
     else if (!strcmp(key, "power_mw")) d->power_mw = (unsigned)n;
@@ -300,7 +313,7 @@ int nvmlDeviceGetMemoryInfo_v2(void *h, mem_v2 *m) {
 
 int nvmlDeviceGetUtilizationRates(void *h, util_t *u) {
     DEV_CALL(h, U_UTIL, {
-        u->gpu = d->util;
+        u->gpu = d->nseq ? d->seq[d->seq_pos++ % d->nseq] : d->util;
         u->memory = d->mem_util;
     });
 }
