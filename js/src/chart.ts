@@ -44,13 +44,14 @@ export class TimeChart extends Widget {
   private _specs: ISeriesSpec[] = [];
   private _data: Aligned = [[]];
   private _plotNode: HTMLDivElement;
+  private _titleNode: HTMLDivElement;
   private _emptyNode: HTMLDivElement;
   private _resize: ResizeObserver | null = null;
 
   constructor(readonly options: IChartOptions) {
     super();
     this.addClass('jp-TrainWatch-chart');
-    const title = document.createElement('div');
+    const title = (this._titleNode = document.createElement('div'));
     title.className = 'jp-TrainWatch-chartTitle';
     title.textContent = options.title;
     this._plotNode = document.createElement('div');
@@ -127,9 +128,9 @@ export class TimeChart extends Widget {
     const node = this.node;
     const text = cssVar(node, '--jp-ui-font-color2') || 'currentColor';
     const grid = cssVar(node, '--jp-border-color2') || 'currentColor';
-    const font = `${cssVar(node, '--jp-ui-font-size0') || '10px'} ${
-      cssVar(node, '--jp-ui-font-family') || 'sans-serif'
-    }`;
+    // uPlot scales fonts given in px only: take the computed size of our (themed) title
+    const fontPx = parseFloat(getComputedStyle(this._titleNode).fontSize) || 10;
+    const font = `${Math.round(fontPx)}px ${cssVar(node, '--jp-ui-font-family') || 'sans-serif'}`;
     const palette = PALETTE_VARS.map(v => cssVar(node, v)).filter(Boolean);
     const color = (i: number) => palette[i % Math.max(1, palette.length)] || text;
     const fmt = this.options.format;
@@ -162,7 +163,7 @@ export class TimeChart extends Widget {
         { ...axis, size: 28 },
         {
           ...axis,
-          size: 56,
+          size: 66,
           values: (_u: uPlot, ticks: number[]) => ticks.map(v => fmt(v))
         }
       ]

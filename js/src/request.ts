@@ -26,7 +26,8 @@ export async function requestAPI<T>(
   const url = URLExt.join(settings.baseUrl, API_PATH, endPoint);
   let response: Response;
   try {
-    response = await ServerConnection.makeRequest(url, init, settings);
+    // no-store: fresh data without ServerConnection's "?<timestamp>" cache buster
+    response = await ServerConnection.makeRequest(url, { cache: 'no-store', ...init }, settings);
   } catch (error) {
     throw new ServerConnection.NetworkError(error as TypeError);
   }

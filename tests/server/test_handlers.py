@@ -82,6 +82,8 @@ async def test_snapshot_is_a_watch_json_line_with_the_root_dir(jp_fetch, hub, jp
 async def test_snapshot_rejects_unknown_parameters(jp_fetch, hub):
     code, payload = await fetch_error(jp_fetch, *API, "snapshot", params={"x": "1"})
     assert code == 400 and "unknown parameter" in payload["error"]
+    # but JupyterLab's cache buster (?<milliseconds>) is fine
+    assert (await jp_fetch(*API, "snapshot", params={"1796008880850": ""})).code == 200
 
 
 async def test_history_since(jp_fetch, hub):

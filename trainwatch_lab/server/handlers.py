@@ -92,7 +92,11 @@ class BaseHandler(APIHandler):
         return data
 
     def only(self, *names: str) -> None:
-        unknown = sorted(set(self.request.query_arguments) - set(names))
+        args = self.request.query_arguments
+        # JupyterLab's ServerConnection appends a cache buster "?1712345678901" to GETs
+        unknown = sorted(
+            n for n in set(args) - set(names) if not (n.isdigit() and args[n] == [b""])
+        )
         if unknown:
             raise BadRequest(f"unknown parameter {unknown[0]!r}")
 
