@@ -307,7 +307,7 @@ class GpuSource:
             code = getattr(exc, "value", None)
             if code == _GPU_IS_LOST:
                 gpu.lost = True
-                log.warning("GPU %s (%s) is lost: NVML stops querying it", gpu.index, gpu.uuid)
+                log.info("GPU %s (%s) is lost: NVML stops querying it", gpu.index, gpu.uuid)
             elif code in _PERMANENT:
                 gpu.unsupported.add(what)
             return None
