@@ -174,6 +174,19 @@ def test_almost_full_not_on_an_empty_tiny_tmpfs_or_read_only() -> None:
     assert run(disk_almost_full, state(total_bytes=None, avail_bytes=None)) == []
 
 
+def test_almost_full_counts_inodes_too() -> None:
+    many_files = state(inodes_total=1_000_000, inodes_free=5_000)
+    (alert,) = run(disk_almost_full, many_files)
+    assert alert.severity == "critical"  # 0.5 % of inodes left
+    assert "5,000 of 1,000,000 inodes" in alert.message and "small files" in alert.fix
+    both = state(avail_bytes=5 * GIB, inodes_total=1_000_000, inodes_free=50_000)
+    (alert,) = run(disk_almost_full, both)
+    assert alert.severity == "warning" and "5 GiB of 100 GiB" in alert.message
+    assert "50,000 of 1,000,000 inodes" in alert.message
+    assert run(disk_almost_full, state(inodes_total=0, inodes_free=0)) == []  # btrfs
+    assert run(disk_almost_full, state(inodes_total=1000, inodes_free=500)) == []
+
+
 def test_almost_full_thresholds_from_defaults() -> None:
     half = replace(DEFAULTS, full_fraction=0.5)
     assert len(run(disk_almost_full, state(avail_bytes=40 * GIB), defaults=half)) == 1

@@ -149,29 +149,55 @@ def almost_full_limit(p: PathState, defaults: Defaults) -> float | None:
     return limit
 
 
+def _inodes_low(p: PathState, defaults: Defaults) -> float | None:
+    """Share of inodes left when under ``full_fraction`` (many small files also end in
+    ENOSPC with bytes to spare); None when fine or unknown (btrfs reports no inodes)."""
+    if p.read_only or not p.inodes_total or p.inodes_free is None:
+        return None
+    share = p.inodes_free / p.inodes_total
+    return share if share < defaults.full_fraction else None
+
+
 def disk_almost_full(ctx: Context) -> Iterator[Alert]:
+    d = ctx.defaults
     for path, p in _watched(ctx.sample):
-        limit = almost_full_limit(p, ctx.defaults)
-        if limit is None or not p.responsive:
+        if not p.responsive:
             continue
-        assert p.total_bytes and p.avail_bytes is not None
-        if p.avail_bytes >= limit:
+        limit = almost_full_limit(p, d)
+        inodes = _inodes_low(p, d)
+        space_low = limit is not None and p.avail_bytes is not None and p.avail_bytes < limit
+        if not space_low and inodes is None:
             continue
-        share = p.avail_bytes / p.total_bytes
-        critical = share < ctx.defaults.full_critical_fraction
-        yield Alert(
-            code="disk-almost-full",
-            severity="critical" if critical else "warning",
-            subject=path,
-            message=(
+        parts, fixes, shares = [], [], []
+        if space_low:
+            assert limit is not None and p.total_bytes and p.avail_bytes is not None
+            share = p.avail_bytes / p.total_bytes
+            shares.append(share)
+            parts.append(
                 f"Only {fmt_bytes(p.avail_bytes)} of {fmt_bytes(p.total_bytes)} "
                 f"({fmt_pct(share)}) is free on {_on(path, p)}."
-            ),
-            fix=(
-                f"Free at least {fmt_bytes(limit - p.avail_bytes)} (old runs, old checkpoints) or "
-                "keep fewer checkpoints (Lightning save_top_k, HF save_total_limit), or point "
+            )
+            fixes.append(
+                f"Free at least {fmt_bytes(limit - p.avail_bytes)} (old runs, old checkpoints) "
+                "or keep fewer checkpoints (Lightning save_top_k, HF save_total_limit), or point "
                 "the output at a disk with more room."
-            ),
+            )
+        if inodes is not None:
+            shares.append(inodes)
+            parts.append(
+                f"Only {p.inodes_free:,} of {p.inodes_total:,} inodes ({fmt_pct(inodes)}) are "
+                f"left on {_on(path, p)}: every new file needs one."
+            )
+            fixes.append(
+                "Delete or pack small files (old event files, per-step images; tar or a "
+                "single HDF5/Parquet file instead of one file per sample)."
+            )
+        yield Alert(
+            code="disk-almost-full",
+            severity="critical" if min(shares) < d.full_critical_fraction else "warning",
+            subject=path,
+            message=" ".join(parts),
+            fix=" ".join(fixes),
         )
 
 
