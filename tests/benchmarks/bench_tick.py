@@ -1,9 +1,9 @@
 """Row 1: what one sampler tick costs, per source and in total, and the sampler thread's CPU.
 
-Per-source cost: a real ``make_sampler`` whose sources are wrapped in a stopwatch, ticked
-``cfg.tick_reps`` times 20 ms apart while a storage workload runs (so disks and the process
-have something to report). Median and p99 of each source's ``collect`` and of the whole tick
-(sources + history + advice + subscribers).
+Per-source cost: a real ``make_sampler`` whose sources are wrapped in a stopwatch, its history
+filled as after one hour, ticked ``cfg.tick_reps`` times 20 ms apart while a storage workload
+runs (so disks and the process have something to report). Median and p99 of each source's
+``collect`` and of the whole tick (sources + history + advice + subscribers).
 
 Thread CPU: the same sampler started at 1 s for ``cfg.thread_cpu_s`` seconds; utime+stime of
 the sampler thread from /proc/self/task/<tid>/stat, plus the CPU of the helper processes that
@@ -15,6 +15,7 @@ the mount guard starts (they are the sampler's cost too).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -49,13 +50,15 @@ class Stopwatch:
         self.source = source
         self.name = source.name
         self.times: list[float] = []
+        self.cpu: list[float] = []  # CPU of the calling (sampler) thread only
 
     def collect(self, sample: Any) -> None:
-        t0 = time.perf_counter()
+        c0, t0 = time.thread_time(), time.perf_counter()
         try:
             self.source.collect(sample)
         finally:
             self.times.append(time.perf_counter() - t0)
+            self.cpu.append(time.thread_time() - c0)
 
     def close(self) -> None:
         closer = getattr(self.source, "close", None)
@@ -89,29 +92,46 @@ def watched_dirs(n: int, separate_mounts: bool) -> Iterator[list[str]]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _timed_ticks(make_sampler: Any, paths: list[str], reps: int) -> tuple[dict, list[float]]:
+def prefill(sampler: Any) -> None:
+    """Fill the history as after an hour at 1 s: copies of a real sample (same series keys)
+    one second apart, ending now, so the detectors' windows see what they would see."""
+    first = sampler.tick()
+    now = time.time()
+    cap = sampler.history.capacity
+    for i in range(cap):
+        sampler.history.append(dataclasses.replace(first, t=now - cap + i))
+
+
+def _timed_ticks(
+    make_sampler: Any, paths: list[str], reps: int, full_history: bool = True
+) -> tuple[dict, tuple[list[float], list[float]]]:
     """Tick a real sampler ``reps`` times; return per-source times and whole-tick times."""
     sampler = make_sampler(paths, interval=1.0, gpu=False)
     try:
+        if full_history:
+            prefill(sampler)
         watches = [Stopwatch(s) for s in sampler.sources]
         sampler.sources = watches
         totals: list[float] = []
+        cpu: list[float] = []
         warmup = 5
         for i in range(reps + warmup):
-            t0 = time.perf_counter()
+            c0, t0 = time.thread_time(), time.perf_counter()
             sampler.tick()
             dt = time.perf_counter() - t0
             if i >= warmup:
                 totals.append(dt)
+                cpu.append(time.thread_time() - c0)
             time.sleep(0.02)
-        per_source = {w.name: w.times[warmup:] for w in watches}
-        return per_source, totals
+        per_source = {w.name: (w.times[warmup:], w.cpu[warmup:]) for w in watches}
+        return per_source, (totals, cpu)
     finally:
         sampler.close()
 
 
-def _fmt(times: list[float]) -> str:
-    return f"{fmt_ms(median(times))} / {fmt_ms(percentile(times, 99))}"
+def _fmt(times: list[float], cpu: list[float] | None) -> str:
+    text = f"{fmt_ms(median(times))} / {fmt_ms(percentile(times, 99))}"
+    return text if cpu is None else f"{text} (thread CPU {fmt_ms(median(cpu))})"
 
 
 def per_source(cfg: Config) -> list[Row]:
@@ -121,36 +141,39 @@ def per_source(cfg: Config) -> list[Row]:
     rows: list[Row] = []
     with storage_workload() as work:
         configs = [
-            ("N=1 path", 1, False),
-            ("N=8 paths, one mount", 8, False),
-            ("N=8 paths, 8 tmpfs mounts", 8, True),
+            ("N=1 path", 1, False, True),
+            ("N=1 path, empty history", 1, False, False),
+            ("N=8 paths, one mount", 8, False, True),
+            ("N=8 paths, 8 tmpfs mounts", 8, True, True),
         ]
-        for label, n, separate in configs:
+        for label, n, separate, full in configs:
             if separate and os.geteuid() != 0:
                 rows.append(skipped(GROUP, f"tick, {label}", "needs root to mount tmpfs"))
                 continue
             with watched_dirs(n - 1, separate) as dirs:
                 paths = [str(work), *dirs]
-                per, totals = _timed_ticks(make_sampler, paths, cfg.tick_reps)
-            for name, times in per.items():
-                if name in ("paths",) or label == "N=1 path":
+                per, (totals, tick_cpu) = _timed_ticks(make_sampler, paths, cfg.tick_reps, full)
+            for name, (times, src_cpu) in per.items():
+                if (name == "paths" and "N=8" in label) or label == "N=1 path":
                     rows.append(
                         Row(
                             GROUP,
-                            f"source `{name}` ({label}), median / p99",
-                            _fmt(times),
+                            f"source `{name}` ({label}), median / p99 wall",
+                            _fmt(times, src_cpu),
                             data={"median_s": median(times), "p99_s": percentile(times, 99)},
                         )
                     )
-            sources_sum = [sum(v) for v in zip(*per.values(), strict=False)]
+            sources_sum = [sum(v) for v in zip(*(t for t, _ in per.values()), strict=False)]
             rest = [t - s for t, s in zip(totals, sources_sum, strict=False)]
-            if label == "N=1 path":
-                rows.append(Row(GROUP, f"history + advice + subscribers ({label})", _fmt(rest)))
+            if "N=1" in label:
+                rows.append(
+                    Row(GROUP, f"history + advice + subscribers ({label})", _fmt(rest, None))
+                )
             rows.append(
                 Row(
                     GROUP,
-                    f"whole tick ({label}, no GPU), median / p99",
-                    _fmt(totals),
+                    f"whole tick ({label}, no GPU), median / p99 wall",
+                    _fmt(totals, tick_cpu),
                     data={"median_s": median(totals), "p99_s": percentile(totals, 99)},
                 )
             )

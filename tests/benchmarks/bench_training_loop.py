@@ -1,9 +1,12 @@
 """Row 3: how much a synthetic training loop slows down while trainwatch watches it.
 
 The loop (tests/benchmarks/workload.py: numpy compute, a 1 MiB read from a data file, a log
-line and a 256 KiB checkpoint per step) runs in blocks of a fixed number of steps, monitoring
-off and on alternately, ``cfg.loop_pairs`` pairs in one run. Each pair gives a ratio
-t_on / t_off; the row reports the mean slowdown with a 95 % Student-t interval.
+line and a 64 KiB checkpoint per step, on its own loop-mounted ext4) runs in blocks of one
+sampler interval, monitoring off and on alternately, ``cfg.loop_pairs`` pairs in one run. Each
+pair gives a ratio of seconds per step on / off; the row reports the 10 % trimmed mean
+slowdown with a 95 % bootstrap interval.
+The loop runs at nice -10 (as root) so that the rest of a shared machine disturbs both sides
+less; the sampler's threads and helper processes inherit that priority.
 
 Two variants:
 - plain Python: ``make_sampler([workdir]).start()/.stop()`` in the loop's own process;
@@ -16,48 +19,75 @@ Two variants:
 from __future__ import annotations
 
 import json
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 
-from .common import Config, Row, env_with_repo, guarded, judged, mean_ci, need_attr, skipped
+from .common import (
+    Config,
+    Row,
+    bootstrap_ci,
+    env_with_repo,
+    guarded,
+    judged,
+    mean_ci,
+    need_attr,
+    scratch_fs,
+    skipped,
+)
 
 GROUP = "3 loop"
 TARGET = "< 1 %"
 
 SUBPROCESS_CODE = r"""
 import json, sys
-from tests.benchmarks.workload import TrainingStep, alternate
+from tests.benchmarks.workload import TrainingStep, alternate, other_cpu_probe
 from trainwatch_lab.monitor import make_sampler
 workdir, pairs, block_s = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+import os
+os.nice(-10)  # less noise from the rest of the machine; sampler threads and helpers inherit it
 step = TrainingStep(workdir)
 sampler = make_sampler([workdir], interval=1.0)
 sampler.start()  # first probes and helper processes start outside the timed blocks
 import time; time.sleep(3)
-print(json.dumps(alternate(step, sampler.start, sampler.stop, pairs, block_s)))
+print(json.dumps(alternate(step, sampler.start, sampler.stop, pairs, block_s, other_cpu_probe())))
 sampler.close()
 """
 
 
+# every thread of the kernel (iopub, control, ...) and whatever it starts later
+RENICE = """
+import os as _os
+for _tid in _os.listdir("/proc/self/task"):
+    _os.setpriority(_os.PRIO_PROCESS, int(_tid), -10)
+"""
+
+
 def summarize(result: dict, label: str) -> Row:
-    ratios = [on / off for on, off in zip(result["on"], result["off"], strict=True)]
-    mean, lo, hi = mean_ci([100 * (r - 1) for r in ratios])
-    n = len(ratios)
+    """Per-pair slowdown t_on/t_off - 1; the 10 % trimmed mean with a bootstrap interval
+    (robust to the odd block that another process on the machine disturbed)."""
+    slow = [100 * (on / off - 1) for on, off in zip(result["on"], result["off"], strict=True)]
+    est, lo, hi = bootstrap_ci(slow)
+    mean, tlo, thi = mean_ci(slow)
     ok = hi < 1.0
     verdict = judged(ok) if (ok or lo >= 1.0) else "inconclusive"
+    on_s, off_s = result["wall_on_s"], result["wall_off_s"]
+    cpu_on = 100 * result.get("other_cpu_on_s", float("nan")) / on_s
+    cpu_off = 100 * result.get("other_cpu_off_s", float("nan")) / off_s
     return Row(
         GROUP,
         f"slowdown, {label}",
-        f"{mean:+.2f} % (95 % CI {lo:+.2f} .. {hi:+.2f})",
+        f"{est:+.2f} % (95 % CI {lo:+.2f} .. {hi:+.2f})",
         TARGET,
         verdict,
         note=(
-            f"{n} on/off pairs x {result['steps_per_block']} steps; "
-            f"median block off {statistics.median(result['off']):.2f} s"
+            f"{len(slow)} on/off pairs of {result['wall_off_s'] / len(slow):.1f} s blocks, "
+            f"{1000 * statistics.median(result['off']):.1f} ms per step off; trimmed mean, "
+            f"bootstrap CI; plain mean {mean:+.2f} % (t CI {tlo:+.2f} .. {thi:+.2f}); "
+            f"CPU of everything but the loop thread: {cpu_on:.2f} % of a core while on, "
+            f"{cpu_off:.2f} % while off"
         ),
-        data={"ratios": ratios, **result},
+        data={"slowdown_pct": slow, **result},
     )
 
 
@@ -65,14 +95,13 @@ def plain(cfg: Config) -> list[Row]:
     _, why = need_attr("trainwatch_lab.monitor", "make_sampler")
     if why:
         return [skipped(GROUP, "slowdown, sampler in the loop's process", why)]
-    workdir = tempfile.mkdtemp(prefix="twbench-loop-")
-    try:
+    with scratch_fs() as workdir:
         proc = subprocess.run(
             [
                 sys.executable,
                 "-c",
                 SUBPROCESS_CODE,
-                workdir,
+                str(workdir),
                 str(cfg.loop_pairs),
                 str(cfg.loop_block_s),
             ],
@@ -84,8 +113,6 @@ def plain(cfg: Config) -> list[Row]:
         if proc.returncode != 0:
             raise RuntimeError(proc.stderr.strip().splitlines()[-1])
         result = json.loads(proc.stdout.strip().splitlines()[-1])
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
     return [summarize(result, "sampler thread in the loop's process (plain Python)")]
 
 
@@ -95,26 +122,23 @@ def in_kernel(cfg: Config) -> list[Row]:
         return [skipped(GROUP, "slowdown, %trainwatch in a real kernel", why)]
     from .kernel import FIND_SAMPLER, kernel_session
 
-    workdir = tempfile.mkdtemp(prefix="twbench-loop-")
-    try:
-        with kernel_session() as k:
-            k.check("%load_ext trainwatch_lab")
-            k.check(f"%trainwatch --logdir {workdir}")
-            k.check(FIND_SAMPLER)
-            k.check(
-                "from tests.benchmarks.workload import TrainingStep, alternate_json\n"
-                f"_tw_step = TrainingStep({workdir!r})\n"
-                "import time; time.sleep(3)"
-            )
-            reply = k.check(
-                "print(alternate_json(_tw_step, _tw_sampler.start, _tw_sampler.stop, "
-                f"{cfg.loop_pairs}, {cfg.loop_block_s}))",
-                timeout=120 + 4 * cfg.loop_pairs * cfg.loop_block_s,
-            )
-            result = json.loads(reply.stdout.strip().splitlines()[-1])
-            k.execute("%trainwatch stop")
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    with scratch_fs() as workdir, kernel_session() as k:
+        k.check(RENICE)
+        k.check("%load_ext trainwatch_lab")
+        k.check(f"%trainwatch --logdir {workdir}")
+        k.check(FIND_SAMPLER)
+        k.check(
+            "from tests.benchmarks.workload import TrainingStep, alternate_json, other_cpu_probe\n"
+            f"_tw_step = TrainingStep({str(workdir)!r})\n"
+            "import time; time.sleep(3)"
+        )
+        reply = k.check(
+            "print(alternate_json(_tw_step, _tw_sampler.start, _tw_sampler.stop, "
+            f"{cfg.loop_pairs}, {cfg.loop_block_s}, other_cpu_probe()))",
+            timeout=120 + 4 * cfg.loop_pairs * cfg.loop_block_s,
+        )
+        result = json.loads(reply.stdout.strip().splitlines()[-1])
+        k.execute("%trainwatch stop")
     return [summarize(result, "%trainwatch in a real kernel (sampler + widget updates)")]
 
 

@@ -40,8 +40,8 @@ class Config:
     thread_cpu_s: float = 60.0  # row 1: sampler thread CPU at 1 s
     tick_reps: int = 200  # row 1: timed ticks per source
     peers_s: float = 60.0  # row 2: peers side by side
-    loop_pairs: int = 30  # row 3: on/off block pairs
-    loop_block_s: float = 2.0  # row 3: length of one block
+    loop_pairs: int = 60  # row 3: on/off block pairs
+    loop_block_s: float = 1.0  # row 3: length of one block (whole sampler intervals)
     import_reps: int = 10  # row 4
     traffic_ticks: int = 30  # row 5
     history_samples: int = 86_400  # row 6: 24 h at 1 s
@@ -57,7 +57,7 @@ class Config:
             thread_cpu_s=10.0,
             tick_reps=40,
             peers_s=10.0,
-            loop_pairs=6,
+            loop_pairs=8,
             loop_block_s=1.0,
             import_reps=4,
             traffic_ticks=6,
@@ -143,6 +143,30 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float,
     sd = statistics.stdev(values)
     half = _t_quantile(level, n - 1) * sd / math.sqrt(n)
     return m, m - half, m + half
+
+
+def trimmed_mean(values: Sequence[float], trim: float = 0.1) -> float:
+    xs = sorted(values)
+    k = int(len(xs) * trim)
+    kept = xs[k : len(xs) - k] or xs
+    return statistics.fmean(kept)
+
+
+def bootstrap_ci(
+    values: Sequence[float],
+    stat: Callable[[Sequence[float]], float] = trimmed_mean,
+    level: float = 0.95,
+    resamples: int = 4000,
+    seed: int = 1,
+) -> tuple[float, float, float]:
+    """``stat`` of the values and its percentile-bootstrap confidence interval."""
+    import random
+
+    rng = random.Random(seed)
+    n = len(values)
+    boots = sorted(stat([values[rng.randrange(n)] for _ in range(n)]) for _ in range(resamples))
+    alpha = (1 - level) / 2
+    return stat(values), percentile(boots, 100 * alpha), percentile(boots, 100 * (1 - alpha))
 
 
 def _t_quantile(level: float, dof: int) -> float:
@@ -367,6 +391,33 @@ def jupyter_server(
         stop_process(proc)
         logf.close()
         shutil.rmtree(root, ignore_errors=True)
+
+
+# -- a private data disk ------------------------------------------------------------------
+@contextlib.contextmanager
+def scratch_fs(size_mib: int = 512) -> Iterator[Path]:
+    """A fresh loop-mounted ext4 (as root), so the loop's writes do not queue behind other
+    processes' journal commits on a shared disk; a plain temp dir otherwise."""
+    base = Path(tempfile.mkdtemp(prefix="twbench-fs-"))
+    mnt = base / "mnt"
+    mnt.mkdir()
+    image = base / "disk.img"
+    mounted = False
+    try:
+        if os.geteuid() == 0 and shutil.which("mkfs.ext4"):
+            with open(image, "wb") as f:
+                f.truncate(size_mib << 20)
+            ok = subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], capture_output=True)
+            if ok.returncode == 0:
+                r = subprocess.run(
+                    ["mount", "-o", "loop", str(image), str(mnt)], capture_output=True
+                )
+                mounted = r.returncode == 0
+        yield mnt
+    finally:
+        if mounted:
+            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 # -- a storage workload that every watcher sees --------------------------------------------
