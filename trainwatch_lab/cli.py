@@ -145,6 +145,8 @@ def _vs_local(p50: float | None, base: float | None) -> str:
     if p50 is None or not base:
         return "-"
     ratio = p50 / base
+    if ratio < 0.1:
+        return "<0.1x"
     return f"{ratio:.0f}x" if ratio >= 10 else f"{ratio:.1f}x"
 
 
