@@ -230,10 +230,26 @@ def test_cell_magic_strip_then_summary(shell: Any, tmp_path: Path) -> None:
     assert text.startswith("trainwatch: cell ran")
     assert str(tmp_path) in text
     assert "peak write" in text
-    # used space grew by what the cell wrote (6 MiB); other writers may add a little
     line = next(x for x in text.splitlines() if str(tmp_path) in x)
-    assert "space used +" in line
+    assert "space used on" in line and "written to" in line
+    assert "this kernel wrote" in text
     assert sampler_threads() == []  # the cell's own sampler is gone
+
+
+def test_cell_summary_counts_what_the_cell_wrote(shell: Any, tmpfs_mount) -> None:
+    """On a filesystem of its own (nobody else writes there) the numbers are exact."""
+    fs = tmpfs_mount("64m")
+    with capture_output() as cap:
+        shell.run_cell(
+            f"%%trainwatch {fs.path} --interval 0.2 --no-probe\n"
+            + CELL.format(path=str(fs.path / "w.bin"))
+        )
+    summary = next(o.data for o in cap.outputs if "tw-cell-summary" in o.data.get("text/html", ""))
+    line = next(x for x in summary["text/plain"].splitlines() if str(fs.path) in x)
+    assert f"space used on {fs.path} +6 MiB" in line
+    kernel_line = next(x for x in summary["text/plain"].splitlines() if "this kernel" in x)
+    written = kernel_line.split("this kernel wrote ")[1].split(" (")[0]
+    assert written.endswith("MiB") and float(written.split()[0]) >= 6.0
 
 
 def test_cell_magic_propagates_errors_and_still_summarises(shell: Any, tmp_path: Path) -> None:

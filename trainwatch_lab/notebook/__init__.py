@@ -5,6 +5,6 @@ this package imports it eagerly (``trainwatch_lab`` loads it on first use)."""
 from __future__ import annotations
 
 from .dashboard import TrainWatch
-from .magics import load_ipython_extension, unload_ipython_extension
+from .magics import current, load_ipython_extension, unload_ipython_extension
 
-__all__ = ["TrainWatch", "load_ipython_extension", "unload_ipython_extension"]
+__all__ = ["TrainWatch", "current", "load_ipython_extension", "unload_ipython_extension"]

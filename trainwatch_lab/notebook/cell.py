@@ -51,12 +51,21 @@ class CellWatch:
         self.warnings: dict[tuple[str, str], Alert] = {}
         self.samples = 0
         self._fresh = threading.Event()
+        self._first = threading.Event()
         self._lock = threading.Lock()
         self.strip = Strip(self._strip_html(None))
         self.strip.add_class("tw-strip-widget")
         self._unsubscribe = sampler.subscribe(self._on_sample)
 
+    def wait_for_baseline(self, timeout: float) -> None:
+        """For a fresh sampler: let its first sample land before the cell starts, so the
+        summary measures from a reading taken before the cell's first write."""
+        if self.sampler.latest is None:
+            self._first.wait(timeout)
+        self.start_t = time.time()
+
     def _on_sample(self, sample: Sample) -> None:
+        self._first.set()
         with self._lock:
             if sample.t <= self.start_t:
                 return
@@ -64,7 +73,8 @@ class CellWatch:
             for a in sample.warnings:
                 if a.severity != "info":  # info (no GPU) is a note, not something raised
                     self.warnings.setdefault(a.key, a)
-        self._fresh.set()
+        if self.end_t is not None and sample.t >= self.end_t:
+            self._fresh.set()
         self.strip.value = self._strip_html(sample)
 
     def _strip_html(self, sample: Sample | None) -> str:
@@ -92,11 +102,12 @@ class CellWatch:
         )
 
     def finish(self, wait_s: float | None = None) -> CellSummary:
-        """Stop recording and summarise. Waits (bounded, off the mount) for one sample taken
-        after the cell ended when the cell was too short to have any."""
+        """Stop recording and summarise. Waits for the first sample taken after the cell
+        ended (at most one interval + 0.5 s; an Event, never the mount), so the cell's last
+        writes are counted."""
+        self._fresh.clear()
         self.end_t = time.time()
-        if self.samples < 2 and self.sampler.running:
-            self._fresh.clear()
+        if self.sampler.running:
             self._fresh.wait(self.sampler.interval + 0.5 if wait_s is None else wait_s)
         self._unsubscribe()
         end = max(self.end_t, self.sampler.latest.t if self.sampler.latest else self.end_t)

@@ -359,6 +359,8 @@ class KernelWatch:
         if alerts and self.inline is not None:
             self.inline.display_here(alerts, time.time())
         sampler.start()
+        if owned:
+            watch.wait_for_baseline(self.defaults.mount_timeout_s + opts.interval)
         try:
             return run_code(self.shell, cell)
         finally:
@@ -422,6 +424,16 @@ class TrainWatchMagics(Magics):
             state.start(opts)
             return None
         return state.run_cell_watched(opts, cell)
+
+
+def current(shell: Any = None) -> Any:
+    """The live ``%trainwatch`` dashboard of this kernel (a TrainWatch), or None."""
+    if shell is None:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    state = _STATES.get(shell) if shell is not None else None
+    return state.dashboard if state is not None else None
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -253,9 +253,10 @@ class GpuSummary:
 @dataclass
 class PathSummary:
     path: str
-    used_growth_bytes: float | None  # growth of used space on its filesystem during the cell
+    filesystem: str | None  # its mountpoint: paths on one filesystem share the numbers below
+    used_growth_bytes: float | None  # growth of used space on that filesystem during the cell
     device: str | None
-    written_bytes: float | None  # bytes written to its block device during the cell
+    written_bytes: float | None  # written to its block device by every process, during the cell
 
 
 @dataclass
@@ -269,6 +270,8 @@ class CellSummary:
     paths: list[PathSummary] = field(default_factory=list)
     warnings: list[Alert] = field(default_factory=list)
     gpu_note: str | None = None
+    process_write_bytes: float | None = None  # this kernel and its children, block layer
+    process_write_chars: float | None = None  # ... every write() call (network/FUSE included)
 
     def to_text(self) -> str:
         lines = [f"trainwatch: cell ran {fmt_duration(self.seconds)} ({self.samples} samples)"]
@@ -288,6 +291,9 @@ class CellSummary:
             lines.append(f"  GPU: {self.gpu_note}")
         for p in self.paths:
             lines.append(f"  {p.path}: {_path_written(p)}")
+        proc = _process_text(self)
+        if proc:
+            lines.append(f"  {proc}")
         for a in self.warnings:
             lines.append("  " + alert_text(a))
         if not self.warnings:
@@ -312,6 +318,9 @@ class CellSummary:
             f"<tr><td><code>{esc(p.path)}</code></td><td>{esc(_path_written(p))}</td></tr>"
             for p in self.paths
         )
+        proc = _process_text(self)
+        if proc:
+            paths += f'<tr><td class="tw-muted">this kernel</td><td>{esc(proc)}</td></tr>'
         warnings = "".join(alert_html(a) for a in self.warnings) or (
             '<div class="tw-muted">no warnings raised</div>'
         )
@@ -335,13 +344,22 @@ class CellSummary:
 
 def _path_written(p: PathSummary) -> str:
     parts = []
-    if p.device is not None and p.written_bytes is not None:
-        parts.append(f"{fmt_bytes(p.written_bytes)} written to {p.device}")
+    where = f" on {p.filesystem}" if p.filesystem else ""
     if p.used_growth_bytes is not None:
-        parts.append(
-            f"space used {'+' if p.used_growth_bytes >= 0 else ''}{fmt_bytes(p.used_growth_bytes)}"
-        )
+        sign = "+" if p.used_growth_bytes >= 0 else ""
+        parts.append(f"space used{where} {sign}{fmt_bytes(p.used_growth_bytes)}")
+    if p.device is not None and p.written_bytes is not None:
+        parts.append(f"{fmt_bytes(p.written_bytes)} written to {p.device} (all processes)")
     return "; ".join(parts) or "no data"
+
+
+def _process_text(s: CellSummary) -> str | None:
+    if s.process_write_bytes is None and s.process_write_chars is None:
+        return None
+    return (
+        f"this kernel wrote {fmt_bytes(s.process_write_chars)} "
+        f"({fmt_bytes(s.process_write_bytes)} reached a block device)"
+    )
 
 
 def _finite(values: Iterable[float]) -> list[float]:
@@ -429,21 +447,46 @@ def summarize_cell(
             GpuSummary(index=key[1], mean_util_pct=sum(inside_util) / len(inside_util), idle_s=idle)
         )
 
+    mountpoints: dict[str, str | None] = {}
+    if latest is not None:
+        for p in paths:
+            state = latest.paths.get(p)
+            mountpoints[p] = state.mountpoint if state else None
+    growth_by_fs: dict[str, tuple[int, float]] = {}  # fs -> (points, growth): longest wins
+    growth_by_path: dict[str, float | None] = {}
     for p in paths:
         ts, total = series("path", p, "total_bytes", baseline=True)
         _, free = series("path", p, "free_bytes", baseline=True)
         growth = None
         if len(ts) >= 2 and len(free) == len(ts):
             growth = (total[-1] - free[-1]) - (total[0] - free[0])
+        growth_by_path[p] = growth
+        fs = mountpoints.get(p)
+        if fs is not None and growth is not None and len(ts) > growth_by_fs.get(fs, (0, 0))[0]:
+            growth_by_fs[fs] = (len(ts), growth)
+    for p in paths:
         dev = path_devices.get(p)
+        fs = mountpoints.get(p)
         summary.paths.append(
             PathSummary(
                 path=p,
-                used_growth_bytes=growth,
+                filesystem=fs,
+                used_growth_bytes=growth_by_fs[fs][1] if fs in growth_by_fs else growth_by_path[p],
                 device=dev,
                 written_bytes=written.get(dev) if dev else None,
             )
         )
+
+    for key in history.keys("proc"):
+        if key[2] not in ("write_bytes_s", "write_chars_s"):
+            continue
+        ts, rate = series("proc", key[1], key[2], baseline=True)
+        if len(ts) >= 2:
+            total = _integrate(ts, rate)
+            if key[2] == "write_bytes_s":
+                summary.process_write_bytes = (summary.process_write_bytes or 0) + total
+            else:
+                summary.process_write_chars = (summary.process_write_chars or 0) + total
     return summary
 
 
