@@ -31,6 +31,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -258,6 +259,44 @@ def _sshfs_daemons(mountpoint: Path) -> list[psutil.Process]:
     return found
 
 
+WATCHDOG = r"""
+import os, signal, subprocess, sys, time
+owner, sftp, sshd, mountpoint = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+while True:
+    try:
+        os.kill(owner, 0)
+    except ProcessLookupError:
+        break
+    time.sleep(0.5)
+for pid, sig in ((sftp, signal.SIGCONT), (sshd, signal.SIGKILL)):
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
+subprocess.run(["fusermount3", "-u", "-z", mountpoint], capture_output=True, timeout=30)
+"""
+
+
+def _start_watchdog(sftp_pid: int, sshd_pid: int, mountpoint: Path) -> subprocess.Popen[bytes]:
+    """If the test process dies without its teardown (killed by a timeout), resume the paused
+    server and detach the mount anyway: otherwise processes stay stuck on it forever."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            WATCHDOG,
+            str(os.getpid()),
+            str(sftp_pid),
+            str(sshd_pid),
+            str(mountpoint),
+        ],
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 @pytest.fixture
 def sshfs_mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshfsMount]:
     need_root()
@@ -296,6 +335,7 @@ def sshfs_mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshfsMount
         [sshd, "-D", "-e", "-f", str(config)], stdout=log, stderr=log, start_new_session=True
     )
     mount: SshfsMount | None = None
+    watchdog: subprocess.Popen[bytes] | None = None
     try:
         _wait_for_port(port, daemon)
         options = (
@@ -311,8 +351,12 @@ def sshfs_mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshfsMount
             sshd_pid=daemon.pid,
             sftp_pid=_sftp_server_of(daemon.pid),
         )
+        watchdog = _start_watchdog(mount.sftp_pid, daemon.pid, mp)
         yield mount
     finally:
+        if watchdog is not None:
+            watchdog.kill()
+            watchdog.wait()
         if mount is not None:
             mount.resume()  # a paused server would keep the unmount and stuck callers waiting
         unmount(mp, fuse=True)
