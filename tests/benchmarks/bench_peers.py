@@ -55,7 +55,12 @@ GROUP = "2 peers"
 SAMPLER_SCRIPT = r"""
 import sys, time
 from trainwatch_lab.monitor import make_sampler
-sampler = make_sampler([sys.argv[1]], interval=1.0)
+if sys.argv[2] == "disks":  # iostat's scope: /proc/diskstats only, no paths/process/advice
+    from trainwatch_lab.core.diskstats import DiskStatsSource
+    from trainwatch_lab.core.sampler import Sampler
+    sampler = Sampler([DiskStatsSource()], interval=1.0)
+else:
+    sampler = make_sampler([sys.argv[1]], interval=1.0)
 sampler.start()
 print("started", flush=True)
 while True:
@@ -219,16 +224,20 @@ def measure(cfg: Config) -> list[Row]:
             )
         else:
             rows.append(skipped(GROUP, "jupyter-resource-usage", f"no {peers_python}; see README"))
-        # trainwatch sampler alone
+        # trainwatch sampler alone, and reduced to iostat's scope
         if make_sampler is not None:
-            p = stack.enter_context(
-                started(
-                    [sys.executable, "-c", SAMPLER_SCRIPT, str(work)],
-                    env=env_with_repo(),
-                    stdout=subprocess.DEVNULL,
+            for mode, label in (
+                ("full", "trainwatch sampler (own process, 1 s, workload dir watched)"),
+                ("disks", "trainwatch disk source only (iostat's scope)"),
+            ):
+                p = stack.enter_context(
+                    started(
+                        [sys.executable, "-c", SAMPLER_SCRIPT, str(work), mode],
+                        env=env_with_repo(),
+                        stdout=subprocess.DEVNULL,
+                    )
                 )
-            )
-            watchers.append(Watcher("trainwatch sampler (own process, 1 s)", p.pid))
+                watchers.append(Watcher(label, p.pid))
         else:
             rows.append(skipped(GROUP, "trainwatch sampler", sampler_why or ""))
         # trainwatch server extension + one WebSocket client
@@ -274,12 +283,13 @@ def measure(cfg: Config) -> list[Row]:
             Row(
                 GROUP,
                 f"{w.name}: process CPU (% of one core)",
-                f"{pct[w.name]:.2f} %",
+                f"{pct[w.name]:.3f} %",
                 note="; ".join(filter(None, [w.note, checks[w.name]])),
                 data={"cpu_pct": pct[w.name], "wall_s": wall},
             )
         )
     tw = next((pct[w.name] for w in watchers if w.name.startswith("trainwatch sampler")), None)
+    tw_disks = next((pct[w.name] for w in watchers if "disk source only" in w.name), None)
     gl = next((pct[w.name] for w in watchers if "glances" in w.name), None)
     io = next((pct[w.name] for w in watchers if "iostat" in w.name), None)
     if tw is not None and gl is not None:
@@ -299,6 +309,17 @@ def measure(cfg: Config) -> list[Row]:
             Row(
                 GROUP,
                 "trainwatch sampler / iostat CPU",
+                f"{ratio:.2f}x",
+                "<= 2x",
+                judged(ratio <= 2),
+            )
+        )
+    if tw_disks is not None and io is not None:
+        ratio = tw_disks / io if io else float("inf")
+        rows.append(
+            Row(
+                GROUP,
+                "trainwatch disk source only / iostat CPU (same scope)",
                 f"{ratio:.2f}x",
                 "<= 2x",
                 judged(ratio <= 2),
