@@ -31,7 +31,6 @@ from .probe import READ_ONLY
 from .space import space_fields
 
 CHECKPOINT_RESCAN_S = 10.0  # a directory listing per tick would be wasteful on a share
-COLLECT_SLACK_S = 0.25  # thread start-up on a loaded machine, on top of the guard's timeout
 INSPECT_WHAT = "statvfs"  # the user reads "no answer within 2.0 s (statvfs)"
 
 
@@ -326,7 +325,7 @@ class PathsSource:
 
     def collect(self, sample: Sample) -> None:
         timeout = self.defaults.mount_timeout_s
-        deadline = time.monotonic() + timeout + COLLECT_SLACK_S
+        deadline = time.monotonic() + timeout
         with self._lock:
             watches = list(self._watches.values())
         if not watches:

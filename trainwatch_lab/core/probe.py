@@ -23,9 +23,13 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from .defaults import DEFAULTS, Defaults
 from .model import ProbeResult
+
+if TYPE_CHECKING:  # the worker imports this module: keep its start-up free of the guard
+    from .guard import MountGuard
 
 PREFIX = ".trainwatch-probe-"
 LEFTOVER = re.compile(r"^\.trainwatch-probe-(\d+)-[0-9a-f]+\.tmp$")
@@ -156,7 +160,7 @@ def baseline_candidates() -> list[str]:
 
 
 def local_baseline(
-    defaults: Defaults = DEFAULTS, guard: object | None = None, *, refresh: bool = False
+    defaults: Defaults = DEFAULTS, guard: MountGuard | None = None, *, refresh: bool = False
 ) -> ProbeResult | None:
     """Probe latency on local block storage, measured through the guard and cached for
     ``defaults.baseline_ttl_s`` (a failure is retried after a minute). ``None`` when no
@@ -174,11 +178,11 @@ def local_baseline(
         return value
 
 
-def _measure_baseline(defaults: Defaults, guard: object | None) -> ProbeResult | None:
-    from .guard import PROBE_LANE, MountGuard, MountUnresponsive, WorkerUnavailable, default_guard
+def _measure_baseline(defaults: Defaults, guard: MountGuard | None) -> ProbeResult | None:
+    from .guard import PROBE_LANE, MountUnresponsive, WorkerUnavailable, default_guard
     from .mounts import classify, mount_for_path, read_mounts
 
-    g = guard if isinstance(guard, MountGuard) else default_guard()
+    g = guard if guard is not None else default_guard()
     try:
         mounts = read_mounts()
     except OSError:
