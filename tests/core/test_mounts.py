@@ -206,6 +206,13 @@ def test_classify_container(docker: list[MountEntry], point: str, kind: str) -> 
     assert classify(by_point(docker, point)) == kind
 
 
+def test_kernel_control_filesystems_are_not_shares() -> None:
+    nfsd = parse_mountinfo("50 25 0:51 / /proc/fs/nfsd rw,relatime - nfsd nfsd rw\n")[0]
+    assert classify(nfsd) == "unknown"
+    smb3 = parse_mountinfo("51 29 0:52 / /mnt/s rw - smb3 //srv/s rw,vers=3.0\n")[0]
+    assert classify(smb3) == "shared"
+
+
 def test_network_block_names() -> None:
     assert is_network_block("/dev/nbd0") and is_network_block("rbd12")
     assert not is_network_block("nvme0n1") and not is_network_block(None)

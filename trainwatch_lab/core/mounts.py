@@ -67,6 +67,8 @@ LOCAL_FUSE = frozenset(
     }
 )
 MEMORY_FSTYPES = frozenset({"tmpfs", "ramfs", "devtmpfs"})
+# Kernel control filesystems whose names look like network ones (the NFS server's /proc/fs/nfsd).
+PSEUDO_FSTYPES = frozenset({"nfsd"})
 # Local filesystems that sit on an anonymous device number (major 0), so major alone misleads.
 LOCAL_FSTYPES = frozenset(
     {
@@ -256,7 +258,7 @@ def classify(entry: MountEntry) -> MountKind:
         return "overlay"
     if fs.startswith("fuse."):
         return "local" if fs in LOCAL_FUSE else "shared"
-    if fs in SHARED_FSTYPES or fs.startswith(SHARED_PREFIXES):
+    if fs in SHARED_FSTYPES or (fs.startswith(SHARED_PREFIXES) and fs not in PSEUDO_FSTYPES):
         return "shared"
     if is_network_block(entry.source):
         return "shared"

@@ -31,6 +31,7 @@ from .probe import READ_ONLY
 from .space import space_fields
 
 CHECKPOINT_RESCAN_S = 10.0  # a directory listing per tick would be wasteful on a share
+PROBE_RETRY_S = 10.0  # a failed probe is retried this soon, not after probe_every_s
 INSPECT_WHAT = "statvfs"  # the user reads "no answer within 2.0 s (statvfs)"
 
 
@@ -283,10 +284,12 @@ class PathsSource:
         with watch.lock:
             if watch.probe_thread is not None and watch.probe_thread.is_alive():
                 return False
-            return (
-                watch.probe_at is None
-                or time.monotonic() - watch.probe_at >= self.defaults.probe_every_s
-            )
+            if watch.probe_at is None:
+                return True
+            every = self.defaults.probe_every_s
+            if watch.probe is not None and watch.probe.error is not None:
+                every = min(every, PROBE_RETRY_S)  # e.g. the mount was dead: look again soon
+            return time.monotonic() - watch.probe_at >= every
 
     # -- ticks -------------------------------------------------------------------------
     def _tick_one(
