@@ -165,22 +165,27 @@ def browser_heap(cfg: Config) -> list[Row]:
     _, why = need_attr("trainwatch_lab.server.extension", "__name__")
     if why:
         return [skipped(GROUP, "panel JS heap growth", why)]
-    return heap_run(cfg, lablib)
+    setup, why = need_attr("tests.server.test_browser", "lab_setup")
+    if why:
+        return [skipped(GROUP, "panel JS heap growth", why)]
+    return heap_run(cfg, lablib, setup)
 
 
-def heap_run(cfg: Config, lablib: Any) -> list[Row]:
+def heap_run(cfg: Config, lablib: Any, lab_setup: Any) -> list[Row]:
+    """JupyterLab serving the freshly built labextension with the server extension enabled
+    (helper E's ``lab_setup``, the same as the browser tests), Chromium, the panel open."""
+    import shutil
     import tempfile
     from pathlib import Path
 
-    root = Path(tempfile.mkdtemp(prefix="twbench-heap-"))
+    base = Path(tempfile.mkdtemp(prefix="twbench-heap-"))
+    root = base / "root"
+    root.mkdir()
+    args, env = lab_setup(base)
     frames = {"count": 0, "bytes": 0}
     samples: list[tuple[float, float]] = []
     with (
-        lablib.jupyter_lab(
-            root,
-            extra_args=["--ServerApp.jpserver_extensions=trainwatch_lab=True"],
-            env=env_with_repo(),
-        ) as lab,
+        lablib.jupyter_lab(root, extra_args=args, env=env) as lab,
         lablib.chromium_page() as page,
     ):
 
@@ -230,8 +235,13 @@ def heap_run(cfg: Config, lablib: Any) -> list[Row]:
             page.wait_for_timeout(min(step, duration - elapsed) * 1000)
             samples.append((time.monotonic() - t0, heap(False)))
         end = heap(True)
+        panel_samples = page.evaluate(
+            "() => Number((document.querySelector('#trainwatch-lab-panel') || {dataset: {}})"
+            ".dataset.samples || 0)"
+        )
         shot = lablib.artifact_path("bench-heap-panel.png")
         page.screenshot(path=str(shot))
+    shutil.rmtree(base, ignore_errors=True)
     growth = end - start
     n_frames = frames["count"] - frames0["count"]
     wall = time.monotonic() - t0
@@ -245,7 +255,8 @@ def heap_run(cfg: Config, lablib: Any) -> list[Row]:
             judged(growth < 2e6),
             note=(
                 f"panel opened with `{opener}`, +{(start - before_panel) / 1e6:.1f} MB; "
-                f"peak without GC {peak / 1e6:.1f} MB; {n_frames} stream frames "
+                f"peak without GC {peak / 1e6:.1f} MB; panel drew {panel_samples} samples; "
+                f"{n_frames} stream frames "
                 f"({n_frames / wall:.2f}/s, {frames['bytes'] - frames0['bytes']} B); "
                 f"screenshot {shot.relative_to(lablib.REPO_ROOT)}"
             ),
