@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from tests.support.mounts import guard_helpers, wait_until
-from trainwatch_lab.core.guard import MountGuard, MountUnresponsive, WorkerFailed
+from trainwatch_lab.core.guard import MountGuard, MountUnresponsive, WorkerFailed, WorkerUnavailable
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -74,6 +74,7 @@ def test_timeout_reports_unresponsive_then_a_fresh_helper_serves(guard: MountGua
 
 
 def test_label_names_the_call(guard: MountGuard) -> None:
+    guard.call("/y", "ping")  # started: the short timeout below is the call's alone
     with pytest.raises(MountUnresponsive, match=r"within 0\.3 s \(statvfs\)"):
         guard.call("/y", "sleep", timeout=0.3, what="statvfs", seconds=60)
 
@@ -202,3 +203,27 @@ def test_interpreter_exit_never_waits_on_a_stuck_helper(sshfs_mount) -> None:
         sshfs_mount.resume()
     assert out.returncode == 0, out.stderr
     assert "unresponsive: no answer within 0.5 s (statvfs)" in out.stdout
+
+
+def test_a_helper_that_cannot_start_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    """E.g. a broken install: the helper dies before it is ready; its last stderr line is the
+    reason given, and the mount is not called unresponsive."""
+    from trainwatch_lab.core import guard as guard_mod
+
+    crash = "import sys; sys.stderr.write('ImportError: no module named x\\n'); sys.exit(3)"
+    monkeypatch.setattr(guard_mod, "worker_command", lambda: [sys.executable, "-c", crash])
+    g = MountGuard(timeout_s=10)
+    try:
+        with pytest.raises(WorkerUnavailable, match=r"status 3\): ImportError: no module named x"):
+            g.call("/", "ping")
+        assert not g.is_stuck("/")
+    finally:
+        g.close()
+
+
+def test_stray_output_of_a_helper_is_not_taken_for_an_answer(guard: MountGuard) -> None:
+    pid = guard.call("/", "ping")["pid"]
+    # a line on the helper's stdout that is not JSON, as a misbehaving library might print
+    with open(f"/proc/{pid}/fd/1", "w") as out:
+        out.write("hello from a library\n")
+    assert guard.call("/", "ping")["pid"] == pid

@@ -119,7 +119,11 @@ class _Worker:
                 raise _Died
             self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
-        return json.loads(line)
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            msg = None
+        return msg if isinstance(msg, dict) else {}  # stray output: not an answer
 
     def request(self, op: str, args: dict[str, Any], deadline: float) -> dict[str, Any]:
         """Send one request and wait for its answer until ``deadline``.
@@ -303,6 +307,8 @@ class MountGuard:
                     if self._workers.get((key, lane)) is w:
                         del self._workers[(key, lane)]
                 why = w.stderr_tail()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    w.proc.wait(0.5)  # it closed its stdout: it is exiting, not stuck
                 w.close()
                 status = f"helper process exited (status {w.proc.poll()})"
                 raise WorkerUnavailable(f"{status}: {why}" if why else status) from None

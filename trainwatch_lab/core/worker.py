@@ -147,6 +147,11 @@ def main() -> int:
     out = sys.stdout
     out.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
     out.flush()
+    # Start-up errors went to the guard through stderr; from now on errors travel in the
+    # answers, and stray output (warnings) must not fill a pipe nobody reads until we die.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
     for line in sys.stdin:
         if not line.strip():
             continue
