@@ -254,7 +254,8 @@ def run_cell(page: Any, index: int, wait: bool = True, timeout_ms: int = 120_000
             const panel = app.shell.currentWidget;
             panel.content.activeCellIndex = i;
             panel.content.deselectAll();
-            return app.commands.execute('notebook:run-cell');
+            app.commands.execute('notebook:run-cell');  // not awaited: wait=False returns now
+            return true;
         }""",
         index,
     )
