@@ -6,6 +6,7 @@ These also exercise the fixtures of tests/support/mounts.py that the other test 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -251,3 +252,40 @@ def test_source_with_a_dead_mount(sshfs_mount, tmp_path: Path) -> None:
     finally:
         sshfs_mount.resume()
         src.close()
+
+
+def test_source_is_thread_safe(tmp_path: Path) -> None:
+    """The sampler thread collects while a surface adds and removes paths."""
+    src = PathsSource([str(tmp_path)], defaults=FAST, probe=False)
+    errors: list[BaseException] = []
+    stop = time.monotonic() + 1.5
+
+    def sampler() -> None:
+        try:
+            while time.monotonic() < stop:
+                sample = collect(src)
+                assert str(tmp_path) in sample.paths
+                assert all(s.responsive for s in sample.paths.values())
+        except BaseException as exc:
+            errors.append(exc)
+
+    def surface(n: int) -> None:
+        try:
+            while time.monotonic() < stop:
+                key = src.add(str(tmp_path / f"run{n}"))
+                src.remove(key)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [
+        threading.Thread(target=sampler),
+        *(threading.Thread(target=surface, args=(i,)) for i in range(3)),
+    ]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        src.close()
+    assert errors == []
