@@ -20,8 +20,6 @@ from tests.support.lab import (
     chromium_page,
     jupyter_lab,
     open_notebook,
-    run_cell,
-    set_theme,
     wait_cell_done,
     write_notebook,
 )
@@ -49,6 +47,22 @@ def lab_setup(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
     # the checkout's package, whether or not it is pip-installed
     pythonpath = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
     return args, {"JUPYTER_CONFIG_PATH": str(config.parent), "PYTHONPATH": pythonpath}
+
+
+def start_cell(page, index: int) -> None:
+    """Run a cell without waiting for it (returning the command's promise would make
+    Playwright wait for the whole execution)."""
+    page.evaluate(
+        """(i) => {
+            const app = window.jupyterapp;
+            const nb = app.shell.currentWidget;
+            nb.content.activeCellIndex = i;
+            nb.content.deselectAll();
+            void app.commands.execute('notebook:run-cell');
+            return true;
+        }""",
+        index,
+    )
 
 
 def stream_stats(page) -> dict:
@@ -84,7 +98,7 @@ def test_panel_lives_through_a_busy_kernel_and_flags_an_sshfs_path(tmp_path, ssh
         )
 
         # keep the kernel busy: the charts must keep moving (the data comes from the server)
-        run_cell(page, 0, wait=False)
+        start_cell(page, 0)
         page.wait_for_function(
             "() => window.jupyterapp.shell.currentWidget.sessionContext.session"
             ".kernel.status === 'busy'",
@@ -137,7 +151,11 @@ def test_panel_lives_through_a_busy_kernel_and_flags_an_sshfs_path(tmp_path, ssh
         )
         page.screenshot(path=str(artifact_path("panel-light-shared-mount.png")))
 
-        set_theme(page, "JupyterLab Dark")
+        page.evaluate(
+            "() => window.jupyterapp.commands.execute('apputils:change-theme',"
+            " {theme: 'JupyterLab Dark'})"
+        )
+        page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
         time.sleep(1.5)  # a couple of ticks so the charts redraw in the dark palette
         page.screenshot(path=str(artifact_path("panel-dark.png")))
         stroke = page.evaluate(
