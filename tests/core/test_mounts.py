@@ -4,6 +4,8 @@ mountinfo_host.txt: a workstation (LVM root, md RAID, btrfs subvolume, NFS, CIFS
 docker overlay, a bind mount, a mount stacked over another one, nbd, ceph, 9p, gvfs, s3fs).
 mountinfo_docker.txt: inside a docker container (overlay root, bind mounts, NFS, lxcfs).
 mountinfo_escapes.txt: mount points with spaces, tabs, backslashes and newlines.
+mountinfo_vm_fixtures.txt: recorded on the dev VM (kernel 6.18) while the fixtures of
+tests/support/mounts.py were mounted (read-only tmpfs, tmpfs, loop ext4, sshfs).
 """
 
 from __future__ import annotations
@@ -211,6 +213,20 @@ def test_kernel_control_filesystems_are_not_shares() -> None:
     assert classify(nfsd) == "unknown"
     smb3 = parse_mountinfo("51 29 0:52 / /mnt/s rw - smb3 //srv/s rw,vers=3.0\n")[0]
     assert classify(smb3) == "shared"
+
+
+def test_recorded_fixture_mounts() -> None:
+    mounts = load("vm_fixtures")
+    base = "/tmp/pytest-of-root/pytest-141"
+    sshfs = mount_for_path(f"{base}/sshfs0/mnt/work/logs", mounts)
+    assert (sshfs.fstype, classify(sshfs)) == ("fuse.sshfs", "shared")
+    assert sshfs.source == f"root@127.0.0.1:{base}/sshfs0/remote"
+    ro = mount_for_path(f"{base}/tmpfs0/existing.txt", mounts)
+    assert ro.read_only and classify(ro) == "memory"
+    loop = mount_for_path(f"{base}/loop0/mnt", mounts)
+    assert (loop.major, loop.minor, classify(loop)) == (7, 0, "local")
+    assert mount_for_path("/dev/shm/x", mounts).mount_id == 30  # the upper of two stacked
+    assert classify(mount_for_path("/sys/fs/cgroup/cpu", mounts)) == "unknown"
 
 
 def test_network_block_names() -> None:
