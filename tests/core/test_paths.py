@@ -17,7 +17,7 @@ import pytest
 from tests.support.mounts import guard_helpers, wait_until
 from trainwatch_lab.core import paths as paths_mod
 from trainwatch_lab.core.defaults import DEFAULTS
-from trainwatch_lab.core.guard import MountGuard
+from trainwatch_lab.core.guard import MountGuard, MountUnresponsive
 from trainwatch_lab.core.model import PathState, Sample
 from trainwatch_lab.core.mounts import block_device_for, mount_for_path, read_mounts
 from trainwatch_lab.core.paths import PathsSource, inspect_path, normalise
@@ -170,6 +170,27 @@ def test_paused_sshfs_is_unresponsive_within_the_timeout(sshfs_mount, guard) -> 
     assert state.fstype == "fuse.sshfs" and state.shared
     assert state.total_bytes is None and state.probe is None
     assert elapsed < FAST.mount_timeout_s + 2.0, elapsed  # the timeout, plus start-up slack
+
+
+def test_locate_existence_through_the_guard(tmp_path: Path, guard: MountGuard) -> None:
+    (tmp_path / "file").write_text("")
+    here = paths_mod.locate(str(tmp_path), guard)
+    assert here.exists and here.nearest == str(tmp_path) and here.nearest_is_dir
+    later = paths_mod.locate(str(tmp_path / "runs" / "1"), guard)
+    assert not later.exists and later.nearest == str(tmp_path) and later.nearest_is_dir
+    blocked = paths_mod.locate(str(tmp_path / "file" / "x"), guard)
+    assert not blocked.exists and blocked.nearest == str(tmp_path / "file")
+    assert not blocked.nearest_is_dir
+
+
+def test_locate_on_a_dead_mount_raises_instead_of_hanging(sshfs_mount, guard) -> None:
+    guard.call(str(sshfs_mount.mountpoint), "ping")  # started: the 0.5 s are the call's own
+    sshfs_mount.pause()
+    try:
+        with pytest.raises(MountUnresponsive, match=r"within 0\.5 s \(stat\)"):
+            paths_mod.locate(str(sshfs_mount.path / "logs"), guard, timeout=0.5)
+    finally:
+        sshfs_mount.resume()
 
 
 # -- PathsSource ----------------------------------------------------------------------------

@@ -15,7 +15,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .defaults import DEFAULTS, Defaults
-from .guard import PROBE_LANE, MountGuard, MountUnresponsive, WorkerFailed, WorkerUnavailable
+from .guard import (
+    PROBE_LANE,
+    MountGuard,
+    MountUnresponsive,
+    WorkerFailed,
+    WorkerUnavailable,
+    default_guard,
+)
 from .model import CheckpointInfo, PathState, ProbeResult, Sample
 from .mounts import (
     MountEntry,
@@ -38,6 +45,28 @@ INSPECT_WHAT = "statvfs"  # the user reads "no answer within 2.0 s (statvfs)"
 def normalise(path: str) -> str:
     """The key of a path everywhere (no realpath: it stats, and may hang on a dead mount)."""
     return os.path.abspath(os.path.expanduser(os.fspath(path)))
+
+
+@dataclass(frozen=True)
+class Located:
+    """Whether a path exists, and if not, its nearest existing ancestor."""
+
+    exists: bool
+    nearest: str  # the path itself when it exists
+    nearest_is_dir: bool  # False: the path cannot be created (a file is in the way)
+    realpath: str  # of ``nearest``
+
+
+def locate(path: str, guard: MountGuard | None = None, timeout: float | None = None) -> Located:
+    """``os.path.exists`` and friends, through the guard: safe on a kernel's main thread or
+    an event loop even when the mount is dead (raises MountUnresponsive within ``timeout``).
+    A thread of our own stuck in ``stat`` would instead stay stuck, and keep the process
+    from exiting, until the server answers."""
+    key = normalise(path)
+    g = guard if guard is not None else default_guard()
+    mountpoint = mount_for_path(key, read_mounts()).mountpoint
+    raw = g.call(mountpoint, "inspect", timeout=timeout, what="stat", path=key)
+    return Located(raw["exists"], raw["target"], raw["is_dir"], raw["realpath"])
 
 
 def apply_mount(
