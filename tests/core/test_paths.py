@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.mounts import guard_helpers, wait_until
+from tests.support.env import need, need_root
+from tests.support.mounts import guard_helpers, run, unmount, wait_until
 from trainwatch_lab.core import paths as paths_mod
 from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.core.guard import MountGuard, MountUnresponsive
@@ -310,3 +311,27 @@ def test_source_is_thread_safe(tmp_path: Path) -> None:
     finally:
         src.close()
     assert errors == []
+
+
+def test_overlay_reports_the_device_of_its_upper_layer(
+    loop_ext4, tmp_path: Path, guard: MountGuard
+) -> None:
+    """Writes to an overlay land in its upperdir: that is the disk to watch."""
+    need_root()
+    need("overlay" in Path("/proc/filesystems").read_text(), "needs overlayfs")
+    disk = loop_ext4(32)
+    lower, merged = tmp_path / "lower", tmp_path / "merged"
+    upper, work = disk.path / "upper", disk.path / "work"
+    for d in (lower, merged, upper, work):
+        d.mkdir()
+    opts = f"lowerdir={lower},upperdir={upper},workdir={work}"
+    run(["mount", "-t", "overlay", "overlay", "-o", opts, str(merged)])
+    try:
+        state = inspect_path(str(merged), FAST, guard=guard)
+        assert state.kind == "overlay" and state.fstype == "overlay"
+        assert state.device == disk.device
+        assert state.probe is not None and state.probe.samples == FAST.probe_writes
+        assert not state.shared
+    finally:
+        unmount(merged)
+    assert [n for n in os.listdir(upper) if LEFTOVER.match(n)] == []
