@@ -158,6 +158,7 @@ def test_probe_on_sshfs_is_slower_than_on_tmpfs(sshfs_mount, tmpfs_mount, guard)
 
 
 def test_paused_sshfs_is_unresponsive_within_the_timeout(sshfs_mount, guard) -> None:
+    guard.prestart(str(sshfs_mount.mountpoint))  # as PathsSource.add does
     sshfs_mount.pause()
     try:
         t0 = time.monotonic()
