@@ -109,7 +109,8 @@ export class TimeChart extends Widget {
   }
 
   private _width(): number {
-    return Math.max(160, this._plotNode.clientWidth || this.node.clientWidth || 300);
+    // the widget's own width follows the panel; the canvas inside must not push it wider
+    return Math.max(160, this.node.clientWidth || 300);
   }
 
   private _fit(): void {
@@ -143,7 +144,7 @@ export class TimeChart extends Widget {
     const opts: uPlot.Options = {
       width: this._width(),
       height: this.options.height ?? 120,
-      legend: { show: true },
+      legend: { show: true, live: false },
       cursor: { drag: { x: false, y: false } },
       scales: {
         x: { time: true },

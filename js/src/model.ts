@@ -466,6 +466,15 @@ export function timeToFull(
   return ys[n - 1] / -slope;
 }
 
+/** A path short enough for a legend: its last two components ("…/mnt/work"). */
+export function shortPath(path: string, parts = 2): string {
+  const segments = path.split('/').filter(Boolean);
+  if (segments.length <= parts) {
+    return path;
+  }
+  return `…/${segments.slice(-parts).join('/')}`;
+}
+
 // -- reconnection ----------------------------------------------------------------------------
 
 /** Delay before reconnect attempt ``attempt`` (0-based): doubling, capped, with jitter. */

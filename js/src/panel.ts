@@ -13,6 +13,7 @@ import {
   SampleJSON,
   seriesKey,
   SeriesRing,
+  shortPath,
   timeToFull,
   WatchedPathJSON,
   watchedDevices
@@ -382,7 +383,7 @@ export class TrainWatchPanel extends Panel {
     const paths = sample ? Object.keys(sample.paths).sort() : [];
     show(
       this._space,
-      paths.map(p => ({ key: seriesKey('path', p, 'avail_bytes'), label: p })),
+      paths.map(p => ({ key: seriesKey('path', p, 'avail_bytes'), label: shortPath(p) })),
       sample && !paths.length ? 'No watched path. Add one below.' : null
     );
     const notes: string[] = [];
@@ -412,42 +413,43 @@ export class TrainWatchPanel extends Panel {
       );
       return;
     }
-    const table = el('table', 'jp-TrainWatch-pathTable');
-    const head = el('tr');
-    for (const h of ['Path', 'Mount', 'Write latency', 'Free', '']) {
-      head.appendChild(el('th', '', h));
-    }
-    table.appendChild(head);
+    const list = el('ul', 'jp-TrainWatch-pathList');
     for (const entry of [...known.values()].sort((a, b) => a.path.localeCompare(b.path))) {
       const st = states[entry.path] ?? entry.state;
-      const row = el('tr', 'jp-TrainWatch-pathRow');
+      const row = el('li', 'jp-TrainWatch-pathRow');
       row.dataset.path = entry.path;
-      const name = el('td', 'jp-TrainWatch-pathName', entry.path);
+      row.dataset.kind = st?.kind ?? 'unknown';
+      const head = el('div', 'jp-TrainWatch-pathHead');
+      const name = el('span', 'jp-TrainWatch-pathName', entry.path);
       name.title = entry.roles.length ? `watched as: ${entry.roles.join(', ')}` : '';
-      const kind = st
-        ? `${st.kind}${st.fstype ? ` (${st.fstype})` : ''}${st.responsive ? '' : ' — not answering'}`
-        : '…';
-      const latency = st?.probe?.p50_ms != null ? ms(st.probe.p50_ms) : '–';
-      const free =
-        st && st.avail_bytes != null && st.total_bytes
-          ? `${formatBytes(st.avail_bytes)} (${Math.round((100 * st.avail_bytes) / st.total_bytes)}%)`
-          : '–';
       const remove = el('button', 'jp-mod-styled jp-TrainWatch-remove', '✕');
       remove.title = `Stop watching ${entry.path}`;
       remove.setAttribute('aria-label', `Stop watching ${entry.path}`);
       remove.onclick = () => void this.removePath(entry.path);
-      const cell = el('td');
-      cell.appendChild(remove);
-      row.append(
-        name,
-        el('td', `jp-TrainWatch-kind jp-mod-${st?.kind ?? 'unknown'}`, kind),
-        el('td', '', latency),
-        el('td', '', free),
-        cell
+      head.append(name, remove);
+      const kind = st
+        ? `${st.kind}${st.fstype ? ` (${st.fstype})` : ''}${st.responsive ? '' : ', not answering'}`
+        : 'checking…';
+      const details = el('div', 'jp-TrainWatch-pathDetails');
+      details.append(
+        el('span', `jp-TrainWatch-kind jp-mod-${st?.kind ?? 'unknown'}`, kind),
+        el(
+          'span',
+          '',
+          st?.probe?.p50_ms != null ? `write+fsync ${ms(st.probe.p50_ms)}` : 'latency –'
+        ),
+        el(
+          'span',
+          '',
+          st && st.avail_bytes != null && st.total_bytes
+            ? `${formatBytes(st.avail_bytes)} free (${Math.round((100 * st.avail_bytes) / st.total_bytes)}%)`
+            : 'free –'
+        )
       );
-      table.appendChild(row);
+      row.append(head, details);
+      list.appendChild(row);
     }
-    node.appendChild(table);
+    node.appendChild(list);
   }
 
   private _renderKernels(sample: SampleJSON | null): void {

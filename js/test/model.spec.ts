@@ -11,6 +11,7 @@ import {
   gpuEmptyReason,
   ringCapacity,
   seriesKey,
+  shortPath,
   statusText,
   timeToFull,
   watchedDevices
@@ -203,6 +204,14 @@ describe('formatting', () => {
       'no NVIDIA driver'
     );
     expect(gpuEmptyReason(sample(1, { gpus: [] }))).toMatch(/No NVIDIA GPU/);
+  });
+});
+
+describe('shortPath', () => {
+  it('keeps the informative end of a path', () => {
+    expect(shortPath('/tmp/pytest-of-root/sshfs0/mnt/work')).toBe('…/mnt/work');
+    expect(shortPath('/data/logs')).toBe('/data/logs');
+    expect(shortPath('/')).toBe('/');
   });
 });
 

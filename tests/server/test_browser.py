@@ -149,6 +149,7 @@ def test_panel_lives_through_a_busy_kernel_and_flags_an_sshfs_path(tmp_path, ssh
             f"() => document.querySelector('{STATUS}').textContent.includes('⚠')",
             timeout=30_000,
         )
+        warning.first.scroll_into_view_if_needed()
         page.screenshot(path=str(artifact_path("panel-light-shared-mount.png")))
 
         page.evaluate(
@@ -157,6 +158,7 @@ def test_panel_lives_through_a_busy_kernel_and_flags_an_sshfs_path(tmp_path, ssh
         )
         page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'")
         time.sleep(1.5)  # a couple of ticks so the charts redraw in the dark palette
+        warning.first.scroll_into_view_if_needed()
         page.screenshot(path=str(artifact_path("panel-dark.png")))
         stroke = page.evaluate(
             "() => getComputedStyle(document.querySelector('.jp-TrainWatch-panel'))"
