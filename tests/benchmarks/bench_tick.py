@@ -165,10 +165,11 @@ def per_source(cfg: Config) -> list[Row]:
                     )
             sources_sum = [sum(v) for v in zip(*(t for t, _ in per.values()), strict=False)]
             rest = [t - s for t, s in zip(totals, sources_sum, strict=False)]
-            if "N=1" in label:
-                rows.append(
-                    Row(GROUP, f"history + advice + subscribers ({label})", _fmt(rest, None))
-                )
+            sources_cpu = [sum(v) for v in zip(*(c for _, c in per.values()), strict=False)]
+            rest_cpu = [t - s for t, s in zip(tick_cpu, sources_cpu, strict=False)]
+            rows.append(
+                Row(GROUP, f"history + advice + subscribers ({label})", _fmt(rest, rest_cpu))
+            )
             rows.append(
                 Row(
                     GROUP,
