@@ -224,7 +224,7 @@ def write_notebook(path: Path, cells: Sequence[str]) -> Path:
 
 def open_notebook(page: Any, lab: LabServer, name: str, timeout_ms: int = 120_000) -> None:
     """Open ``name`` (relative to the lab root) and wait until its kernel is idle."""
-    page.goto(lab.url(f"lab/tree/{name}"))
+    page.goto(lab.url(f"lab/tree/{name}?reset"))  # reset: only this notebook open
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=timeout_ms)
     wait_kernel_idle(page, timeout_ms)
 
@@ -286,4 +286,4 @@ def set_theme(page: Any, theme: str = "JupyterLab Dark") -> None:
         "(t) => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})", theme
     )
     light = "true" if "Light" in theme else "false"
-    page.wait_for_selector(f"body[data-jp-theme-light='{light}']", timeout=30_000)
+    page.wait_for_selector(f"body[data-jp-theme-light='{light}']", state="attached", timeout=30_000)

@@ -58,14 +58,19 @@ class CellWatch:
         self._unsubscribe = sampler.subscribe(self._on_sample)
 
     def wait_for_baseline(self, timeout: float) -> None:
-        """For a fresh sampler: let its first sample land before the cell starts, so the
-        summary measures from a reading taken before the cell's first write."""
-        if self.sampler.latest is None:
-            self._first.wait(timeout)
+        """For a fresh sampler: let a first sample with free space of every path land before
+        the cell starts, so the summary measures from a reading taken before its first write
+        (bounded: a dead mount answers nothing, and the sampler reports that)."""
+        self._first.wait(timeout)
         self.start_t = time.time()
 
     def _on_sample(self, sample: Sample) -> None:
-        self._first.set()
+        measured = all(
+            (st := sample.paths.get(p)) is not None and st.avail_bytes is not None
+            for p in self.paths
+        )
+        if measured:  # (a path that never answers costs wait_for_baseline's timeout, once)
+            self._first.set()
         with self._lock:
             if sample.t <= self.start_t:
                 return

@@ -121,7 +121,7 @@ class TimeChart:
         self.agg = agg
         self.series: list[Series] = []
         self.x_scale = DateScale()
-        self.y_scale = LinearScale(min=0.0, max=y_max) if y_max else LinearScale(min=0.0)
+        self.y_scale = LinearScale(min=0.0, max=y_max, allow_padding=False)
         self.lines = Lines(
             x=np.empty(0),
             y=np.empty((0, 0), dtype=np.float32),
@@ -139,7 +139,7 @@ class TimeChart:
                     scale=self.y_scale,
                     side="left",
                     label=y_label,
-                    tick_format=".3~s",
+                    tick_format=".3~r",
                     num_ticks=4,
                 ),
             ],

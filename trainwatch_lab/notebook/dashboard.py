@@ -198,15 +198,9 @@ class TrainWatch(widgets.VBox):
             "util": TimeChart("Disk %util", "%", y_max=100.0, name="util"),
             "space": TimeChart("Free space", "GiB", agg="min", name="space"),
         }
-        self.gpu_box = widgets.VBox([self.gpu_note])
-        grid = widgets.GridBox(
-            [
-                self.gpu_box,
-                self.charts["io"].figure,
-                self.charts["await"].figure,
-                self.charts["util"].figure,
-                self.charts["space"].figure,
-            ],
+        self.gpu_note.add_class("tw-gpu-note-pane")
+        self.grid = widgets.GridBox(
+            [c.figure for name, c in self.charts.items() if name != "gpu"],
             layout=widgets.Layout(
                 grid_template_columns="repeat(auto-fit, minmax(340px, 1fr))", width="100%"
             ),
@@ -216,7 +210,8 @@ class TrainWatch(widgets.VBox):
             controls,
             self.paths_pane,
             self.alerts_pane,
-            grid,
+            self.gpu_note,
+            self.grid,
             self.export_status,
         ]
 
@@ -413,19 +408,32 @@ class TrainWatch(widgets.VBox):
         )
 
     def _alerts_html(self, sample: Sample) -> str:
-        if not sample.warnings:
-            return '<div class="tw-muted tw-no-warnings">no warnings</div>'
-        return "".join(alert_html(a) for a in sample.warnings)
+        """Warnings in full (numbers + fix); info notes (no GPU...) as one muted line each."""
+        serious = [a for a in sample.warnings if a.severity != "info"]
+        notes = [a for a in sample.warnings if a.severity == "info"]
+        body = "".join(alert_html(a) for a in serious) or (
+            '<div class="tw-muted tw-no-warnings">no warnings</div>'
+        )
+        body += "".join(
+            f'<div class="tw-muted tw-note" data-code="{esc(a.code)}" title="{esc(a.fix)}">'
+            f"ℹ️ {esc(a.message)}</div>"
+            for a in notes
+            if a.code != "gpu-unavailable"  # the GPU note above the charts says it already
+        )
+        return body
 
     def _gpus(self, sample: Sample) -> list[Any]:
         return [g for g in sample.gpus if self.gpu_filter is None or g.index in self.gpu_filter]
 
     def _update_gpu_note(self, sample: Sample) -> None:
+        """GPU chart in the grid when there is a GPU; otherwise a one-line note instead."""
         gpus = self._gpus(sample)
         chart = self.charts["gpu"].figure
+        others = [c.figure for name, c in self.charts.items() if name != "gpu"]
         if gpus:
-            if self.gpu_box.children != (chart,):
-                self.gpu_box.children = (chart,)
+            if self.grid.children[:1] != (chart,):
+                self.grid.children = (chart, *others)
+            self.gpu_note.value = ""
             return
         if not self.gpu_enabled:
             reason = "GPU monitoring is off."
@@ -434,8 +442,8 @@ class TrainWatch(widgets.VBox):
         else:
             reason = sample.notes.get("gpus", "no GPU reported.")
         self.gpu_note.value = f'<div class="tw-gpu-note tw-muted">GPU: {esc(reason)}</div>'
-        if self.gpu_box.children != (self.gpu_note,):
-            self.gpu_box.children = (self.gpu_note,)
+        if self.grid.children[:1] == (chart,):
+            self.grid.children = tuple(others)
 
     def _update_charts(self, sample: Sample, bucket: float) -> None:
         devices = watched_devices(sample)

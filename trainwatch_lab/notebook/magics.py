@@ -360,7 +360,7 @@ class KernelWatch:
             self.inline.display_here(alerts, time.time())
         sampler.start()
         if owned:
-            watch.wait_for_baseline(self.defaults.mount_timeout_s + opts.interval)
+            watch.wait_for_baseline(2 * self.defaults.mount_timeout_s + 2 * opts.interval)
         try:
             return run_code(self.shell, cell)
         finally:
