@@ -10,6 +10,7 @@ from typing import Any
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from nbconvert import HTMLExporter
 
 from .kernel import REPO
 
@@ -75,6 +76,13 @@ def test_quickstart(tmp_path: Path) -> None:
     assert any("tw-cell-summary" in h and "peak write" in h for h in html)
     assert "samples x" in texts(cell_with(nb, "export_csv"))
     assert "stopped after" in texts(cell_with(nb, "%trainwatch stop"))
+    # the saved output of the dashboard was refreshed at stop: a frontend without widget
+    # state (nbconvert, GitHub) shows the final snapshot, not "waiting for the first sample"
+    fallback = views[0]["data"]["text/plain"]
+    assert fallback.startswith("trainwatch at") and "/logs" in fallback
+    nb.metadata.pop("widgets", None)  # as if saved by a frontend that keeps no widget state
+    html, _ = HTMLExporter().from_notebook_node(nb)
+    assert "trainwatch at" in html and "tw-cell-summary" in html
 
 
 def test_embedding_tutorial(tmp_path: Path) -> None:

@@ -533,7 +533,15 @@ def _short(path: str, keep: int = 28) -> str:
 
 DASH_STYLE = """
 .trainwatch { border: 1px solid var(--jp-border-color2); border-radius: 4px; padding: 6px;
-  background: var(--jp-layout-color0); }
+  background: var(--jp-layout-color0);
+  /* bqplot's own dark palette paints text orange; follow the JupyterLab theme instead */
+  --bq-content-font-color: var(--jp-ui-font-color1);
+  --bq-mainheading-fill: var(--jp-ui-font-color1);
+  --bq-axislabel-fill: var(--jp-ui-font-color2);
+  --bq-axis-tick-text-fill: var(--jp-ui-font-color2);
+  --bq-axis-border-color: var(--jp-border-color1);
+  --bq-grid-color: var(--jp-border-color2);
+  --bq-plotarea-background-fill: var(--jp-layout-color0); }
 .trainwatch .tw-status-pane { margin: 0 12px; }
 .trainwatch .tw-chart .mainheading, .trainwatch .tw-chart text.mainheading {
   font-size: var(--jp-ui-font-size1); }
