@@ -293,3 +293,35 @@ async def test_kernel_cwd_is_watched_and_its_pid_reported(jp_fetch, hub, jp_root
             break
         await asyncio.sleep(INTERVAL)
     assert kid not in snap["kernels"] and str(sub) not in hub.watched()
+
+
+# -- a hung mount ----------------------------------------------------------------------------
+async def test_a_hung_mount_never_blocks_the_server(jp_fetch, hub, sshfs_mount):
+    """Adding and checking a path on a frozen sshfs answers in bounded time, and the server
+    keeps answering other requests meanwhile."""
+    target = sshfs_mount.path / "never-looked-up"  # not in sshfs's attribute cache
+    sshfs_mount.pause()
+    try:
+        post = asyncio.ensure_future(
+            jp_fetch(*API, "paths", method="POST", body=json.dumps({"path": str(target)}))
+        )
+        check = asyncio.ensure_future(
+            jp_fetch(*API, "check", params={"path": str(target), "timeout": "1"}, raise_error=False)
+        )
+        await asyncio.sleep(0.3)
+        assert not post.done()  # it is waiting on the frozen mount...
+        listing = body(await jp_fetch(*API, "paths"))  # ...and the loop still serves
+        assert {"path", "roles", "state"} <= set(listing["paths"][0])
+
+        added = await post
+        assert added.code == 201
+        assert body(added)["responsive"] is False and str(target) in hub.watched()
+
+        checked = await check
+        assert checked.code in (200, 504), checked.body
+        if checked.code == 200:
+            assert [p["verdict"] for p in body(checked)["paths"]] == ["unresponsive"]
+        else:
+            assert "did not finish" in body(checked)["error"]
+    finally:
+        sshfs_mount.resume()

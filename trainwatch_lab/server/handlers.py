@@ -65,7 +65,7 @@ def parse_bool(name: str, value: str | None, default: bool) -> bool:
 
 
 def exists_or_parent(key: str) -> bool:
-    """May block on a dead mount: call only through Hub.in_executor."""
+    """May block on a dead mount: call only through Hub.in_thread."""
     return os.path.exists(key) or os.path.isdir(os.path.dirname(key))
 
 
@@ -159,7 +159,7 @@ class CheckHandler(BaseHandler):
             return self.bad("path checks are not available in this build", 503)
         limit = (timeout or hub.defaults.mount_timeout_s) + hub.defaults.probe_budget_s + 10.0
         try:
-            report = await hub.in_executor(
+            report = await hub.in_thread(
                 lambda: run_check([path], probe=probe, timeout=timeout, defaults=hub.defaults),
                 timeout=limit,
             )
@@ -213,14 +213,15 @@ class PathsHandler(BaseHandler):
         key = path_key(path)
         responsive = True
         try:
-            ok = await self.hub.in_executor(
+            ok = await self.hub.in_thread(
                 exists_or_parent, key, timeout=self.hub.defaults.mount_timeout_s
             )
         except asyncio.TimeoutError:  # a hung mount is worth watching: it gets a warning
             ok, responsive = True, False
         if not ok:
             return self.bad(f"{key} does not exist and neither does its parent directory")
-        self.hub.add_user_path(key)
+        # off the loop: the paths source reads the mount table and starts a helper process
+        await self.hub.in_executor(self.hub.add_user_path, key)
         await self.hub.ensure_running()
         listing = self.listing()
         listing["added"] = key

@@ -132,6 +132,34 @@ class Hub:
         fut = asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
         return await (asyncio.wait_for(fut, timeout) if timeout else fut)
 
+    async def in_thread(self, fn: Callable[..., Any], *args: Any, timeout: float) -> Any:
+        """Run a call that touches a filesystem on its own daemon thread, with a timeout.
+
+        Not the pool: a call stuck on a dead mount would hold a pool worker for good and
+        could starve the sampler's start/stop.
+        """
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+
+        def settle(ok: bool, value: Any) -> None:
+            if fut.done():
+                return
+            if ok:
+                fut.set_result(value)
+            else:
+                fut.set_exception(value)
+
+        def work() -> None:
+            try:
+                result = fn(*args)
+            except BaseException as exc:  # handed to the awaiting coroutine
+                loop.call_soon_threadsafe(settle, False, exc)
+            else:
+                loop.call_soon_threadsafe(settle, True, result)
+
+        threading.Thread(target=work, name="trainwatch-fs", daemon=True).start()
+        return await asyncio.wait_for(fut, timeout)
+
     # -- lifecycle -------------------------------------------------------------------
     @property
     def running(self) -> bool:
