@@ -4,12 +4,17 @@ what the stream costs (messages per second, bytes per message)."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
@@ -165,3 +170,56 @@ def test_panel_lives_through_a_busy_kernel_and_flags_an_sshfs_path(tmp_path, ssh
             ".getPropertyValue('--jp-layout-color1')"
         )
         assert stroke.strip()  # the panel reads the theme's variables
+
+
+def test_panel_reconnects_after_a_server_restart(tmp_path):
+    """The stream drops when Jupyter stops; the panel says so and comes back by itself (with
+    backoff) once a server answers on the same address again."""
+    root = tmp_path / "root"
+    root.mkdir()
+    args, env = lab_setup(tmp_path)
+    live = "() => window.trainwatchLab && window.trainwatchLab.stream.stats.messages > 0"
+    with chromium_page() as page:
+        with jupyter_lab(root, extra_args=args, env=env) as lab:
+            page.goto(lab.url("lab"))
+            page.wait_for_function(live, timeout=90_000)
+            port, token = urlparse(lab.base).port, lab.token
+        page.wait_for_function(
+            "() => window.trainwatchLab.stream.state !== 'open'"
+            f" && document.querySelector('{STATUS}').textContent.includes('offline')",
+            timeout=30_000,
+        )
+        before = page.evaluate("() => window.trainwatchLab.stream.stats")
+        cmd = [
+            sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}",
+            "--ip=127.0.0.1", f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={root}", *args,
+        ]  # fmt: skip
+        if os.geteuid() == 0:
+            cmd.append("--allow-root")
+        with open(tmp_path / "restarted-lab.log", "wb") as log:
+            proc = subprocess.Popen(
+                cmd, cwd=root, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+            try:
+                page.wait_for_function(
+                    "(n) => window.trainwatchLab.stream.state === 'open'"
+                    " && window.trainwatchLab.stream.stats.messages > n",
+                    arg=before["messages"],
+                    timeout=120_000,
+                )
+                page.wait_for_function(
+                    f"() => !document.querySelector('{STATUS}').textContent.includes('offline')",
+                    timeout=30_000,
+                )
+            finally:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(5)
+        after = page.evaluate("() => window.trainwatchLab.stream.stats")
+        assert before["reconnects"] >= 1 and after["messages"] > before["messages"]
