@@ -1,7 +1,8 @@
 """A real ipykernel driven over ZMQ with jupyter_client, keeping every IOPub message.
 
 The kernel gets the repository on PYTHONPATH, so tests work whether or not the package is
-installed.
+installed. ``TRAINWATCH_TEST_KERNEL=<kernelspec>`` runs them on another kernel, e.g. one
+with ipykernel 6 (thread output is routed differently there than in 7).
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from typing import Any
 from jupyter_client.manager import KernelManager
 
 REPO = Path(__file__).resolve().parents[2]
+KERNEL_NAME = os.environ.get("TRAINWATCH_TEST_KERNEL", "python3")
 
 
 class Kernel:
-    def __init__(self, cwd: Path, kernel_name: str = "python3") -> None:
+    def __init__(self, cwd: Path, kernel_name: str = KERNEL_NAME) -> None:
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),

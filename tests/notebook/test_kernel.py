@@ -34,6 +34,12 @@ def alerts_in(kernel: Kernel, msg_id: str) -> list[dict]:
     return found
 
 
+def test_kernel_version_is_reported(kernel: Kernel) -> None:
+    version = kernel.value("__import__('ipykernel').__version__")
+    print(f"ipykernel {version} in kernel {kernel.km.kernel_name}")
+    assert int(version.split(".")[0]) >= 6
+
+
 def test_dashboard_moves_while_another_cell_runs(kernel: Kernel, tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()
@@ -70,7 +76,7 @@ def test_dashboard_moves_while_another_cell_runs(kernel: Kernel, tmp_path: Path)
     assert len(updates) >= ticks - 1  # and each tick reached the widgets during that cell
     assert not kernel.outputs(busy, ("display_data",))  # nothing leaked into the busy cell
     per_tick = sum(wire_bytes(m) for m in updates) / ticks
-    out = artifact_path("notebook-traffic-kernel.json")
+    out = artifact_path(f"notebook-traffic-kernel-{kernel.km.kernel_name}.json")
     out.write_text(
         json.dumps(
             {

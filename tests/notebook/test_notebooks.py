@@ -12,7 +12,7 @@ import pytest
 from nbclient import NotebookClient
 from nbconvert import HTMLExporter
 
-from .kernel import REPO
+from .kernel import KERNEL_NAME, REPO
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 WIDGET = "application/vnd.jupyter.widget-view+json"
@@ -25,7 +25,7 @@ def execute(path: Path, tmp_path: Path) -> Any:
     os.environ["PYTHONPATH"] = env_path  # the kernel inherits it (package not installed)
     try:
         NotebookClient(
-            nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": tmp_path}}
+            nb, timeout=120, kernel_name=KERNEL_NAME, resources={"metadata": {"path": tmp_path}}
         ).execute()
     finally:
         if old is None:
