@@ -70,6 +70,13 @@ def start_cell(page, index: int) -> None:
     )
 
 
+def panel_counters(page) -> dict:
+    return page.evaluate(
+        f"() => {{ const d = document.querySelector('{PANEL}').dataset;"
+        " return {samples: Number(d.samples || 0), renders: Number(d.renders || 0)}; }"
+    )
+
+
 def stream_stats(page) -> dict:
     return page.evaluate(
         "() => ({...window.trainwatchLab.stream.stats, now: Date.now(),"
@@ -172,9 +179,10 @@ def test_panel_lives_through_a_busy_kernel_and_flags_an_sshfs_path(tmp_path, ssh
         assert stroke.strip()  # the panel reads the theme's variables
 
 
-def test_panel_reconnects_after_a_server_restart(tmp_path):
-    """The stream drops when Jupyter stops; the panel says so and comes back by itself (with
-    backoff) once a server answers on the same address again."""
+def test_panel_pauses_while_hidden_and_reconnects_after_a_server_restart(tmp_path):
+    """Hidden, the panel keeps its data but does not draw. The stream drops when Jupyter
+    stops; the panel says so and comes back by itself (with backoff) once a server answers on
+    the same address again."""
     root = tmp_path / "root"
     root.mkdir()
     args, env = lab_setup(tmp_path)
@@ -184,6 +192,23 @@ def test_panel_reconnects_after_a_server_restart(tmp_path):
             page.goto(lab.url("lab"))
             page.wait_for_function(live, timeout=90_000)
             port, token = urlparse(lab.base).port, lab.token
+
+            # the palette command opens the panel; hidden, it keeps counting but stops drawing
+            page.evaluate("() => window.jupyterapp.commands.execute('trainwatch-lab:open')")
+            page.locator(PANEL).wait_for(state="visible", timeout=30_000)
+            page.evaluate("() => window.jupyterapp.shell.collapseRight()")
+            page.locator(PANEL).wait_for(state="hidden", timeout=30_000)
+            hidden = panel_counters(page)
+            page.wait_for_timeout(3_000)
+            still_hidden = panel_counters(page)
+            assert still_hidden["samples"] > hidden["samples"]  # data keeps flowing in
+            assert still_hidden["renders"] == hidden["renders"]  # but nothing is drawn
+            page.evaluate("() => window.jupyterapp.commands.execute('trainwatch-lab:open')")
+            page.wait_for_function(
+                f"(n) => Number(document.querySelector('{PANEL}').dataset.renders) > n",
+                arg=hidden["renders"],
+                timeout=30_000,
+            )
         page.wait_for_function(
             "() => window.trainwatchLab.stream.state !== 'open'"
             f" && document.querySelector('{STATUS}').textContent.includes('offline')",
