@@ -77,6 +77,9 @@ async def test_snapshot_is_a_watch_json_line_with_the_root_dir(jp_fetch, hub, jp
     assert {"t", "disks", "paths", "gpus", "warnings", "kernels"} <= set(data)
     assert str(jp_root_dir) in data["paths"]
     assert hub.running
+    # the server's own process is not what the user trains: no server-process I/O
+    assert data["process"] is None
+    assert {s.name for s in hub.sampler.sources} >= {"paths", "disks", "kernels"}
 
 
 async def test_snapshot_rejects_unknown_parameters(jp_fetch, hub):

@@ -32,6 +32,8 @@ from .kernels import KernelsSource
 
 log = logging.getLogger(__name__)
 
+SERVER_SELF_SOURCES = frozenset({"process", "main_thread"})
+
 Listener = Callable[[Sample, str], None]  # called on the sampler thread with (sample, json text)
 
 
@@ -180,6 +182,9 @@ class Hub:
             defaults=self.defaults,
         )
         sampler.history = self.history  # history survives restarts of the sampler
+        # "process" and "main_thread" would describe the Jupyter server itself, which trains
+        # nothing: per-kernel I/O comes from the kernels source instead
+        sampler.sources = [s for s in sampler.sources if s.name not in SERVER_SELF_SOURCES]
         gpus = sampler.find_source("gpus")
         gpu_memory = getattr(gpus, "process_memory", None)
         if self.kernel_manager is not None:
