@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import logging
 import math
 import os
 import re
@@ -30,9 +31,11 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import display
 
 from ..core.defaults import DEFAULTS, Defaults
-from ..core.model import Alert, PathState, Sample
+from ..core.model import Alert
 from .discover import Found, discover
 from .inline import InlineAlerts, attach, detach
+
+log = logging.getLogger(__name__)
 
 USAGE = (
     "%trainwatch [PATH ...] [--logdir PATH] [--interval S] [--window 10m] [--gpu 0,1|none] "
@@ -178,46 +181,29 @@ def check_path(path: str) -> str:
     return key
 
 
-# -- immediate mount check ------------------------------------------------------------------
+# -- immediate check ------------------------------------------------------------------------
 
 
-def mount_state(path: str) -> PathState | None:
-    """What /proc/self/mountinfo says about ``path``: no syscall on the path itself, so it is
-    safe on the kernel's main thread even when the mount is dead."""
-    from ..core.mounts import classify, mount_for_path, read_mounts
-
-    try:
-        entry = mount_for_path(path, read_mounts())
-    except Exception:
-        return None
-    kind = classify(entry)
-    return PathState(
-        path=path,
-        mountpoint=entry.mountpoint,
-        fstype=entry.fstype,
-        source=entry.source,
-        kind=kind,
-        shared=kind == "shared",
-        read_only=entry.read_only,
-    )
+QUICK_CHECK_S = 1.0  # the check's timeout; with its probe budget and slack, <= 2.5 s in all
 
 
-def immediate_alerts(paths: Sequence[str], defaults: Defaults = DEFAULTS) -> list[Alert]:
-    """The ``shared-mount`` warnings for ``paths``, worded exactly as the sampler words them."""
-    from ..advice.advisor import Context
-    from ..advice.storage import shared_mount
-    from ..core.history import History
+def immediate_alerts(
+    paths: Sequence[str], probe: bool = True, defaults: Defaults = DEFAULTS
+) -> list[Alert]:
+    """What ``trainwatch-lab check`` says about ``paths`` (shared, slow, unresponsive, full),
+    worded as the sampler words it. Runs on the main thread because the alert must land under
+    *this* cell, so it is bounded: run_check's threads are abandoned at its deadline (a dead
+    mount costs ~2.5 s once, a local disk a few ms)."""
+    from ..advice.check import run_check
 
-    states = {p: s for p in paths if (s := mount_state(p)) is not None}
-    if not states:
+    if not paths:
         return []
-    ctx = Context(
-        sample=Sample(t=time.time(), paths=states),
-        history=History(capacity=2),
-        defaults=defaults,
-        baseline=None,
-    )
-    return list(shared_mount(ctx))
+    try:
+        report = run_check(list(paths), probe=probe, timeout=QUICK_CHECK_S, defaults=defaults)
+    except Exception:  # a bug in a check must not break the user's cell
+        log.debug("trainwatch: immediate check failed", exc_info=True)
+        return []
+    return [a for a in report.alerts if a.severity != "info"]
 
 
 # -- per-kernel state -----------------------------------------------------------------------
@@ -266,7 +252,7 @@ class KernelWatch:
         self.started_at = time.time()
         dash.start()
         dash.show()
-        alerts = immediate_alerts(paths, self.defaults)
+        alerts = immediate_alerts(paths, opts.probe, self.defaults)
         if alerts and self.inline is not None:
             self.inline.display_here(alerts, time.time())
         return dash
@@ -321,7 +307,8 @@ class KernelWatch:
             if self.dashboard is not None:
                 with contextlib.suppress(Exception):
                     self.dashboard.add_path(f.path)
-        alerts = immediate_alerts([f.path for f in new], self.defaults)
+        probe = self.options.probe if self.options is not None else True
+        alerts = immediate_alerts([f.path for f in new], probe, self.defaults)
         if alerts and self.inline is not None:
             self.inline.display_here(alerts, time.time())
 
@@ -355,7 +342,7 @@ class KernelWatch:
         )
         watch = CellWatch(sampler, watched, opts.gpus, self.defaults)
         handle = display(watch.strip, display_id=True)
-        alerts = immediate_alerts(paths, self.defaults)
+        alerts = immediate_alerts(paths, opts.probe, self.defaults)
         if alerts and self.inline is not None:
             self.inline.display_here(alerts, time.time())
         sampler.start()
