@@ -21,11 +21,11 @@ KERNEL_NAME = os.environ.get("TRAINWATCH_TEST_KERNEL", "python3")
 
 
 class Kernel:
-    def __init__(self, cwd: Path, kernel_name: str = KERNEL_NAME) -> None:
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-        }
+    def __init__(
+        self, cwd: Path, kernel_name: str = KERNEL_NAME, env: dict[str, str] | None = None
+    ) -> None:
+        env = dict(env if env is not None else os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
         self.km = KernelManager(kernel_name=kernel_name)
         self.km.start_kernel(cwd=str(cwd), env=env)
         self.kc = self.km.blocking_client()
@@ -73,7 +73,13 @@ class Kernel:
     def outputs(
         self,
         msg_id: str,
-        types: tuple[str, ...] = ("display_data", "stream", "execute_result", "error"),
+        types: tuple[str, ...] = (
+            "display_data",
+            "update_display_data",
+            "stream",
+            "execute_result",
+            "error",
+        ),
     ) -> list:
         return [
             m
