@@ -40,7 +40,7 @@ class Config:
     thread_cpu_s: float = 60.0  # row 1: sampler thread CPU at 1 s
     tick_reps: int = 200  # row 1: timed ticks per source
     peers_s: float = 60.0  # row 2: peers side by side
-    loop_pairs: int = 60  # row 3: on/off block pairs
+    loop_pairs: int = 40  # row 3: on/off block pairs (x3 for the 10 Hz variant)
     loop_block_s: float = 1.0  # row 3: length of one block (whole sampler intervals)
     import_reps: int = 10  # row 4
     traffic_ticks: int = 30  # row 5
