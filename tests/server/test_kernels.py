@@ -1,0 +1,72 @@
+"""KernelsSource on a real process tree: pid, working directory, I/O, and GPU memory summed
+over the kernel and its children (DataLoader workers hold GPU memory too)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+from trainwatch_lab.core.model import Sample
+from trainwatch_lab.server.kernels import KernelsSource, kernel_pid
+
+TREE = (
+    "import subprocess, sys, time\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+    "print(child.pid, flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+class KernelManager:
+    """The two calls KernelsSource makes on jupyter_server's MappingKernelManager."""
+
+    def __init__(self, kernels: dict) -> None:
+        self.kernels = kernels
+
+    def list_kernel_ids(self) -> list[str]:
+        return list(self.kernels)
+
+    def get_kernel(self, kid: str):
+        return self.kernels[kid]
+
+
+def test_a_kernel_tree_is_reported_with_its_gpu_memory(tmp_path):
+    parent = subprocess.Popen(
+        [sys.executable, "-c", TREE], cwd=tmp_path, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        child = int(parent.stdout.readline())
+        kernel = SimpleNamespace(
+            provisioner=SimpleNamespace(pid=parent.pid),
+            kernel_name="python3",
+            execution_state="busy",
+        )
+        reports: list[dict[str, str]] = []
+        # what NVML would report: the kernel, its worker, and somebody else's process
+        nvml = {parent.pid: 100 << 20, child: 300 << 20, 1: 7 << 20}
+        source = KernelsSource(KernelManager({"k1": kernel}), lambda: nvml, reports.append)
+        for _ in range(2):  # the second tick has I/O rates
+            sample = Sample(t=time.time())
+            source.collect(sample)
+            time.sleep(0.1)
+        entry = sample.kernels["k1"]
+        assert entry["pid"] == parent.pid and entry["execution_state"] == "busy"
+        assert entry["cwd"] == str(tmp_path) and reports[-1] == {"k1": str(tmp_path)}
+        assert entry["gpu_mem_bytes"] == 400 << 20
+        assert entry["io"] is not None and entry["io"]["pids"] >= 2
+        assert "k1" in sample.to_json()["kernels"]
+    finally:
+        parent.kill()
+        parent.wait()
+    # the kernel is gone: no entry, and its directory is no longer reported
+    source.kernel_manager.kernels.clear()
+    sample = Sample(t=time.time())
+    source.collect(sample)
+    assert sample.kernels == {} and reports[-1] == {}
+
+
+def test_kernel_pid_falls_back_to_the_popen():
+    assert kernel_pid(SimpleNamespace(provisioner=None, kernel=SimpleNamespace(pid=42))) == 42
+    assert kernel_pid(SimpleNamespace(provisioner=SimpleNamespace(pid=None), kernel=None)) is None
