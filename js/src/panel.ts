@@ -343,6 +343,7 @@ export class TrainWatchPanel extends Panel {
       })),
       gpuReason
     );
+    this._gpuMem.setHidden(!gpus.length); // one "no GPU" note is enough
     show(
       this._gpuMem,
       gpus.map(g => ({

@@ -118,9 +118,11 @@ def test_panel_lives_through_a_busy_kernel_and_flags_an_sshfs_path(tmp_path, ssh
         )
         before = stream_stats(page)
         readings = []
-        for _ in range(4):
+        for i in range(4):
             page.wait_for_timeout(3_000)
             readings.append(stream_stats(page))
+            if i == 1:  # mid-cell: the kernel is busy, the panel is live
+                page.screenshot(path=str(artifact_path("panel-light.png")))
         kernel_state = page.locator(f"{PANEL} .jp-TrainWatch-kernelHead").first.inner_text()
         after = readings[-1]
         wait_cell_done(page, 0, timeout_ms=(BUSY_S + 60) * 1000)
@@ -142,8 +144,6 @@ def test_panel_lives_through_a_busy_kernel_and_flags_an_sshfs_path(tmp_path, ssh
         artifact_path("browser-metrics.json").write_text(json.dumps(metrics, indent=1))
         print("trainwatch stream while the kernel was busy:", metrics)
         assert messages > 0
-
-        page.screenshot(path=str(artifact_path("panel-light.png")))
 
         # add the sshfs path in the panel: the shared-mount warning must show, naming it
         target = str(sshfs_mount.path)
