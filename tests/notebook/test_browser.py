@@ -83,6 +83,7 @@ def test_chart_grows_while_a_cell_writes(lab: LabServer, page: Any) -> None:
             "        fh.write(os.urandom(1 << 20)); fh.flush(); os.fsync(fh.fileno())\n"
             "        time.sleep(0.1)\n"
             "'done'",
+            "%%trainwatch\nimport time\ntime.sleep(4)",
         ],
     )
     open_notebook(page, lab, "live.ipynb")
@@ -130,6 +131,34 @@ def test_chart_grows_while_a_cell_writes(lab: LabServer, page: Any) -> None:
     page.screenshot(path=str(artifact_path("notebook-browser-3-dark.png")), full_page=True)
     set_theme(page, "JupyterLab Light")
     assert light and dark and light != dark, (light, dark)
+
+    # the controls work from the browser (the kernel is idle, so their comm messages land)
+    dash = page.locator(".jp-Notebook .jp-Cell").nth(1)
+    dash.get_by_role("button", name="Pause").click()
+    dash.locator(".tw-status[data-state='paused']").wait_for(timeout=30_000)
+    paused_at = chart_points(page, 1)
+    page.wait_for_timeout(2000)
+    assert chart_points(page, 1) == paused_at
+    dash.get_by_role("button", name="Resume").click()
+    dash.locator(".tw-status[data-state='live']").wait_for(timeout=30_000)
+    dash.get_by_role("button", name="Export CSV").click()
+    saved = dash.locator(".tw-export")
+    saved.wait_for(timeout=30_000)
+    assert Path(saved.get_attribute("data-path") or "").read_text().startswith("t,")
+
+    # %%trainwatch: a live strip while the cell runs, then the summary in its place
+    strip_cell = run_cell(page, 3, wait=False)
+    strip_cell.locator(".tw-strip").wait_for(timeout=30_000)
+    page.wait_for_function(
+        "(c) => (c.querySelector('.tw-strip') || {}).dataset?.samples > 0",
+        arg=strip_cell.element_handle(),
+        timeout=30_000,
+    )
+    strip_cell.screenshot(path=str(artifact_path("notebook-browser-5-strip.png")))
+    wait_cell_done(page, 3, timeout_ms=60_000)
+    strip_cell.locator(".tw-cell-summary").wait_for(timeout=30_000)
+    assert strip_cell.locator(".tw-strip").count() == 0
+    strip_cell.screenshot(path=str(artifact_path("notebook-browser-6-summary.png")))
 
 
 def test_writer_on_sshfs_alerts_under_its_cell(lab: LabServer, page: Any, sshfs_mount: Any) -> None:

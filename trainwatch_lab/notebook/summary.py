@@ -34,19 +34,24 @@ STYLE = """
   color: var(--jp-ui-font-color1); }
 .tw-root .tw-muted { color: var(--jp-ui-font-color2); }
 .tw-root .tw-title { font-weight: 600; font-size: var(--jp-ui-font-size2); }
-.tw-table { border-collapse: collapse; margin: 2px 0; }
-.tw-table th, .tw-table td { padding: 2px 10px 2px 0; text-align: left;
-  border-bottom: 1px solid var(--jp-border-color2); font-variant-numeric: tabular-nums; }
-.tw-table th { color: var(--jp-ui-font-color2); font-weight: 600; }
-.tw-alert { border-left: 4px solid var(--jp-border-color1); padding: 4px 8px; margin: 4px 0;
-  background: var(--jp-layout-color2); color: var(--jp-ui-font-color1); }
-.tw-alert.tw-critical { border-left-color: var(--jp-error-color1); }
-.tw-alert.tw-warning { border-left-color: var(--jp-warn-color1); }
-.tw-alert.tw-info { border-left-color: var(--jp-info-color1); }
-.tw-kind-shared, .tw-kind-unknown { color: var(--jp-warn-color1); font-weight: 600; }
-.tw-kind-local, .tw-kind-memory, .tw-kind-overlay { color: var(--jp-success-color1); }
-.tw-strip { font-family: var(--jp-code-font-family); font-size: var(--jp-code-font-size);
-  color: var(--jp-ui-font-color1); }
+.tw-root table.tw-table { border-collapse: collapse; margin: 2px 0; table-layout: auto; }
+.tw-root table.tw-table th, .tw-root table.tw-table td { padding: 2px 10px 2px 0;
+  text-align: left; border: none; border-bottom: 1px solid var(--jp-border-color2);
+  font-variant-numeric: tabular-nums; }
+.tw-root table.tw-table th { color: var(--jp-ui-font-color2); font-weight: 600; }
+.tw-root table.tw-table tr:nth-child(odd), .tw-root table.tw-table tr:hover {
+  background: transparent; }
+.tw-root .tw-alert { border-left: 4px solid var(--jp-border-color1); padding: 4px 8px;
+  margin: 4px 0; background: var(--jp-layout-color2); color: var(--jp-ui-font-color1); }
+.tw-root .tw-alert.tw-critical { border-left-color: var(--jp-error-color1); }
+.tw-root .tw-alert.tw-warning { border-left-color: var(--jp-warn-color1); }
+.tw-root .tw-alert.tw-info { border-left-color: var(--jp-info-color1); }
+.tw-root .tw-kind-shared, .tw-root .tw-kind-unknown { color: var(--jp-warn-color1);
+  font-weight: 600; }
+.tw-root .tw-kind-local, .tw-root .tw-kind-memory, .tw-root .tw-kind-overlay {
+  color: var(--jp-success-color1); }
+.tw-root.tw-strip { font-family: var(--jp-code-font-family);
+  font-size: var(--jp-code-font-size); color: var(--jp-ui-font-color1); }
 """
 
 
