@@ -279,3 +279,23 @@ def test_unload_stops_everything(shell: Any, tmp_path: Path) -> None:
     assert sampler_threads() == []
     assert "trainwatch" not in shell.magics_manager.magics["line"]
     shell.run_line_magic("load_ext", "trainwatch_lab")  # the fixture unloads again
+
+
+def test_discovery_after_each_cell_adds_paths(shell: Any, tmp_path: Path) -> None:
+    shell.run_line_magic("trainwatch", f"{tmp_path} --interval 0.2 --no-probe")
+    dash = live(shell)
+    shell.run_cell(
+        "class ModelCheckpoint:\n"
+        "    def __init__(self, dirpath):\n"
+        "        self.dirpath = dirpath\n"
+        f"ckpt = ModelCheckpoint({str(tmp_path / 'ckpt')!r})"
+    )
+    assert str(tmp_path / "ckpt") in dash.paths()
+    found = state_for(shell).discovered[str(tmp_path / "ckpt")]
+    assert found.where == "ckpt.dirpath"
+    # only re-assigned names are looked at again: a changed attribute on an old object is
+    # picked up once the variable is assigned again
+    shell.run_cell(f"ckpt.dirpath = {str(tmp_path / 'later')!r}")
+    assert str(tmp_path / "later") not in dash.paths()
+    shell.run_cell("ckpt = ckpt.__class__(ckpt.dirpath)")
+    assert str(tmp_path / "later") in dash.paths()

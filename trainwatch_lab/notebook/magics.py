@@ -219,6 +219,7 @@ class KernelWatch:
         self.dashboard: Any = None  # the live TrainWatch
         self.options: Options | None = None
         self.discovered: dict[str, Found] = {}
+        self._seen_ids: dict[str, int] = {}  # variable -> id(value) after the last cell
         self.started_at: float | None = None
         shell.events.register("post_run_cell", self.post_run_cell)
 
@@ -295,8 +296,14 @@ class KernelWatch:
 
     # -- discovery (main thread, after each cell) -------------------------------------
     def post_run_cell(self, result: Any = None) -> None:
+        """Look at the variables this cell (re)assigned: a few, not the whole namespace, so
+        a notebook with thousands of variables pays microseconds per cell."""
         try:
-            found = discover(self.shell.user_ns)
+            ns = self.shell.user_ns
+            ids = {n: id(v) for n, v in list(ns.items()) if not n.startswith("_")}
+            changed = [n for n, i in ids.items() if self._seen_ids.get(n) != i]
+            self._seen_ids = ids
+            found = discover(ns, names=changed)
         except Exception:  # discovery must never break the user's cell
             return
         new = [f for f in found if f.path not in self.discovered]
