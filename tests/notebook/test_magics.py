@@ -55,6 +55,7 @@ BAD_LINES = {
     "window too small": ("--window 5s", "between 10s and 24h"),
     "window too large": ("--window 48h", "between 10s and 24h"),
     "window vs interval": ("--window 10s --interval 8", "at least two samples"),
+    "window too many samples": ("--window 24h --interval 0.1", "more than 86400 samples"),
     "gpu letters": ("--gpu a", "bad --gpu 'a'"),
     "gpu empty item": ("--gpu 0,,1", "bad --gpu '0,,1'"),
     "gpu negative": ("--gpu -1", "--gpu"),

@@ -50,6 +50,9 @@ WINDOW_CHOICES: tuple[tuple[str, float], ...] = (
 )
 
 
+MAX_HISTORY_SAMPLES = 86_400  # a day at 1 s: ~30 MB of columns at most, whatever the options
+
+
 def normalise(path: str | os.PathLike[str]) -> str:
     """The one path key every layer uses (no realpath: it can block on a dead mount)."""
     return os.path.abspath(os.path.expanduser(os.fspath(path)))
@@ -76,7 +79,7 @@ def new_sampler(
         probe=probe,
         gpu=gpu,
         defaults=defaults,
-        history_capacity=max(2, math.ceil(keep_s / interval)),
+        history_capacity=max(2, min(MAX_HISTORY_SAMPLES, math.ceil(keep_s / interval))),
     )
 
 

@@ -32,6 +32,7 @@ from IPython.display import display
 
 from ..core.defaults import DEFAULTS, Defaults
 from ..core.model import Alert
+from .dashboard import MAX_HISTORY_SAMPLES
 from .discover import Found, discover
 from .inline import InlineAlerts, attach, detach
 
@@ -128,6 +129,11 @@ def parse_options(line: str) -> Options:
         opts.window = parse_duration(ns.window, "--window")
         if not MIN_WINDOW_S <= opts.window <= MAX_WINDOW_S:
             raise UsageError(f"trainwatch: --window must be between 10s and 24h, got {ns.window!r}")
+    if opts.window / opts.interval > MAX_HISTORY_SAMPLES:
+        raise UsageError(
+            f"trainwatch: --window {opts.window:g} s at --interval {opts.interval:g} s would keep "
+            f"more than {MAX_HISTORY_SAMPLES} samples; use a longer --interval"
+        )
     if opts.window < 2 * opts.interval:
         raise UsageError(
             f"trainwatch: --window ({opts.window:g} s) must hold at least two samples of "
