@@ -1,9 +1,10 @@
 """Row 5: bytes on the wire per sampler tick, for the notebook widget and for the panel.
 
-- Widget: a real kernel runs ``%trainwatch --logdir D``; a raw ZMQ SUB socket on the kernel's
-  iopub port counts the wire bytes of every ``comm_msg`` (what the server relays to the
-  browser) over ``cfg.traffic_ticks`` ticks after a warm-up; ticks come from the sampler's own
-  counter.
+- Widget: a real kernel runs ``%trainwatch --logdir D`` (default 10 min window, and 1 min);
+  its sampler's history is then filled as after an hour, so charts carry full windows (steady
+  state); a raw ZMQ SUB socket on the kernel's iopub port counts the wire bytes of every
+  ``comm_msg`` (what the server relays to the browser) over ``cfg.traffic_ticks`` ticks after
+  a warm-up; ticks come from the sampler's own counter.
 - Panel: a Jupyter server with the trainwatch extension and one WebSocket client on
   ``/trainwatch-lab/api/stream``; bytes per message after the first (which may carry history).
 
@@ -36,14 +37,21 @@ def widget(cfg: Config) -> list[Row]:
     _, why = need_attr("trainwatch_lab.notebook.magics", "load_ipython_extension")
     if why:
         return [skipped(GROUP, "widget bytes per tick", why)]
-    from .kernel import FIND_SAMPLER, IopubBytes, kernel_session
+    return [widget_bytes(cfg, ""), widget_bytes(cfg, "--window 1m")]
+
+
+def widget_bytes(cfg: Config, option: str) -> Row:
+    """Wire bytes of the widget's comm messages per sampler tick, for one ``%trainwatch``."""
+    from .kernel import FIND_SAMPLER, PREFILL_HISTORY, IopubBytes, kernel_session
 
     workdir = tempfile.mkdtemp(prefix="twbench-traffic-")
     try:
         with storage_workload() as work, kernel_session() as k:
             k.check("%load_ext trainwatch_lab")
-            k.check(f"%trainwatch --logdir {workdir} {work}")
+            k.check(f"%trainwatch --logdir {workdir} {work} {option}")
             k.check(FIND_SAMPLER)
+            k.drain(2.0, lambda t, m: None)  # a first real sample to copy
+            k.check(PREFILL_HISTORY)
             counter = IopubBytes(k)
             counter.start()
             try:
@@ -67,19 +75,18 @@ def widget(cfg: Config) -> list[Row]:
         if kind != "comm_msg" and b1[kind] - b0.get(kind, 0) > 0
     }
     per_tick = comm_bytes / ticks if ticks else float("nan")
-    return [
-        Row(
-            GROUP,
-            "widget: kernel-to-browser bytes per tick (iopub comm_msg, wire bytes)",
-            fmt_bytes(per_tick),
-            note=(
-                f"{comm_count / ticks if ticks else 0:.1f} comm messages per tick over {ticks} "
-                f"ticks, 2 watched paths; other iopub traffic: "
-                + (", ".join(f"{k} {v} B" for k, v in sorted(other.items())) or "none")
-            ),
-            data={"bytes_per_tick": per_tick, "ticks": ticks, "comm_msgs": comm_count},
-        )
-    ]
+    window = option.split()[-1] if option else "10m (default)"
+    return Row(
+        GROUP,
+        f"widget, window {window}: kernel-to-browser bytes per tick (iopub comm_msg, wire)",
+        fmt_bytes(per_tick),
+        note=(
+            f"{comm_count / ticks if ticks else 0:.1f} comm messages per tick over {ticks} "
+            f"ticks, 2 watched paths, history full (as after an hour); other iopub traffic: "
+            + (", ".join(f"{k} {v} B" for k, v in sorted(other.items())) or "none")
+        ),
+        data={"bytes_per_tick": per_tick, "ticks": ticks, "comm_msgs": comm_count},
+    )
 
 
 def panel(cfg: Config) -> list[Row]:

@@ -29,6 +29,25 @@ del _tw
 """
 
 
+# gives the running sampler a history as after an hour at its interval: copies of its latest
+# sample one interval apart, ending now, in a fresh History of the same capacity (appending
+# old timestamps to the live one would break its time order); the widget then shows full
+# windows, so its traffic is the steady-state traffic
+PREFILL_HISTORY = """
+import dataclasses as _dc, time as _time
+from trainwatch_lab.core.history import History as _H
+_tw_sampler.stop()
+_old = _tw_sampler.history
+_new = _H(capacity=_old.capacity, max_series=_old.max_series)
+_now, _dt = _time.time(), _tw_sampler.interval
+for _i in range(_old.capacity):
+    _new.append(_dc.replace(_old.latest, t=_now - (_old.capacity - _i) * _dt))
+_tw_sampler.history = _new
+_tw_sampler.start()
+del _old, _new
+"""
+
+
 @dataclass
 class Reply:
     status: str
