@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import atexit
 import contextlib
 import logging
 import math
@@ -228,8 +229,10 @@ class KernelWatch:
         self._seen_ids: dict[str, int] = {}  # variable -> id(value) after the last cell
         self.started_at: float | None = None
         shell.events.register("post_run_cell", self.post_run_cell)
+        atexit.register(self.stop)  # kernel shutdown: release the sampler's helper processes
 
     def close(self) -> None:
+        atexit.unregister(self.stop)
         self.stop()
         with contextlib.suppress(ValueError):
             self.shell.events.unregister("post_run_cell", self.post_run_cell)
