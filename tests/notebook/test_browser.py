@@ -184,3 +184,34 @@ def test_writer_on_sshfs_alerts_under_its_cell(lab: LabServer, page: Any, sshfs_
     cell.screenshot(path=str(artifact_path("notebook-browser-4-sshfs-alert.png")))
     later = run_cell(page, 2)
     assert later.locator(".tw-inline-alerts").count() == 0
+
+
+def test_warning_from_the_sampler_thread_shows_under_the_running_cell(
+    lab: LabServer, page: Any
+) -> None:
+    """A condition that starts while cell 2 runs (threshold lowered so a real statvfs trips
+    disk-almost-full) is rendered in cell 2's output area, not in cell 1's."""
+    watched = lab.root_dir / "thread-alert"
+    watched.mkdir()
+    write_notebook(
+        lab.root_dir / "thread.ipynb",
+        [
+            "import dataclasses, time\n"
+            "from trainwatch_lab import TrainWatch\n"
+            "from trainwatch_lab.core.defaults import DEFAULTS\n"
+            "tw = TrainWatch([], interval=0.3, probe=False,\n"
+            "                defaults=dataclasses.replace(DEFAULTS, full_fraction=1.0))\n"
+            "tw",
+            f"tw.add_path({str(watched)!r})\ntime.sleep(4)",
+        ],
+    )
+    open_notebook(page, lab, "thread.ipynb")
+    first = run_cell(page, 0)
+    second = run_cell(page, 1, wait=False)
+    second.locator(".tw-inline-alerts [data-code='disk-almost-full']").wait_for(timeout=30_000)
+    assert cell_running(page, 1)  # it arrived while the cell was still running
+    wait_cell_done(page, 1)
+    assert first.locator(".tw-inline-alerts").count() == 0
+    # the dashboard lists it too
+    assert first.locator(".tw-alerts-pane [data-code='disk-almost-full']").count() == 1
+    second.screenshot(path=str(artifact_path("notebook-browser-7-thread-alert.png")))
