@@ -144,7 +144,7 @@ def per_source(cfg: Config) -> list[Row]:
             ("N=1 path", 1, False, True),
             ("N=1 path, empty history", 1, False, False),
             ("N=8 paths, one mount", 8, False, True),
-            ("N=8 paths, 8 tmpfs mounts", 8, True, True),
+            ("N=8 paths on 8 mounts (7 tmpfs)", 8, True, True),
         ]
         for label, n, separate, full in configs:
             if separate and os.geteuid() != 0:
@@ -243,7 +243,7 @@ def thread_cpu(cfg: Config) -> list[Row]:
     wall = t1 - t0
     pct = 100 * (c1 - c0) / wall
     pct_all = 100 * total / wall
-    note = f"{ticks1 - ticks0} ticks in {wall:.0f} s, probe on, storage workload running"
+    note = f"{ticks1 - ticks0} ticks in {wall:.0f} s, 2 watched paths, probe on, workload running"
     return [
         Row(
             GROUP,
