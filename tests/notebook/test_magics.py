@@ -300,3 +300,14 @@ def test_discovery_after_each_cell_adds_paths(shell: Any, tmp_path: Path) -> Non
     assert str(tmp_path / "later") not in dash.paths()
     shell.run_cell("ckpt = ckpt.__class__(ckpt.dirpath)")
     assert str(tmp_path / "later") in dash.paths()
+
+
+def test_a_path_on_a_dead_mount_is_accepted_not_waited_for(sshfs_mount) -> None:
+    """Validation goes through the mount guard: a server that stopped answering costs the
+    check's timeout, then the path is watched (the sampler reports the dead mount)."""
+    sshfs_mount.pause()
+    try:
+        opts = parse_options(f"--logdir {sshfs_mount.path}/runs")
+    finally:
+        sshfs_mount.resume()
+    assert opts.logdir == f"{sshfs_mount.path}/runs"

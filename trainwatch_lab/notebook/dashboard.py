@@ -25,6 +25,7 @@ import ipywidgets as widgets
 from ..core.defaults import DEFAULTS, GIB, Defaults
 from ..core.history import SeriesKey
 from ..core.model import Sample
+from ..core.paths import normalise
 from ..core.sampler import Sampler
 from .charts import Series, TimeChart, bucket_seconds, window_columns
 from .inline import InlineAlerts, attach
@@ -51,11 +52,6 @@ WINDOW_CHOICES: tuple[tuple[str, float], ...] = (
 
 
 MAX_HISTORY_SAMPLES = 86_400  # a day at 1 s: ~30 MB of columns at most, whatever the options
-
-
-def normalise(path: str | os.PathLike[str]) -> str:
-    """The one path key every layer uses (no realpath: it can block on a dead mount)."""
-    return os.path.abspath(os.path.expanduser(os.fspath(path)))
 
 
 def new_sampler(

@@ -21,6 +21,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.paths import normalise
+
 # attribute -> what it is, in the order we report them
 PATH_ATTRS: tuple[tuple[str, str], ...] = (
     ("log_dir", "log directory"),
@@ -64,10 +66,6 @@ class Found:
     path: str  # normalised key (abspath(expanduser)), as every other layer uses
     where: str  # how the user named it: "writer.log_dir", "trainer.callbacks[1].dirpath"
     what: str  # "log directory", "checkpoint directory", "output directory"
-
-
-def normalise(path: str | os.PathLike[str]) -> str:
-    return os.path.abspath(os.path.expanduser(os.fspath(path)))
 
 
 def _static_has(obj: Any, name: str) -> bool:

@@ -16,11 +16,8 @@ import atexit
 import contextlib
 import logging
 import math
-import os
 import re
 import shlex
-import stat
-import threading
 import time
 import weakref
 from collections.abc import Sequence
@@ -33,6 +30,7 @@ from IPython.display import display
 
 from ..core.defaults import DEFAULTS, Defaults
 from ..core.model import Alert
+from ..core.paths import normalise
 from .dashboard import MAX_HISTORY_SAMPLES
 from .discover import Found, discover
 from .inline import InlineAlerts, attach, detach
@@ -149,42 +147,27 @@ def parse_options(line: str) -> Options:
     return opts
 
 
-def _first_blocker(path: str) -> str | None:
-    """The nearest existing ancestor that is not a directory (so ``path`` cannot exist)."""
-    current = path
-    while True:
-        try:
-            st = os.stat(current)
-        except (FileNotFoundError, NotADirectoryError):
-            parent = os.path.dirname(current)
-            if parent == current:
-                return None
-            current = parent
-            continue
-        except OSError:
-            return None  # permission, dead mount...: let the sampler report it
-        if current != path and not stat.S_ISDIR(st.st_mode):
-            return current
-        return None
-
-
 def check_path(path: str) -> str:
-    """Reject a path that cannot exist; never blocks the kernel more than a second.
+    """Reject a path that cannot exist (a file is in the way); returns its key.
 
-    The lstat walk runs on a helper thread: a dead mount would hang it, and then we accept
-    the path (the sampler will report the mount as unresponsive, off the main thread).
+    The lookup goes through the mount guard (core.paths.locate), so a dead mount costs at
+    most PATH_CHECK_TIMEOUT_S here, and then the path is accepted: the sampler will report
+    the mount as unresponsive, off the main thread.
     """
+    from ..core.paths import locate
+
     if not path or "\x00" in path:
         raise UsageError(f"trainwatch: bad path {path!r}")
-    key = os.path.abspath(os.path.expanduser(path))
-    box: list[str | None] = []
-    worker = threading.Thread(
-        target=lambda: box.append(_first_blocker(key)), name="trainwatch-check", daemon=True
-    )
-    worker.start()
-    worker.join(PATH_CHECK_TIMEOUT_S)
-    if box and box[0] is not None:
-        raise UsageError(f"trainwatch: {path} cannot exist: {box[0]} is a file, not a directory")
+    key = normalise(path)
+    try:
+        where = locate(key, timeout=PATH_CHECK_TIMEOUT_S)
+    except Exception:  # unresponsive mount, helper unavailable: not the user's input error
+        log.debug("trainwatch: could not check %s", key, exc_info=True)
+        return key
+    if not where.exists and not where.nearest_is_dir:
+        raise UsageError(
+            f"trainwatch: {path} cannot exist: {where.nearest} is a file, not a directory"
+        )
     return key
 
 
@@ -242,7 +225,7 @@ class KernelWatch:
     def start(self, opts: Options) -> Any:
         from .dashboard import TrainWatch
 
-        paths = [os.path.abspath(os.path.expanduser(p)) for p in opts.all_paths]
+        paths = [normalise(p) for p in opts.all_paths]
         paths += [p for p in self.discovered if p not in paths]
         dash = TrainWatch(
             paths,
@@ -333,7 +316,7 @@ class KernelWatch:
         from .cell import CellWatch
         from .dashboard import new_sampler
 
-        paths = [os.path.abspath(os.path.expanduser(p)) for p in opts.all_paths]
+        paths = [normalise(p) for p in opts.all_paths]
         dash = self.dashboard
         if dash is not None and not dash.stopped:
             sampler, owned = dash.sampler, False
