@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -228,3 +229,33 @@ def test_a_process_that_is_gone_is_a_note() -> None:
     src.collect(s)
     assert s.process is None
     assert str(child.pid) in s.notes["process"]
+
+
+def test_the_sampler_threads_own_reads_are_not_the_jobs(tmp_path: Path) -> None:
+    """Watching ourselves: reads by the collecting thread (like the sampler's /proc walks)
+    are left out; reads by another thread of the process are counted."""
+    blob = tmp_path / "blob"
+    blob.write_bytes(os.urandom(4 * 1024 * 1024))
+    ticks = iter(range(100))
+    source = ProcessIOSource(pid=os.getpid(), children=False, clock=lambda: float(next(ticks)))
+    read_in_interval: dict[str, float] = {}
+
+    def sampler_thread(label: str, reader: str) -> None:
+        source.collect(Sample(t=0.0))
+        if reader == "sampler":
+            blob.read_bytes()
+        else:
+            other = threading.Thread(target=blob.read_bytes)
+            other.start()
+            other.join()
+        sample = Sample(t=1.0)
+        source.collect(sample)  # the fake clock makes this interval exactly 1 s
+        assert sample.process is not None
+        read_in_interval[label] = sample.process.read_chars_s
+
+    for label in ("sampler", "other"):
+        t = threading.Thread(target=sampler_thread, args=(label, label))
+        t.start()
+        t.join()
+    assert read_in_interval["sampler"] < 512 * 1024
+    assert read_in_interval["other"] >= 4 * 1024 * 1024

@@ -365,6 +365,12 @@ def default_guard() -> MountGuard:
         return _default
 
 
+def helper_pids() -> set[int]:
+    """Every helper process of every guard in this process: the process-I/O source leaves
+    them out, since their statvfs and probe writes are ours, not the training job's."""
+    return {pid for guard in list(_LIVE_GUARDS) for pid in guard.live_pids()}
+
+
 @atexit.register
 def _close_all() -> None:
     """At exit: signal helpers, wait for none (a stuck one may never exit)."""

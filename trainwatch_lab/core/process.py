@@ -9,6 +9,10 @@ counters into the parent's (``wait()`` adds them to the parent's signal->ioac). 
 live processes naively therefore makes rates dip negative when a child vanishes and spike
 when it is reaped. We keep per-process deltas instead, and when a child vanishes we
 remember what we already counted for it and subtract that from its parent's next jump.
+
+Watching ourselves must not show up as the job's I/O: when the watched process is this one,
+the sampler thread's own reads (/proc, /sys) are subtracted through /proc/thread-self/io, and
+the mount guard's helper processes are left out of the tree.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from .guard import helper_pids
 from .model import ProcessIO, Sample
 
 FIELDS = ("read_chars", "write_chars", "read_bytes", "write_bytes")
@@ -60,6 +65,20 @@ def _start_ticks(pid: int) -> int:
     return int(data[data.rindex(b")") + 2 :].split()[19])
 
 
+def _thread_counts() -> Counts | None:
+    """I/O of the calling thread (the sampler's), from /proc/thread-self/io."""
+    values: dict[str, int] = {}
+    try:
+        with open("/proc/thread-self/io", "rb") as f:
+            for line in f.read().decode().splitlines():
+                name, _, value = line.partition(":")
+                values[name] = int(value)
+    except (OSError, ValueError):
+        return None
+    rchar, wchar = values.get("rchar", 0), values.get("wchar", 0)
+    return (rchar, wchar, values.get("read_bytes", 0), values.get("write_bytes", 0))
+
+
 def _boot_clock() -> float:
     """Seconds since boot on the clock that /proc/PID/stat start times use."""
     return time.clock_gettime(time.CLOCK_BOOTTIME)
@@ -92,12 +111,16 @@ class ProcessIOSource:
         self._credit: dict[Key, tuple[Counts, int]] = {}
         self._prev_t: float | None = None
         self._prev_boot_clock = 0.0
+        self._prev_self: Counts | None = None
         self._lock = threading.Lock()
 
     def _read_tree(self, sample: Sample) -> dict[Key, _Seen] | None:
         try:
             root = psutil.Process(self.pid)
             procs = [root, *root.children(recursive=True)] if self.children else [root]
+            if self.pid == os.getpid() and len(procs) > 1:
+                ours = helper_pids()
+                procs = [p for p in procs if p.pid not in ours]
         except psutil.NoSuchProcess:
             sample.notes[self.name] = f"process {self.pid} has exited"
             return None
@@ -165,6 +188,11 @@ class ProcessIOSource:
                         if any(left):
                             self._credit[key] = (left, readings)
                     total = _add(total, delta)
+            if self.pid == os.getpid():
+                own = _thread_counts()
+                if own is not None and self._prev_self is not None and prev_t is not None:
+                    total = _sub(total, _sub(own, self._prev_self))
+                self._prev_self = own
             dt = (now - prev_t) if prev_t is not None else 0.0
             rates = [x / dt if dt > 0 else 0.0 for x in total]
             sample.process = ProcessIO(

@@ -20,6 +20,8 @@ from jupyter_server.utils import url_path_join
 from tornado import web
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
+from ..core.guard import MountUnresponsive
+from ..core.paths import locate
 from .hub import Hub, dumps, path_key
 
 API = "trainwatch-lab/api"
@@ -64,9 +66,11 @@ def parse_bool(name: str, value: str | None, default: bool) -> bool:
     raise BadRequest(f"{name!r} must be true or false, got {value!r}")
 
 
-def exists_or_parent(key: str) -> bool:
-    """May block on a dead mount: call only through Hub.in_thread."""
-    return os.path.exists(key) or os.path.isdir(os.path.dirname(key))
+def exists_or_parent(key: str, timeout: float) -> bool:
+    """Asks the mount's helper process (core.paths.locate), so a dead mount raises
+    MountUnresponsive within ``timeout`` instead of leaving a server thread stuck in stat."""
+    found = locate(key, timeout=timeout)
+    return found.exists or (found.nearest == os.path.dirname(key) and found.nearest_is_dir)
 
 
 class BaseHandler(APIHandler):
@@ -213,10 +217,9 @@ class PathsHandler(BaseHandler):
         key = path_key(path)
         responsive = True
         try:
-            ok = await self.hub.in_thread(
-                exists_or_parent, key, timeout=self.hub.defaults.mount_timeout_s
-            )
-        except asyncio.TimeoutError:  # a hung mount is worth watching: it gets a warning
+            timeout = self.hub.defaults.mount_timeout_s
+            ok = await self.hub.in_thread(exists_or_parent, key, timeout, timeout=timeout + 1.0)
+        except (asyncio.TimeoutError, MountUnresponsive):  # a hung mount is worth watching
             ok, responsive = True, False
         if not ok:
             return self.bad(f"{key} does not exist and neither does its parent directory")

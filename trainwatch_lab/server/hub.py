@@ -27,6 +27,7 @@ from ..core.defaults import DEFAULTS, Defaults
 from ..core.history import History
 from ..core.model import Sample
 from ..core.sampler import Sampler
+from ..monitor import make_sampler
 from .config import TrainWatch
 from .kernels import KernelsSource
 
@@ -63,36 +64,9 @@ def dumps(obj: Any) -> str:
 def build_sampler(
     paths: list[str], interval: float, probe: bool, gpu: bool, defaults: Defaults
 ) -> Sampler:
-    """monitor.make_sampler when it exists; otherwise a Sampler over whatever sources exist."""
-    try:
-        from ..monitor import make_sampler
-    except ImportError:
-        make_sampler = None
-    if make_sampler is not None:
-        return make_sampler(paths, interval=interval, probe=probe, gpu=gpu, defaults=defaults)
-    sources: list[Any] = []
-    try:
-        from ..core.paths import PathsSource
-
-        sources.append(PathsSource(paths, defaults=defaults, probe=probe))
-    except ImportError:
-        pass
-    try:
-        from ..core.diskstats import DiskStatsSource
-
-        sources.append(DiskStatsSource())
-    except ImportError:
-        pass
-    if gpu:
-        try:
-            from ..core.gpu import GpuSource
-
-            sources.append(GpuSource(defaults=defaults))
-        except ImportError:
-            pass
-    from ..advice.advisor import Advisor
-
-    return Sampler(sources, interval=interval, evaluate=Advisor(defaults=defaults))
+    """The same Sampler every surface uses; the GPU source attributes memory to this server's
+    process tree, which holds the kernels it started."""
+    return make_sampler(paths, interval=interval, probe=probe, gpu=gpu, defaults=defaults)
 
 
 class Hub:
