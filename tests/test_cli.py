@@ -12,21 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.contract import CHECK_PATH_KEYS, WARNING_KEYS
+
 ROOT = Path(__file__).resolve().parents[1]
-CHECK_PATH_KEYS = {
-    "path",
-    "mountpoint",
-    "fstype",
-    "source",
-    "device",
-    "shared",
-    "read_only",
-    "total_bytes",
-    "free_bytes",
-    "probe",
-    "verdict",
-}
-WARNING_KEYS = {"code", "severity", "subject", "message", "fix"}
 VERDICTS = {"ok", "shared", "slow", "unresponsive", "missing"}
 
 
@@ -82,12 +70,12 @@ def test_help_exits_0() -> None:
 def check_shape(report: dict) -> None:
     assert set(report) == {"paths", "warnings"}
     for entry in report["paths"]:
-        assert set(entry) == CHECK_PATH_KEYS
+        assert set(entry) == set(CHECK_PATH_KEYS)
         assert entry["verdict"] in VERDICTS
         if entry["probe"] is not None:
             assert set(entry["probe"]) == {"p50_ms", "p99_ms", "samples"}
     for warning in report["warnings"]:
-        assert set(warning) == WARNING_KEYS
+        assert set(warning) == set(WARNING_KEYS)
         assert warning["severity"] in {"info", "warning", "critical"}
 
 

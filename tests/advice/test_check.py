@@ -5,23 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from tests.support.contract import CHECK_PATH_KEYS
 from trainwatch_lab.advice.check import CheckReport, run_check, verdict_for
 from trainwatch_lab.core.defaults import GIB
 from trainwatch_lab.core.model import Alert, PathState, ProbeResult
-
-KEYS = [
-    "path",
-    "mountpoint",
-    "fstype",
-    "source",
-    "device",
-    "shared",
-    "read_only",
-    "total_bytes",
-    "free_bytes",
-    "probe",
-    "verdict",
-]
 
 
 def alert(code: str, subject: str, severity: str = "warning") -> Alert:
@@ -57,7 +44,7 @@ def test_report_json_shape_and_exit_code() -> None:
     report = CheckReport(states=[s], alerts=[alert("shared-mount", "/mnt/x")])
     data = report.to_json()
     assert list(data) == ["paths", "warnings"]
-    assert list(data["paths"][0]) == KEYS
+    assert list(data["paths"][0]) == CHECK_PATH_KEYS
     assert data["paths"][0]["probe"] == {"p50_ms": 30.0, "p99_ms": 50.0, "samples": 16}
     assert data["paths"][0]["verdict"] == "shared"
     assert data["warnings"] == [
