@@ -60,6 +60,7 @@ export class TrainWatchPanel extends Panel {
   private _paths: WatchedPathJSON[] = [];
   private _header = new Block('jp-TrainWatch-header');
   private _warnings = new Block('jp-TrainWatch-warnings');
+  private _warningsShown: string | null = null;
   private _gpuUtil = new TimeChart({ title: 'GPU utilization', format: pct, range: [0, 100] });
   private _gpuMem = new TimeChart({ title: 'GPU memory used', format: formatBytes });
   private _diskRate = new TimeChart({ title: 'Disk throughput', format: formatMBs });
@@ -288,8 +289,15 @@ export class TrainWatchPanel extends Panel {
 
   private _renderWarnings(sample: SampleJSON | null): void {
     const node = this._warnings.node;
-    node.textContent = '';
     const warnings = sample?.warnings ?? [];
+    // rebuild only when the warnings changed: a list replaced every tick loses the reader's
+    // text selection and scroll position
+    const signature = sample ? JSON.stringify(warnings) : null;
+    if (signature === this._warningsShown && node.childElementCount) {
+      return;
+    }
+    this._warningsShown = signature;
+    node.textContent = '';
     node.dataset.count = String(activeWarnings(sample).length);
     if (!warnings.length) {
       node.appendChild(

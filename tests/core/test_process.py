@@ -132,8 +132,9 @@ def test_child_writes_and_reads_are_counted_once(worker: Worker, tmp_path: Path)
     assert s.process is not None
     dt = clock.last_dt()
     written = s.process.write_chars_s * dt
-    assert 8 * MIB <= written <= 8.5 * MIB  # the child's 8 MiB, plus our own small output
-    assert s.process.read_chars_s * dt >= 4 * MIB
+    assert 8 * MIB - 64 * 1024 <= written <= 8.5 * MIB  # the child's 8 MiB
+    # the child's 4 MiB; our own reads (pipes, /proc) are left out, give or take a tick's
+    assert s.process.read_chars_s * dt >= 4 * MIB - 64 * 1024
     if on_block_device(tmp_path):
         assert 7 * MIB <= s.process.write_bytes_s * dt <= 10 * MIB  # fsync'ed to the disk
 

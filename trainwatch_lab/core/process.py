@@ -112,6 +112,7 @@ class ProcessIOSource:
         self._prev_t: float | None = None
         self._prev_boot_clock = 0.0
         self._prev_self: Counts | None = None
+        self._self_now: Counts | None = None
         self._lock = threading.Lock()
 
     def _read_tree(self, sample: Sample) -> dict[Key, _Seen] | None:
@@ -130,6 +131,9 @@ class ProcessIOSource:
         keys: dict[int, Key] = {}
         raw: list[tuple[Key, Counts, int]] = []
         for proc in procs:
+            if proc is root and self.pid == os.getpid():
+                # right before the process counters, so both cover the same interval
+                self._self_now = _thread_counts()
             try:
                 with proc.oneshot():
                     io = proc.io_counters()
@@ -189,7 +193,7 @@ class ProcessIOSource:
                             self._credit[key] = (left, readings)
                     total = _add(total, delta)
             if self.pid == os.getpid():
-                own = _thread_counts()
+                own = self._self_now
                 if own is not None and self._prev_self is not None and prev_t is not None:
                     total = _sub(total, _sub(own, self._prev_self))
                 self._prev_self = own
