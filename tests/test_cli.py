@@ -46,6 +46,7 @@ def tw(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         (("watch", "--interval", "-1", "/"), "--interval"),
         (("watch", "--interval", "nan", "/"), "positive"),
         (("watch", "--duration", "0", "/"), "--duration"),
+        (("watch", "--interval", "0.001", "/"), "at least"),
         (("check", "--frobnicate", "/"), "--frobnicate"),
         (("launch", "/"), "launch"),
         (("check", ""), "empty path"),

@@ -50,6 +50,16 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _interval(text: str) -> float:
+    value = _seconds(text)
+    if value < DEFAULTS.min_interval_s:
+        raise argparse.ArgumentTypeError(
+            f"must be at least {DEFAULTS.min_interval_s:g} s (sampling faster costs more than "
+            f"it shows), got {text!r}"
+        )
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
@@ -84,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument("paths", nargs="+", metavar="PATH")
     watch.add_argument(
         "--interval",
-        type=_seconds,
+        type=_interval,
         default=DEFAULTS.interval_s,
         metavar="S",
         help=f"seconds between samples (default {DEFAULTS.interval_s:g})",

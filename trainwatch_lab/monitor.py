@@ -13,7 +13,7 @@ from .advice.advisor import Advisor
 from .core.defaults import DEFAULTS, Defaults
 from .core.diskstats import DiskStatsSource
 from .core.gpu import GpuSource
-from .core.history import History
+from .core.history import History, capacity_for
 from .core.paths import PathsSource
 from .core.probe import local_baseline
 from .core.process import ProcessIOSource
@@ -43,7 +43,7 @@ def make_sampler(
     if not interval > 0 or not math.isfinite(interval):
         raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
     if history_capacity is None:
-        history_capacity = max(2, math.ceil(defaults.history_s / interval))
+        history_capacity = capacity_for(defaults.history_s, interval, defaults)
     sources: list[Source] = [
         PathsSource(paths=tuple(paths), defaults=defaults, probe=probe),
         DiskStatsSource(),

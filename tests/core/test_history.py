@@ -70,3 +70,12 @@ def test_exports() -> None:
     col = rows[0].index("path:/a:b:free_bytes")
     assert [r[col] for r in rows[1:]] == ["5", "4", "3"]
     assert not any(math.isnan(x) for x in data["t"])
+
+
+def test_capacity_is_capped_whatever_the_options() -> None:
+    from trainwatch_lab.core.defaults import DEFAULTS
+    from trainwatch_lab.core.history import capacity_for
+
+    assert capacity_for(3600, 1.0) == 3600
+    assert capacity_for(3600, 0.0001) == DEFAULTS.max_history_samples
+    assert capacity_for(0.5, 1.0) == 2

@@ -16,6 +16,7 @@ from array import array
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from .defaults import DEFAULTS, Defaults
 from .model import Sample
 
 SeriesKey = tuple[str, str, str]
@@ -63,6 +64,12 @@ def flatten(sample: Sample) -> Iterator[tuple[SeriesKey, float]]:
         yield ("proc", str(pr.pid), "write_chars_s"), pr.write_chars_s
         yield ("proc", str(pr.pid), "read_bytes_s"), pr.read_bytes_s
         yield ("proc", str(pr.pid), "write_bytes_s"), pr.write_bytes_s
+
+
+def capacity_for(seconds: float, interval: float, defaults: Defaults = DEFAULTS) -> int:
+    """Samples needed to keep ``seconds`` at ``interval``, capped so that no option can make
+    the ring (one float per sample per series) grow without bound."""
+    return max(2, min(defaults.max_history_samples, math.ceil(seconds / interval)))
 
 
 def key_to_str(key: SeriesKey) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from ..core.defaults import DEFAULTS, GIB, Defaults
-from ..core.history import SeriesKey
+from ..core.history import SeriesKey, capacity_for
 from ..core.model import Sample
 from ..core.paths import normalise
 from ..core.sampler import Sampler
@@ -51,7 +51,7 @@ WINDOW_CHOICES: tuple[tuple[str, float], ...] = (
 )
 
 
-MAX_HISTORY_SAMPLES = 86_400  # a day at 1 s: ~30 MB of columns at most, whatever the options
+MAX_HISTORY_SAMPLES = DEFAULTS.max_history_samples
 
 
 def new_sampler(
@@ -75,7 +75,7 @@ def new_sampler(
         probe=probe,
         gpu=gpu,
         defaults=defaults,
-        history_capacity=max(2, min(MAX_HISTORY_SAMPLES, math.ceil(keep_s / interval))),
+        history_capacity=capacity_for(keep_s, interval),
     )
 
 

@@ -5,7 +5,7 @@ Defaults come from core.defaults so the panel, the CLI and the notebook never di
 
 from __future__ import annotations
 
-from traitlets import Bool, Float, List, Unicode
+from traitlets import Bool, Float, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
 from ..core.defaults import DEFAULTS
@@ -37,6 +37,22 @@ class TrainWatch(Configurable):
         config=True
     )
     gpu = Bool(True, help="Sample NVIDIA GPUs through NVML.").tag(config=True)
+
+    @validate("interval")
+    def _check_interval(self, proposal: dict) -> float:
+        value = proposal["value"]
+        if not value >= DEFAULTS.min_interval_s:
+            raise TraitError(
+                f"TrainWatch.interval must be at least {DEFAULTS.min_interval_s} s, got {value}"
+            )
+        return value
+
+    @validate("history_s", "stop_grace_s", "snapshot_wait_s")
+    def _check_positive(self, proposal: dict) -> float:
+        value = proposal["value"]
+        if not value > 0:
+            raise TraitError(f"TrainWatch.{proposal['trait'].name} must be positive, got {value}")
+        return value
 
 
 TrainWatchConfig = TrainWatch  # the name the issue uses

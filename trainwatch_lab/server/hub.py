@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..core.defaults import DEFAULTS, Defaults
-from ..core.history import History
+from ..core.history import History, capacity_for
 from ..core.model import Sample
 from ..core.sampler import Sampler
 from ..monitor import make_sampler
@@ -81,8 +81,7 @@ class Hub:
         self.defaults = replace(DEFAULTS, interval_s=config.interval, history_s=config.history_s)
         self.kernel_manager = kernel_manager
         self.sampler_factory = sampler_factory
-        capacity = max(2, math.ceil(config.history_s / config.interval))
-        self.history = History(capacity=capacity)
+        self.history = History(capacity=capacity_for(config.history_s, config.interval))
         self.sampler: Sampler | None = None
         self.clients = 0
         self.starts = 0  # how many times a sampler was started (tests, diagnostics)
