@@ -174,3 +174,14 @@ def test_watch_stops_cleanly_on_ctrl_c_and_sigterm(tmp_path: Path, signum: int, 
     assert "Traceback" not in err
     time.sleep(0.5)  # a helper that got SIGTERM removes its file on its way out
     assert list(tmp_path.iterdir()) == []
+
+
+def test_check_a_path_that_cannot_exist_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    out = tw("check", "--json", "--no-probe", str(loop))
+    assert out.returncode == 2, out
+    assert json.loads(out.stdout)["paths"][0]["verdict"] == "missing"
+    lines = out.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("trainwatch-lab: error: ")
+    assert str(loop) in lines[0] and "symbolic links" in lines[0]

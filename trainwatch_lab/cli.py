@@ -211,13 +211,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:
         _print_check(report, sys.stdout)
     for state in report.states:
-        if state.path in report.missing:
-            where = (
-                f" (reported: the filesystem it would be created on, {state.mountpoint})"
-                if state.mountpoint
-                else ""
-            )
-            sys.stderr.write(f"{PROG}: error: {state.path} does not exist{where}\n")
+        if state.path not in report.missing:
+            continue
+        if state.error:  # no such path can exist: say why
+            sys.stderr.write(f"{PROG}: error: {state.path}: {state.error}\n")
+            continue
+        where = (
+            f" (reported: the filesystem it would be created on, {state.mountpoint})"
+            if state.mountpoint
+            else ""
+        )
+        sys.stderr.write(f"{PROG}: error: {state.path} does not exist{where}\n")
     if report.missing:
         return 2
     return report.exit_code

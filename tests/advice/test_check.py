@@ -8,6 +8,7 @@ from pathlib import Path
 from tests.support.contract import CHECK_PATH_KEYS
 from trainwatch_lab.advice.check import CheckReport, run_check, verdict_for
 from trainwatch_lab.core.defaults import GIB
+from trainwatch_lab.core.guard import MountGuard
 from trainwatch_lab.core.model import Alert, PathState, ProbeResult
 
 
@@ -83,3 +84,31 @@ def test_run_check_missing_path_resolves_through_its_parent(tmp_path: Path) -> N
 def test_run_check_expands_user() -> None:
     report = run_check(["~"], probe=False)
     assert report.states[0].path == os.path.expanduser("~")
+
+
+def test_a_path_that_could_not_be_inspected_is_never_ok() -> None:
+    assert verdict_for(PathState(path="/d", error="Too many levels of symbolic links"), []) == (
+        "missing"
+    )
+    assert verdict_for(PathState(path="/d", responsive=False, error="no helper"), []) == (
+        "unresponsive"
+    )
+
+
+def test_run_check_paths_that_cannot_exist_are_missing(tmp_path: Path) -> None:
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    (tmp_path / "file").write_text("x")
+    paths = [str(loop), str(tmp_path / ("n" * 300)), str(tmp_path / "file" / "x")]
+    report = run_check(paths, probe=False, timeout=5)
+    assert report.verdicts == ["missing"] * 3
+    assert all(s.error for s in report.states)
+    assert report.missing == paths
+
+
+def test_run_check_without_an_answer_in_time_is_unresponsive(tmp_path: Path) -> None:
+    with MountGuard() as guard:  # fresh: its helper cannot be ready within a millisecond
+        report = run_check([str(tmp_path)], probe=False, timeout=0.001, guard=guard)
+    assert report.verdicts == ["unresponsive"]
+    assert [a.code for a in report.alerts] == ["mount-unresponsive"]
+    assert report.exit_code == 1

@@ -49,7 +49,7 @@ def verdict_for(state: PathState, alerts: list[Alert]) -> Verdict:
     mine = {a.code for a in alerts if a.subject == state.path}
     if not state.responsive or "mount-unresponsive" in mine:
         return "unresponsive"
-    if not state.exists and state.error is None:  # an error means we could not tell
+    if not state.exists:  # nothing there, or no such path can exist (ELOOP, a file in the way)
         return "missing"
     if "slow-mount" in mine:
         return "slow"
@@ -151,7 +151,7 @@ def run_check(
         try:
             results[key] = inspect_path(key, defaults=d, probe=probe, guard=guard)
         except Exception as exc:  # a bug must not turn into a hang or a traceback
-            results[key] = _from_mount_table(key, f"{type(exc).__name__}: {exc}", True)
+            results[key] = _from_mount_table(key, f"{type(exc).__name__}: {exc}")
 
     def measure_baseline() -> None:
         try:

@@ -153,6 +153,7 @@ def inspect_path(
             mounts = read_mounts()
             entry = mount_for_path(key, mounts)
         except (OSError, LookupError) as exc:
+            state.responsive = False  # we could not even ask: never "ok"
             state.error = f"cannot read the mount table: {_describe(exc)}"
             return state
         apply_mount(state, entry, mounts, sys_root)
@@ -165,16 +166,19 @@ def inspect_path(
                 path=key,
                 checkpoints=True,
             )
-        except MountUnresponsive as exc:
-            state.responsive, state.error = False, str(exc)
-            return state
-        except (OSError, WorkerUnavailable, WorkerFailed) as exc:
+        except OSError as exc:  # ELOOP, ENAMETOOLONG...: no such path can exist here
             state.error = _describe(exc)
+            return state
+        except (MountUnresponsive, WorkerUnavailable, WorkerFailed) as exc:
+            # no answer (or no helper to ask): we cannot tell, which is never "ok"
+            state.responsive, state.error = False, str(exc)
             return state
         actual = correct_mount(entry, raw, key, mounts)
         if actual is not entry:
             apply_mount(state, actual, mounts, sys_root)
         apply_inspect(state, raw)
+        if not raw["exists"] and not raw["is_dir"]:
+            state.error = f"cannot be created: {raw['target']} is not a directory"
         if probe:
             if state.read_only:
                 state.probe = ProbeResult(None, None, 0, error=READ_ONLY)
