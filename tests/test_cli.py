@@ -185,3 +185,26 @@ def test_check_a_path_that_cannot_exist_is_one_line_and_exit_2(tmp_path: Path) -
     lines = out.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("trainwatch-lab: error: ")
     assert str(loop) in lines[0] and "symbolic links" in lines[0]
+
+
+def test_watch_refuses_a_path_that_can_never_exist(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    for bad, needle in (
+        (tmp_path / "file" / "x", "not a directory"),
+        (loop, "symbolic links"),
+        (tmp_path / ("n" * 300), "too long"),
+    ):
+        out = tw("watch", "--duration", "30", str(bad))
+        assert out.returncode == 2, out
+        lines = out.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith("trainwatch-lab: error: "), out.stderr
+        assert needle in lines[0] and out.stdout == ""
+
+
+def test_watch_accepts_a_logdir_about_to_be_created(tmp_path: Path) -> None:
+    out = tw("watch", "--json", "--interval", "0.5", "--duration", "1.5", str(tmp_path / "run1"))
+    assert out.returncode in (0, 1), out.stderr
+    assert json.loads(out.stdout.splitlines()[0])["paths"]
+    assert not (tmp_path / "run1").exists()

@@ -310,8 +310,27 @@ def _json_line(sample: Sample) -> None:
     sys.stdout.flush()
 
 
+def _refuse_impossible(paths: Sequence[str]) -> None:
+    """A path no logdir can ever be created at (a file in the way, a symlink loop, a name too
+    long) is bad input. A path that does not exist yet under a directory is fine, and so is a
+    mount that does not answer: that is what ``watch`` is for, it gets its warning."""
+    from .core.guard import MountUnresponsive, WorkerFailed, WorkerUnavailable, default_guard
+    from .core.paths import locate
+
+    for path in paths:
+        try:
+            where = locate(path, default_guard(), timeout=DEFAULTS.mount_timeout_s)
+        except (MountUnresponsive, WorkerUnavailable, WorkerFailed, LookupError):
+            continue
+        except OSError as exc:
+            raise UsageError(f"{path}: {exc.strerror or exc}") from None
+        if not where.exists and not where.nearest_is_dir:
+            raise UsageError(f"{path} cannot be created: {where.nearest} is not a directory")
+
+
 def cmd_watch(args: argparse.Namespace) -> int:
     paths = _paths(args.paths)
+    _refuse_impossible(paths)
     from .monitor import make_sampler
 
     sampler = make_sampler(paths, interval=args.interval)
