@@ -29,6 +29,8 @@ from ..core.paths import normalise
 from ..core.sampler import Sampler
 from .charts import Series, TimeChart, bucket_seconds, window_columns
 from .inline import InlineAlerts, attach
+from .settings import MAX_HISTORY_SAMPLES as MAX_HISTORY_SAMPLES  # re-exported
+from .settings import check_settings
 from .summary import (
     STYLE,
     alert_html,
@@ -49,9 +51,6 @@ WINDOW_CHOICES: tuple[tuple[str, float], ...] = (
     ("30 min", 1800.0),
     ("1 h", 3600.0),
 )
-
-
-MAX_HISTORY_SAMPLES = DEFAULTS.max_history_samples
 
 
 def new_sampler(
@@ -99,7 +98,7 @@ class TrainWatch(widgets.VBox):
 
     def __init__(
         self,
-        paths: Sequence[str | os.PathLike[str]] = (),
+        paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] = (),
         interval: float = DEFAULTS.interval_s,
         *,
         window: float = DEFAULTS.window_s,
@@ -111,20 +110,19 @@ class TrainWatch(widgets.VBox):
         defaults: Defaults = DEFAULTS,
         start: bool = True,
     ) -> None:
+        if sampler is not None:  # a shared sampler ticks at its own pace
+            interval = sampler.interval
+        keys, interval, window = check_settings(paths, interval, window)
         super().__init__()
-        if not interval > 0 or not math.isfinite(interval):
-            raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
-        if not window > 0 or not math.isfinite(window):
-            raise ValueError(f"window must be a positive number of seconds, got {window!r}")
         self.defaults = defaults
         self.gpu_filter = None if gpus is None else sorted(set(int(i) for i in gpus))
         self.gpu_enabled = gpu
         self._owns_sampler = sampler is None
         self.sampler = sampler or new_sampler(
-            paths, interval=interval, probe=probe, gpu=gpu, window_s=window, defaults=defaults
+            keys, interval=interval, probe=probe, gpu=gpu, window_s=window, defaults=defaults
         )
         if sampler is not None:
-            for p in paths:
+            for p in keys:
                 self.add_path(p)
         self.window_s = float(window)
         self.paused = False
@@ -250,6 +248,8 @@ class TrainWatch(widgets.VBox):
                 self._display_handle.update(self)
 
     def close(self) -> None:
+        if getattr(self, "_lock", None) is None:  # __init__ refused its arguments: nothing built
+            return
         self.stop()
         for chart in self.charts.values():
             chart.figure.close()

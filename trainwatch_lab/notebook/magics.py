@@ -15,7 +15,6 @@ import ast
 import atexit
 import contextlib
 import logging
-import math
 import re
 import shlex
 import time
@@ -31,9 +30,9 @@ from IPython.display import display
 from ..core.defaults import DEFAULTS, Defaults
 from ..core.model import Alert
 from ..core.paths import normalise
-from .dashboard import MAX_HISTORY_SAMPLES
 from .discover import Found, discover
 from .inline import InlineAlerts, attach, detach
+from .settings import check_settings
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +40,7 @@ USAGE = (
     "%trainwatch [PATH ...] [--logdir PATH] [--interval S] [--window 10m] [--gpu 0,1|none] "
     "[--no-probe] | %trainwatch stop | %trainwatch status"
 )
-MIN_WINDOW_S = 10.0
-MAX_WINDOW_S = 24 * 3600.0
-PATH_CHECK_TIMEOUT_S = 1.0
+FLAG_NAMES = {"interval": "--interval", "window": "--window"}
 
 
 # -- options ------------------------------------------------------------------------------
@@ -61,7 +58,7 @@ class Options:
 
     @property
     def all_paths(self) -> list[str]:
-        paths = ([self.logdir] if self.logdir else []) + self.paths
+        paths = ([self.logdir] if self.logdir is not None else []) + self.paths
         return list(dict.fromkeys(paths))
 
 
@@ -122,53 +119,19 @@ def parse_options(line: str) -> Options:
         raise UsageError(f"trainwatch: unknown option {bad[0]!r}. Usage: {USAGE}")
     if ns.interval is not None:
         opts.interval = parse_duration(ns.interval, "--interval")
-        if not opts.interval > 0 or not math.isfinite(opts.interval):
-            raise UsageError(f"trainwatch: --interval must be more than 0 s, got {ns.interval!r}")
     if ns.window is not None:
         opts.window = parse_duration(ns.window, "--window")
-        if not MIN_WINDOW_S <= opts.window <= MAX_WINDOW_S:
-            raise UsageError(f"trainwatch: --window must be between 10s and 24h, got {ns.window!r}")
-    if opts.window / opts.interval > MAX_HISTORY_SAMPLES:
-        raise UsageError(
-            f"trainwatch: --window {opts.window:g} s at --interval {opts.interval:g} s would keep "
-            f"more than {MAX_HISTORY_SAMPLES} samples; use a longer --interval"
-        )
-    if opts.window < 2 * opts.interval:
-        raise UsageError(
-            f"trainwatch: --window ({opts.window:g} s) must hold at least two samples of "
-            f"--interval ({opts.interval:g} s)"
-        )
     if ns.gpu is not None:
         gpus = parse_gpus(ns.gpu)
         opts.gpu = gpus != []
         opts.gpus = gpus or None
-    for path in opts.all_paths:
-        check_path(path)
-    return opts
-
-
-def check_path(path: str) -> str:
-    """Reject a path that cannot exist (a file is in the way); returns its key.
-
-    The lookup goes through the mount guard (core.paths.locate), so a dead mount costs at
-    most PATH_CHECK_TIMEOUT_S here, and then the path is accepted: the sampler will report
-    the mount as unresponsive, off the main thread.
-    """
-    from ..core.paths import locate
-
-    if not path or "\x00" in path:
-        raise UsageError(f"trainwatch: bad path {path!r}")
-    key = normalise(path)
     try:
-        where = locate(key, timeout=PATH_CHECK_TIMEOUT_S)
-    except Exception:  # unresponsive mount, helper unavailable: not the user's input error
-        log.debug("trainwatch: could not check %s", key, exc_info=True)
-        return key
-    if not where.exists and not where.nearest_is_dir:
-        raise UsageError(
-            f"trainwatch: {path} cannot exist: {where.nearest} is a file, not a directory"
+        _, opts.interval, opts.window = check_settings(
+            opts.all_paths, opts.interval, opts.window, names=FLAG_NAMES
         )
-    return key
+    except (ValueError, TypeError) as exc:
+        raise UsageError(f"trainwatch: {exc}") from None
+    return opts
 
 
 # -- immediate check ------------------------------------------------------------------------
