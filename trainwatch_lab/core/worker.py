@@ -22,6 +22,7 @@ import os
 import signal
 import stat
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -90,7 +91,17 @@ def op_probe(
     from .probe import clean_leftovers, probe_directory
 
     target, st = nearest_existing(directory)
-    if not stat.S_ISDIR(st.st_mode):
+    if target != directory:
+        # only a logdir about to be created in an existing directory: never write into a far
+        # ancestor (``/``, ``/etc``) or next to a file that is in the way
+        why = None
+        if target != os.path.dirname(directory):
+            why = f"not probed: neither {directory} nor its parent exists"
+        elif not stat.S_ISDIR(st.st_mode):
+            why = f"not probed: {target} is not a directory"
+        if why is not None:
+            return {"p50_ms": None, "p99_ms": None, "samples": 0, "error": why}
+    elif not stat.S_ISDIR(st.st_mode):
         target = os.path.dirname(target)  # a file: probe the directory it lives in
     # a leftover we cannot remove must not prevent the measurement
     with contextlib.suppress(OSError):
@@ -105,6 +116,29 @@ def op_clean_leftovers(directory: str) -> int:
     return clean_leftovers(directory)
 
 
+def op_write_text(path: str, text: str) -> int:
+    """Write a whole user file atomically (CSV export): a hidden temporary file in the same
+    directory, fsync, then ``os.replace``. Readers see the old file or the new one, never
+    half of one; on any failure (disk full, SIGTERM) the temporary file is removed."""
+    directory, name = os.path.split(os.path.abspath(path))
+    data = text.encode("utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            mask = os.umask(0)
+            os.umask(mask)
+            os.fchmod(fh.fileno(), 0o666 & ~mask)  # mkstemp's 0600 suits secrets, not a CSV
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return len(data)
+
+
 OPS: dict[str, Callable[..., Any]] = {
     "ping": op_ping,
     "sleep": op_sleep,
@@ -113,6 +147,7 @@ OPS: dict[str, Callable[..., Any]] = {
     "scan_checkpoints": op_scan_checkpoints,
     "probe": op_probe,
     "clean_leftovers": op_clean_leftovers,
+    "write_text": op_write_text,
 }
 
 
