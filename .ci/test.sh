@@ -1,25 +1,43 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs on a fresh Debian machine, then runs all of it.
 # As root (CI) the mount, FUSE, sshfs and browser tests run; elsewhere they skip with a reason.
+# Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="$(command -v sudo || true)"; fi
-DEB_PACKAGES="sshfs openssh-server openssh-client fuse3 chromium e2fsprogs util-linux sysstat gcc nodejs npm"
+# sshfs/sshd/fuse3: a real network filesystem; chromium: the browser tests; sysstat: iostat
+# to check our disk numbers against; e2fsprogs: loop-device ext4; gcc: the fake NVML library;
+# nodejs/npm: building the JupyterLab extension from a clone
+DEB_PACKAGES="sshfs openssh-server openssh-client fuse3 chromium e2fsprogs util-linux sysstat gcc"
+command -v node >/dev/null || DEB_PACKAGES="$DEB_PACKAGES nodejs"
+command -v npm >/dev/null || DEB_PACKAGES="$DEB_PACKAGES npm"
+command -v python3 >/dev/null || DEB_PACKAGES="$DEB_PACKAGES python3 python3-venv python3-dev"
 missing=$(for p in $DEB_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
 if [ -n "$missing" ]; then
   if [ "$(id -u)" = 0 ] || [ -n "$SUDO" ]; then
-    echo "installing Debian packages: $missing"
+    echo "installing Debian packages:" $missing
     $SUDO apt-get update -qq
-    # nodejs/npm may already come from elsewhere (NodeSource); only install what apt lacks
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-      $(for p in $missing; do case $p in nodejs|npm) command -v "$p" >/dev/null || echo "$p";; *) echo "$p";; esac; done) >/dev/null
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
   else
     echo "warning: cannot install $missing (not root, no sudo); tests that need them will skip" >&2
   fi
 fi
 
-python -m pip install -q --upgrade pip >/dev/null
-python -m pip install -q -e '.[test]'
-python -m pytest "$@"
+# A Python we may install into: the active one, unless it is the system's externally managed
+# interpreter (Debian's PEP 668) or lacks pip; then a virtual environment in .venv.
+PY="$(command -v python || command -v python3)"
+stdlib="$("$PY" -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')"
+if [ -z "${VIRTUAL_ENV:-}" ] && { [ -e "$stdlib/EXTERNALLY-MANAGED" ] || ! "$PY" -m pip --version >/dev/null 2>&1; }; then
+  if ! "$PY" -m venv --help >/dev/null 2>&1 || ! "$PY" -m venv .venv; then
+    $SUDO apt-get install -y -qq python3-venv >/dev/null && "$PY" -m venv .venv
+  fi
+  # shellcheck disable=SC1091
+  . .venv/bin/activate
+  PY=python
+fi
+
+"$PY" -m pip install -q --upgrade pip
+"$PY" -m pip install -q -e '.[test]'
+"$PY" -m pytest "$@"

@@ -100,7 +100,7 @@ def test_slow_mount_notebook(tmp_path: Path) -> None:
     rule = texts(cell_with(nb, "is_slow(probe"))
     assert "sshfs over Wi-Fi" in rule and "slow: True" in rule
     assert "local NVMe" in rule and rule.count("slow: False") == 2
-    assert "exit code:" in texts(cell_with(nb, "'-m', 'trainwatch_lab', 'check'"))
+    assert "exit code:" in texts(cell_with(nb, '"-m", "trainwatch_lab", "check"'))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
