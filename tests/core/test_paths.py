@@ -66,11 +66,14 @@ def test_local_directory(tmp_path: Path, guard: MountGuard) -> None:
 def test_path_not_created_yet_resolves_through_its_ancestor(
     tmp_path: Path, guard: MountGuard
 ) -> None:
-    logdir = tmp_path / "runs" / "exp1"
+    logdir = tmp_path / "exp1"  # about to be created in an existing directory: probed there
     state = inspect_path(str(logdir), FAST, guard=guard)
     assert not state.exists
     assert state.responsive and state.total_bytes
     assert state.probe is not None and state.probe.samples == FAST.probe_writes
+    deeper = inspect_path(str(tmp_path / "runs" / "exp1"), FAST, guard=guard)
+    assert not deeper.exists and deeper.responsive and deeper.total_bytes
+    assert deeper.probe is not None and deeper.probe.samples == 0  # no far ancestor written
     assert os.listdir(tmp_path) == []  # neither the logdir nor a probe file was created
 
 

@@ -157,7 +157,7 @@ def test_very_old_probe_files_are_leftovers_whatever_their_pid(tmp_path: Path) -
     assert clean_leftovers(str(tmp_path)) == 1
 
 
-def test_worker_probe_cleans_leftovers_first_and_probes_the_nearest_ancestor(
+def test_worker_probe_cleans_leftovers_first_and_probes_the_parent_of_a_new_logdir(
     tmp_path: Path,
 ) -> None:
     leftover = tmp_path / ".trainwatch-probe-999999999-dead.tmp"
@@ -167,13 +167,38 @@ def test_worker_probe_cleans_leftovers_first_and_probes_the_nearest_ancestor(
             "/",
             "probe",
             lane=PROBE_LANE,
-            directory=str(tmp_path / "logs" / "not-yet"),
+            directory=str(tmp_path / "not-yet"),
             writes=4,
             block_bytes=4096,
             budget_s=2,
         )
     assert raw["samples"] == 4 and raw["error"] is None
     assert listing(tmp_path) == []  # leftover removed, no logdir created, no probe file
+
+
+@pytest.mark.parametrize("rest", [("a", "b"), ("file", "x")])
+def test_worker_never_probes_a_far_ancestor_or_next_to_a_file_in_the_way(
+    tmp_path: Path, rest: tuple[str, ...]
+) -> None:
+    """``check /nonexistent/x`` must not write into ``/``; ``/etc/passwd/x`` not into /etc."""
+    (tmp_path / "file").write_text("x")
+    leftover = tmp_path / ".trainwatch-probe-999999999-dead.tmp"
+    leftover.write_text("")
+    mtime = os.stat(tmp_path).st_mtime_ns
+    with MountGuard() as g:
+        raw = g.call(
+            "/",
+            "probe",
+            lane=PROBE_LANE,
+            directory=str(tmp_path.joinpath(*rest)),
+            writes=4,
+            block_bytes=4096,
+            budget_s=2,
+        )
+    assert raw["samples"] == 0 and raw["p50_ms"] is None
+    assert raw["error"].startswith("not probed")
+    assert listing(tmp_path) == sorted(["file", leftover.name])  # nothing touched
+    assert os.stat(tmp_path).st_mtime_ns == mtime
 
 
 def test_read_only_mount_is_reported_and_never_written(readonly_mount) -> None:
