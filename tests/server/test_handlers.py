@@ -328,3 +328,20 @@ async def test_a_hung_mount_never_blocks_the_server(jp_fetch, hub, sshfs_mount):
             assert "did not finish" in body(checked)["error"]
     finally:
         sshfs_mount.resume()
+
+
+async def test_watched_paths_are_bounded(jp_fetch, hub, tmp_path):
+    limit = hub.defaults.max_watched_paths
+    for i in range(limit - len(hub.watched())):
+        d = tmp_path / f"d{i}"
+        d.mkdir()
+        hub.add_user_path(str(d))
+    extra = tmp_path / "one-too-many"
+    extra.mkdir()
+    with pytest.raises(HTTPClientError) as err:
+        await jp_fetch(
+            "trainwatch-lab", "api", "paths", method="POST", body=json.dumps({"path": str(extra)})
+        )
+    assert err.value.code == 400
+    assert "already watching" in json.loads(err.value.response.body)["error"]
+    assert str(extra) not in hub.watched()

@@ -18,6 +18,7 @@ class Defaults:
     interval_s: float = 1.0
     min_interval_s: float = 0.05  # faster sampling costs more than any chart can show
     max_history_samples: int = 86_400  # a day at 1 s: caps memory whatever interval/history
+    max_watched_paths: int = 64  # each costs a statvfs per tick and a helper per mount
     history_s: float = 3600.0  # kept per series in the server
     window_s: float = 600.0  # shown in charts
     # mount access (every call that can touch a mount goes through core.guard)

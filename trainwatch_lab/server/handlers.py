@@ -14,6 +14,7 @@ import math
 import os
 from typing import Any
 
+from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from jupyter_server.base.websocket import WebSocketMixin
 from jupyter_server.utils import url_path_join
@@ -25,6 +26,9 @@ from ..core.paths import locate
 from .hub import Hub, dumps, path_key
 
 API = "trainwatch-lab/api"
+# what an Authorizer is asked about (JupyterHub roles, read-only users): GET is "read" and
+# POST/DELETE are "write" on this resource
+AUTH_RESOURCE = "trainwatch"
 MAX_STREAM_INTERVAL_S = 3600.0
 
 
@@ -74,6 +78,8 @@ def exists_or_parent(key: str, timeout: float) -> bool:
 
 
 class BaseHandler(APIHandler):
+    auth_resource = AUTH_RESOURCE
+
     @property
     def hub(self) -> Hub:
         return self.settings["trainwatch_hub"]
@@ -118,6 +124,7 @@ class BaseHandler(APIHandler):
 
 class SnapshotHandler(BaseHandler):
     @web.authenticated
+    @authorized
     async def get(self) -> None:
         try:
             self.only()
@@ -131,6 +138,7 @@ class SnapshotHandler(BaseHandler):
 
 class HistoryHandler(BaseHandler):
     @web.authenticated
+    @authorized
     async def get(self) -> None:
         try:
             self.only("since")
@@ -145,6 +153,7 @@ class HistoryHandler(BaseHandler):
 
 class CheckHandler(BaseHandler):
     @web.authenticated
+    @authorized
     async def get(self) -> None:
         hub = self.hub
         try:
@@ -201,6 +210,7 @@ class PathsHandler(BaseHandler):
         return parse_path(value)
 
     @web.authenticated
+    @authorized
     async def get(self) -> None:
         try:
             self.only()
@@ -209,12 +219,16 @@ class PathsHandler(BaseHandler):
         self.send_json(self.listing())
 
     @web.authenticated
+    @authorized
     async def post(self) -> None:
         try:
             path = self.path_from_request()
         except BadRequest as exc:
             return self.bad(str(exc))
         key = path_key(path)
+        limit = self.hub.defaults.max_watched_paths
+        if key not in self.hub.watched() and len(self.hub.watched()) >= limit:
+            return self.bad(f"already watching {limit} paths; remove one first")
         responsive = True
         try:
             timeout = self.hub.defaults.mount_timeout_s
@@ -232,6 +246,7 @@ class PathsHandler(BaseHandler):
         self.send_json(listing, 201)
 
     @web.authenticated
+    @authorized
     async def delete(self) -> None:
         try:
             path = self.path_from_request()
@@ -261,6 +276,8 @@ class StreamHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
     async def get(self, *args: Any, **kwargs: Any) -> None:
         if self.current_user is None:
             self.log.warning("trainwatch stream: unauthenticated WebSocket request refused")
+            raise web.HTTPError(403)
+        if not self.authorizer.is_authorized(self, self.current_user, "read", AUTH_RESOURCE):
             raise web.HTTPError(403)
         await super().get(*args, **kwargs)
 
