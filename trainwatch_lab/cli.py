@@ -22,7 +22,8 @@ from typing import Any, NoReturn, TextIO
 
 from .advice.text import fmt_bytes, fmt_duration, fmt_ms, fmt_pct, fmt_rate
 from .core.defaults import DEFAULTS
-from .core.model import SEVERITY_RANK, Alert, Sample
+from .core.model import SEVERITY_RANK, Alert, Sample, json_safe
+from .core.paths import normalise
 
 PROG = "trainwatch-lab"
 
@@ -111,23 +112,12 @@ def _paths(raw: Sequence[str]) -> list[str]:
             raise UsageError("empty path")
         if "\0" in p:
             raise UsageError(f"path contains a NUL byte: {p!r}")
-        out.append(os.path.abspath(os.path.expanduser(p)))
+        out.append(normalise(p))
     return list(dict.fromkeys(out))
 
 
-def _finite(obj: Any) -> Any:
-    """JSON has no NaN/Infinity: send null instead."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_finite(v) for v in obj]
-    return obj
-
-
 def _dumps(obj: Any, **kw: Any) -> str:
-    return json.dumps(_finite(obj), allow_nan=False, **kw)
+    return json.dumps(json_safe(obj), allow_nan=False, **kw)
 
 
 def _table(rows: list[list[str]], right: AbstractSet[int] = frozenset(), indent: str = "") -> str:

@@ -9,7 +9,6 @@ no syscall on the path.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -20,7 +19,7 @@ from ..core.guard import PROBE_LANE, MountGuard, default_guard
 from ..core.history import History
 from ..core.model import SEVERITY_RANK, Alert, PathState, ProbeResult, Sample, Verdict
 from ..core.mounts import mount_for_path, read_mounts
-from ..core.paths import apply_mount, inspect_path
+from ..core.paths import apply_mount, inspect_path, normalise
 from ..core.probe import local_baseline
 from .advisor import Advisor
 from .storage import STATELESS_STORAGE_DETECTORS
@@ -37,11 +36,6 @@ PATH_FIELDS = (
     "total_bytes",
     "free_bytes",
 )
-
-
-def normalise(path: str) -> str:
-    """The path key used everywhere (no realpath: it stats components and can block)."""
-    return os.path.abspath(os.path.expanduser(path))
 
 
 def verdict_for(state: PathState, alerts: list[Alert]) -> Verdict:

@@ -6,6 +6,7 @@ WebSocket stream (see ARCHITECTURE.md); change it only together with those.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -181,3 +182,15 @@ class Sample:
             "warnings": [w.to_json() for w in self.warnings],
             "kernels": {k: dict(v) for k, v in self.kernels.items()},
         }
+
+
+def json_safe(obj: Any) -> Any:
+    """``obj`` with every non-finite float as None: JSON has no NaN/Infinity, and strict
+    parsers (browsers, ``jq``) reject them. Every surface that writes JSON uses this one."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [json_safe(v) for v in obj]
+    return obj

@@ -15,8 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
-import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +23,8 @@ from typing import Any
 
 from ..core.defaults import DEFAULTS, Defaults
 from ..core.history import History, capacity_for
-from ..core.model import Sample
+from ..core.model import Sample, json_safe
+from ..core.paths import normalise
 from ..core.sampler import Sampler
 from ..monitor import make_sampler
 from .config import TrainWatch
@@ -38,19 +37,7 @@ SERVER_SELF_SOURCES = frozenset({"process", "main_thread"})
 Listener = Callable[[Sample, str], None]  # called on the sampler thread with (sample, json text)
 
 
-def path_key(path: str) -> str:
-    """The agreed key: no realpath here, it would stat a possibly dead mount."""
-    return os.path.abspath(os.path.expanduser(path))
-
-
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
+path_key = normalise  # the agreed key (handlers import it under this name)
 
 
 def dumps(obj: Any) -> str:
@@ -58,7 +45,7 @@ def dumps(obj: Any) -> str:
     try:
         return json.dumps(obj, allow_nan=False, separators=(",", ":"))
     except ValueError:
-        return json.dumps(_finite(obj), allow_nan=False, separators=(",", ":"))
+        return json.dumps(json_safe(obj), allow_nan=False, separators=(",", ":"))
 
 
 def build_sampler(
