@@ -19,10 +19,10 @@ import contextlib
 import dataclasses
 import json
 import os
+import secrets
 import signal
 import stat
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -72,12 +72,12 @@ def op_inspect(path: str, checkpoints: bool = False) -> dict[str, Any]:
     return result
 
 
-def op_scan_checkpoints(directory: str) -> dict[str, Any] | None:
+def op_scan_checkpoints(directory: str, budget_s: float | None = None) -> dict[str, Any] | None:
     try:
         from .space import scan_checkpoints
     except ImportError:  # space.py not available: no checkpoint information
         return None
-    info = scan_checkpoints(directory)
+    info = scan_checkpoints(directory, budget_s=budget_s)
     return dataclasses.asdict(info) if info is not None else None
 
 
@@ -119,15 +119,14 @@ def op_clean_leftovers(directory: str) -> int:
 def op_write_text(path: str, text: str) -> int:
     """Write a whole user file atomically (CSV export): a hidden temporary file in the same
     directory, fsync, then ``os.replace``. Readers see the old file or the new one, never
-    half of one; on any failure (disk full, SIGTERM) the temporary file is removed."""
+    half of one; on any failure (disk full, SIGTERM) the temporary file is removed. Its name
+    is chosen before the ``open`` so that even a signal during the create can clean it up."""
     directory, name = os.path.split(os.path.abspath(path))
     data = text.encode("utf-8")
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    tmp = os.path.join(directory, f".{name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
     try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
         with os.fdopen(fd, "wb") as fh:
-            mask = os.umask(0)
-            os.umask(mask)
-            os.fchmod(fh.fileno(), 0o666 & ~mask)  # mkstemp's 0600 suits secrets, not a CSV
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())

@@ -28,6 +28,7 @@ from ..core.model import Sample
 from ..core.paths import normalise
 from ..core.sampler import Sampler
 from .charts import Series, TimeChart, bucket_seconds, window_columns
+from .export import ExportError, write_file
 from .inline import InlineAlerts, attach
 from .settings import MAX_HISTORY_SAMPLES as MAX_HISTORY_SAMPLES  # re-exported
 from .settings import check_settings
@@ -308,20 +309,32 @@ class TrainWatch(widgets.VBox):
     def resume(self) -> None:
         self.pause_button.value = False
 
-    def export_csv(self, path: str | os.PathLike[str] | None = None, wait: bool = False) -> str:
-        """Write the retained history as CSV (in a thread: the disk may be the slow one)."""
+    def export_csv(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        wait: bool = False,
+        timeout: float | None = None,
+    ) -> str:
+        """Write the retained history as CSV; returns the file's path.
+
+        The write goes through the mount guard (notebook/export.py): the disk may be the
+        slow one, or a share that stopped answering. The outcome shows under the buttons;
+        ``wait=True`` also raises ExportError (one line) when the file was not written.
+        """
         target = normalise(path or f"trainwatch-{time.strftime('%Y%m%d-%H%M%S')}.csv")
         text = self.history.to_csv()
         rows = max(0, text.count("\n") - 1)
         self.export_status.value = f'<span class="tw-muted">writing {esc(target)} …</span>'
+        failure: list[ExportError] = []
 
         def write() -> None:
             try:
-                with open(target, "w", encoding="utf-8") as fh:
-                    fh.write(text)
-            except OSError as exc:
+                write_file(target, text, timeout=timeout)
+            except ExportError as exc:
+                failure.append(exc)
                 self.export_status.value = (
-                    f'<span class="tw-kind-shared">CSV export failed: {esc(exc)}</span>'
+                    f'<span class="tw-kind-shared tw-export-failed">CSV export failed: '
+                    f"{esc(exc)}</span>"
                 )
                 return
             rel = os.path.relpath(target) if target.startswith(os.getcwd() + os.sep) else None
@@ -331,10 +344,13 @@ class TrainWatch(widgets.VBox):
                 f"<code>{esc(target)}</code>{link}</span>"
             )
 
+        # bounded by the guard's timeout: this thread never blocks on the filesystem itself
         thread = threading.Thread(target=write, name="trainwatch-export", daemon=True)
         thread.start()
         if wait:
             thread.join()
+            if failure:
+                raise failure[0]
         return target
 
     # -- updates (sampler thread) ----------------------------------------------------
