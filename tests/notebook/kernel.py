@@ -1,32 +1,105 @@
 """A real ipykernel driven over ZMQ with jupyter_client, keeping every IOPub message.
 
 The kernel gets the repository on PYTHONPATH, so tests work whether or not the package is
-installed. ``TRAINWATCH_TEST_KERNEL=<kernelspec>`` runs them on another kernel, e.g. one
-with ipykernel 6 (thread output is routed differently there than in 7).
+installed. Two flavours (``FLAVOURS``): ``ipykernel7``, the installed kernel (its spec name
+can be overridden with ``TRAINWATCH_TEST_KERNEL``), and ``ipykernel6``, a kernel from a
+virtual environment that sees our site-packages but holds ipykernel 6 (thread output is
+routed differently there than in 7). That environment is built once per machine, under
+/tmp keyed by Python and ipykernel range, by ``ipykernel6_kernel_dir``.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import queue
+import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 
 REPO = Path(__file__).resolve().parents[2]
 KERNEL_NAME = os.environ.get("TRAINWATCH_TEST_KERNEL", "python3")
+FLAVOURS = ("ipykernel7", "ipykernel6")
+IPYKERNEL6 = "ipykernel>=6,<7"
+IPYKERNEL6_NAME = "trainwatch-ipykernel6"
+KERNEL_CACHE = Path(os.environ.get("TRAINWATCH_KERNEL_CACHE", "/tmp/trainwatch-test-kernels"))
+
+
+class KernelSetupError(RuntimeError):
+    """The ipykernel 6 environment could not be built (no package index, no venv)."""
+
+
+def _run(cmd: list[str], timeout: float) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or [""]
+        raise KernelSetupError(f"{' '.join(cmd[:4])} ... failed ({proc.returncode}): {tail[0]}")
+
+
+def ipykernel6_kernel_dir(cache: Path = KERNEL_CACHE) -> Path:
+    """A kernels directory holding ``IPYKERNEL6_NAME``: a venv with ``--system-site-packages``
+    (so trainwatch's dependencies come from here) plus ipykernel 6 installed into it, which
+    shadows the system's ipykernel 7. Built once; a lock keeps parallel sessions from
+    building it twice, a marker file from using a half-built one."""
+    major, minor = sys.version_info[:2]
+    venv = cache / f"ipykernel6-py{major}.{minor}"
+    kernels = venv / "share" / "jupyter" / "kernels"
+    ready = venv / ".trainwatch-ready"
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / f"{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if ready.exists():
+            return kernels
+        shutil.rmtree(venv, ignore_errors=True)
+        python = str(venv / "bin" / "python")
+        try:
+            _run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], 300)
+            _run(
+                [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", IPYKERNEL6],
+                600,
+            )
+            _run(
+                [
+                    *(python, "-m", "ipykernel", "install", "--prefix", str(venv)),
+                    *("--name", IPYKERNEL6_NAME, "--display-name", "Python 3 (ipykernel 6)"),
+                ],
+                120,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise KernelSetupError(f"cannot build the ipykernel 6 environment: {exc}") from exc
+        ready.write_text(IPYKERNEL6 + "\n")
+        return kernels
+
+
+def kernel_spec_for(flavour: str, kernels_dir: Path | None = None) -> tuple[str, Any]:
+    """(kernel name, KernelSpecManager or None for the default one) of a flavour."""
+    if flavour == "ipykernel7":
+        return KERNEL_NAME, None
+    if flavour == "ipykernel6":
+        assert kernels_dir is not None, "build it first: ipykernel6_kernel_dir()"
+        return IPYKERNEL6_NAME, KernelSpecManager(kernel_dirs=[str(kernels_dir)])
+    raise ValueError(f"unknown kernel flavour {flavour!r}; one of {FLAVOURS}")
 
 
 class Kernel:
     def __init__(
-        self, cwd: Path, kernel_name: str = KERNEL_NAME, env: dict[str, str] | None = None
+        self,
+        cwd: Path,
+        kernel_name: str = KERNEL_NAME,
+        env: dict[str, str] | None = None,
+        spec_manager: KernelSpecManager | None = None,
     ) -> None:
         env = dict(env if env is not None else os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-        self.km = KernelManager(kernel_name=kernel_name)
+        extra = {"kernel_spec_manager": spec_manager} if spec_manager is not None else {}
+        self.km = KernelManager(kernel_name=kernel_name, **extra)
         self.km.start_kernel(cwd=str(cwd), env=env)
         self.kc = self.km.blocking_client()
         self.kc.start_channels()
