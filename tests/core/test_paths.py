@@ -239,15 +239,55 @@ def test_source_rescans_checkpoints_at_most_every_interval(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     src = PathsSource([str(tmp_path)], defaults=FAST, probe=False)
+    key = str(tmp_path)
     try:
-        assert collect(src).paths[str(tmp_path)].checkpoints is None
         (tmp_path / "model.pt").write_bytes(b"x" * 100)
-        assert collect(src).paths[str(tmp_path)].checkpoints is None  # not rescanned yet
+        assert wait_until(lambda: collect(src).paths[key].checkpoints is not None)
+        assert collect(src).paths[key].checkpoints.count == 1  # type: ignore[union-attr]
+        (tmp_path / "model2.pt").write_bytes(b"x" * 200)
+        time.sleep(0.3)
+        assert collect(src).paths[key].checkpoints.count == 1  # type: ignore[union-attr]
         monkeypatch.setattr(paths_mod, "CHECKPOINT_RESCAN_S", 0.0)
-        found = collect(src).paths[str(tmp_path)].checkpoints
-        assert found is not None and found.count == 1 and found.newest_bytes == 100
+        assert wait_until(lambda: collect(src).paths[key].checkpoints.count == 2)  # type: ignore[union-attr]
+        assert collect(src).paths[key].checkpoints.newest_bytes == 200  # type: ignore[union-attr]
     finally:
         src.close()
+
+
+def test_a_checkpoint_scan_out_of_time_never_makes_the_path_unresponsive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scan has its own helper: while it is busy past its timeout (a big directory on a
+    slow share), the per-tick statvfs still answers and the last checkpoints stay shown."""
+    monkeypatch.setattr(paths_mod, "CHECKPOINT_RESCAN_S", 0.0)
+    (tmp_path / "model.pt").write_bytes(b"x" * 100)
+    key = str(tmp_path)
+    mountpoint = mount_for_path(key, read_mounts()).mountpoint
+    d = replace(FAST, checkpoint_scan_budget_s=0.2, mount_timeout_s=0.5)
+    g = MountGuard(d.mount_timeout_s)
+    src = PathsSource([key], defaults=d, probe=False, guard=g)
+    busy = threading.Thread(
+        target=g.call,
+        args=(paths_mod.scan_key(mountpoint), "sleep"),
+        kwargs={"lane": paths_mod.SCAN_LANE, "timeout": 30, "seconds": 3.0},
+        daemon=True,
+    )
+    try:
+        assert wait_until(lambda: collect(src).paths[key].checkpoints is not None)
+        busy.start()
+        time.sleep(0.2)
+        ended = time.monotonic() + 2.5
+        while time.monotonic() < ended:  # scans time out behind the busy helper meanwhile
+            state = collect(src).paths[key]
+            assert state.responsive and state.error is None, state
+            assert state.checkpoints is not None and state.checkpoints.count == 1
+            time.sleep(0.1)
+        alone = inspect_path(key, d, probe=False, guard=g)
+        assert alone.responsive and alone.exists and alone.total_bytes
+    finally:
+        busy.join()
+        src.close()
+        g.close()
 
 
 def test_source_with_a_dead_mount(sshfs_mount, tmp_path: Path) -> None:

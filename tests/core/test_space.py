@@ -225,3 +225,11 @@ def test_custom_suffixes(tmp_path: Path) -> None:
     assert scan_checkpoints(str(tmp_path)) is None
     info = scan_checkpoints(str(tmp_path), suffixes=(".npz",))
     assert info is not None and info.count == 1
+
+
+def test_scan_stops_at_its_budget_and_reports_what_it_saw(tmp_path: Path) -> None:
+    for i in range(20):
+        make(tmp_path / f"s{i:02d}.pt", 1, BASE + i)
+    assert scan_checkpoints(str(tmp_path), budget_s=0.0) is None  # out of time at once
+    info = scan_checkpoints(str(tmp_path), budget_s=60.0)
+    assert info is not None and info.count == 20

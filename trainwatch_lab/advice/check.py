@@ -2,9 +2,9 @@
 
 Every path is inspected on its own daemon thread (each bounded by the mount guard), and the
 whole check has one deadline: a dead mount costs the timeout once, never a hang (a mount that
-answers may add the probe's budget, itself capped at the timeout). A path whose inspection
-did not come back in time is reported unresponsive from the mount table alone, which needs
-no syscall on the path.
+answers may add the checkpoint scan's and the probe's budgets, each capped at the timeout).
+A path whose inspection did not come back in time is reported unresponsive from the mount
+table alone, which needs no syscall on the path.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ..core.guard import PROBE_LANE, MountGuard, default_guard
 from ..core.history import History
 from ..core.model import SEVERITY_RANK, Alert, PathState, ProbeResult, Sample, Verdict
 from ..core.mounts import mount_for_path, read_mounts
-from ..core.paths import apply_mount, inspect_path, normalise
+from ..core.paths import SCAN_LANE, apply_mount, inspect_path, normalise, scan_key
 from ..core.probe import local_baseline
 from .advisor import Advisor
 from .storage import STATELESS_STORAGE_DETECTORS
@@ -110,6 +110,7 @@ def _prestart(guard: MountGuard, keys: list[str], probe: bool) -> None:
         except LookupError:
             continue
         guard.prestart(mountpoint)
+        guard.prestart(scan_key(mountpoint), SCAN_LANE)
         if probe:
             guard.prestart(mountpoint, PROBE_LANE)
 
@@ -134,8 +135,10 @@ def run_check(
         defaults,
         mount_timeout_s=limit,
         probe_budget_s=min(defaults.probe_budget_s, limit),
+        checkpoint_scan_budget_s=min(defaults.checkpoint_scan_budget_s, limit),
     )
-    deadline = started + limit + (d.probe_budget_s if probe else 0.0) + SLACK_S
+    extra = d.checkpoint_scan_budget_s + (d.probe_budget_s if probe else 0.0)
+    deadline = started + limit + extra + SLACK_S
     results: dict[str, PathState] = {}
     baseline_box: list[ProbeResult | None] = []
     guard = guard if guard is not None else default_guard()

@@ -28,6 +28,9 @@ class Defaults:
     probe_block_bytes: int = 4096
     probe_budget_s: float = 2.0
     probe_every_s: float = 60.0  # re-probe a watched path at most this often
+    # checkpoint scan: its own helper and budget, so a big directory on a slow share
+    # reports what it saw instead of tripping the statvfs timeout (mount-unresponsive)
+    checkpoint_scan_budget_s: float = 1.0
     baseline_ttl_s: float = 600.0  # local-disk baseline is re-measured after this
     # slow-mount
     slow_p50_ms: float = 10.0

@@ -7,6 +7,7 @@ that until it answers again: the path is then reported ``responsive=False``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -40,6 +41,31 @@ from .space import space_fields
 CHECKPOINT_RESCAN_S = 10.0  # a directory listing per tick would be wasteful on a share
 PROBE_RETRY_S = 10.0  # a failed probe is retried this soon, not after probe_every_s
 INSPECT_WHAT = "statvfs"  # the user reads "no answer within 2.0 s (statvfs)"
+SCAN_LANE = "checkpoints"
+
+
+def scan_key(mountpoint: str) -> str:
+    """The guard key of a mount's checkpoint scan. Not the mount point itself: the guard
+    marks a key stuck when a call on it times out, and a long listing on a slow-but-alive
+    share must never make the per-tick statvfs (hence the path) look unresponsive."""
+    return f"{mountpoint} (checkpoint scan)"
+
+
+def scan_checkpoints_guarded(
+    guard: MountGuard, mountpoint: str, key: str, d: Defaults
+) -> CheckpointInfo | None:
+    """The checkpoint scan in its own helper, with its own budget: the scan stops after
+    ``checkpoint_scan_budget_s`` and reports what it saw. Raises as ``MountGuard.call``."""
+    raw = guard.call(
+        scan_key(mountpoint),
+        "scan_checkpoints",
+        lane=SCAN_LANE,
+        timeout=d.checkpoint_scan_budget_s + d.mount_timeout_s,
+        what="checkpoint scan",
+        directory=key,
+        budget_s=d.checkpoint_scan_budget_s,
+    )
+    return CheckpointInfo(**raw) if raw else None
 
 
 def normalise(path: str) -> str:
@@ -115,8 +141,6 @@ def apply_inspect(state: PathState, raw: dict[str, Any]) -> None:
     for name, value in space_fields(st).items():
         setattr(state, name, value)
     state.read_only = state.read_only or bool(st.f_flag & os.ST_RDONLY)
-    if raw.get("checkpoints"):
-        state.checkpoints = CheckpointInfo(**raw["checkpoints"])
 
 
 def _probe_args(key: str, d: Defaults) -> dict[str, Any]:
@@ -164,7 +188,6 @@ def inspect_path(
                 timeout=defaults.mount_timeout_s,
                 what=INSPECT_WHAT,
                 path=key,
-                checkpoints=True,
             )
         except OSError as exc:  # ELOOP, ENAMETOOLONG...: no such path can exist here
             state.error = _describe(exc)
@@ -179,6 +202,10 @@ def inspect_path(
         apply_inspect(state, raw)
         if not raw["exists"] and not raw["is_dir"]:
             state.error = f"cannot be created: {raw['target']} is not a directory"
+        if raw["exists"] and raw["is_dir"]:
+            # no checkpoint information is all a failed scan costs, never "unresponsive"
+            with contextlib.suppress(MountUnresponsive, OSError, WorkerUnavailable, WorkerFailed):
+                state.checkpoints = scan_checkpoints_guarded(g, actual.mountpoint, key, defaults)
         if probe:
             if state.read_only:
                 state.probe = ProbeResult(None, None, 0, error=READ_ONLY)
@@ -213,17 +240,19 @@ class _Watch:
     probe_thread: threading.Thread | None = None
     checkpoints: CheckpointInfo | None = None
     checkpoints_at: float | None = None
+    scan_thread: threading.Thread | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class PathsSource:
     """Sampler source for the watched paths (``sample.paths``).
 
-    Per tick: one guarded ``inspect`` per path (exists, st_dev, statvfs; the checkpoint scan
-    at most every ``CHECKPOINT_RESCAN_S``), all paths in parallel, so ``collect`` returns
-    within the timeout even when several mounts are dead, and at once for a mount that is
-    still stuck. Probes run on their own threads (at ``add`` and every
-    ``defaults.probe_every_s``); each tick reports the latest result.
+    Per tick: one guarded ``inspect`` per path (exists, st_dev, statvfs), all paths in
+    parallel, so ``collect`` returns within the timeout even when several mounts are dead,
+    and at once for a mount that is still stuck. Probes (at ``add`` and every
+    ``defaults.probe_every_s``) and checkpoint scans (at most every ``CHECKPOINT_RESCAN_S``,
+    in their own helper and budget) run on their own threads; each tick reports the latest
+    result.
     """
 
     name = "paths"
@@ -324,13 +353,26 @@ class PathsSource:
                 every = min(every, PROBE_RETRY_S)  # e.g. the mount was dead: look again soon
             return time.monotonic() - watch.probe_at >= every
 
+    # -- checkpoint scans --------------------------------------------------------------
+    def _scan_due(self, watch: _Watch) -> bool:
+        """Caller holds ``watch.lock``."""
+        if watch.scan_thread is not None and watch.scan_thread.is_alive():
+            return False
+        at = watch.checkpoints_at
+        return at is None or time.monotonic() - at >= CHECKPOINT_RESCAN_S
+
+    def _run_scan(self, watch: _Watch, mountpoint: str) -> None:
+        try:
+            info = scan_checkpoints_guarded(self.guard, mountpoint, watch.key, self.defaults)
+        except (MountUnresponsive, OSError, WorkerUnavailable, WorkerFailed):
+            return  # keep what the last scan saw; the statvfs of each tick says if it is dead
+        with watch.lock:
+            watch.checkpoints = info
+
     # -- ticks -------------------------------------------------------------------------
     def _tick_one(
         self, watch: _Watch, state: PathState, entry: MountEntry, mounts: list[MountEntry]
     ) -> None:
-        now = time.monotonic()
-        with watch.lock:
-            scan = watch.checkpoints_at is None or now - watch.checkpoints_at >= CHECKPOINT_RESCAN_S
         try:
             raw = self.guard.call(
                 entry.mountpoint,
@@ -338,7 +380,6 @@ class PathsSource:
                 timeout=self.defaults.mount_timeout_s,
                 what=INSPECT_WHAT,
                 path=watch.key,
-                checkpoints=scan,
             )
         except MountUnresponsive as exc:
             state.responsive, state.error = False, str(exc)
@@ -350,12 +391,22 @@ class PathsSource:
         if actual is not entry:
             apply_mount(state, actual, mounts, self.sys_root)
         apply_inspect(state, raw)
+        scan: threading.Thread | None = None
         with watch.lock:
             watch.real = resolved_path(raw, watch.key)
-            if scan:
-                watch.checkpoints, watch.checkpoints_at = state.checkpoints, now
-            else:
-                state.checkpoints = watch.checkpoints
+            if not (raw["exists"] and raw["is_dir"]):
+                watch.checkpoints = None
+            elif self._scan_due(watch):
+                watch.checkpoints_at = time.monotonic()
+                scan = watch.scan_thread = threading.Thread(
+                    target=self._run_scan,
+                    args=(watch, actual.mountpoint),
+                    name=f"trainwatch-scan {watch.key}",
+                    daemon=True,
+                )
+            state.checkpoints = watch.checkpoints
+        if scan is not None:
+            scan.start()
         if self.probe_enabled and not state.read_only and self._probe_due(watch):
             self._submit_probe(watch, actual)
 

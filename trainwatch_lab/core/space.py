@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 import statistics
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -84,6 +85,7 @@ def scan_checkpoints(
     directory: str,
     suffixes: Sequence[str] = CHECKPOINT_SUFFIXES,
     max_entries: int = MAX_SCAN_ENTRIES,
+    budget_s: float | None = None,
 ) -> CheckpointInfo | None:
     """Find checkpoint saves in ``directory`` and its immediate subdirectories.
 
@@ -91,11 +93,17 @@ def scan_checkpoints(
     ``epoch=3-step=500.ckpt``) or a subdirectory holding checkpoint files (Hugging Face's
     ``checkpoint-500/``); a subdirectory save weighs all regular files directly in it and is
     dated by its newest file. Symlinks are never followed (no loops, no double counting of
-    ``last.ckpt`` links); at most ``max_entries`` entries are looked at.
+    ``last.ckpt`` links); at most ``max_entries`` entries are looked at, and after
+    ``budget_s`` seconds the scan stops and reports what it saw (a big directory on a slow
+    share must not hold its helper for long).
     """
     sfx = tuple(s.lower() for s in suffixes)
     saves: list[tuple[float, int, str]] = []  # (mtime, bytes, path)
     seen = 0
+    deadline = None if budget_s is None else time.monotonic() + budget_s
+
+    def out_of_time() -> bool:
+        return deadline is not None and time.monotonic() >= deadline
 
     def entries(path: str) -> list[os.DirEntry[str]]:
         nonlocal seen
@@ -103,7 +111,7 @@ def scan_checkpoints(
         try:
             with os.scandir(path) as it:
                 for entry in it:
-                    if seen >= max_entries:
+                    if seen >= max_entries or out_of_time():
                         break
                     seen += 1
                     out.append(entry)
@@ -121,6 +129,8 @@ def scan_checkpoints(
 
     subdirs: list[os.DirEntry[str]] = []
     for entry in entries(directory):
+        if out_of_time():
+            break
         try:
             if entry.is_dir(follow_symlinks=False):
                 subdirs.append(entry)
@@ -130,6 +140,8 @@ def scan_checkpoints(
         if _is_checkpoint(entry.name, sfx) and (st := file_stat(entry)) is not None:
             saves.append((st.st_mtime, st.st_size, entry.path))
     for sub in subdirs:
+        if out_of_time():
+            break
         total, newest, has_checkpoint = 0, None, False
         for entry in entries(sub.path):
             st = file_stat(entry)
