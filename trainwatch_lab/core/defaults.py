@@ -23,6 +23,9 @@ class Defaults:
     window_s: float = 600.0  # shown in charts
     # mount access (every call that can touch a mount goes through core.guard)
     mount_timeout_s: float = 2.0
+    # exports (CSV) are written by a guard helper: this long, plus 1 s per this many bytes
+    export_timeout_s: float = 10.0
+    export_bytes_per_s: float = float(MIB)
     # latency probe: small writes + fsync to a hidden temporary file
     probe_writes: int = 16
     probe_block_bytes: int = 4096

@@ -9,6 +9,7 @@ never half) and is abandoned at the deadline; the caller gets one clear line.
 
 from __future__ import annotations
 
+from ..core.defaults import DEFAULTS, Defaults
 from ..core.guard import (
     PROBE_LANE,
     MountUnresponsive,
@@ -18,16 +19,14 @@ from ..core.guard import (
 )
 from ..core.mounts import mount_for_path, read_mounts
 
-EXPORT_BASE_TIMEOUT_S = 10.0
-EXPORT_BYTES_PER_S = 1 << 20  # a slow share still gets 1 s per MiB on top of the base
-
 
 class ExportError(OSError):
     """The export was not written; ``str()`` is one line saying why."""
 
 
-def export_timeout(nbytes: int) -> float:
-    return EXPORT_BASE_TIMEOUT_S + nbytes / EXPORT_BYTES_PER_S
+def export_timeout(nbytes: int, defaults: Defaults = DEFAULTS) -> float:
+    """A slow share still gets time in proportion to the size, on top of the base."""
+    return defaults.export_timeout_s + nbytes / defaults.export_bytes_per_s
 
 
 def write_file(path: str, text: str, timeout: float | None = None) -> int:
