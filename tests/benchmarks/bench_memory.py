@@ -179,6 +179,13 @@ def heap_run(cfg: Config, lablib: Any, lab_setup: Any) -> list[Row]:
     from pathlib import Path
 
     base = Path(tempfile.mkdtemp(prefix="twbench-heap-"))
+    try:
+        return _heap_in(cfg, lablib, lab_setup, base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _heap_in(cfg: Config, lablib: Any, lab_setup: Any, base: Any) -> list[Row]:
     root = base / "root"
     root.mkdir()
     args, env = lab_setup(base)
@@ -241,7 +248,6 @@ def heap_run(cfg: Config, lablib: Any, lab_setup: Any) -> list[Row]:
         )
         shot = lablib.artifact_path("bench-heap-panel.png")
         page.screenshot(path=str(shot))
-    shutil.rmtree(base, ignore_errors=True)
     growth = end - start
     n_frames = frames["count"] - frames0["count"]
     wall = time.monotonic() - t0

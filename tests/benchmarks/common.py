@@ -391,6 +391,7 @@ def jupyter_server(
         stop_process(proc)
         logf.close()
         shutil.rmtree(root, ignore_errors=True)
+        log.unlink(missing_ok=True)
 
 
 # -- a private data disk ------------------------------------------------------------------
