@@ -361,3 +361,15 @@ def test_this_machine_root_device_is_in_diskstats() -> None:
     with open("/proc/diskstats") as fh:
         names = {line.split()[2] for line in fh if line.strip()}
     assert device in names
+
+
+def test_read_mounts_parses_again_only_when_the_table_changed(tmp_path) -> None:
+    from trainwatch_lab.core.mounts import read_mounts
+
+    table = tmp_path / "mountinfo"
+    table.write_text((DATA / "mountinfo_vm_fixtures.txt").read_text())
+    first = read_mounts(str(table))
+    assert read_mounts(str(table)) is first  # same text: the parsed list is reused
+    table.write_text(table.read_text() + "999 1 0:99 / /extra rw - tmpfs tmpfs rw\n")
+    changed = read_mounts(str(table))
+    assert changed is not first and changed[-1].mountpoint == "/extra"

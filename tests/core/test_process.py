@@ -260,3 +260,30 @@ def test_the_sampler_threads_own_reads_are_not_the_jobs(tmp_path: Path) -> None:
         t.join()
     assert read_in_interval["sampler"] < 512 * 1024
     assert read_in_interval["other"] >= 4 * 1024 * 1024
+
+
+def test_descendants_match_psutil_for_a_real_tree() -> None:
+    """The /proc children walk finds the same tree as psutil's full scan of /proc."""
+    import psutil
+
+    from trainwatch_lab.core.process import _descendants
+
+    code = (
+        "import subprocess, sys, time; "
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); "
+        "time.sleep(30)"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        root = psutil.Process()
+        deadline = time.monotonic() + 10
+        while len(root.children(recursive=True)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        expected = {p.pid for p in root.children(recursive=True)}
+        assert len(expected) >= 2
+        assert {p.pid for p in _descendants(root)} == expected
+    finally:
+        for child in psutil.Process(parent.pid).children(recursive=True):
+            child.kill()
+        parent.kill()
+        parent.wait()

@@ -176,10 +176,22 @@ def parse_mountinfo(text: str) -> list[MountEntry]:
     return entries
 
 
+_parsed: tuple[str, str, list[MountEntry]] | None = None  # (path, text, entries) last read
+
+
 def read_mounts(path: str = "/proc/self/mountinfo") -> list[MountEntry]:
+    """The mount table, parsed again only when its text changed (reading is cheap, parsing
+    every tick was a tenth of the tick). Callers must not mutate the returned list."""
+    global _parsed
     # surrogateescape: mount points are bytes, not necessarily UTF-8
     with open(path, encoding="utf-8", errors="surrogateescape") as fh:
-        return parse_mountinfo(fh.read())
+        text = fh.read()
+    cached = _parsed
+    if cached is not None and cached[0] == path and cached[1] == text:
+        return cached[2]
+    entries = parse_mountinfo(text)
+    _parsed = (path, text, entries)
+    return entries
 
 
 def visible_mounts(mounts: list[MountEntry]) -> list[MountEntry]:

@@ -79,6 +79,39 @@ def _thread_counts() -> Counts | None:
     return (rchar, wchar, values.get("read_bytes", 0), values.get("write_bytes", 0))
 
 
+def _descendants(root: psutil.Process) -> list[psutil.Process]:
+    """Every descendant of ``root``, found through /proc/PID/task/TID/children: the cost
+    grows with the tree, not with the machine's process count (psutil's children() reads
+    the stat file of every process on the machine). psutil where the kernel lacks the file."""
+    if not os.path.exists(f"/proc/{root.pid}/task/{root.pid}/children"):
+        return root.children(recursive=True)
+    found: list[psutil.Process] = []
+    stack = [root.pid]
+    seen = {root.pid}
+    while stack:
+        pid = stack.pop()
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue  # exited meanwhile
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                    kids = [int(k) for k in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            for kid in kids:
+                if kid in seen:
+                    continue
+                seen.add(kid)
+                stack.append(kid)
+                try:
+                    found.append(psutil.Process(kid))
+                except psutil.Error:
+                    continue
+    return found
+
+
 def _boot_clock() -> float:
     """Seconds since boot on the clock that /proc/PID/stat start times use."""
     return time.clock_gettime(time.CLOCK_BOOTTIME)
@@ -118,7 +151,7 @@ class ProcessIOSource:
     def _read_tree(self, sample: Sample) -> dict[Key, _Seen] | None:
         try:
             root = psutil.Process(self.pid)
-            procs = [root, *root.children(recursive=True)] if self.children else [root]
+            procs = [root, *_descendants(root)] if self.children else [root]
             if self.pid == os.getpid() and len(procs) > 1:
                 ours = helper_pids()
                 procs = [p for p in procs if p.pid not in ours]

@@ -376,7 +376,10 @@ class TrainWatch(widgets.VBox):
         self.paths_pane.value = self._paths_html(sample)
         self.alerts_pane.value = self._alerts_html(sample)
         self._update_gpu_note(sample)
-        bucket = bucket_seconds(self.window_s, self.sampler.interval)
+        # while the data is shorter than the window there is nothing to downsample: draw
+        # every tick, so the first line appears after two samples, not two 2.5 s buckets
+        span = max(len(self.history), 1) * self.sampler.interval
+        bucket = bucket_seconds(min(self.window_s, span), self.sampler.interval)
         if sample.t < self._last_chart_t:  # the clock went back: redraw from scratch
             self._last_chart_t = -math.inf
         if force or sample.t - self._last_chart_t >= bucket - 1e-6:
