@@ -1,6 +1,6 @@
 """The dashboard in a real browser: JupyterLab started here, Debian's Chromium via Playwright.
 
-Screenshots land in test-artifacts/ (repo root, gitignored) for the CI run to keep.
+Screenshots land in .test-artifacts/ (repo root, gitignored) for the CI run to keep.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 REPO_ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = REPO_ROOT / "test-artifacts"
+ARTIFACTS = REPO_ROOT / ".test-artifacts"
 
 
 def free_port() -> int:
@@ -192,7 +192,7 @@ def chromium_page(viewport: tuple[int, int] = (1400, 1000)) -> Iterator[Any]:
 
 
 def artifact_path(name: str) -> Path:
-    """Where a test keeps a screenshot or log (repo-root ``test-artifacts/``, gitignored)."""
+    """Where a test keeps a screenshot or log (repo-root ``.test-artifacts/``, gitignored)."""
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS / name
 
