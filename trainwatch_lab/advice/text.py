@@ -23,34 +23,30 @@ def _number(value: float) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def fmt_bytes(n: float | None) -> str:
-    """``11.2 GiB``; ``"?"`` when unknown."""
-    if n is None or (isinstance(n, float) and not math.isfinite(n)):
+def _scaled(value: float | None, base: float, units: tuple[str, ...]) -> str:
+    """``value`` in the largest unit of ``units`` (each ``base`` times the previous) that
+    keeps it at or above 1; ``"?"`` when unknown."""
+    if value is None or not math.isfinite(value):
         return "?"
-    sign = "-" if n < 0 else ""
-    value = float(abs(n))
+    sign = "-" if value < 0 else ""
+    scaled = abs(float(value))
     unit = 0
-    while value >= 1024 and unit < len(_BINARY) - 1:
-        value /= 1024
+    while scaled >= base and unit < len(units) - 1:
+        scaled /= base
         unit += 1
     if unit == 0:
-        return f"{sign}{int(value)} B"
-    return f"{sign}{_number(value)} {_BINARY[unit]}"
+        return f"{sign}{round(scaled)} {units[0]}"
+    return f"{sign}{_number(scaled)} {units[unit]}"
+
+
+def fmt_bytes(n: float | None) -> str:
+    """``11.2 GiB`` (binary units); ``"?"`` when unknown."""
+    return _scaled(n, 1024, _BINARY)
 
 
 def fmt_rate(bytes_per_s: float | None) -> str:
     """``45 MB/s`` (decimal units); ``"?"`` when unknown."""
-    if bytes_per_s is None or not math.isfinite(bytes_per_s):
-        return "?"
-    sign = "-" if bytes_per_s < 0 else ""
-    value = abs(float(bytes_per_s))
-    unit = 0
-    while value >= 1000 and unit < len(_DECIMAL_RATE) - 1:
-        value /= 1000
-        unit += 1
-    if unit == 0:
-        return f"{sign}{value:.0f} B/s"
-    return f"{sign}{_number(value)} {_DECIMAL_RATE[unit]}"
+    return _scaled(bytes_per_s, 1000, _DECIMAL_RATE)
 
 
 def fmt_ms(ms: float | None) -> str:
