@@ -21,6 +21,7 @@ from jupyter_server.utils import url_path_join
 from tornado import web
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
+from ..advice.check import run_check
 from ..core.guard import MountUnresponsive
 from ..core.paths import locate
 from .hub import Hub, dumps, path_key
@@ -32,8 +33,16 @@ AUTH_RESOURCE = "trainwatch"
 MAX_STREAM_INTERVAL_S = 3600.0
 
 
-class BadRequest(Exception):
-    """Junk input: answered with 400 and one clear line."""
+class BadRequest(web.HTTPError):
+    """Junk input: raised anywhere in a handler, answered by ``write_error`` with a 400 and
+    one clear line ``{"error": ...}``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(400)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def parse_path(value: Any) -> str:
@@ -89,6 +98,13 @@ class BaseHandler(APIHandler):
         self.set_header("Content-Type", "application/json")
         self.finish(dumps(obj))
 
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(exc, BadRequest):
+            self.send_json({"error": exc.message}, exc.status_code)
+            return
+        super().write_error(status_code, **kwargs)
+
     def bad(self, message: str, status: int = 400) -> None:
         self.send_json({"error": message}, status)
 
@@ -126,10 +142,7 @@ class SnapshotHandler(BaseHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        try:
-            self.only()
-        except BadRequest as exc:
-            return self.bad(str(exc))
+        self.only()
         sample = await self.hub.fresh_sample()
         if sample is None:
             return self.bad("no sample yet; the sampler is starting", 503)
@@ -140,11 +153,8 @@ class HistoryHandler(BaseHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        try:
-            self.only("since")
-            since = parse_float("since", self.arg("since"), 0.0, 1e12)
-        except BadRequest as exc:
-            return self.bad(str(exc))
+        self.only("since")
+        since = parse_float("since", self.arg("since"), 0.0, 1e12)
         await self.hub.ensure_running()
         text = await self.hub.in_executor(lambda: dumps(self.hub.history.columns(since)))
         self.set_header("Content-Type", "application/json")
@@ -156,20 +166,13 @@ class CheckHandler(BaseHandler):
     @authorized
     async def get(self) -> None:
         hub = self.hub
-        try:
-            self.only("path", "probe", "timeout")
-            raw = self.arg("path")
-            if raw is None:
-                raise BadRequest("missing parameter 'path'")
-            path = parse_path(raw)
-            probe = parse_bool("probe", self.arg("probe"), hub.config.probe)
-            timeout = parse_float("timeout", self.arg("timeout"), 0.1, 60.0)
-        except BadRequest as exc:
-            return self.bad(str(exc))
-        try:
-            from ..advice.check import run_check
-        except ImportError:
-            return self.bad("path checks are not available in this build", 503)
+        self.only("path", "probe", "timeout")
+        raw = self.arg("path")
+        if raw is None:
+            raise BadRequest("missing parameter 'path'")
+        path = parse_path(raw)
+        probe = parse_bool("probe", self.arg("probe"), hub.config.probe)
+        timeout = parse_float("timeout", self.arg("timeout"), 0.1, 60.0)
         limit = (timeout or hub.defaults.mount_timeout_s) + hub.defaults.probe_budget_s + 10.0
         try:
             report = await hub.in_thread(
@@ -212,19 +215,13 @@ class PathsHandler(BaseHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        try:
-            self.only()
-        except BadRequest as exc:
-            return self.bad(str(exc))
+        self.only()
         self.send_json(self.listing())
 
     @web.authenticated
     @authorized
     async def post(self) -> None:
-        try:
-            path = self.path_from_request()
-        except BadRequest as exc:
-            return self.bad(str(exc))
+        path = self.path_from_request()
         key = path_key(path)
         limit = self.hub.defaults.max_watched_paths
         if key not in self.hub.watched() and len(self.hub.watched()) >= limit:
@@ -248,10 +245,7 @@ class PathsHandler(BaseHandler):
     @web.authenticated
     @authorized
     async def delete(self) -> None:
-        try:
-            path = self.path_from_request()
-        except BadRequest as exc:
-            return self.bad(str(exc))
+        path = self.path_from_request()
         if not self.hub.remove_path(path):
             return self.bad(f"{path_key(path)} is not watched", 404)
         self.send_json(self.listing())
