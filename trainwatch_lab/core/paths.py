@@ -17,7 +17,6 @@ from typing import Any
 
 from .defaults import DEFAULTS, Defaults
 from .guard import (
-    PROBE_LANE,
     MountGuard,
     MountUnresponsive,
     WorkerFailed,
@@ -35,7 +34,7 @@ from .mounts import (
     overlay_backing,
     read_mounts,
 )
-from .probe import READ_ONLY
+from .probe import READ_ONLY, probe_through
 from .space import space_fields
 
 CHECKPOINT_RESCAN_S = 10.0  # a directory listing per tick would be wasteful on a share
@@ -143,15 +142,6 @@ def apply_inspect(state: PathState, raw: dict[str, Any]) -> None:
     state.read_only = state.read_only or bool(st.f_flag & os.ST_RDONLY)
 
 
-def _probe_args(key: str, d: Defaults) -> dict[str, Any]:
-    return {
-        "directory": key,
-        "writes": d.probe_writes,
-        "block_bytes": d.probe_block_bytes,
-        "budget_s": d.probe_budget_s,
-    }
-
-
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
@@ -211,14 +201,7 @@ def inspect_path(
                 state.probe = ProbeResult(None, None, 0, error=READ_ONLY)
             else:
                 try:
-                    result = g.call(
-                        actual.mountpoint,
-                        "probe",
-                        lane=PROBE_LANE,
-                        timeout=defaults.probe_budget_s + defaults.mount_timeout_s,
-                        **_probe_args(key, defaults),
-                    )
-                    state.probe = ProbeResult(**result)
+                    state.probe = probe_through(g, actual.mountpoint, key, defaults)
                 except MountUnresponsive as exc:
                     state.responsive, state.error = False, str(exc)
                 except (OSError, WorkerUnavailable, WorkerFailed) as exc:
@@ -327,14 +310,7 @@ class PathsSource:
     def _run_probe(self, watch: _Watch, mountpoint: str) -> None:
         d = self.defaults
         try:
-            raw = self.guard.call(
-                mountpoint,
-                "probe",
-                lane=PROBE_LANE,
-                timeout=d.probe_budget_s + d.mount_timeout_s,
-                **_probe_args(watch.key, d),
-            )
-            result = ProbeResult(**raw)
+            result = probe_through(self.guard, mountpoint, watch.key, d)
         except MountUnresponsive as exc:
             result = ProbeResult(None, None, 0, error=str(exc))
         except (OSError, WorkerUnavailable, WorkerFailed) as exc:

@@ -178,8 +178,29 @@ def local_baseline(
         return value
 
 
+def probe_through(
+    guard: MountGuard, mountpoint: str, directory: str, defaults: Defaults = DEFAULTS
+) -> ProbeResult:
+    """The probe as every caller runs it: by the mount's helper process, in the probe lane (a
+    2 s probe never delays the per-tick statvfs), within the budget plus the mount timeout.
+    Raises what ``MountGuard.call`` raises."""
+    from .guard import PROBE_LANE  # the worker imports this module; it needs no guard
+
+    raw = guard.call(
+        mountpoint,
+        "probe",
+        lane=PROBE_LANE,
+        timeout=defaults.probe_budget_s + defaults.mount_timeout_s,
+        directory=directory,
+        writes=defaults.probe_writes,
+        block_bytes=defaults.probe_block_bytes,
+        budget_s=defaults.probe_budget_s,
+    )
+    return ProbeResult(**raw)
+
+
 def _measure_baseline(defaults: Defaults, guard: MountGuard | None) -> ProbeResult | None:
-    from .guard import PROBE_LANE, MountUnresponsive, WorkerUnavailable, default_guard
+    from .guard import MountUnresponsive, WorkerUnavailable, default_guard
     from .mounts import classify, mount_for_path, read_mounts
 
     g = guard if guard is not None else default_guard()
@@ -195,19 +216,9 @@ def _measure_baseline(defaults: Defaults, guard: MountGuard | None) -> ProbeResu
         if classify(entry) != "local" or entry.read_only:
             continue
         try:
-            raw = g.call(
-                entry.mountpoint,
-                "probe",
-                lane=PROBE_LANE,
-                timeout=defaults.probe_budget_s + defaults.mount_timeout_s,
-                directory=os.path.abspath(directory),
-                writes=defaults.probe_writes,
-                block_bytes=defaults.probe_block_bytes,
-                budget_s=defaults.probe_budget_s,
-            )
+            result = probe_through(g, entry.mountpoint, os.path.abspath(directory), defaults)
         except (MountUnresponsive, WorkerUnavailable, OSError, RuntimeError):
             continue
-        result = ProbeResult(**raw)
         if result.error is None and result.samples:
             return result
     return None
