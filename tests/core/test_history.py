@@ -38,6 +38,29 @@ def test_since_and_window_queries() -> None:
     assert ts == [47.0, 48.0, 49.0]
 
 
+def test_every_window_matches_a_plain_list_however_the_ring_wraps() -> None:
+    """The ring is read as at most two slices; compare with the obvious list model for
+    every fill level and every ``since`` (before, inside and after what is kept)."""
+    capacity = 7
+    for appended in range(1, 3 * capacity):
+        h = History(capacity=capacity)
+        model: list[tuple[float, float | None]] = []
+        for i in range(appended):
+            free = None if i % 4 == 3 else 1000 - i  # gaps must stay gaps
+            h.append(sample(float(i), free=free))
+            model.append((float(i), None if free is None else float(free)))
+        kept = model[-capacity:]
+        for since in [None, -1.0, *(i + 0.5 for i in range(-1, appended + 1))]:
+            want = [(t, v) for t, v in kept if since is None or t > since]
+            assert h.times(since) == [t for t, _ in want], (appended, since)
+            ts, vs = h.series("path", "/a:b", "free_bytes", since=since)
+            assert list(zip(ts, vs, strict=True)) == [(t, v) for t, v in want if v is not None]
+            cols = h.columns(since=since)
+            assert cols["t"] == [t for t, _ in want]
+            if want:
+                assert cols["series"]["path:/a:b:free_bytes"] == [v for _, v in want]
+
+
 def test_missing_values_are_gaps_not_zeros() -> None:
     h = History(capacity=10)
     h.append(sample(0.0, free=10))

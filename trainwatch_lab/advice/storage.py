@@ -220,11 +220,10 @@ def disk_filling(ctx: Context) -> Iterator[Alert]:
     for path, p in _watched(ctx.sample):
         if p.read_only or not p.responsive or p.avail_bytes is None:
             continue
-        times, _ = ctx.history.window("path", path, "avail_bytes", d.fill_window_s, ctx.sample.t)
-        if not times or times[-1] - times[0] < min(d.fill_min_span_s, d.fill_window_s):
-            continue  # a few seconds of a checkpoint being written are not a trend
         est = fill_for(ctx.history, path, d, now=ctx.sample.t)
-        if est is None or est.rate_bps <= d.fill_min_rate_bps or est.seconds_to_full is None:
+        if est is None or est.span_s < min(d.fill_min_span_s, d.fill_window_s):
+            continue  # a few seconds of a checkpoint being written are not a trend
+        if est.rate_bps <= d.fill_min_rate_bps or est.seconds_to_full is None:
             continue
         ttf = est.seconds_to_full
         if not math.isfinite(ttf) or ttf > d.fill_horizon_s:
@@ -286,6 +285,10 @@ def checkpoint_wont_fit(ctx: Context) -> Iterator[Alert]:
 # -- devices --------------------------------------------------------------------------
 
 
+def _is_saturated(util: float, r_await: float, w_await: float, d: Defaults) -> bool:
+    return util >= d.saturated_util_pct and max(r_await, w_await) >= d.saturated_await_ms
+
+
 def _saturated_since(history: History, device: str, d: Defaults, now: float) -> float | None:
     """Start of the current unbroken run of saturated intervals of ``device``, if any.
 
@@ -300,10 +303,7 @@ def _saturated_since(history: History, device: str, d: Defaults, now: float) -> 
         return None
     start: float | None = None
     for i in range(len(times) - 1, -1, -1):
-        hot = util[i] >= d.saturated_util_pct and max(r_await[i], w_await[i]) >= (
-            d.saturated_await_ms
-        )
-        if not hot:
+        if not _is_saturated(util[i], r_await[i], w_await[i], d):
             return start if start is None else times[i]
         start = times[i]
     return start
@@ -317,8 +317,8 @@ def disk_saturated(ctx: Context) -> Iterator[Alert]:
             devices.setdefault(p.device, []).append(path)
     for device, paths in sorted(devices.items()):
         rates = ctx.sample.disks.get(device)
-        if rates is None:
-            continue
+        if rates is None or not _is_saturated(rates.util, rates.r_await, rates.w_await, d):
+            continue  # the run of saturated intervals ends now: no history needed
         since = _saturated_since(ctx.history, device, d, ctx.sample.t)
         if since is None or ctx.sample.t - since < d.saturated_for_s:
             continue

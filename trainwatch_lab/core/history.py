@@ -130,8 +130,8 @@ class History:
     def __len__(self) -> int:
         return min(self._n, self.capacity)
 
-    def _slots(self, since: float | None) -> list[int]:
-        """Physical slots in time order, restricted to t > since (binary search)."""
+    def _first_index(self, since: float | None) -> int:
+        """Logical index (0 = oldest kept) of the first sample with t > since (binary search)."""
         count = len(self)
         first = self._n - count
         lo, hi = 0, count
@@ -142,7 +142,27 @@ class History:
                     hi = mid
                 else:
                     lo = mid + 1
-        return [(first + i) % self.capacity for i in range(lo, count)]
+        return lo
+
+    def _ranges(self, since: float | None) -> list[tuple[int, int]]:
+        """Physical ``[start, stop)`` slot ranges in time order for t > since: at most two,
+        since the ring wraps at most once. Slicing a range is much cheaper than indexing
+        slot by slot, and the detectors read a window of every series every tick."""
+        count = len(self)
+        skip = self._first_index(since)
+        length = count - skip
+        if length <= 0:
+            return []
+        begin = (self._n - count + skip) % self.capacity
+        if begin + length <= self.capacity:
+            return [(begin, begin + length)]
+        return [(begin, self.capacity), (0, begin + length - self.capacity)]
+
+    def _slice(self, col: array, ranges: list[tuple[int, int]]) -> list[float]:
+        out: list[float] = []
+        for start, stop in ranges:
+            out.extend(col[start:stop])
+        return out
 
     def keys(self, kind: str | None = None) -> list[SeriesKey]:
         with self._lock:
@@ -150,7 +170,7 @@ class History:
 
     def times(self, since: float | None = None) -> list[float]:
         with self._lock:
-            return [self._t[s] for s in self._slots(since)]
+            return self._slice(self._t, self._ranges(since))
 
     def series(
         self, kind: str, name: str, fld: str, since: float | None = None
@@ -160,14 +180,10 @@ class History:
             col = self._cols.get((kind, name, fld))
             if col is None:
                 return [], []
-            ts: list[float] = []
-            vs: list[float] = []
-            for s in self._slots(since):
-                v = col[s]
-                if not math.isnan(v):
-                    ts.append(self._t[s])
-                    vs.append(v)
-            return ts, vs
+            ranges = self._ranges(since)
+            ts, vs = self._slice(self._t, ranges), self._slice(col, ranges)
+        pairs = [(t, v) for t, v in zip(ts, vs) if v == v]  # v != v only for NaN
+        return [t for t, _ in pairs], [v for _, v in pairs]
 
     def window(
         self, kind: str, name: str, fld: str, seconds: float, now: float | None = None
@@ -183,13 +199,13 @@ class History:
     ) -> dict[str, Any]:
         """``{"t": [...], "series": {"kind:name:field": [...]}}`` with NaN as None (JSON-safe)."""
         with self._lock:
-            slots = self._slots(since)
+            ranges = self._ranges(since)
             wanted = list(self._cols) if keys is None else [k for k in keys if k in self._cols]
             out: dict[str, list[float | None]] = {}
             for key in wanted:
-                col = self._cols[key]
-                out[key_to_str(key)] = [None if math.isnan(col[s]) else col[s] for s in slots]
-            return {"t": [self._t[s] for s in slots], "series": out}
+                values = self._slice(self._cols[key], ranges)
+                out[key_to_str(key)] = [None if v != v else v for v in values]
+            return {"t": self._slice(self._t, ranges), "series": out}
 
     # -- export ----------------------------------------------------------------------
     def to_json(self, since: float | None = None) -> str:

@@ -8,6 +8,7 @@ mount guard's worker (core.paths does), never on the kernel or event-loop thread
 from __future__ import annotations
 
 import itertools
+import operator
 import os
 import statistics
 import time
@@ -40,6 +41,7 @@ class FillEstimate:
     rate_bps: float
     seconds_to_full: float | None
     points: int
+    span_s: float = 0.0  # time between the first and the last point of the fit
 
 
 def fill_estimate(times: Sequence[float], avail_bytes: Sequence[float]) -> FillEstimate | None:
@@ -55,14 +57,17 @@ def fill_estimate(times: Sequence[float], avail_bytes: Sequence[float]) -> FillE
     ys = [float(y) for y in avail_bytes[:n]]
     t_mean = sum(ts) / n  # centre first: epoch seconds squared lose precision
     y_mean = sum(ys) / n
-    sxx = sum((t - t_mean) ** 2 for t in ts)
+    dt = [t - t_mean for t in ts]
+    dy = [y - y_mean for y in ys]
+    sxx = sum(map(operator.mul, dt, dt))  # map: the detectors fit every path every tick
     if sxx <= 0:
         return None
-    sxy = sum((t - t_mean) * (y - y_mean) for t, y in zip(ts, ys, strict=True))
-    rate = -sxy / sxx
+    rate = -sum(map(operator.mul, dt, dy)) / sxx
     latest = ys[max(range(n), key=ts.__getitem__)]
     seconds = max(latest, 0.0) / rate if rate > 0 else None
-    return FillEstimate(rate_bps=rate, seconds_to_full=seconds, points=n)
+    return FillEstimate(
+        rate_bps=rate, seconds_to_full=seconds, points=n, span_s=max(ts) - min(ts)
+    )
 
 
 def _is_checkpoint(name: str, suffixes: tuple[str, ...]) -> bool:
