@@ -373,3 +373,23 @@ def test_read_mounts_parses_again_only_when_the_table_changed(tmp_path) -> None:
     table.write_text(table.read_text() + "999 1 0:99 / /extra rw - tmpfs tmpfs rw\n")
     changed = read_mounts(str(table))
     assert changed is not first and changed[-1].mountpoint == "/extra"
+
+
+def test_read_mounts_rereads_the_real_table_only_when_the_kernel_reports_a_change(
+    tmpfs_mount,
+) -> None:
+    """/proc/self/mountinfo is polled: an unchanged table costs no read, and a mount and an
+    unmount made by anyone are seen on the next call."""
+    from tests.support.mounts import unmount
+    from trainwatch_lab.core.mounts import read_mounts
+
+    before = read_mounts()
+    assert read_mounts() is before
+    m = tmpfs_mount("1m")
+    during = read_mounts()
+    assert during is not before
+    assert str(m.mountpoint) in {e.mountpoint for e in during}
+    assert read_mounts() is during
+    unmount(m.mountpoint)
+    after = read_mounts()
+    assert str(m.mountpoint) not in {e.mountpoint for e in after}

@@ -281,7 +281,7 @@ def test_descendants_match_psutil_for_a_real_tree() -> None:
             time.sleep(0.05)
         expected = {p.pid for p in root.children(recursive=True)}
         assert len(expected) >= 2
-        assert {p.pid for p in _descendants(root)} == expected
+        assert set(_descendants(root.pid)) == expected
     finally:
         for child in psutil.Process(parent.pid).children(recursive=True):
             child.kill()

@@ -182,7 +182,7 @@ class History:
                 return [], []
             ranges = self._ranges(since)
             ts, vs = self._slice(self._t, ranges), self._slice(col, ranges)
-        pairs = [(t, v) for t, v in zip(ts, vs) if v == v]  # v != v only for NaN
+        pairs = [(t, v) for t, v in zip(ts, vs, strict=True) if v == v]  # NaN != NaN
         return [t for t, _ in pairs], [v for _, v in pairs]
 
     def window(

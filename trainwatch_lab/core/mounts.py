@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import re
+import select
+import threading
 from dataclasses import dataclass
 
 from .model import MountKind
@@ -177,26 +179,87 @@ def parse_mountinfo(text: str) -> list[MountEntry]:
 
 
 _parsed: tuple[str, str, list[MountEntry]] | None = None  # (path, text, entries) last read
+_table_lock = threading.Lock()
+_change_watchers: dict[str, tuple[int, select.poll]] = {}  # path -> (open fd, its poll)
+
+
+def _changed_since_last_look(path: str) -> bool:
+    """False only when the kernel says the mount table behind ``path`` did not change since
+    the last call: a /proc/*/mountinfo file signals POLLPRI|POLLERR once after each change
+    (proc(5)), so one poll() replaces reading and comparing the whole table every tick."""
+    watcher = _change_watchers.get(path)
+    if watcher is None:
+        return True
+    try:
+        return bool(watcher[1].poll(0))
+    except OSError:
+        return True
+
+
+def _read_table(path: str) -> str:
+    if path.startswith("/proc/") and path not in _change_watchers:
+        try:  # opened before the first read, so no change can slip in between
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            pass
+        else:
+            poller = select.poll()
+            poller.register(fd, select.POLLPRI | select.POLLERR)
+            _change_watchers[path] = (fd, poller)
+    # surrogateescape: mount points are bytes, not necessarily UTF-8
+    with open(path, encoding="utf-8", errors="surrogateescape") as fh:
+        return fh.read()
 
 
 def read_mounts(path: str = "/proc/self/mountinfo") -> list[MountEntry]:
-    """The mount table, parsed again only when its text changed (reading is cheap, parsing
-    every tick was a tenth of the tick). Callers must not mutate the returned list."""
+    """The mount table, read again only when the kernel reports a change, and parsed again
+    only when its text changed (parsing every tick was a tenth of the tick). Callers must
+    not mutate the returned list."""
     global _parsed
-    # surrogateescape: mount points are bytes, not necessarily UTF-8
-    with open(path, encoding="utf-8", errors="surrogateescape") as fh:
-        text = fh.read()
-    cached = _parsed
-    if cached is not None and cached[0] == path and cached[1] == text:
-        return cached[2]
-    entries = parse_mountinfo(text)
-    _parsed = (path, text, entries)
-    return entries
+    with _table_lock:
+        cached = _parsed
+        if cached is not None and cached[0] == path and not _changed_since_last_look(path):
+            return cached[2]
+        text = _read_table(path)
+        if cached is not None and cached[0] == path and cached[1] == text:
+            return cached[2]
+        entries = parse_mountinfo(text)
+        _parsed = (path, text, entries)
+        return entries
+
+
+@dataclass
+class _View:
+    """What is derived from one parsed mount table: its visible mounts, and the mount of each
+    path asked about (every watched path looks its mount up every tick)."""
+
+    table: list[MountEntry]
+    visible: list[MountEntry]
+    lookups: dict[str, MountEntry]
+
+
+_view: _View | None = None  # for the last table asked about
+_MAX_LOOKUPS = 4096
+
+
+def _view_of(mounts: list[MountEntry]) -> _View:
+    global _view
+    view = _view
+    if view is None or view.table is not mounts:
+        view = _view = _View(mounts, _visible_mounts(mounts), {})
+    return view
 
 
 def visible_mounts(mounts: list[MountEntry]) -> list[MountEntry]:
     """Drop mounts that something was mounted over (directly, or over one of their parents):
-    they are in mountinfo but no path resolves to them."""
+    they are in mountinfo but no path resolves to them.
+
+    Remembered for the last list asked about: ``read_mounts`` hands out the same list until
+    the table changes."""
+    return _view_of(mounts).visible
+
+
+def _visible_mounts(mounts: list[MountEntry]) -> list[MountEntry]:
     by_id = {m.mount_id: m for m in mounts}
     covered = {
         m.parent_id
@@ -234,15 +297,24 @@ def mount_for_path(path: str, mounts: list[MountEntry]) -> MountEntry:
     No syscall touches ``path`` (it may be on a dead mount, or not exist yet). Symlinks are
     not followed here; the worker reports the real path and ``st_dev`` to correct that.
     """
+    view = _view_of(mounts)
+    found = view.lookups.get(path)
+    if found is not None:
+        return found
+    key = path
     path = os.path.normpath(os.path.abspath(os.path.expanduser(path)))
     best: MountEntry | None = None
-    for m in visible_mounts(mounts):
+    for m in view.visible:
         if not _is_under(path, m.mountpoint):
             continue
         if best is None or len(m.mountpoint) >= len(best.mountpoint):
             best = m  # later lines win ties: the most recent mount on that point
     if best is None:
         raise LookupError(f"no mount contains {path!r}")
+    if len(view.lookups) >= _MAX_LOOKUPS:
+        view.lookups.clear()
+    if key.startswith("/"):  # relative and ~ paths depend on the working directory, $HOME
+        view.lookups[key] = best
     return best
 
 
@@ -255,6 +327,22 @@ def mount_for_dev(dev: int, path: str, mounts: list[MountEntry]) -> MountEntry |
     containing = [m for m in candidates if _is_under(path, m.mountpoint)]
     pool = containing or candidates
     return max(pool, key=lambda m: len(m.mountpoint))
+
+
+def answers_locally(entry: MountEntry, device: str | None) -> bool:
+    """Whether stat/statvfs on this mount may run on our own thread instead of a guard helper.
+
+    True for memory filesystems and for kernel filesystems on a local block device: they
+    answer from memory (statfs counters, cached dentries) and have no server that can stop
+    answering. False for everything that can hang for good: network and FUSE filesystems
+    (a daemon can die; fuseblk is FUSE too), overlay (its layers may live anywhere), loop
+    devices (the backing file may sit on a share) and network block devices.
+    """
+    if entry.fstype in MEMORY_FSTYPES:
+        return True
+    if entry.fstype not in LOCAL_FSTYPES or entry.fstype == "fuseblk" or not device:
+        return False
+    return not device.startswith("loop") and not is_network_block(device)
 
 
 def is_network_block(name: str | None) -> bool:

@@ -12,6 +12,8 @@ import os
 import threading
 import time
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -23,9 +25,10 @@ from .guard import (
     WorkerUnavailable,
     default_guard,
 )
-from .model import CheckpointInfo, PathState, ProbeResult, Sample
+from .model import CheckpointInfo, MountKind, PathState, ProbeResult, Sample
 from .mounts import (
     MountEntry,
+    answers_locally,
     block_device_for,
     classify,
     is_network_block,
@@ -36,6 +39,7 @@ from .mounts import (
 )
 from .probe import READ_ONLY, probe_through
 from .space import space_fields
+from .worker import op_inspect
 
 CHECKPOINT_RESCAN_S = 10.0  # a directory listing per tick would be wasteful on a share
 PROBE_RETRY_S = 10.0  # a failed probe is retried this soon, not after probe_every_s
@@ -94,20 +98,51 @@ def locate(path: str, guard: MountGuard | None = None, timeout: float | None = N
     return Located(raw["exists"], raw["target"], raw["is_dir"], raw["realpath"])
 
 
+@dataclass(frozen=True)
+class MountFacts:
+    """What the mount table and /sys say about one mount (no syscall on the mount itself).
+    Fixed for the life of a mount, so the paths source works it out once per mount."""
+
+    mountpoint: str
+    fstype: str
+    source: str
+    kind: MountKind
+    read_only: bool
+    device: str | None
+    shared: bool
+    answers_locally: bool  # see mounts.answers_locally: may be inspected on our own thread
+
+    @classmethod
+    def of(cls, entry: MountEntry, mounts: list[MountEntry], sys_root: str = "/sys") -> MountFacts:
+        kind = classify(entry)
+        device = block_device_for(entry, sys_root, mounts=mounts)
+        backing = overlay_backing(entry, mounts) if kind == "overlay" else None
+        return cls(
+            mountpoint=entry.mountpoint,
+            fstype=entry.fstype,
+            source=entry.source,
+            kind=kind,
+            read_only=entry.read_only,
+            device=device,
+            shared=(
+                kind == "shared"
+                or is_network_block(device)
+                or (backing is not None and classify(backing) == "shared")
+            ),
+            answers_locally=answers_locally(entry, device),
+        )
+
+    def apply(self, state: PathState) -> None:
+        state.mountpoint, state.fstype, state.source = self.mountpoint, self.fstype, self.source
+        state.kind, state.read_only = self.kind, self.read_only
+        state.device, state.shared = self.device, self.shared
+
+
 def apply_mount(
     state: PathState, entry: MountEntry, mounts: list[MountEntry], sys_root: str = "/sys"
 ) -> None:
     """Fill the mount fields of ``state`` from the mount table and /sys (no syscall on it)."""
-    state.mountpoint, state.fstype, state.source = entry.mountpoint, entry.fstype, entry.source
-    state.kind = classify(entry)
-    state.read_only = entry.read_only
-    state.device = block_device_for(entry, sys_root, mounts=mounts)
-    backing = overlay_backing(entry, mounts) if state.kind == "overlay" else None
-    state.shared = (
-        state.kind == "shared"
-        or is_network_block(state.device)
-        or (backing is not None and classify(backing) == "shared")
-    )
+    MountFacts.of(entry, mounts, sys_root).apply(state)
 
 
 def resolved_path(raw: dict[str, Any], key: str) -> str:
@@ -224,18 +259,24 @@ class _Watch:
     checkpoints: CheckpointInfo | None = None
     checkpoints_at: float | None = None
     scan_thread: threading.Thread | None = None
+    asked: Future[None] | None = None  # the guarded inspect of the latest tick that asked
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class PathsSource:
     """Sampler source for the watched paths (``sample.paths``).
 
-    Per tick: one guarded ``inspect`` per path (exists, st_dev, statvfs), all paths in
-    parallel, so ``collect`` returns within the timeout even when several mounts are dead,
-    and at once for a mount that is still stuck. Probes (at ``add`` and every
-    ``defaults.probe_every_s``) and checkpoint scans (at most every ``CHECKPOINT_RESCAN_S``,
-    in their own helper and budget) run on their own threads; each tick reports the latest
-    result.
+    Per tick, one look per path (exists, st_dev, statvfs). Paths on mounts that cannot hang
+    (memory filesystems, kernel filesystems on a local disk: ``mounts.answers_locally``) are
+    looked at on the sampler thread, which costs a few syscalls; every other path is asked
+    through its mount's guard helper, all of them in parallel on a small pool of threads, so
+    ``collect`` returns within the timeout even when several mounts are dead, and at once
+    for a mount that is still stuck. The first look at a path always goes through the
+    guard: it tells where the path really lives (symlinks followed), and only a path that is
+    not a symlink away from somewhere else is looked at directly. Probes (at ``add`` and
+    every ``defaults.probe_every_s``) and checkpoint scans (at most every
+    ``CHECKPOINT_RESCAN_S``, in their own helper and budget) run on their own threads; each
+    tick reports the latest result.
     """
 
     name = "paths"
@@ -257,6 +298,9 @@ class PathsSource:
         self._lock = threading.Lock()
         self._watches: dict[str, _Watch] = {}
         self._closed = False
+        self._pool: ThreadPoolExecutor | None = None  # for guarded looks; made when needed
+        self._facts: dict[MountEntry, MountFacts] = {}
+        self._facts_of_table: list[MountEntry] | None = None  # the mount table _facts is for
         for p in paths:
             self.add(p)
 
@@ -346,17 +390,38 @@ class PathsSource:
             watch.checkpoints = info
 
     # -- ticks -------------------------------------------------------------------------
+    def _facts_of(self, entry: MountEntry, mounts: list[MountEntry]) -> MountFacts:
+        facts = self._facts.get(entry)
+        if facts is None:
+            facts = self._facts[entry] = MountFacts.of(entry, mounts, self.sys_root)
+        return facts
+
+    def _submit(self, fn: Any, *args: Any) -> Future[None]:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(
+                max_workers=self.defaults.max_watched_paths, thread_name_prefix="trainwatch-path"
+            )
+        return self._pool.submit(fn, *args)
+
     def _tick_one(
-        self, watch: _Watch, state: PathState, entry: MountEntry, mounts: list[MountEntry]
+        self,
+        watch: _Watch,
+        state: PathState,
+        entry: MountEntry,
+        mounts: list[MountEntry],
+        direct: bool = False,
     ) -> None:
         try:
-            raw = self.guard.call(
-                entry.mountpoint,
-                "inspect",
-                timeout=self.defaults.mount_timeout_s,
-                what=INSPECT_WHAT,
-                path=watch.key,
-            )
+            if direct:
+                raw = op_inspect(watch.key)
+            else:
+                raw = self.guard.call(
+                    entry.mountpoint,
+                    "inspect",
+                    timeout=self.defaults.mount_timeout_s,
+                    what=INSPECT_WHAT,
+                    path=watch.key,
+                )
         except MountUnresponsive as exc:
             state.responsive, state.error = False, str(exc)
             return
@@ -365,7 +430,7 @@ class PathsSource:
             return
         actual = correct_mount(entry, raw, watch.key, mounts)
         if actual is not entry:
-            apply_mount(state, actual, mounts, self.sys_root)
+            self._facts_of(actual, mounts).apply(state)
         apply_inspect(state, raw)
         scan: threading.Thread | None = None
         with watch.lock:
@@ -398,29 +463,37 @@ class PathsSource:
         except OSError as exc:
             sample.notes[self.name] = f"cannot read /proc/self/mountinfo: {_describe(exc)}"
             mounts = []
+        if mounts is not self._facts_of_table:  # the table changed: so may have the facts
+            self._facts, self._facts_of_table = {}, mounts
         states: dict[str, PathState] = {}
-        threads: dict[str, threading.Thread] = {}
+        direct: list[tuple[_Watch, PathState, MountEntry]] = []
+        asked: list[Future[None]] = []
         for watch in watches:
             state = states[watch.key] = PathState(path=watch.key)
             entry = self._entry(watch, mounts) if mounts else None
             if entry is None:
                 state.error = "no mount found for this path"
                 continue
-            apply_mount(state, entry, mounts, self.sys_root)
-            thread = threading.Thread(
-                target=self._tick_one,
-                args=(watch, state, entry, mounts),
-                name=f"trainwatch-path {watch.key}",
-                daemon=True,
-            )
-            thread.start()
-            threads[watch.key] = thread
-        for thread in threads.values():
-            thread.join(max(0.0, deadline - time.monotonic()))
+            facts = self._facts_of(entry, mounts)
+            facts.apply(state)
+            if facts.answers_locally and watch.real == watch.key:
+                direct.append((watch, state, entry))
+            elif watch.asked is None or watch.asked.done():
+                # a look still running from an earlier tick is waiting for a stuck mount:
+                # this tick reports that (below) instead of queueing another one behind it
+                watch.asked = self._submit(self._tick_one, watch, state, entry, mounts)
+                asked.append(watch.asked)
+        for watch, state, entry in direct:
+            self._tick_one(watch, state, entry, mounts, direct=True)
+        wait_for(asked, timeout=max(0.0, deadline - time.monotonic()))
+        on_this_thread = {id(watch) for watch, _, _ in direct}
         for watch in watches:
             state = states[watch.key]
-            thread = threads.get(watch.key)
-            if thread is not None and thread.is_alive():
+            if (
+                id(watch) not in on_this_thread
+                and watch.asked is not None
+                and not watch.asked.done()
+            ):
                 # the guard's own timeout ends a moment later; report what it will say
                 state = replace(
                     state,
@@ -438,5 +511,8 @@ class PathsSource:
         with self._lock:
             self._closed = True
             self._watches.clear()
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
         if self._own_guard:
             self.guard.close()

@@ -54,61 +54,73 @@ def _add(a: Counts, b: Counts) -> Counts:
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _start_ticks(pid: int) -> int:
-    """When the process started, in clock ticks since boot (/proc/PID/stat field 22).
+def _stat_fields(pid: int) -> tuple[int, int]:
+    """(parent pid, start time in clock ticks since boot) from /proc/PID/stat.
 
     Not psutil's create_time: that adds /proc/stat's btime, which moves when the wall clock
     is adjusted, and would make a long-running process look new (and all its past I/O
     look recent)."""
     with open(f"/proc/{pid}/stat", "rb") as f:
         data = f.read()
-    return int(data[data.rindex(b")") + 2 :].split()[19])
+    fields = data[data.rindex(b")") + 2 :].split()
+    return int(fields[1]), int(fields[19])
+
+
+def _parse_io(data: bytes) -> Counts:
+    """The four counters we chart, from the text of a /proc/.../io file."""
+    parts = data.split()
+    values = dict(zip(parts[::2], parts[1::2], strict=False))
+    return (
+        int(values.get(b"rchar:", 0)),
+        int(values.get(b"wchar:", 0)),
+        int(values.get(b"read_bytes:", 0)),
+        int(values.get(b"write_bytes:", 0)),
+    )
+
+
+def _io_counts(pid: int) -> Counts:
+    with open(f"/proc/{pid}/io", "rb") as f:
+        return _parse_io(f.read())
 
 
 def _thread_counts() -> Counts | None:
     """I/O of the calling thread (the sampler's), from /proc/thread-self/io."""
-    values: dict[str, int] = {}
     try:
         with open("/proc/thread-self/io", "rb") as f:
-            for line in f.read().decode().splitlines():
-                name, _, value = line.partition(":")
-                values[name] = int(value)
+            return _parse_io(f.read())
     except (OSError, ValueError):
         return None
-    rchar, wchar = values.get("rchar", 0), values.get("wchar", 0)
-    return (rchar, wchar, values.get("read_bytes", 0), values.get("write_bytes", 0))
 
 
-def _descendants(root: psutil.Process) -> list[psutil.Process]:
-    """Every descendant of ``root``, found through /proc/PID/task/TID/children: the cost
+def _descendants(pid: int) -> list[int]:
+    """Every descendant of ``pid``, found through /proc/PID/task/TID/children: the cost
     grows with the tree, not with the machine's process count (psutil's children() reads
     the stat file of every process on the machine). psutil where the kernel lacks the file."""
-    if not os.path.exists(f"/proc/{root.pid}/task/{root.pid}/children"):
-        return root.children(recursive=True)
-    found: list[psutil.Process] = []
-    stack = [root.pid]
-    seen = {root.pid}
-    while stack:
-        pid = stack.pop()
+    if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
         try:
-            tids = os.listdir(f"/proc/{pid}/task")
+            return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+        except psutil.Error:
+            return []
+    found: list[int] = []
+    stack = [pid]
+    seen = {pid}
+    while stack:
+        parent = stack.pop()
+        try:
+            tids = os.listdir(f"/proc/{parent}/task")
         except OSError:
             continue  # exited meanwhile
         for tid in tids:
             try:
-                with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                with open(f"/proc/{parent}/task/{tid}/children", "rb") as f:
                     kids = [int(k) for k in f.read().split()]
             except (OSError, ValueError):
                 continue
             for kid in kids:
-                if kid in seen:
-                    continue
-                seen.add(kid)
-                stack.append(kid)
-                try:
-                    found.append(psutil.Process(kid))
-                except psutil.Error:
-                    continue
+                if kid not in seen:
+                    seen.add(kid)
+                    stack.append(kid)
+                    found.append(kid)
     return found
 
 
@@ -149,38 +161,36 @@ class ProcessIOSource:
         self._lock = threading.Lock()
 
     def _read_tree(self, sample: Sample) -> dict[Key, _Seen] | None:
-        try:
-            root = psutil.Process(self.pid)
-            procs = [root, *_descendants(root)] if self.children else [root]
-            if self.pid == os.getpid() and len(procs) > 1:
+        """Counters of the watched process and its descendants, read straight from /proc
+        (psutil objects cost more than the two small files we need per process)."""
+        ourselves = self.pid == os.getpid()
+        pids = [self.pid]
+        if self.children:
+            kids = _descendants(self.pid)
+            if ourselves and kids:
                 ours = helper_pids()
-                procs = [p for p in procs if p.pid not in ours]
-        except psutil.NoSuchProcess:
-            sample.notes[self.name] = f"process {self.pid} has exited"
-            return None
-        except psutil.AccessDenied:
-            sample.notes[self.name] = f"no permission to read the I/O counters of pid {self.pid}"
-            return None
+                kids = [k for k in kids if k not in ours]
+            pids.extend(kids)
         keys: dict[int, Key] = {}
         raw: list[tuple[Key, Counts, int]] = []
-        for proc in procs:
-            if proc is root and self.pid == os.getpid():
+        for pid in pids:
+            if pid == self.pid and ourselves:
                 # right before the process counters, so both cover the same interval
                 self._self_now = _thread_counts()
             try:
-                with proc.oneshot():
-                    io = proc.io_counters()
-                    key = (proc.pid, _start_ticks(proc.pid))
-                    ppid = proc.ppid()
-            except (psutil.NoSuchProcess, psutil.AccessDenied, OSError, ValueError, IndexError):
-                if proc is root:
-                    sample.notes[self.name] = (
-                        f"cannot read the I/O counters of pid {self.pid} (gone or not permitted)"
-                    )
-                    return None
-                continue  # a child that just exited or is not ours to read
-            keys[proc.pid] = key
-            raw.append((key, tuple(getattr(io, f, 0) for f in FIELDS), ppid))  # type: ignore[misc]
+                ppid, start = _stat_fields(pid)
+                counts = _io_counts(pid)
+            except (OSError, ValueError, IndexError) as exc:
+                if pid != self.pid:
+                    continue  # a child that just exited or is not ours to read
+                sample.notes[self.name] = (
+                    f"process {self.pid} has exited"
+                    if isinstance(exc, (FileNotFoundError, ProcessLookupError))
+                    else f"cannot read the I/O counters of pid {self.pid} (not permitted?)"
+                )
+                return None
+            key = keys[pid] = (pid, start)
+            raw.append((key, counts, ppid))
         return {key: _Seen(counts, keys.get(ppid)) for key, counts, ppid in raw}
 
     def collect(self, sample: Sample) -> None:

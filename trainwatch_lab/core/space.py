@@ -65,9 +65,7 @@ def fill_estimate(times: Sequence[float], avail_bytes: Sequence[float]) -> FillE
     rate = -sum(map(operator.mul, dt, dy)) / sxx
     latest = ys[max(range(n), key=ts.__getitem__)]
     seconds = max(latest, 0.0) / rate if rate > 0 else None
-    return FillEstimate(
-        rate_bps=rate, seconds_to_full=seconds, points=n, span_s=max(ts) - min(ts)
-    )
+    return FillEstimate(rate_bps=rate, seconds_to_full=seconds, points=n, span_s=max(ts) - min(ts))
 
 
 def _is_checkpoint(name: str, suffixes: tuple[str, ...]) -> bool:
