@@ -17,6 +17,7 @@ import pytest
 
 from trainwatch_lab.core.mounts import (
     MountEntry,
+    answers_locally,
     block_device_by_name,
     block_device_for,
     classify,
@@ -393,3 +394,29 @@ def test_read_mounts_rereads_the_real_table_only_when_the_kernel_reports_a_chang
     unmount(m.mountpoint)
     after = read_mounts()
     assert str(m.mountpoint) not in {e.mountpoint for e in after}
+
+
+@pytest.mark.parametrize(
+    ("point", "device", "expected"),
+    [
+        ("/", "dm-0", True),  # ext4 on device-mapper over a local disk
+        ("/raid", "md0", True),
+        ("/tmp", None, True),  # memory: no device, nothing to wait for
+        ("/dev", None, True),
+        ("/home", "sda", True),  # btrfs on an anonymous device number
+        ("/home", None, False),  # ... unless the disk under it is unknown
+        ("/snap/core20/2015", "loop3", False),  # a loop file may live on a share
+        ("/mnt/nbd", "nbd0", False),  # network block device
+        ("/mnt/nas", None, False),
+        ("/mnt/win", None, False),
+        ("/home/alice/remote", None, False),
+        ("/run/user/1000/gvfs", None, False),  # "local" FUSE still has a daemon that can die
+        ("/var/lib/docker/overlay2/9f3c1d/merged", None, False),
+        ("/mnt/c", None, False),
+        ("/proc", None, False),
+    ],
+)
+def test_only_mounts_that_cannot_hang_are_asked_directly(
+    host: list[MountEntry], point: str, device: str | None, expected: bool
+) -> None:
+    assert answers_locally(by_point(host, point), device) is expected

@@ -320,6 +320,44 @@ def test_source_with_a_dead_mount(sshfs_mount, tmp_path: Path) -> None:
         src.close()
 
 
+def test_mounts_that_cannot_hang_are_looked_at_without_the_helper(
+    tmpfs_mount, loop_ext4, tmp_path: Path
+) -> None:
+    """After the first (guarded) look, a path on tmpfs is answered on the sampler thread: it
+    keeps answering with every guard helper frozen. A path on a loop device (its backing
+    file could be on a share) and a symlink from tmpfs into that loop mount still go through
+    the helper, so freezing it makes them unresponsive within the timeout."""
+    import signal
+
+    memory = tmpfs_mount("4m").path
+    disk = loop_ext4(32).path
+    link = memory / "to-loop"
+    link.symlink_to(disk)
+    d = replace(FAST, mount_timeout_s=0.5)
+    g = MountGuard(d.mount_timeout_s)
+    src = PathsSource([str(memory), str(disk), str(link)], defaults=d, probe=False, guard=g)
+    frozen: list[int] = []
+    try:
+        first = collect(src)
+        assert all(s.responsive for s in first.paths.values()), first.paths
+        assert first.paths[str(link)].fstype == "ext4"  # the symlink was followed
+        frozen = g.live_pids()
+        for pid in frozen:
+            os.kill(pid, signal.SIGSTOP)
+        (memory / "grown").write_bytes(b"x" * 1024 * 1024)
+        later = collect(src)
+        assert later.paths[str(memory)].responsive and later.paths[str(memory)].error is None
+        assert later.paths[str(memory)].free_bytes < first.paths[str(memory)].free_bytes
+        for guarded in (str(disk), str(link)):
+            assert not later.paths[guarded].responsive
+            assert later.paths[guarded].error == "no answer within 0.5 s (statvfs)"
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+        src.close()
+        g.close()
+
+
 def test_source_is_thread_safe(tmp_path: Path) -> None:
     """The sampler thread collects while a surface adds and removes paths."""
     src = PathsSource([str(tmp_path)], defaults=FAST, probe=False)
