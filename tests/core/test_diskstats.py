@@ -341,3 +341,21 @@ def test_rates_agree_with_sysstat_iostat(loop_ext4: tuple[str, Path]) -> None:
     assert r.w_await == pytest.approx(theirs["w_await"], rel=0.3, abs=0.3)
     assert r.aqu_sz == pytest.approx(theirs.get("aqu-sz", theirs.get("avgqu-sz")), abs=0.1)
     assert r.util == pytest.approx(theirs["util"], abs=5)
+
+
+def test_lines_seen_before_are_reused_and_changed_ones_parsed_again() -> None:
+    """The per-tick shortcut: an unchanged line maps to the counters parsed before, a changed
+    line is parsed again, and lines that are gone are forgotten (the cache stays small)."""
+    from trainwatch_lab.core.diskstats import parse_diskstats
+
+    idle, busy = "8 0 sda 1 0 8 1 0 0 0 0 0 1 1", "8 16 sdb 5 0 40 9 0 0 0 0 0 9 9"
+    by_line: dict = {}
+    first = parse_diskstats(f"{idle}\n{busy}\n", by_line)
+    assert set(by_line) == {idle, busy}
+    busier = busy.replace("sdb 5 ", "sdb 6 ")
+    second = parse_diskstats(f"{idle}\n{busier}\n", by_line)
+    assert second["sda"] is first["sda"]
+    assert second["sdb"].rd_ios == 6 and first["sdb"].rd_ios == 5
+    assert set(by_line) == {idle, busier}
+    assert parse_diskstats(f"{idle}\n", by_line) == {"sda": first["sda"]}
+    assert set(by_line) == {idle}

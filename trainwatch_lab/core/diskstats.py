@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from typing import NamedTuple
 
 from .model import DiskRates, Sample
 
@@ -27,9 +27,9 @@ NO_DISKSTATS_NOTE = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class DiskCounters:
-    """The 11 classic counters of one /proc/diskstats line (discard/flush fields ignored)."""
+class DiskCounters(NamedTuple):
+    """The 11 classic counters of one /proc/diskstats line (discard/flush fields ignored).
+    A tuple: every tick builds one per device and subtracts them field by field."""
 
     major: int
     minor: int
@@ -47,24 +47,41 @@ class DiskCounters:
     time_in_queue: int  # weighted ms (-> aqu-sz)
 
 
-_COUNTER_FIELDS = tuple(f.name for f in fields(DiskCounters))[3:]
+COUNTERS_FROM = 3  # DiskCounters[3:] are the numbers after major, minor, name
 
 
-def parse_diskstats(text: str) -> dict[str, DiskCounters]:
-    """Parse every line with at least the 14 classic fields (kernels 2.6.25+; 4.18+ add 4
-    discard fields, 5.5+ 2 flush fields). Older 7-field partition lines and garbage are
-    skipped: they carry no timing, so no iostat -x metric can come from them."""
+def parse_line(line: str) -> DiskCounters | None:
+    """One /proc/diskstats line, or None for a line without the 14 classic fields (kernels
+    2.6.25+; 4.18+ add 4 discard fields, 5.5+ 2 flush fields): older 7-field partition lines
+    and garbage carry no timing, so no iostat -x metric can come from them."""
+    parts = line.split()
+    if len(parts) < 14:
+        return None
+    try:
+        return DiskCounters(int(parts[0]), int(parts[1]), parts[2], *map(int, parts[3:14]))
+    except ValueError:
+        return None
+
+
+def parse_diskstats(
+    text: str, by_line: dict[str, DiskCounters] | None = None
+) -> dict[str, DiskCounters]:
+    """Every device of a /proc/diskstats text.
+
+    ``by_line``, when given, maps the lines of the previous call to their counters and is
+    left holding this call's: an idle device's line does not change between ticks, so it is
+    looked up instead of parsed again."""
+    known = dict(by_line) if by_line is not None else {}
+    if by_line is not None:
+        by_line.clear()
     result: dict[str, DiskCounters] = {}
     for line in text.splitlines():
-        parts = line.split()
-        if len(parts) < 14:
+        counters = known.get(line) or parse_line(line)
+        if counters is None:
             continue
-        try:
-            numbers = [int(p) for p in parts[3:14]]
-            major, minor = int(parts[0]), int(parts[1])
-        except ValueError:
-            continue
-        result[parts[2]] = DiskCounters(major, minor, parts[2], *numbers)
+        result[counters.name] = counters
+        if by_line is not None:
+            by_line[line] = counters
     return result
 
 
@@ -90,18 +107,19 @@ def rates_for(prev: DiskCounters, cur: DiskCounters, dt_s: float) -> DiskRates |
     dt_ms = dt_s * 1000.0
     if dt_s <= 0 or _looks_reset(prev, cur, dt_ms):
         return None
-    d = {name: counter_delta(getattr(prev, name), getattr(cur, name)) for name in _COUNTER_FIELDS}
-    rd_ios, wr_ios = d["rd_ios"], d["wr_ios"]
+    (rd_ios, _, rd_sectors, rd_ticks, wr_ios, _, wr_sectors, wr_ticks, _, io_ticks, queue) = (
+        counter_delta(a, b) for a, b in zip(prev[COUNTERS_FROM:], cur[COUNTERS_FROM:], strict=True)
+    )
     return DiskRates(
         device=cur.name,
         r_s=rd_ios / dt_s,
         w_s=wr_ios / dt_s,
-        rmb_s=d["rd_sectors"] * SECTOR_BYTES / MB / dt_s,
-        wmb_s=d["wr_sectors"] * SECTOR_BYTES / MB / dt_s,
-        r_await=d["rd_ticks"] / rd_ios if rd_ios else 0.0,
-        w_await=d["wr_ticks"] / wr_ios if wr_ios else 0.0,
-        aqu_sz=d["time_in_queue"] / dt_ms,
-        util=min(100.0, d["io_ticks"] / dt_ms * 100.0),
+        rmb_s=rd_sectors * SECTOR_BYTES / MB / dt_s,
+        wmb_s=wr_sectors * SECTOR_BYTES / MB / dt_s,
+        r_await=rd_ticks / rd_ios if rd_ios else 0.0,
+        w_await=wr_ticks / wr_ios if wr_ios else 0.0,
+        aqu_sz=queue / dt_ms,
+        util=min(100.0, io_ticks / dt_ms * 100.0),
     )
 
 
@@ -149,6 +167,7 @@ class DiskStatsSource:
         self._prev: dict[str, DiskCounters] = {}
         self._prev_t: float | None = None
         self._whole: dict[tuple[str, int, int], bool] = {}
+        self._by_line: dict[str, DiskCounters] = {}  # see parse_diskstats
         self._noted = False
         self._lock = threading.Lock()
 
@@ -159,28 +178,28 @@ class DiskStatsSource:
         except OSError:
             return ""
 
-    def _wanted(self, c: DiskCounters, watched: set[str]) -> bool:
-        if c.name in watched:
+    def _wanted(self, name: str, major: int, minor: int, watched: set[str]) -> bool:
+        if name in watched:
             return True
-        if c.name.startswith(EXCLUDED_PREFIXES):
+        if name.startswith(EXCLUDED_PREFIXES):
             return False
-        key = (c.name, c.major, c.minor)
+        key = (name, major, minor)
         whole = self._whole.get(key)
         if whole is None:
-            whole = self._whole[key] = is_whole_disk(c.name, self.sys_root)
+            whole = self._whole[key] = is_whole_disk(name, self.sys_root)
         return whole
 
     def collect(self, sample: Sample) -> None:
         text = self._read()
         now = self.clock()
-        cur = parse_diskstats(text)
+        with self._lock:  # every device, so one watched from the next tick on has a rate
+            cur = parse_diskstats(text, self._by_line)
         if not cur:
             sample.notes[self.name] = NO_DISKSTATS_NOTE
             if not self._noted:
                 self._noted = True
                 log.info("trainwatch: %s", NO_DISKSTATS_NOTE)
             return
-        watched = {p.device for p in sample.paths.values() if p.device}
         with self._lock:
             prev, prev_t = self._prev, self._prev_t
             self._prev, self._prev_t = cur, now
@@ -188,5 +207,6 @@ class DiskStatsSource:
                 self._whole.clear()
         if prev_t is None:
             return
-        wanted = {name: c for name, c in cur.items() if self._wanted(c, watched)}
+        watched = {p.device for p in sample.paths.values() if p.device}
+        wanted = {n: c for n, c in cur.items() if self._wanted(n, c.major, c.minor, watched)}
         sample.disks.update(compute_rates(prev, wanted, now - prev_t))
