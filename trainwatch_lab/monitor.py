@@ -1,7 +1,8 @@
 """Builds the one Sampler every surface uses (CLI ``watch``, notebook, server).
 
 Sources run in this order: paths (resolves mounts and devices), disks (reads the devices the
-paths resolved), process, main_thread, gpus. The Advisor evaluates every tick.
+paths resolved), process, gpus, main_thread (only while a GPU idles). The Advisor evaluates
+every tick.
 """
 
 from __future__ import annotations
@@ -22,8 +23,14 @@ from .core.threadwait import MainThreadSource
 
 
 def _gpu_sources(pid: int | None, defaults: Defaults, gpu: bool) -> list[Source]:
-    """Where the main thread waits (only when ``pid`` is this process), then the GPUs."""
-    return [MainThreadSource(), *([GpuSource(pid=pid, defaults=defaults)] if gpu else [])]
+    """The GPUs, then where the main thread waits while one of them idles (only when ``pid``
+    is this process: it names what an idle GPU waits for). Without GPUs, neither."""
+    if not gpu:
+        return []
+    return [
+        GpuSource(pid=pid, defaults=defaults),
+        MainThreadSource(gpu_idle_below=defaults.gpu_idle_util_pct),
+    ]
 
 
 def make_sampler(

@@ -358,6 +358,32 @@ def test_mounts_that_cannot_hang_are_looked_at_without_the_helper(
         g.close()
 
 
+def test_the_quick_look_notices_a_path_replaced_by_a_symlink_or_removed(tmpfs_mount) -> None:
+    """Steady ticks on a mount that cannot hang are a stat + statvfs of the same inode; a
+    watched directory swapped for a symlink to another mount, or removed, is seen at once."""
+    import shutil
+
+    small, big = tmpfs_mount("4m").path, tmpfs_mount("16m").path
+    watched = small / "run"
+    watched.mkdir()
+    src = PathsSource([str(watched)], defaults=FAST, probe=False)
+    try:
+        for _ in range(3):
+            state = collect(src).paths[str(watched)]
+            assert state.exists and state.mountpoint == str(small)
+            assert state.total_bytes == 4 * 1024 * 1024
+        shutil.rmtree(watched)
+        watched.symlink_to(big)
+        moved = collect(src).paths[str(watched)]
+        assert moved.exists and moved.mountpoint == str(big)
+        assert moved.total_bytes == 16 * 1024 * 1024
+        watched.unlink()
+        gone = collect(src).paths[str(watched)]
+        assert gone.responsive and not gone.exists and gone.mountpoint == str(small)
+    finally:
+        src.close()
+
+
 def test_source_is_thread_safe(tmp_path: Path) -> None:
     """The sampler thread collects while a surface adds and removes paths."""
     src = PathsSource([str(tmp_path)], defaults=FAST, probe=False)

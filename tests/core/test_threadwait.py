@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from trainwatch_lab.core.model import ProcessIO, Sample
@@ -79,3 +80,26 @@ def test_real_main_thread_blocked_writing() -> None:
     assert info["syscall"] == "write"
     assert info["fd_path"] == info["pipe"] and info["fd_path"].startswith("pipe:[")
     assert info["wchan"] is None or "pipe_write" in info["wchan"]  # hidden without kallsyms
+
+
+def test_with_a_gpu_threshold_it_looks_only_while_a_gpu_idles() -> None:
+    """In the sampler it explains an idle GPU: with no GPU, or only busy ones, it reads
+    nothing; one idle GPU among busy ones is enough."""
+    from trainwatch_lab.core.model import GpuState
+
+    def gpu(index: int, util: float | None) -> GpuState:
+        return GpuState(index, index, f"GPU-{index}", "fake", util_pct=util)
+
+    src = MainThreadSource(gpu_idle_below=5.0)
+    for gpus, looked in [
+        ([], False),
+        ([gpu(0, 97.0)], False),
+        ([gpu(0, None)], False),  # utilization not supported: nothing to explain
+        ([gpu(0, 97.0), gpu(1, 0.0)], True),
+    ]:
+        sample = Sample(t=0, process=ProcessIO(os.getpid(), 1, 0, 0, 0, 0), gpus=gpus)
+        sampler = threading.Thread(target=src.collect, args=(sample,))  # as the sampler does
+        sampler.start()
+        sampler.join()
+        assert sample.process is not None
+        assert (sample.process.main_thread is not None) is looked, gpus

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from .model import DiskRates, Sample
+from .procfile import ProcFile
 
 log = logging.getLogger(__name__)
 
@@ -168,15 +169,18 @@ class DiskStatsSource:
         self._prev_t: float | None = None
         self._whole: dict[tuple[str, int, int], bool] = {}
         self._by_line: dict[str, DiskCounters] = {}  # see parse_diskstats
+        self._file = ProcFile(proc_path)  # kept open: see core.procfile
         self._noted = False
         self._lock = threading.Lock()
 
     def _read(self) -> str:
         try:
-            with open(self.proc_path, encoding="ascii", errors="replace") as f:
-                return f.read()
+            return self._file.read().decode("ascii", errors="replace")
         except OSError:
             return ""
+
+    def close(self) -> None:
+        self._file.close()
 
     def _wanted(self, name: str, major: int, minor: int, watched: set[str]) -> bool:
         if name in watched:

@@ -241,6 +241,13 @@ class MountGuard:
                     pids.extend(s.worker.pid for s in self._stuck[key])
             return pids
 
+    def known_pids(self) -> list[int]:
+        """Helpers started and not yet forgotten, without asking which are still alive."""
+        with self._lock:
+            pids = [w.pid for w in self._workers.values()]
+            pids.extend(s.worker.pid for stuck in self._stuck.values() for s in stuck)
+            return pids
+
     # -- calls -------------------------------------------------------------------------
     def prestart(self, key: str, lane: str = "main") -> None:
         """Start the helper now so that the first real call does not pay for its start."""
@@ -367,8 +374,10 @@ def default_guard() -> MountGuard:
 
 def helper_pids() -> set[int]:
     """Every helper process of every guard in this process: the process-I/O source leaves
-    them out, since their statvfs and probe writes are ours, not the training job's."""
-    return {pid for guard in list(_LIVE_GUARDS) for pid in guard.live_pids()}
+    them out, since their statvfs and probe writes are ours, not the training job's.
+    Asked every tick, so nothing is polled: a helper that just exited may still be listed,
+    which is harmless (it is in nobody's process tree any more)."""
+    return {pid for guard in list(_LIVE_GUARDS) for pid in guard.known_pids()}
 
 
 @atexit.register

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import threading
 import time
 from collections.abc import Iterable
@@ -38,7 +39,7 @@ from .mounts import (
     read_mounts,
 )
 from .probe import READ_ONLY, probe_through
-from .space import space_fields
+from .space import scan_checkpoints, space_fields
 from .worker import op_inspect
 
 CHECKPOINT_RESCAN_S = 10.0  # a directory listing per tick would be wasteful on a share
@@ -169,12 +170,15 @@ def correct_mount(
     return mount_for_dev(dev, real, mounts) or guess
 
 
-def apply_inspect(state: PathState, raw: dict[str, Any]) -> None:
-    state.exists = bool(raw["exists"])
-    st = os.statvfs_result(tuple(raw["statvfs"]))
+def apply_space(state: PathState, st: os.statvfs_result) -> None:
     for name, value in space_fields(st).items():
         setattr(state, name, value)
     state.read_only = state.read_only or bool(st.f_flag & os.ST_RDONLY)
+
+
+def apply_inspect(state: PathState, raw: dict[str, Any]) -> None:
+    state.exists = bool(raw["exists"])
+    apply_space(state, os.statvfs_result(tuple(raw["statvfs"])))
 
 
 def _describe(exc: BaseException) -> str:
@@ -258,8 +262,11 @@ class _Watch:
     probe_thread: threading.Thread | None = None
     checkpoints: CheckpointInfo | None = None
     checkpoints_at: float | None = None
-    scan_thread: threading.Thread | None = None
+    scan: Future[None] | None = None
     asked: Future[None] | None = None  # the guarded inspect of the latest tick that asked
+    # (st_dev, st_ino, mount id) of the path as the last full look found it, when that was
+    # the path itself on the mount its name suggests: see PathsSource._quick_look
+    identity: tuple[int, int, int] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -299,7 +306,7 @@ class PathsSource:
         self._watches: dict[str, _Watch] = {}
         self._closed = False
         self._pool: ThreadPoolExecutor | None = None  # for guarded looks; made when needed
-        self._facts: dict[MountEntry, MountFacts] = {}
+        self._facts: dict[int, MountFacts] = {}  # by mount id, for one mount table
         self._facts_of_table: list[MountEntry] | None = None  # the mount table _facts is for
         for p in paths:
             self.add(p)
@@ -376,14 +383,20 @@ class PathsSource:
     # -- checkpoint scans --------------------------------------------------------------
     def _scan_due(self, watch: _Watch) -> bool:
         """Caller holds ``watch.lock``."""
-        if watch.scan_thread is not None and watch.scan_thread.is_alive():
+        if watch.scan is not None and not watch.scan.done():
             return False
         at = watch.checkpoints_at
         return at is None or time.monotonic() - at >= CHECKPOINT_RESCAN_S
 
-    def _run_scan(self, watch: _Watch, mountpoint: str) -> None:
+    def _run_scan(self, watch: _Watch, mountpoint: str, direct: bool) -> None:
+        """On a pool thread: directly on a mount that cannot hang (the scan stops after its
+        budget either way), else in the mount's scan helper."""
+        d = self.defaults
         try:
-            info = scan_checkpoints_guarded(self.guard, mountpoint, watch.key, self.defaults)
+            if direct:
+                info = scan_checkpoints(watch.key, budget_s=d.checkpoint_scan_budget_s)
+            else:
+                info = scan_checkpoints_guarded(self.guard, mountpoint, watch.key, d)
         except (MountUnresponsive, OSError, WorkerUnavailable, WorkerFailed):
             return  # keep what the last scan saw; the statvfs of each tick says if it is dead
         with watch.lock:
@@ -391,17 +404,41 @@ class PathsSource:
 
     # -- ticks -------------------------------------------------------------------------
     def _facts_of(self, entry: MountEntry, mounts: list[MountEntry]) -> MountFacts:
-        facts = self._facts.get(entry)
+        facts = self._facts.get(entry.mount_id)  # unique within one table: see collect
         if facts is None:
-            facts = self._facts[entry] = MountFacts.of(entry, mounts, self.sys_root)
+            facts = self._facts[entry.mount_id] = MountFacts.of(entry, mounts, self.sys_root)
         return facts
 
-    def _submit(self, fn: Any, *args: Any) -> Future[None]:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(
-                max_workers=self.defaults.max_watched_paths, thread_name_prefix="trainwatch-path"
-            )
-        return self._pool.submit(fn, *args)
+    def _submit(self, fn: Any, *args: Any) -> Future[None] | None:
+        """Run ``fn`` on the pool (made on first use); None once the source is closed."""
+        with self._lock:
+            if self._closed:
+                return None
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=self.defaults.max_watched_paths,
+                    thread_name_prefix="trainwatch-path",
+                )
+            return self._pool.submit(fn, *args)
+
+    def _quick_look(self, watch: _Watch, state: PathState, entry: MountEntry) -> bool:
+        """The steady per-tick look at a path on a mount that cannot hang: stat + statvfs.
+        Valid while the path is still the very directory or file the last full look found
+        (same device and inode, on the same mount); anything else (removed, replaced, a
+        symlink elsewhere now) returns False and the full look runs."""
+        if watch.identity is None or watch.identity[2] != entry.mount_id:
+            return False
+        try:
+            st = os.stat(watch.key)
+            space = os.statvfs(watch.key)
+        except OSError:
+            return False
+        if (st.st_dev, st.st_ino) != watch.identity[:2]:
+            return False
+        state.exists = True
+        apply_space(state, space)
+        self._after_look(watch, state, entry, is_dir=stat.S_ISDIR(st.st_mode), direct=True)
+        return True
 
     def _tick_one(
         self,
@@ -411,6 +448,8 @@ class PathsSource:
         mounts: list[MountEntry],
         direct: bool = False,
     ) -> None:
+        if direct and self._quick_look(watch, state, entry):
+            return
         try:
             if direct:
                 raw = op_inspect(watch.key)
@@ -432,22 +471,28 @@ class PathsSource:
         if actual is not entry:
             self._facts_of(actual, mounts).apply(state)
         apply_inspect(state, raw)
-        scan: threading.Thread | None = None
+        watch.real = resolved_path(raw, watch.key)
+        watch.identity = (
+            (os.makedev(*raw["st_dev"]), raw["st_ino"], actual.mount_id)
+            if raw["exists"] and actual is entry and watch.real == watch.key
+            else None
+        )
+        self._after_look(
+            watch, state, actual, is_dir=raw["exists"] and raw["is_dir"], direct=direct
+        )
+
+    def _after_look(
+        self, watch: _Watch, state: PathState, actual: MountEntry, is_dir: bool, direct: bool
+    ) -> None:
+        """Checkpoints (rescanned when due) and the probe (started when due) of a path that
+        answered."""
         with watch.lock:
-            watch.real = resolved_path(raw, watch.key)
-            if not (raw["exists"] and raw["is_dir"]):
+            if not is_dir:
                 watch.checkpoints = None
             elif self._scan_due(watch):
                 watch.checkpoints_at = time.monotonic()
-                scan = watch.scan_thread = threading.Thread(
-                    target=self._run_scan,
-                    args=(watch, actual.mountpoint),
-                    name=f"trainwatch-scan {watch.key}",
-                    daemon=True,
-                )
+                watch.scan = self._submit(self._run_scan, watch, actual.mountpoint, direct)
             state.checkpoints = watch.checkpoints
-        if scan is not None:
-            scan.start()
         if self.probe_enabled and not state.read_only and self._probe_due(watch):
             self._submit_probe(watch, actual)
 
@@ -482,10 +527,12 @@ class PathsSource:
                 # a look still running from an earlier tick is waiting for a stuck mount:
                 # this tick reports that (below) instead of queueing another one behind it
                 watch.asked = self._submit(self._tick_one, watch, state, entry, mounts)
-                asked.append(watch.asked)
+                if watch.asked is not None:
+                    asked.append(watch.asked)
         for watch, state, entry in direct:
             self._tick_one(watch, state, entry, mounts, direct=True)
-        wait_for(asked, timeout=max(0.0, deadline - time.monotonic()))
+        if asked:
+            wait_for(asked, timeout=max(0.0, deadline - time.monotonic()))
         on_this_thread = {id(watch) for watch, _, _ in direct}
         for watch in watches:
             state = states[watch.key]

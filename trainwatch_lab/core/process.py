@@ -20,13 +20,14 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 
 import psutil
 
 from .guard import helper_pids
 from .model import ProcessIO, Sample
+from .procfile import ProcFiles, read_once
 
 FIELDS = ("read_chars", "write_chars", "read_bytes", "write_bytes")
 Counts = tuple[int, int, int, int]
@@ -54,14 +55,16 @@ def _add(a: Counts, b: Counts) -> Counts:
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def _stat_fields(pid: int) -> tuple[int, int]:
+Read = Callable[[str], bytes]
+
+
+def _stat_fields(pid: int, read: Read = read_once) -> tuple[int, int]:
     """(parent pid, start time in clock ticks since boot) from /proc/PID/stat.
 
     Not psutil's create_time: that adds /proc/stat's btime, which moves when the wall clock
     is adjusted, and would make a long-running process look new (and all its past I/O
     look recent)."""
-    with open(f"/proc/{pid}/stat", "rb") as f:
-        data = f.read()
+    data = read(f"/proc/{pid}/stat")
     fields = data[data.rindex(b")") + 2 :].split()
     return int(fields[1]), int(fields[19])
 
@@ -78,29 +81,29 @@ def _parse_io(data: bytes) -> Counts:
     )
 
 
-def _io_counts(pid: int) -> Counts:
-    with open(f"/proc/{pid}/io", "rb") as f:
-        return _parse_io(f.read())
-
-
-def _thread_counts() -> Counts | None:
-    """I/O of the calling thread (the sampler's), from /proc/thread-self/io."""
+def _thread_counts(read: Read = read_once) -> Counts | None:
+    """I/O of the calling thread (the sampler's). By thread id rather than through
+    /proc/thread-self, whose kept descriptor would stay with the thread that opened it."""
     try:
-        with open("/proc/thread-self/io", "rb") as f:
-            return _parse_io(f.read())
+        return _parse_io(read(f"/proc/self/task/{threading.get_native_id()}/io"))
     except (OSError, ValueError):
         return None
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every descendant of ``pid``, found through /proc/PID/task/TID/children: the cost
-    grows with the tree, not with the machine's process count (psutil's children() reads
-    the stat file of every process on the machine). psutil where the kernel lacks the file."""
-    if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
+_HAS_CHILDREN_FILES = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+
+
+def _descendants(pid: int, read: Read = read_once, skip: Container[int] = ()) -> list[int]:
+    """Every descendant of ``pid`` but those in ``skip`` (and theirs), found through
+    /proc/PID/task/TID/children: the cost grows with the tree, not with the machine's
+    process count (psutil's children() reads the stat file of every process on the
+    machine). psutil where the kernel lacks the file (CONFIG_PROC_CHILDREN)."""
+    if not _HAS_CHILDREN_FILES:
         try:
-            return [p.pid for p in psutil.Process(pid).children(recursive=True)]
+            kids = psutil.Process(pid).children(recursive=True)
         except psutil.Error:
             return []
+        return [p.pid for p in kids if p.pid not in skip]  # their children stay (rare)
     found: list[int] = []
     stack = [pid]
     seen = {pid}
@@ -112,12 +115,11 @@ def _descendants(pid: int) -> list[int]:
             continue  # exited meanwhile
         for tid in tids:
             try:
-                with open(f"/proc/{parent}/task/{tid}/children", "rb") as f:
-                    kids = [int(k) for k in f.read().split()]
+                kids = [int(k) for k in read(f"/proc/{parent}/task/{tid}/children").split()]
             except (OSError, ValueError):
                 continue
             for kid in kids:
-                if kid not in seen:
+                if kid not in seen and kid not in skip:
                     seen.add(kid)
                     stack.append(kid)
                     found.append(kid)
@@ -159,6 +161,7 @@ class ProcessIOSource:
         self._prev_self: Counts | None = None
         self._self_now: Counts | None = None
         self._lock = threading.Lock()
+        self._files = ProcFiles()  # descriptors kept for the tree's stat, io, children
 
     def _read_tree(self, sample: Sample) -> dict[Key, _Seen] | None:
         """Counters of the watched process and its descendants, read straight from /proc
@@ -166,20 +169,18 @@ class ProcessIOSource:
         ourselves = self.pid == os.getpid()
         pids = [self.pid]
         if self.children:
-            kids = _descendants(self.pid)
-            if ourselves and kids:
-                ours = helper_pids()
-                kids = [k for k in kids if k not in ours]
-            pids.extend(kids)
+            # the guard's helpers are ours, not the job's: not even walked into
+            skip = helper_pids() if ourselves else ()
+            pids.extend(_descendants(self.pid, self._files.read, skip))
         keys: dict[int, Key] = {}
         raw: list[tuple[Key, Counts, int]] = []
         for pid in pids:
             if pid == self.pid and ourselves:
                 # right before the process counters, so both cover the same interval
-                self._self_now = _thread_counts()
+                self._self_now = _thread_counts(self._files.read)
             try:
-                ppid, start = _stat_fields(pid)
-                counts = _io_counts(pid)
+                ppid, start = _stat_fields(pid, self._files.read)
+                counts = _parse_io(self._files.read(f"/proc/{pid}/io"))
             except (OSError, ValueError, IndexError) as exc:
                 if pid != self.pid:
                     continue  # a child that just exited or is not ours to read
@@ -198,6 +199,7 @@ class ProcessIOSource:
             boot_now = _boot_clock()
             now = self.clock()
             cur = self._read_tree(sample)
+            self._files.sweep()  # processes and threads that left: their descriptors go
             if cur is None:
                 self._seen, self._credit, self._prev_t = {}, {}, None
                 return
@@ -250,3 +252,7 @@ class ProcessIOSource:
                 read_bytes_s=rates[2],
                 write_bytes_s=rates[3],
             )
+
+    def close(self) -> None:
+        """Close the kept /proc descriptors (the sampler calls this when it closes)."""
+        self._files.close()

@@ -125,12 +125,27 @@ def main_thread_wait(proc_root: str = "/proc/self") -> dict[str, Any] | None:
 
 class MainThreadSource:
     """Sets ``sample.process.main_thread`` when the watched process is this one (a kernel
-    watching itself); must run after the process source. Cheap: three small procfs reads."""
+    watching itself); must run after the process source. Three small procfs reads.
+
+    With ``gpu_idle_below`` it looks only while some GPU of the sample is below that
+    utilization (then it must run after the GPU source too): the answer explains an idle
+    GPU, and nothing reads it otherwise, so a busy or absent GPU costs nothing here."""
 
     name = "main_thread"
 
-    def collect(self, sample: Sample) -> None:
+    def __init__(self, gpu_idle_below: float | None = None) -> None:
+        self.gpu_idle_below = gpu_idle_below
+
+    def _wanted(self, sample: Sample) -> bool:
         if sample.process is None or sample.process.pid != os.getpid():
+            return False
+        limit = self.gpu_idle_below
+        return limit is None or any(
+            g.util_pct is not None and g.util_pct < limit for g in sample.gpus
+        )
+
+    def collect(self, sample: Sample) -> None:
+        if not self._wanted(sample):
             return
         try:
             sample.process.main_thread = main_thread_wait()

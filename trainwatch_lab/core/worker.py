@@ -64,6 +64,7 @@ def op_inspect(path: str, checkpoints: bool = False) -> dict[str, Any]:
         "realpath": os.path.realpath(target),
         "is_dir": stat.S_ISDIR(st.st_mode),
         "st_dev": [os.major(st.st_dev), os.minor(st.st_dev)],
+        "st_ino": st.st_ino,
         "statvfs": list(os.statvfs(target)),
         "checkpoints": None,
     }
