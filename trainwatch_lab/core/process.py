@@ -161,7 +161,10 @@ class ProcessIOSource:
         self._prev_self: Counts | None = None
         self._self_now: Counts | None = None
         self._lock = threading.Lock()
-        self._files = ProcFiles()  # descriptors kept for the tree's stat, io, children
+        self._files = ProcFiles()  # descriptors kept for the tree's io and children files
+        # (parent pid, start ticks) per pid, read from /proc/PID/stat when its io file was
+        # opened: while that descriptor still reads, it is the same process
+        self._ident: dict[int, tuple[int, int]] = {}
 
     def _read_tree(self, sample: Sample) -> dict[Key, _Seen] | None:
         """Counters of the watched process and its descendants, read straight from /proc
@@ -174,13 +177,18 @@ class ProcessIOSource:
             pids.extend(_descendants(self.pid, self._files.read, skip))
         keys: dict[int, Key] = {}
         raw: list[tuple[Key, Counts, int]] = []
+        ident_now: dict[int, tuple[int, int]] = {}
         for pid in pids:
             if pid == self.pid and ourselves:
                 # right before the process counters, so both cover the same interval
                 self._self_now = _thread_counts(self._files.read)
             try:
-                ppid, start = _stat_fields(pid, self._files.read)
-                counts = _parse_io(self._files.read(f"/proc/{pid}/io"))
+                data, opened = self._files.read_fresh(f"/proc/{pid}/io")
+                counts = _parse_io(data)
+                ident = self._ident.get(pid)
+                if opened or ident is None:  # a kept descriptor is still the same process
+                    ident = _stat_fields(pid)
+                ident_now[pid] = ppid, start = ident
             except (OSError, ValueError, IndexError) as exc:
                 if pid != self.pid:
                     continue  # a child that just exited or is not ours to read
@@ -192,6 +200,7 @@ class ProcessIOSource:
                 return None
             key = keys[pid] = (pid, start)
             raw.append((key, counts, ppid))
+        self._ident = ident_now
         return {key: _Seen(counts, keys.get(ppid)) for key, counts, ppid in raw}
 
     def collect(self, sample: Sample) -> None:

@@ -45,9 +45,14 @@ class ProcFile:
         """The file's current text. Raises OSError like ``open`` would (FileNotFoundError
         for a process that is gone); a kept descriptor that fails is reopened once, since the
         PID may now name a new process."""
+        return self.read_fresh()[0]
+
+    def read_fresh(self) -> tuple[bytes, bool]:
+        """The file's current text, and whether this read had to open it (first read, or the
+        kept descriptor failed: the PID may belong to a new process now)."""
         if self._fd is not None:
             try:
-                return self._read_fd(self._fd)
+                return self._read_fd(self._fd), False
             except OSError:
                 self.close()
         fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
@@ -57,7 +62,7 @@ class ProcFile:
             os.close(fd)
             raise
         self._fd = fd
-        return data
+        return data, True
 
     def close(self) -> None:
         fd, self._fd = self._fd, None
@@ -76,12 +81,16 @@ class ProcFiles:
         self._lock = threading.Lock()
 
     def read(self, path: str) -> bytes:
+        return self.read_fresh(path)[0]
+
+    def read_fresh(self, path: str) -> tuple[bytes, bool]:
+        """See ``ProcFile.read_fresh``."""
         with self._lock:
             file = self._files.get(path)
             if file is None:
                 file = self._files[path] = ProcFile(path)
             self._used.add(path)
-            return file.read()
+            return file.read_fresh()
 
     def sweep(self) -> None:
         with self._lock:

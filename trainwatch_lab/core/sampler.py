@@ -50,7 +50,9 @@ class Sampler:
         self.evaluate = evaluate
         self._subscribers: list[Subscriber] = []
         self._lock = threading.RLock()
-        self._stop = threading.Event()
+        # held while the thread should keep ticking; stop() releases it, which ends the
+        # thread's wait at once (a bare lock: Event.wait builds a Condition every tick)
+        self._keep_going: threading.Lock | None = None
         self._thread: threading.Thread | None = None
         self._reported: set[tuple[str, str]] = set()
         self.ticks = 0
@@ -64,9 +66,10 @@ class Sampler:
         with self._lock:
             if self.running:
                 return self
-            self._stop.clear()
+            keep_going = self._keep_going = threading.Lock()
+            keep_going.acquire()
             self._thread = threading.Thread(
-                target=self._run, name="trainwatch-sampler", daemon=True
+                target=self._run, args=(keep_going,), name="trainwatch-sampler", daemon=True
             )
             self._thread.start()
         return self
@@ -74,7 +77,9 @@ class Sampler:
     def stop(self, timeout: float = 5.0) -> None:
         with self._lock:
             thread, self._thread = self._thread, None
-            self._stop.set()
+            keep_going, self._keep_going = self._keep_going, None
+            if keep_going is not None:
+                keep_going.release()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
 
@@ -147,14 +152,14 @@ class Sampler:
             self._reported.add((name, text))
             log.warning("trainwatch source %s failed: %s", name, text)
 
-    def _run(self) -> None:
+    def _run(self, keep_going: threading.Lock) -> None:
         next_at = time.monotonic()
-        while not self._stop.is_set():
+        while True:
             self.tick()
             next_at += self.interval
             delay = next_at - time.monotonic()
             if delay < 0:  # we fell behind (slow source): skip, don't burst
                 next_at = time.monotonic()
                 delay = 0.0
-            if self._stop.wait(delay):
+            if keep_going.acquire(timeout=delay):  # released: stop() was called
                 break
