@@ -93,11 +93,27 @@ def _thread_counts(read: Read = read_once) -> Counts | None:
 _HAS_CHILDREN_FILES = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
 
 
-def _descendants(pid: int, read: Read = read_once, skip: Container[int] = ()) -> list[int]:
+# Every thread trainwatch starts is named so. They start no process but the mount guard's
+# helpers, which the tree leaves out anyway: their children files need no reading.
+OUR_THREADS = "trainwatch-"
+
+
+def _our_thread_ids() -> set[int]:
+    return {
+        t.native_id
+        for t in threading.enumerate()
+        if t.name.startswith(OUR_THREADS) and t.native_id is not None
+    }
+
+
+def _descendants(
+    pid: int, read: Read = read_once, skip: Container[int] = (), quiet: Container[int] = ()
+) -> list[int]:
     """Every descendant of ``pid`` but those in ``skip`` (and theirs), found through
     /proc/PID/task/TID/children: the cost grows with the tree, not with the machine's
     process count (psutil's children() reads the stat file of every process on the
-    machine). psutil where the kernel lacks the file (CONFIG_PROC_CHILDREN)."""
+    machine). psutil where the kernel lacks the file (CONFIG_PROC_CHILDREN). Threads in
+    ``quiet`` are known to start no process that counts: their files are not read."""
     if not _HAS_CHILDREN_FILES:
         try:
             kids = psutil.Process(pid).children(recursive=True)
@@ -114,6 +130,8 @@ def _descendants(pid: int, read: Read = read_once, skip: Container[int] = ()) ->
         except OSError:
             continue  # exited meanwhile
         for tid in tids:
+            if int(tid) in quiet:
+                continue
             try:
                 kids = [int(k) for k in read(f"/proc/{parent}/task/{tid}/children").split()]
             except (OSError, ValueError):
@@ -174,7 +192,8 @@ class ProcessIOSource:
         if self.children:
             # the guard's helpers are ours, not the job's: not even walked into
             skip = helper_pids() if ourselves else ()
-            pids.extend(_descendants(self.pid, self._files.read, skip))
+            quiet = _our_thread_ids() if ourselves else ()
+            pids.extend(_descendants(self.pid, self._files.read, skip, quiet))
         keys: dict[int, Key] = {}
         raw: list[tuple[Key, Counts, int]] = []
         ident_now: dict[int, tuple[int, int]] = {}
