@@ -217,10 +217,15 @@ def fill_for(
 
 def disk_filling(ctx: Context) -> Iterator[Alert]:
     d = ctx.defaults
+    # free space belongs to the filesystem: paths on one mount share one fit
+    fits: dict[str, FillEstimate | None] = {}
     for path, p in _watched(ctx.sample):
         if p.read_only or not p.responsive or p.avail_bytes is None:
             continue
-        est = fill_for(ctx.history, path, d, now=ctx.sample.t)
+        mount = p.mountpoint or path
+        if mount not in fits:
+            fits[mount] = fill_for(ctx.history, path, d, now=ctx.sample.t)
+        est = fits[mount]
         if est is None or est.span_s < min(d.fill_min_span_s, d.fill_window_s):
             continue  # a few seconds of a checkpoint being written are not a trend
         if est.rate_bps <= d.fill_min_rate_bps or est.seconds_to_full is None:

@@ -182,6 +182,8 @@ class History:
                 return [], []
             ranges = self._ranges(since)
             ts, vs = self._slice(self._t, ranges), self._slice(col, ranges)
+        if not any(map(math.isnan, vs)):  # the usual case: no gap to drop
+            return ts, vs
         pairs = [(t, v) for t, v in zip(ts, vs, strict=True) if v == v]  # NaN != NaN
         return [t for t, _ in pairs], [v for _, v in pairs]
 
