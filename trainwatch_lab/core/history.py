@@ -102,17 +102,22 @@ class History:
         with self._lock:
             slot = self._n % self.capacity
             self._t[slot] = sample.t
-            for col in self._cols.values():
-                col[slot] = NAN
+            cols, seen, n = self._cols, self._last_seen, self._n
+            written = 0
             for key, value in flatten(sample):
-                col = self._cols.get(key)
+                col = cols.get(key)
                 if col is None:
-                    if len(self._cols) >= self.max_series and not self._evict():
+                    if len(cols) >= self.max_series and not self._evict():
                         continue
-                    col = array("d", [NAN]) * self.capacity
-                    self._cols[key] = col
+                    col = cols[key] = array("d", [NAN]) * self.capacity
+                if seen.get(key) != n:  # the same key twice in one sample counts once
+                    written += 1
                 col[slot] = value
-                self._last_seen[key] = self._n
+                seen[key] = n
+            if written < len(cols):  # some series have no value this time: a gap there
+                for key, col in cols.items():
+                    if seen[key] != n:
+                        col[slot] = NAN
             self._n += 1
             self.latest = sample
 

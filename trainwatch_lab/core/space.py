@@ -53,19 +53,21 @@ def fill_estimate(times: Sequence[float], avail_bytes: Sequence[float]) -> FillE
     n = min(len(times), len(avail_bytes))
     if n < 2:
         return None
-    ts = [float(t) for t in times[:n]]
-    ys = [float(y) for y in avail_bytes[:n]]
+    # C-level passes (map, sum, max): the detectors fit every filesystem every tick
+    ts = list(map(float, times[:n]))
+    ys = list(map(float, avail_bytes[:n]))
     t_mean = sum(ts) / n  # centre first: epoch seconds squared lose precision
     y_mean = sum(ys) / n
-    dt = [t - t_mean for t in ts]
-    dy = [y - y_mean for y in ys]
-    sxx = sum(map(operator.mul, dt, dt))  # map: the detectors fit every path every tick
+    dt = list(map(operator.sub, ts, itertools.repeat(t_mean, n)))
+    dy = list(map(operator.sub, ys, itertools.repeat(y_mean, n)))
+    sxx = sum(map(operator.mul, dt, dt))
     if sxx <= 0:
         return None
     rate = -sum(map(operator.mul, dt, dy)) / sxx
-    latest = ys[max(range(n), key=ts.__getitem__)]
+    newest, oldest = max(ts), min(ts)
+    latest = ys[ts.index(newest)]
     seconds = max(latest, 0.0) / rate if rate > 0 else None
-    return FillEstimate(rate_bps=rate, seconds_to_full=seconds, points=n, span_s=max(ts) - min(ts))
+    return FillEstimate(rate_bps=rate, seconds_to_full=seconds, points=n, span_s=newest - oldest)
 
 
 def _is_checkpoint(name: str, suffixes: tuple[str, ...]) -> bool:
