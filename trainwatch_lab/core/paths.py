@@ -262,7 +262,7 @@ class _Watch:
     probe_thread: threading.Thread | None = None
     checkpoints: CheckpointInfo | None = None
     checkpoints_at: float | None = None
-    scan: Future[None] | None = None
+    scan_thread: threading.Thread | None = None
     asked: Future[None] | None = None  # the guarded inspect of the latest tick that asked
     # (st_dev, st_ino, mount id) of the path as the last full look found it, when that was
     # the path itself on the mount its name suggests: see PathsSource._quick_look
@@ -383,14 +383,15 @@ class PathsSource:
     # -- checkpoint scans --------------------------------------------------------------
     def _scan_due(self, watch: _Watch) -> bool:
         """Caller holds ``watch.lock``."""
-        if watch.scan is not None and not watch.scan.done():
+        if watch.scan_thread is not None and watch.scan_thread.is_alive():
             return False
         at = watch.checkpoints_at
         return at is None or time.monotonic() - at >= CHECKPOINT_RESCAN_S
 
     def _run_scan(self, watch: _Watch, mountpoint: str, direct: bool) -> None:
-        """On a pool thread: directly on a mount that cannot hang (the scan stops after its
-        budget either way), else in the mount's scan helper."""
+        """On its own daemon thread (a scan may outlast a tick; nothing may wait for it at
+        exit): directly on a mount that cannot hang, else in the mount's scan helper. The
+        scan stops after its budget either way."""
         d = self.defaults
         try:
             if direct:
@@ -410,7 +411,9 @@ class PathsSource:
         return facts
 
     def _submit(self, fn: Any, *args: Any) -> Future[None] | None:
-        """Run ``fn`` on the pool (made on first use); None once the source is closed."""
+        """Run ``fn`` on the pool (made on first use); None once the source is closed. Only
+        guarded looks go there: the guard bounds each by the mount timeout, so no pool thread
+        can keep the interpreter from exiting for longer than that."""
         with self._lock:
             if self._closed:
                 return None
@@ -486,13 +489,21 @@ class PathsSource:
     ) -> None:
         """Checkpoints (rescanned when due) and the probe (started when due) of a path that
         answered."""
+        scan: threading.Thread | None = None
         with watch.lock:
             if not is_dir:
                 watch.checkpoints = None
             elif self._scan_due(watch):
                 watch.checkpoints_at = time.monotonic()
-                watch.scan = self._submit(self._run_scan, watch, actual.mountpoint, direct)
+                scan = watch.scan_thread = threading.Thread(
+                    target=self._run_scan,
+                    args=(watch, actual.mountpoint, direct),
+                    name=f"trainwatch-scan {watch.key}",
+                    daemon=True,
+                )
             state.checkpoints = watch.checkpoints
+        if scan is not None:
+            scan.start()
         if self.probe_enabled and not state.read_only and self._probe_due(watch):
             self._submit_probe(watch, actual)
 
