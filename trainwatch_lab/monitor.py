@@ -1,8 +1,8 @@
 """Builds the one Sampler every surface uses (CLI ``watch``, notebook, server).
 
 Sources run in this order: paths (resolves mounts and devices), disks (reads the devices the
-paths resolved), process, gpus, main_thread (only while a GPU idles). The Advisor evaluates
-every tick.
+paths resolved), process, gpus, main_thread (only while a GPU is underused). The Advisor
+evaluates every tick.
 """
 
 from __future__ import annotations
@@ -23,13 +23,17 @@ from .core.threadwait import MainThreadSource
 
 
 def _gpu_sources(pid: int | None, defaults: Defaults, gpu: bool) -> list[Source]:
-    """The GPUs, then where the main thread waits while one of them idles (only when ``pid``
-    is this process: it names what an idle GPU waits for). Without GPUs, neither."""
+    """The GPUs, then where the main thread waits while one of them is underused (only when
+    ``pid`` is this process: it names what a slow GPU waits for). Without GPUs, neither."""
     if not gpu:
         return []
     return [
         GpuSource(pid=pid, defaults=defaults),
-        MainThreadSource(gpu_idle_below=defaults.gpu_idle_util_pct),
+        # both GPU rules that explain a slow GPU name where the loop waits: gpu-stalled
+        # (near 0 %) and gpu-starved (a low mean)
+        MainThreadSource(
+            gpu_idle_below=max(defaults.gpu_idle_util_pct, defaults.gpu_starved_mean_util_pct)
+        ),
     ]
 
 

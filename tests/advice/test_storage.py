@@ -269,20 +269,24 @@ def test_disk_filling_uses_only_the_window() -> None:
 
 def test_disk_filling_warns_for_every_path_on_the_filling_filesystem() -> None:
     """Free space belongs to the filesystem: a logdir and a checkpoint dir on one mount get
-    the same warning, and a path added a moment ago gets it too (the mount's history)."""
+    the same warning, and a path added a moment ago gets it too (the mount's history). A
+    directory under a project quota (its own size) is fitted on its own."""
     history = History(capacity=1000)
     sample = None
     for i in range(61):
         avail = int(3e9 + 10e6 * (60 - i))
         paths = {p: state(p, avail_bytes=avail) for p in ("/data/ckpt", "/data/logs")}
-        if i == 60:
-            paths["/data/new"] = state("/data/new", avail_bytes=avail)
+        if i == 60:  # added last, sorted first: the fit still comes from the older paths
+            paths["/data/a-new"] = state("/data/a-new", avail_bytes=avail)
         sample = Sample(t=T0 + i, paths=paths)
         history.append(sample)
     assert sample is not None
     alerts = filling(history, sample)
-    assert [a.subject for a in alerts] == ["/data/ckpt", "/data/logs", "/data/new"]
+    assert [a.subject for a in alerts] == ["/data/a-new", "/data/ckpt", "/data/logs"]
     assert all(a.severity == "critical" and "10 MB/s" in a.message for a in alerts)
+    quota = state("/data/quota", avail_bytes=int(1e9), total_bytes=2 * GIB)  # no history
+    sample.paths["/data/quota"] = quota
+    assert "/data/quota" not in {a.subject for a in filling(history, sample)}
 
 
 # -- disk-saturated -------------------------------------------------------------------

@@ -244,29 +244,44 @@ def thread_cpu_s(tid: int, pid: int | None = None) -> float:
         return int(f.read().split()[0]) / 1e9
 
 
-def _process_tasks_ns(pid: int) -> dict[tuple[int, int], int]:
-    out: dict[tuple[int, int], int] = {}
+def _process_clock(pid: int) -> int:
+    """clock_getcpuclockid(pid) as glibc computes it: the process-wide CPU-time clock."""
+    return ((~pid) << 3) | 2  # CPUCLOCK_SCHED, process (not thread) clock
+
+
+def _process_cpu_ns(pid: int) -> int | None:
+    """CPU time of a whole process in ns, threads that already exited included (summing
+    the schedstat of live threads would miss a thread that lived between two polls)."""
+    try:
+        return time.clock_gettime_ns(_process_clock(pid))
+    except OSError:
+        return None
+
+
+def _process_tasks_ns(pid: int) -> int | None:
+    """Fallback where process clocks cannot be read: the live threads' schedstat."""
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return out
+        return None
+    total = 0
     for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                out[(pid, int(tid))] = int(f.read().split()[0])
+                total += int(f.read().split()[0])
         except (OSError, ValueError, IndexError):
             continue
-    return out
+    return total
 
 
 class TreeCpu:
-    """CPU of a process tree (every thread of the process and of its descendants), in ns
-    precision; threads and children that exit between polls keep their last reading."""
+    """CPU of a process tree (every thread of the process and of its descendants, exited
+    threads included), in ns precision; a child that exits keeps its last reading."""
 
     def __init__(self, pid: int, exclude: set[int] | None = None) -> None:
         self.pid = pid
         self.exclude = exclude or set()
-        self._last: dict[tuple[int, int], int] = {}
+        self._last: dict[int, int] = {}
         self.start = self._poll_total()
 
     def pids(self) -> list[int]:
@@ -281,7 +296,11 @@ class TreeCpu:
 
     def _poll_total(self) -> float:
         for pid in self.pids():
-            self._last.update(_process_tasks_ns(pid))
+            ns = _process_cpu_ns(pid)
+            if ns is None:
+                ns = _process_tasks_ns(pid)
+            if ns is not None:
+                self._last[pid] = ns
         return sum(self._last.values()) / 1e9
 
     def poll(self) -> float:

@@ -420,3 +420,19 @@ def test_only_mounts_that_cannot_hang_are_asked_directly(
     host: list[MountEntry], point: str, device: str | None, expected: bool
 ) -> None:
     assert answers_locally(by_point(host, point), device) is expected
+
+
+def test_device_mapper_over_a_loop_or_network_device_may_hang(
+    sys_root: Path, host: list[MountEntry]
+) -> None:
+    """LUKS on a loop file (which may sit on a share), LVM over nbd: not answered locally;
+    LVM over local disks and md RAID is."""
+    root = by_point(host, "/")
+    crypt = _dev(sys_root, "virtual/block/dm-7", "253:7")
+    _slave(crypt, sys_root / "block" / "loop3")
+    lvm = _dev(sys_root, "virtual/block/dm-8", "253:8")
+    _slave(lvm, sys_root / "block" / "nbd0")
+    sys = str(sys_root)
+    assert answers_locally(root, "dm-0", sys) and answers_locally(root, "dm-1", sys)
+    assert not answers_locally(root, "dm-7", sys)
+    assert not answers_locally(root, "dm-8", sys)

@@ -358,9 +358,9 @@ def test_mounts_that_cannot_hang_are_looked_at_without_the_helper(
         g.close()
 
 
-def test_the_quick_look_notices_a_path_replaced_by_a_symlink_or_removed(tmpfs_mount) -> None:
-    """Steady ticks on a mount that cannot hang are a stat + statvfs of the same inode; a
-    watched directory swapped for a symlink to another mount, or removed, is seen at once."""
+def test_a_local_look_notices_a_path_replaced_by_a_symlink_or_removed(tmpfs_mount) -> None:
+    """A watched directory on a mount that cannot hang, swapped for a symlink to another
+    mount, goes back to the guard (which follows it) at once; removed, it is seen missing."""
     import shutil
 
     small, big = tmpfs_mount("4m").path, tmpfs_mount("16m").path
@@ -382,6 +382,65 @@ def test_the_quick_look_notices_a_path_replaced_by_a_symlink_or_removed(tmpfs_mo
         assert gone.responsive and not gone.exists and gone.mountpoint == str(small)
     finally:
         src.close()
+
+
+def test_look_without_following_answers_like_the_helper_or_declines(tmpfs_mount) -> None:
+    """From our own thread: the same answer as the helper's inspect for a plain path (also
+    one not created yet); None where a symlink or another mount is on the way."""
+    from trainwatch_lab.core.paths import look_without_following
+    from trainwatch_lab.core.worker import op_inspect
+
+    outer, inner = tmpfs_mount("4m").path, tmpfs_mount("4m").path
+    (outer / "runs" / "exp1").mkdir(parents=True)
+    (outer / "link").symlink_to(outer / "runs")
+    mounts = read_mounts()
+    entry = mount_for_path(str(outer), mounts)
+    for path in (outer, outer / "runs" / "exp1", outer / "runs" / "later" / "deeper"):
+        mine, helper = look_without_following(str(path), entry), op_inspect(str(path))
+        assert mine is not None
+        del mine["statvfs"], helper["statvfs"]  # free space may move between the two
+        assert mine == helper
+    assert look_without_following(str(outer / "link" / "exp1"), entry) is None
+    assert look_without_following(str(inner), entry) is None  # not under this mount at all
+    run(["mount", "--bind", str(inner), str(outer / "runs" / "exp1")])
+    try:  # a mount stacked below the watched path since the table was read
+        assert look_without_following(str(outer / "runs" / "exp1"), entry) is None
+    finally:
+        unmount(outer / "runs" / "exp1")
+
+
+def test_a_look_that_answers_after_its_tick_never_counts_as_fresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the mount timeout longer than the gap between ticks, a guarded look can end
+    while a later tick waits for other paths: that tick must still say "no answer" (it asked
+    nothing of that path), never publish the half-filled state of an earlier tick."""
+    d = replace(FAST, mount_timeout_s=0.3)
+    g = MountGuard(d.mount_timeout_s)
+    slow, other = str(tmp_path / "slow"), str(tmp_path / "other")
+    (tmp_path / "target").mkdir()
+    (tmp_path / "other").symlink_to(tmp_path / "target")  # a symlink: always guarded
+    real_call = g.call
+
+    def call(key: str, op: str, **kw: object) -> object:
+        if op == "inspect" and kw.get("path") == slow:
+            time.sleep(0.45)  # a share that answers, but late
+        elif op == "inspect":
+            time.sleep(0.25)
+        return real_call(key, op, **kw)
+
+    monkeypatch.setattr(g, "call", call)
+    src = PathsSource([slow, other], defaults=d, probe=False, guard=g)
+    try:
+        first = collect(src)
+        assert not first.paths[slow].responsive
+        second = collect(src)  # the first look at `slow` ends while this tick waits
+        assert not second.paths[slow].responsive, second.paths[slow]
+        assert second.paths[slow].error == "no answer within 0.3 s (statvfs)"
+        assert second.paths[other].responsive
+    finally:
+        src.close()
+        g.close()
 
 
 def test_source_is_thread_safe(tmp_path: Path) -> None:

@@ -58,3 +58,21 @@ def test_sweep_closes_what_was_not_read_since_the_last_sweep() -> None:
     finally:
         files.close()
     assert open_fds() - fds == set()
+
+
+def test_no_more_than_the_limit_is_kept_and_nothing_after_close() -> None:
+    """Kept descriptors count against the user's open-file limit: past ``limit`` (and once
+    closed) files are opened per read, and still read correctly."""
+    files = ProcFiles(limit=2)
+    fds = open_fds()
+    try:
+        paths = ["/proc/self/stat", "/proc/self/io", "/proc/self/status", "/proc/self/limits"]
+        for path in paths:
+            assert files.read(path)
+        assert len(files) == 2 and len(open_fds() - fds) == 2
+        assert files.read_fresh("/proc/self/status")[1]  # not kept: opened for this read
+        files.close()
+        assert b"Max open files" in files.read("/proc/self/limits")
+        assert open_fds() - fds == set()
+    finally:
+        files.close()

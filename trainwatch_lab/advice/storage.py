@@ -215,17 +215,28 @@ def fill_for(
     return fill_estimate(times, avail)
 
 
+def _filesystem(path: str, p: PathState) -> tuple[str, int | None]:
+    """Paths with the same key see the same free space (a directory under a project quota
+    reports the quota as its size, so the size is part of the key)."""
+    return (p.mountpoint or path, p.total_bytes)
+
+
+def _can_fill(p: PathState) -> bool:
+    return not p.read_only and p.responsive and p.avail_bytes is not None
+
+
 def disk_filling(ctx: Context) -> Iterator[Alert]:
     d = ctx.defaults
-    # free space belongs to the filesystem: paths on one mount share one fit
-    fits: dict[str, FillEstimate | None] = {}
+    # free space belongs to the filesystem: one fit per filesystem, from the path watched
+    # longest (paths are in the order they were added, so its history goes back furthest)
+    fits: dict[tuple[str, int | None], FillEstimate | None] = {}
+    for path, p in ctx.sample.paths.items():
+        if _can_fill(p) and _filesystem(path, p) not in fits:
+            fits[_filesystem(path, p)] = fill_for(ctx.history, path, d, now=ctx.sample.t)
     for path, p in _watched(ctx.sample):
-        if p.read_only or not p.responsive or p.avail_bytes is None:
+        if not _can_fill(p):
             continue
-        mount = p.mountpoint or path
-        if mount not in fits:
-            fits[mount] = fill_for(ctx.history, path, d, now=ctx.sample.t)
-        est = fits[mount]
+        est = fits[_filesystem(path, p)]
         if est is None or est.span_s < min(d.fill_min_span_s, d.fill_window_s):
             continue  # a few seconds of a checkpoint being written are not a trend
         if est.rate_bps <= d.fill_min_rate_bps or est.seconds_to_full is None:

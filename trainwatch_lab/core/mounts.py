@@ -10,6 +10,7 @@ major:minor numbers we need to find the block device.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import select
@@ -183,6 +184,20 @@ _table_lock = threading.Lock()
 _change_watchers: dict[str, tuple[int, select.poll]] = {}  # path -> (open fd, its poll)
 
 
+def _forget_watchers() -> None:
+    """In a forked child: the watcher descriptors are shared with the parent, whose change
+    notifications the child must not consume."""
+    global _table_lock
+    for fd, _ in _change_watchers.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _change_watchers.clear()
+    _table_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_watchers)
+
+
 def _changed_since_last_look(path: str) -> bool:
     """False only when the kernel says the mount table behind ``path`` did not change since
     the last call: a /proc/*/mountinfo file signals POLLPRI|POLLERR once after each change
@@ -220,7 +235,11 @@ def read_mounts(path: str = "/proc/self/mountinfo") -> list[MountEntry]:
         cached = _parsed
         if cached is not None and cached[0] == path and not _changed_since_last_look(path):
             return cached[2]
-        text = _read_table(path)
+        try:
+            text = _read_table(path)
+        except OSError:
+            _parsed = None  # the change was seen but not read: read again next time
+            raise
         if cached is not None and cached[0] == path and cached[1] == text:
             return cached[2]
         entries = parse_mountinfo(text)
@@ -329,20 +348,22 @@ def mount_for_dev(dev: int, path: str, mounts: list[MountEntry]) -> MountEntry |
     return max(pool, key=lambda m: len(m.mountpoint))
 
 
-def answers_locally(entry: MountEntry, device: str | None) -> bool:
+def answers_locally(entry: MountEntry, device: str | None, sys_root: str = "/sys") -> bool:
     """Whether stat/statvfs on this mount may run on our own thread instead of a guard helper.
 
     True for memory filesystems and for kernel filesystems on a local block device: they
     answer from memory (statfs counters, cached dentries) and have no server that can stop
     answering. False for everything that can hang for good: network and FUSE filesystems
     (a daemon can die; fuseblk is FUSE too), overlay (its layers may live anywhere), loop
-    devices (the backing file may sit on a share) and network block devices.
+    devices (the backing file may sit on a share) and network block devices, also under
+    device-mapper or md (LUKS on a loop file, LVM over nbd).
     """
     if entry.fstype in MEMORY_FSTYPES:
         return True
     if entry.fstype not in LOCAL_FSTYPES or entry.fstype == "fuseblk" or not device:
         return False
-    return not device.startswith("loop") and not is_network_block(device)
+    below = slaves(device, sys_root) if device.startswith(("dm-", "md")) else []
+    return not any(d.startswith("loop") or is_network_block(d) for d in [device, *below])
 
 
 def is_network_block(name: str | None) -> bool:

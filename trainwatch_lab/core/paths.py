@@ -39,8 +39,7 @@ from .mounts import (
     read_mounts,
 )
 from .probe import READ_ONLY, probe_through
-from .space import scan_checkpoints, space_fields
-from .worker import op_inspect
+from .space import space_fields
 
 CHECKPOINT_RESCAN_S = 10.0  # a directory listing per tick would be wasteful on a share
 PROBE_RETRY_S = 10.0  # a failed probe is retried this soon, not after probe_every_s
@@ -130,7 +129,7 @@ class MountFacts:
                 or is_network_block(device)
                 or (backing is not None and classify(backing) == "shared")
             ),
-            answers_locally=answers_locally(entry, device),
+            answers_locally=answers_locally(entry, device, sys_root),
         )
 
     def apply(self, state: PathState) -> None:
@@ -168,6 +167,47 @@ def correct_mount(
     if guess.dev == dev:
         return guess
     return mount_for_dev(dev, real, mounts) or guess
+
+
+def look_without_following(path: str, mount: MountEntry) -> dict[str, Any] | None:
+    """What the helper's ``inspect`` answers, found from our own thread without following a
+    symlink or leaving ``mount``: every component below the mount point is lstat'ed, then
+    the deepest existing one statvfs'ed. None as soon as a component is a symlink or sits
+    on another device: such a path may lead onto a mount that hangs, and the guard must
+    look instead. For mounts that cannot hang only (``mounts.answers_locally``)."""
+    root = mount.mountpoint
+    if path == root:
+        rest = ""
+    elif path.startswith(root.rstrip("/") + "/"):
+        rest = path[len(root) :].strip("/")
+    else:
+        return None
+    current, st = root, os.lstat(root)
+    exists = True
+    for name in rest.split("/") if rest else ():
+        child = os.path.join(current, name)
+        try:
+            child_st = os.lstat(child)
+        except (FileNotFoundError, NotADirectoryError):
+            exists = False  # a logdir not created yet (or a file in the way)
+            break
+        if stat.S_ISLNK(child_st.st_mode):
+            return None
+        current, st = child, child_st
+        if st.st_dev != mount.dev:
+            return None
+    if st.st_dev != mount.dev:  # btrfs subvolumes, a mount stacked since the table was read
+        return None
+    return {
+        "exists": exists,
+        "target": current,
+        "realpath": current,
+        "is_dir": stat.S_ISDIR(st.st_mode),
+        "st_dev": [os.major(st.st_dev), os.minor(st.st_dev)],
+        "st_ino": st.st_ino,
+        "statvfs": list(os.statvfs(current)),
+        "checkpoints": None,
+    }
 
 
 def apply_space(state: PathState, st: os.statvfs_result) -> None:
@@ -264,9 +304,6 @@ class _Watch:
     checkpoints_at: float | None = None
     scan_thread: threading.Thread | None = None
     asked: Future[None] | None = None  # the guarded inspect of the latest tick that asked
-    # (st_dev, st_ino, mount id) of the path as the last full look found it, when that was
-    # the path itself on the mount its name suggests: see PathsSource._quick_look
-    identity: tuple[int, int, int] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -279,8 +316,10 @@ class PathsSource:
     through its mount's guard helper, all of them in parallel on a small pool of threads, so
     ``collect`` returns within the timeout even when several mounts are dead, and at once
     for a mount that is still stuck. The first look at a path always goes through the
-    guard: it tells where the path really lives (symlinks followed), and only a path that is
-    not a symlink away from somewhere else is looked at directly. Probes (at ``add`` and
+    guard: it tells where the path really lives (symlinks followed). Only a path that is
+    not a symlink away from somewhere else is then looked at directly, by
+    ``look_without_following``, which hands back to the guard as soon as a symlink or
+    another mount is on the way. Probes (at ``add`` and
     every ``defaults.probe_every_s``) and checkpoint scans (at most every
     ``CHECKPOINT_RESCAN_S``, in their own helper and budget) run on their own threads; each
     tick reports the latest result.
@@ -388,16 +427,11 @@ class PathsSource:
         at = watch.checkpoints_at
         return at is None or time.monotonic() - at >= CHECKPOINT_RESCAN_S
 
-    def _run_scan(self, watch: _Watch, mountpoint: str, direct: bool) -> None:
-        """On its own daemon thread (a scan may outlast a tick; nothing may wait for it at
-        exit): directly on a mount that cannot hang, else in the mount's scan helper. The
-        scan stops after its budget either way."""
-        d = self.defaults
+    def _run_scan(self, watch: _Watch, mountpoint: str) -> None:
+        """In the mount's scan helper, always: a listing stats every entry, and a checkpoint
+        may be a symlink into a share (Lightning's ``last.ckpt``)."""
         try:
-            if direct:
-                info = scan_checkpoints(watch.key, budget_s=d.checkpoint_scan_budget_s)
-            else:
-                info = scan_checkpoints_guarded(self.guard, mountpoint, watch.key, d)
+            info = scan_checkpoints_guarded(self.guard, mountpoint, watch.key, self.defaults)
         except (MountUnresponsive, OSError, WorkerUnavailable, WorkerFailed):
             return  # keep what the last scan saw; the statvfs of each tick says if it is dead
         with watch.lock:
@@ -405,7 +439,11 @@ class PathsSource:
 
     # -- ticks -------------------------------------------------------------------------
     def _facts_of(self, entry: MountEntry, mounts: list[MountEntry]) -> MountFacts:
-        facts = self._facts.get(entry.mount_id)  # unique within one table: see collect
+        """Remembered by mount id for the current table only: ids are reused once a mount
+        is gone, and a late look from an older table must not leave its facts behind."""
+        if mounts is not self._facts_of_table:
+            return MountFacts.of(entry, mounts, self.sys_root)
+        facts = self._facts.get(entry.mount_id)
         if facts is None:
             facts = self._facts[entry.mount_id] = MountFacts.of(entry, mounts, self.sys_root)
         return facts
@@ -422,26 +460,10 @@ class PathsSource:
                     max_workers=self.defaults.max_watched_paths,
                     thread_name_prefix="trainwatch-path",
                 )
-            return self._pool.submit(fn, *args)
-
-    def _quick_look(self, watch: _Watch, state: PathState, entry: MountEntry) -> bool:
-        """The steady per-tick look at a path on a mount that cannot hang: stat + statvfs.
-        Valid while the path is still the very directory or file the last full look found
-        (same device and inode, on the same mount); anything else (removed, replaced, a
-        symlink elsewhere now) returns False and the full look runs."""
-        if watch.identity is None or watch.identity[2] != entry.mount_id:
-            return False
-        try:
-            st = os.stat(watch.key)
-            space = os.statvfs(watch.key)
-        except OSError:
-            return False
-        if (st.st_dev, st.st_ino) != watch.identity[:2]:
-            return False
-        state.exists = True
-        apply_space(state, space)
-        self._after_look(watch, state, entry, is_dir=stat.S_ISDIR(st.st_mode), direct=True)
-        return True
+            try:
+                return self._pool.submit(fn, *args)
+            except RuntimeError:  # the interpreter is shutting down
+                return None
 
     def _tick_one(
         self,
@@ -449,14 +471,12 @@ class PathsSource:
         state: PathState,
         entry: MountEntry,
         mounts: list[MountEntry],
-        direct: bool = False,
+        raw: dict[str, Any] | None = None,
     ) -> None:
-        if direct and self._quick_look(watch, state, entry):
-            return
-        try:
-            if direct:
-                raw = op_inspect(watch.key)
-            else:
+        """One look at a path: ``raw`` when it was already looked at locally, else through
+        the guard (on a pool thread)."""
+        if raw is None:
+            try:
                 raw = self.guard.call(
                     entry.mountpoint,
                     "inspect",
@@ -464,28 +484,21 @@ class PathsSource:
                     what=INSPECT_WHAT,
                     path=watch.key,
                 )
-        except MountUnresponsive as exc:
-            state.responsive, state.error = False, str(exc)
-            return
-        except (OSError, WorkerUnavailable, WorkerFailed) as exc:
-            state.error = _describe(exc)
-            return
+            except MountUnresponsive as exc:
+                state.responsive, state.error = False, str(exc)
+                return
+            except (OSError, WorkerUnavailable, WorkerFailed) as exc:
+                state.error = _describe(exc)
+                return
         actual = correct_mount(entry, raw, watch.key, mounts)
         if actual is not entry:
             self._facts_of(actual, mounts).apply(state)
         apply_inspect(state, raw)
         watch.real = resolved_path(raw, watch.key)
-        watch.identity = (
-            (os.makedev(*raw["st_dev"]), raw["st_ino"], actual.mount_id)
-            if raw["exists"] and actual is entry and watch.real == watch.key
-            else None
-        )
-        self._after_look(
-            watch, state, actual, is_dir=raw["exists"] and raw["is_dir"], direct=direct
-        )
+        self._after_look(watch, state, actual, is_dir=raw["exists"] and raw["is_dir"])
 
     def _after_look(
-        self, watch: _Watch, state: PathState, actual: MountEntry, is_dir: bool, direct: bool
+        self, watch: _Watch, state: PathState, actual: MountEntry, is_dir: bool
     ) -> None:
         """Checkpoints (rescanned when due) and the probe (started when due) of a path that
         answered."""
@@ -497,7 +510,7 @@ class PathsSource:
                 watch.checkpoints_at = time.monotonic()
                 scan = watch.scan_thread = threading.Thread(
                     target=self._run_scan,
-                    args=(watch, actual.mountpoint, direct),
+                    args=(watch, actual.mountpoint),
                     name=f"trainwatch-scan {watch.key}",
                     daemon=True,
                 )
@@ -506,6 +519,22 @@ class PathsSource:
             scan.start()
         if self.probe_enabled and not state.read_only and self._probe_due(watch):
             self._submit_probe(watch, actual)
+
+    def _look_here(
+        self, watch: _Watch, state: PathState, entry: MountEntry, mounts: list[MountEntry]
+    ) -> bool:
+        """Look at a path on a mount that cannot hang from this thread; False when that is
+        not safe this time (a symlink or another mount on the way), so the guard looks."""
+        try:
+            raw = look_without_following(watch.key, entry)
+        except OSError as exc:  # ELOOP, EACCES...: the same answer the helper would give
+            state.error = _describe(exc)
+            return True
+        if raw is None:
+            watch.real = None  # not a plain path on this mount (any more): guarded looks
+            return False
+        self._tick_one(watch, state, entry, mounts, raw)
+        return True
 
     def collect(self, sample: Sample) -> None:
         timeout = self.defaults.mount_timeout_s
@@ -522,37 +551,37 @@ class PathsSource:
         if mounts is not self._facts_of_table:  # the table changed: so may have the facts
             self._facts, self._facts_of_table = {}, mounts
         states: dict[str, PathState] = {}
-        direct: list[tuple[_Watch, PathState, MountEntry]] = []
-        asked: list[Future[None]] = []
+        asked: list[tuple[_Watch, Future[None]]] = []
+        answered: set[int] = set()  # id() of the watches looked at in this tick
         for watch in watches:
             state = states[watch.key] = PathState(path=watch.key)
             entry = self._entry(watch, mounts) if mounts else None
             if entry is None:
                 state.error = "no mount found for this path"
+                answered.add(id(watch))
                 continue
             facts = self._facts_of(entry, mounts)
             facts.apply(state)
-            if facts.answers_locally and watch.real == watch.key:
-                direct.append((watch, state, entry))
+            if (
+                facts.answers_locally
+                and watch.real == watch.key
+                and self._look_here(watch, state, entry, mounts)
+            ):
+                answered.add(id(watch))
             elif watch.asked is None or watch.asked.done():
-                # a look still running from an earlier tick is waiting for a stuck mount:
-                # this tick reports that (below) instead of queueing another one behind it
+                # (a look still running from an earlier tick waits for a stuck mount: this
+                # tick reports that below instead of queueing another one behind it)
                 watch.asked = self._submit(self._tick_one, watch, state, entry, mounts)
                 if watch.asked is not None:
-                    asked.append(watch.asked)
-        for watch, state, entry in direct:
-            self._tick_one(watch, state, entry, mounts, direct=True)
+                    asked.append((watch, watch.asked))
         if asked:
-            wait_for(asked, timeout=max(0.0, deadline - time.monotonic()))
-        on_this_thread = {id(watch) for watch, _, _ in direct}
+            wait_for([f for _, f in asked], timeout=max(0.0, deadline - time.monotonic()))
+        answered.update(id(w) for w, f in asked if f.done())
         for watch in watches:
             state = states[watch.key]
-            if (
-                id(watch) not in on_this_thread
-                and watch.asked is not None
-                and not watch.asked.done()
-            ):
-                # the guard's own timeout ends a moment later; report what it will say
+            if id(watch) not in answered:
+                # no look of this tick came back: the guard's own timeout ends a moment
+                # later (or ended in an earlier tick); report what it says
                 state = replace(
                     state,
                     responsive=False,

@@ -179,7 +179,7 @@ class ProcessIOSource:
         self._prev_self: Counts | None = None
         self._self_now: Counts | None = None
         self._lock = threading.Lock()
-        self._files = ProcFiles()  # descriptors kept for the tree's io and children files
+        self._files = ProcFiles()  # descriptors kept for the tree's io files
         # (parent pid, start ticks) per pid, read from /proc/PID/stat when its io file was
         # opened: while that descriptor still reads, it is the same process
         self._ident: dict[int, tuple[int, int]] = {}
@@ -193,7 +193,8 @@ class ProcessIOSource:
             # the guard's helpers are ours, not the job's: not even walked into
             skip = helper_pids() if ourselves else ()
             quiet = _our_thread_ids() if ourselves else ()
-            pids.extend(_descendants(self.pid, self._files.read, skip, quiet))
+            # children files are opened per read: one per thread would be many to keep
+            pids.extend(_descendants(self.pid, read_once, skip, quiet))
         keys: dict[int, Key] = {}
         raw: list[tuple[Key, Counts, int]] = []
         ident_now: dict[int, tuple[int, int]] = {}
@@ -214,7 +215,8 @@ class ProcessIOSource:
                 sample.notes[self.name] = (
                     f"process {self.pid} has exited"
                     if isinstance(exc, (FileNotFoundError, ProcessLookupError))
-                    else f"cannot read the I/O counters of pid {self.pid} (not permitted?)"
+                    else f"cannot read the I/O counters of pid {self.pid}: "
+                    f"{getattr(exc, 'strerror', None) or exc}"
                 )
                 return None
             key = keys[pid] = (pid, start)

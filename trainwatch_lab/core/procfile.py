@@ -73,11 +73,15 @@ class ProcFile:
 
 class ProcFiles:
     """A set of kept /proc files, keyed by path. Files not read since the last ``sweep`` are
-    closed by it, so descriptors follow the processes and threads still around."""
+    closed by it, so descriptors follow the processes still around. At most ``limit`` are
+    kept (the descriptors count against the user's open-file limit, and forked workers
+    inherit them); beyond that, and once closed, files are opened for each read."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = 16) -> None:
+        self.limit = limit
         self._files: dict[str, ProcFile] = {}
         self._used: set[str] = set()
+        self._closed = False
         self._lock = threading.Lock()
 
     def read(self, path: str) -> bytes:
@@ -88,6 +92,8 @@ class ProcFiles:
         with self._lock:
             file = self._files.get(path)
             if file is None:
+                if self._closed or len(self._files) >= self.limit:
+                    return read_once(path), True
                 file = self._files[path] = ProcFile(path)
             self._used.add(path)
             return file.read_fresh()
@@ -105,6 +111,7 @@ class ProcFiles:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             files, self._files = list(self._files.values()), {}
         for file in files:
             file.close()

@@ -128,8 +128,8 @@ class MainThreadSource:
     watching itself); must run after the process source. Three small procfs reads.
 
     With ``gpu_idle_below`` it looks only while some GPU of the sample is below that
-    utilization (then it must run after the GPU source too): the answer explains an idle
-    GPU, and nothing reads it otherwise, so a busy or absent GPU costs nothing here."""
+    utilization (then it must run after the GPU source too): the answer explains a stalled
+    or starved GPU, and nothing reads it otherwise, so a busy or absent GPU costs nothing."""
 
     name = "main_thread"
 
