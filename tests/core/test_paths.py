@@ -19,7 +19,7 @@ from tests.support.mounts import guard_helpers, run, unmount, wait_until
 from trainwatch_lab.core import paths as paths_mod
 from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.core.guard import MountGuard, MountUnresponsive
-from trainwatch_lab.core.model import PathState, Sample
+from trainwatch_lab.core.model import CheckpointInfo, PathState, Sample
 from trainwatch_lab.core.mounts import block_device_for, mount_for_path, read_mounts
 from trainwatch_lab.core.paths import PathsSource, inspect_path, normalise
 from trainwatch_lab.core.probe import LEFTOVER, READ_ONLY
@@ -254,6 +254,43 @@ def test_source_rescans_checkpoints_at_most_every_interval(
         src.close()
 
 
+def test_a_quiet_local_directory_is_not_listed_again_until_it_changes(
+    tmpfs_mount, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Looked at locally, a directory's mtime is known every tick: while it stays the same
+    (and its last change has settled) the checkpoint listing is not repeated; a new file
+    makes the next tick rescan; the idle rescan still comes eventually."""
+    d = tmpfs_mount("8m").path
+    (d / "model.pt").write_bytes(b"x" * 100)
+    key = str(d)
+    src = PathsSource([key], defaults=FAST, probe=False)
+
+    def settle() -> CheckpointInfo | None:
+        ended = time.monotonic() + 0.6
+        while time.monotonic() < ended:
+            state = collect(src).paths[key]
+            time.sleep(0.05)
+        return state.checkpoints
+
+    try:
+        monkeypatch.setattr(paths_mod, "CHECKPOINT_RESCAN_S", 0.0)
+        monkeypatch.setattr(paths_mod, "CHECKPOINT_SETTLE_S", 0.0)
+        monkeypatch.setattr(paths_mod, "CHECKPOINT_IDLE_RESCAN_S", 3600.0)
+        assert wait_until(lambda: collect(src).paths[key].checkpoints is not None)
+        assert settle().newest_bytes == 100  # type: ignore[union-attr]
+        with open(d / "model.pt", "ab") as f:  # grows in place: the directory is unchanged
+            f.write(b"x" * 100)
+        assert settle().newest_bytes == 100  # type: ignore[union-attr]
+        (d / "model2.pt").write_bytes(b"y" * 300)  # a new entry: the directory changed
+        assert wait_until(lambda: collect(src).paths[key].checkpoints.count == 2)  # type: ignore[union-attr]
+        monkeypatch.setattr(paths_mod, "CHECKPOINT_IDLE_RESCAN_S", 0.0)
+        with open(d / "model2.pt", "ab") as f:
+            f.write(b"y" * 100)
+        assert wait_until(lambda: collect(src).paths[key].checkpoints.newest_bytes == 400)  # type: ignore[union-attr]
+    finally:
+        src.close()
+
+
 def test_a_checkpoint_scan_out_of_time_never_makes_the_path_unresponsive(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -397,7 +434,7 @@ def test_look_without_following_answers_like_the_helper_or_declines(tmpfs_mount)
     entry = mount_for_path(str(outer), mounts)
     for path in (outer, outer / "runs" / "exp1", outer / "runs" / "later" / "deeper"):
         mine, helper = look_without_following(str(path), entry), op_inspect(str(path))
-        assert mine is not None
+        assert mine is not None and mine.pop("mtime_ns") > 0
         del mine["statvfs"], helper["statvfs"]  # free space may move between the two
         assert mine == helper
     assert look_without_following(str(outer / "link" / "exp1"), entry) is None

@@ -42,6 +42,12 @@ from .probe import READ_ONLY, probe_through
 from .space import space_fields
 
 CHECKPOINT_RESCAN_S = 10.0  # a directory listing per tick would be wasteful on a share
+# Where the directory's mtime is known each tick (paths looked at locally), a directory
+# that has not changed is rescanned only this long after its last change (the newest
+# checkpoint may still be growing) and then every CHECKPOINT_IDLE_RESCAN_S (files written
+# inside subdirectories, as in HF's checkpoint-N/, do not touch the parent's mtime).
+CHECKPOINT_SETTLE_S = 60.0
+CHECKPOINT_IDLE_RESCAN_S = 300.0
 PROBE_RETRY_S = 10.0  # a failed probe is retried this soon, not after probe_every_s
 INSPECT_WHAT = "statvfs"  # the user reads "no answer within 2.0 s (statvfs)"
 SCAN_LANE = "checkpoints"
@@ -182,7 +188,7 @@ def look_without_following(path: str, mount: MountEntry) -> dict[str, Any] | Non
         rest = path[len(root) :].strip("/")
     else:
         return None
-    current, st = root, os.lstat(root)
+    current, st = root, os.lstat(root) if not rest else None
     exists = True
     for name in rest.split("/") if rest else ():
         child = os.path.join(current, name)
@@ -194,9 +200,11 @@ def look_without_following(path: str, mount: MountEntry) -> dict[str, Any] | Non
         if stat.S_ISLNK(child_st.st_mode):
             return None
         current, st = child, child_st
-        if st.st_dev != mount.dev:
+        if st.st_dev != mount.dev:  # a mount stacked since the table was read, btrfs
             return None
-    if st.st_dev != mount.dev:  # btrfs subvolumes, a mount stacked since the table was read
+    if st is None:  # the first component below the mount point does not exist yet
+        st = os.lstat(root)
+    if st.st_dev != mount.dev:
         return None
     return {
         "exists": exists,
@@ -207,6 +215,7 @@ def look_without_following(path: str, mount: MountEntry) -> dict[str, Any] | Non
         "st_ino": st.st_ino,
         "statvfs": list(os.statvfs(current)),
         "checkpoints": None,
+        "mtime_ns": st.st_mtime_ns,  # lets a quiet directory skip its checkpoint rescans
     }
 
 
@@ -302,6 +311,9 @@ class _Watch:
     probe_thread: threading.Thread | None = None
     checkpoints: CheckpointInfo | None = None
     checkpoints_at: float | None = None
+    dir_mtime: int | None = None  # st_mtime_ns at the last local look (None: not known)
+    dir_changed_at: float = 0.0  # when that mtime last changed (monotonic)
+    scanned_mtime: int | None = None  # st_mtime_ns when the last scan started
     scan_thread: threading.Thread | None = None
     asked: Future[None] | None = None  # the guarded inspect of the latest tick that asked
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -421,11 +433,20 @@ class PathsSource:
 
     # -- checkpoint scans --------------------------------------------------------------
     def _scan_due(self, watch: _Watch) -> bool:
-        """Caller holds ``watch.lock``."""
+        """Caller holds ``watch.lock``. See CHECKPOINT_SETTLE_S for the quiet directory."""
         if watch.scan_thread is not None and watch.scan_thread.is_alive():
             return False
         at = watch.checkpoints_at
-        return at is None or time.monotonic() - at >= CHECKPOINT_RESCAN_S
+        if at is None:
+            return True
+        now = time.monotonic()
+        if now - at < CHECKPOINT_RESCAN_S:
+            return False
+        if watch.dir_mtime is None or watch.dir_mtime != watch.scanned_mtime:
+            return True
+        return (
+            now - watch.dir_changed_at < CHECKPOINT_SETTLE_S or now - at >= CHECKPOINT_IDLE_RESCAN_S
+        )
 
     def _run_scan(self, watch: _Watch, mountpoint: str) -> None:
         """In the mount's scan helper, always: a listing stats every entry, and a checkpoint
@@ -495,6 +516,11 @@ class PathsSource:
             self._facts_of(actual, mounts).apply(state)
         apply_inspect(state, raw)
         watch.real = resolved_path(raw, watch.key)
+        mtime = raw.get("mtime_ns")  # only local looks know it
+        with watch.lock:
+            if mtime is None or mtime != watch.dir_mtime:
+                watch.dir_changed_at = time.monotonic()
+            watch.dir_mtime = mtime
         self._after_look(watch, state, actual, is_dir=raw["exists"] and raw["is_dir"])
 
     def _after_look(
@@ -508,6 +534,7 @@ class PathsSource:
                 watch.checkpoints = None
             elif self._scan_due(watch):
                 watch.checkpoints_at = time.monotonic()
+                watch.scanned_mtime = watch.dir_mtime
                 scan = watch.scan_thread = threading.Thread(
                     target=self._run_scan,
                     args=(watch, actual.mountpoint),
