@@ -1,7 +1,8 @@
 """Row 2: trainwatch against the tools people use today, same workload, same run, side by side.
 
 All watchers run at the same time for ``cfg.peers_s`` seconds at 1 s while one storage workload
-writes and reads; each one's process CPU (its whole process tree) is measured with psutil:
+writes and reads; each one's process CPU (its whole process tree, each process by its CPU
+clock, so threads that lived between two polls count too) is measured:
 
 - ``iostat -x 1`` (sysstat), output to /dev/null;
 - ``glances -q --export csv -t 1`` (quiet mode, CSV export);
