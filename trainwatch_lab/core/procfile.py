@@ -70,6 +70,9 @@ class ProcFile:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
+    def __del__(self) -> None:  # a source dropped without close() must not leak its fd
+        self.close()
+
 
 class ProcFiles:
     """A set of kept /proc files, keyed by path. Files not read since the last ``sweep`` are

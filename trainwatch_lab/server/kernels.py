@@ -84,6 +84,8 @@ class KernelsSource:
             return None
         held = self._io.get(kid)
         if held is None or held[0] != pid:
+            if held is not None:  # the kernel restarted: the old process's files go
+                held[1].close()
             held = (pid, ProcessIOSource(pid=pid, children=True))
             self._io[kid] = held
         scratch = Sample(t=t)
