@@ -291,6 +291,43 @@ def test_a_quiet_local_directory_is_not_listed_again_until_it_changes(
         src.close()
 
 
+def test_a_local_directory_is_scanned_without_the_helper_and_not_into_mounts(
+    tmpfs_mount, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once looked at locally, a directory's checkpoints are listed from our own thread (it
+    works with every guard helper frozen), and a filesystem mounted below it is not entered
+    (it may be a share that hangs)."""
+    import signal
+
+    outer, inner = tmpfs_mount("8m").path, tmpfs_mount("8m").path
+    (outer / "checkpoint-1").mkdir()
+    (outer / "checkpoint-1" / "model.safetensors").write_bytes(b"x" * 100)
+    (inner / "model.safetensors").write_bytes(b"y" * 100)  # would count as a save if entered
+    (outer / "mnt").mkdir()
+    run(["mount", "--bind", str(inner), str(outer / "mnt")])
+    monkeypatch.setattr(paths_mod, "CHECKPOINT_RESCAN_S", 0.0)
+    g = MountGuard(FAST.mount_timeout_s)
+    src = PathsSource([str(outer)], defaults=FAST, probe=False, guard=g)
+    frozen: list[int] = []
+    try:
+        key = str(outer)
+        assert wait_until(lambda: collect(src).paths[key].checkpoints is not None)
+        frozen = g.live_pids()
+        for pid in frozen:
+            os.kill(pid, signal.SIGSTOP)
+        (outer / "checkpoint-2").mkdir()
+        (outer / "checkpoint-2" / "model.safetensors").write_bytes(b"z" * 300)
+        newest = str(outer / "checkpoint-2")
+        assert wait_until(lambda: collect(src).paths[key].checkpoints.newest_path == newest)  # type: ignore[union-attr]
+        assert collect(src).paths[key].checkpoints.count == 2  # type: ignore[union-attr]
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+        src.close()
+        g.close()
+        unmount(outer / "mnt")
+
+
 def test_a_checkpoint_scan_out_of_time_never_makes_the_path_unresponsive(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -39,7 +39,7 @@ from .mounts import (
     read_mounts,
 )
 from .probe import READ_ONLY, probe_through
-from .space import space_fields
+from .space import scan_checkpoints, space_fields
 
 CHECKPOINT_RESCAN_S = 10.0  # a directory listing per tick would be wasteful on a share
 # Where the directory's mtime is known each tick (paths looked at locally), a directory
@@ -60,8 +60,19 @@ def scan_key(mountpoint: str) -> str:
     return f"{mountpoint} (checkpoint scan)"
 
 
+def mounts_below(key: str, mounts: list[MountEntry]) -> frozenset[str]:
+    """Mount points under ``key``: a checkpoint scan does not enter them (another
+    filesystem, maybe a share that hangs)."""
+    below = key.rstrip("/") + "/"
+    return frozenset(m.mountpoint for m in mounts if m.mountpoint.startswith(below))
+
+
 def scan_checkpoints_guarded(
-    guard: MountGuard, mountpoint: str, key: str, d: Defaults
+    guard: MountGuard,
+    mountpoint: str,
+    key: str,
+    d: Defaults,
+    skip_dirs: frozenset[str] = frozenset(),
 ) -> CheckpointInfo | None:
     """The checkpoint scan in its own helper, with its own budget: the scan stops after
     ``checkpoint_scan_budget_s`` and reports what it saw. Raises as ``MountGuard.call``."""
@@ -73,6 +84,7 @@ def scan_checkpoints_guarded(
         what="checkpoint scan",
         directory=key,
         budget_s=d.checkpoint_scan_budget_s,
+        skip_dirs=sorted(skip_dirs),
     )
     return CheckpointInfo(**raw) if raw else None
 
@@ -283,7 +295,9 @@ def inspect_path(
         if raw["exists"] and raw["is_dir"]:
             # no checkpoint information is all a failed scan costs, never "unresponsive"
             with contextlib.suppress(MountUnresponsive, OSError, WorkerUnavailable, WorkerFailed):
-                state.checkpoints = scan_checkpoints_guarded(g, actual.mountpoint, key, defaults)
+                state.checkpoints = scan_checkpoints_guarded(
+                    g, actual.mountpoint, key, defaults, mounts_below(key, mounts)
+                )
         if probe:
             if state.read_only:
                 state.probe = ProbeResult(None, None, 0, error=READ_ONLY)
@@ -448,11 +462,18 @@ class PathsSource:
             now - watch.dir_changed_at < CHECKPOINT_SETTLE_S or now - at >= CHECKPOINT_IDLE_RESCAN_S
         )
 
-    def _run_scan(self, watch: _Watch, mountpoint: str) -> None:
-        """In the mount's scan helper, always: a listing stats every entry, and a checkpoint
-        may be a symlink into a share (Lightning's ``last.ckpt``)."""
+    def _run_scan(self, watch: _Watch, mountpoint: str, skip: frozenset[str], here: bool) -> None:
+        """On its own daemon thread. A directory looked at locally is listed from here (the
+        scan follows no symlink and does not enter the mount points in ``skip``); any other
+        in the mount's scan helper. The scan stops after its budget either way."""
+        d = self.defaults
         try:
-            info = scan_checkpoints_guarded(self.guard, mountpoint, watch.key, self.defaults)
+            if here:
+                info = scan_checkpoints(
+                    watch.key, budget_s=d.checkpoint_scan_budget_s, skip_dirs=skip
+                )
+            else:
+                info = scan_checkpoints_guarded(self.guard, mountpoint, watch.key, d, skip)
         except (MountUnresponsive, OSError, WorkerUnavailable, WorkerFailed):
             return  # keep what the last scan saw; the statvfs of each tick says if it is dead
         with watch.lock:
@@ -521,10 +542,19 @@ class PathsSource:
             if mtime is None or mtime != watch.dir_mtime:
                 watch.dir_changed_at = time.monotonic()
             watch.dir_mtime = mtime
-        self._after_look(watch, state, actual, is_dir=raw["exists"] and raw["is_dir"])
+        # looked at locally (the mtime tells): the checkpoint scan can be done here too
+        self._after_look(
+            watch, state, actual, raw["exists"] and raw["is_dir"], mounts, here=mtime is not None
+        )
 
     def _after_look(
-        self, watch: _Watch, state: PathState, actual: MountEntry, is_dir: bool
+        self,
+        watch: _Watch,
+        state: PathState,
+        actual: MountEntry,
+        is_dir: bool,
+        mounts: list[MountEntry],
+        here: bool,
     ) -> None:
         """Checkpoints (rescanned when due) and the probe (started when due) of a path that
         answered."""
@@ -537,7 +567,7 @@ class PathsSource:
                 watch.scanned_mtime = watch.dir_mtime
                 scan = watch.scan_thread = threading.Thread(
                     target=self._run_scan,
-                    args=(watch, actual.mountpoint),
+                    args=(watch, actual.mountpoint, mounts_below(watch.key, mounts), here),
                     name=f"trainwatch-scan {watch.key}",
                     daemon=True,
                 )

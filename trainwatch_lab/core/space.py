@@ -12,7 +12,7 @@ import operator
 import os
 import statistics
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 
 from .defaults import CHECKPOINT_SUFFIXES
@@ -91,6 +91,7 @@ def scan_checkpoints(
     suffixes: Sequence[str] = CHECKPOINT_SUFFIXES,
     max_entries: int = MAX_SCAN_ENTRIES,
     budget_s: float | None = None,
+    skip_dirs: Container[str] = (),
 ) -> CheckpointInfo | None:
     """Find checkpoint saves in ``directory`` and its immediate subdirectories.
 
@@ -100,7 +101,8 @@ def scan_checkpoints(
     dated by its newest file. Symlinks are never followed (no loops, no double counting of
     ``last.ckpt`` links); at most ``max_entries`` entries are looked at, and after
     ``budget_s`` seconds the scan stops and reports what it saw (a big directory on a slow
-    share must not hold its helper for long).
+    share must not hold its helper for long). Subdirectories in ``skip_dirs`` (mount points)
+    are not entered.
     """
     sfx = tuple(s.lower() for s in suffixes)
     saves: list[tuple[float, int, str]] = []  # (mtime, bytes, path)
@@ -138,7 +140,8 @@ def scan_checkpoints(
             break
         try:
             if entry.is_dir(follow_symlinks=False):
-                subdirs.append(entry)
+                if entry.path not in skip_dirs:
+                    subdirs.append(entry)
                 continue
         except OSError:
             continue

@@ -73,12 +73,14 @@ def op_inspect(path: str, checkpoints: bool = False) -> dict[str, Any]:
     return result
 
 
-def op_scan_checkpoints(directory: str, budget_s: float | None = None) -> dict[str, Any] | None:
+def op_scan_checkpoints(
+    directory: str, budget_s: float | None = None, skip_dirs: list[str] | None = None
+) -> dict[str, Any] | None:
     try:
         from .space import scan_checkpoints
     except ImportError:  # space.py not available: no checkpoint information
         return None
-    info = scan_checkpoints(directory, budget_s=budget_s)
+    info = scan_checkpoints(directory, budget_s=budget_s, skip_dirs=frozenset(skip_dirs or ()))
     return dataclasses.asdict(info) if info is not None else None
 
 
