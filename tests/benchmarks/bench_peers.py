@@ -275,6 +275,7 @@ def measure(cfg: Config) -> list[Row]:
             for w in watchers:
                 assert w.cpu is not None
                 w.cpu_s = w.cpu.poll()
+                w.extra.setdefault("timeline", []).append(w.cpu_s)
         wall = time.monotonic() - t0
         checks = {w.name: (w.check() if w.check else "") for w in watchers}
 
@@ -306,6 +307,9 @@ def measure(cfg: Config) -> list[Row]:
         )
     if tw is not None and io is not None:
         ratio = tw / io if io else float("inf")
+        sampler = next(w for w in watchers if w.name.startswith("trainwatch sampler"))
+        iostat = next(w for w in watchers if "iostat" in w.name)
+        windows = window_ratios(sampler.extra["timeline"], iostat.extra["timeline"])
         rows.append(
             Row(
                 GROUP,
@@ -313,6 +317,10 @@ def measure(cfg: Config) -> list[Row]:
                 f"{ratio:.2f}x",
                 "<= 2x",
                 judged(ratio <= 2),
+                note=(
+                    "per 20 s window: " + ", ".join(f"{r:.2f}x" for r in windows) if windows else ""
+                ),
+                data={"windows": windows},
             )
         )
     if tw_disks is not None and io is not None:
@@ -327,6 +335,19 @@ def measure(cfg: Config) -> list[Row]:
             )
         )
     return rows
+
+
+def window_ratios(ours: list[float], theirs: list[float], seconds: int = 20) -> list[float]:
+    """The ratio over consecutive windows of the 1 s cumulative CPU readings: how much of
+    the overall ratio is noise of a shared machine."""
+    out = []
+    for start in range(0, min(len(ours), len(theirs)) - seconds + 1, seconds):
+        a0 = ours[start - 1] if start else 0.0
+        b0 = theirs[start - 1] if start else 0.0
+        mine, peer = ours[start + seconds - 1] - a0, theirs[start + seconds - 1] - b0
+        if peer > 0:
+            out.append(mine / peer)
+    return out
 
 
 def run(cfg: Config) -> list[Row]:
