@@ -107,13 +107,19 @@ def _our_thread_ids() -> set[int]:
 
 
 def _descendants(
-    pid: int, read: Read = read_once, skip: Container[int] = (), quiet: Container[int] = ()
+    pid: int,
+    read: Read = read_once,
+    skip: Container[int] = (),
+    quiet: Container[int] = (),
+    read_leader: Read = read_once,
 ) -> list[int]:
     """Every descendant of ``pid`` but those in ``skip`` (and theirs), found through
     /proc/PID/task/TID/children: the cost grows with the tree, not with the machine's
     process count (psutil's children() reads the stat file of every process on the
     machine). psutil where the kernel lacks the file (CONFIG_PROC_CHILDREN). Threads in
-    ``quiet`` are known to start no process that counts: their files are not read."""
+    ``quiet`` are known to start no process that counts: their files are not read.
+    ``read_leader`` reads the children of ``pid``'s own main thread (the one that forks
+    DataLoader workers; its id lives as long as the process, so a kept descriptor is safe)."""
     if not _HAS_CHILDREN_FILES:
         try:
             kids = psutil.Process(pid).children(recursive=True)
@@ -132,8 +138,9 @@ def _descendants(
         for tid in tids:
             if int(tid) in quiet:
                 continue
+            reader = read_leader if parent == pid and tid == str(pid) else read
             try:
-                kids = [int(k) for k in read(f"/proc/{parent}/task/{tid}/children").split()]
+                kids = [int(k) for k in reader(f"/proc/{parent}/task/{tid}/children").split()]
             except (OSError, ValueError):
                 continue
             for kid in kids:
@@ -193,8 +200,9 @@ class ProcessIOSource:
             # the guard's helpers are ours, not the job's: not even walked into
             skip = helper_pids() if ourselves else ()
             quiet = _our_thread_ids() if ourselves else ()
-            # children files are opened per read: one per thread would be many to keep
-            pids.extend(_descendants(self.pid, read_once, skip, quiet))
+            # children files are opened per read (one per thread would be many to keep),
+            # but the watched process's main thread's, read every tick
+            pids.extend(_descendants(self.pid, read_once, skip, quiet, self._files.read))
         keys: dict[int, Key] = {}
         raw: list[tuple[Key, Counts, int]] = []
         ident_now: dict[int, tuple[int, int]] = {}
