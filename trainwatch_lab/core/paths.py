@@ -532,12 +532,15 @@ class PathsSource:
             except (OSError, WorkerUnavailable, WorkerFailed) as exc:
                 state.error = _describe(exc)
                 return
-        actual = correct_mount(entry, raw, watch.key, mounts)
-        if actual is not entry:
-            self._facts_of(actual, mounts).apply(state)
-        apply_inspect(state, raw)
-        watch.real = resolved_path(raw, watch.key)
         mtime = raw.get("mtime_ns")  # only local looks know it
+        if mtime is not None:  # no symlink, every component on this mount: nothing to correct
+            actual, watch.real = entry, watch.key
+        else:
+            actual = correct_mount(entry, raw, watch.key, mounts)
+            if actual is not entry:
+                self._facts_of(actual, mounts).apply(state)
+            watch.real = resolved_path(raw, watch.key)
+        apply_inspect(state, raw)
         with watch.lock:
             if mtime is None or mtime != watch.dir_mtime:
                 watch.dir_changed_at = time.monotonic()
