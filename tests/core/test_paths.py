@@ -517,6 +517,28 @@ def test_a_look_that_answers_after_its_tick_never_counts_as_fresh(
         g.close()
 
 
+def test_a_local_disk_is_probed_again_rarely_a_guarded_mount_often(tmpfs_mount, loop_ext4) -> None:
+    """diskstats shows a local block device's latency every tick, so its write + fsync
+    probe repeats every ``local_probe_every_s``; a mount seen only through the guard (here a
+    loop device) is probed again every ``probe_every_s``."""
+    memory, loop = str(tmpfs_mount("4m").path), str(loop_ext4(32).path)
+    d = replace(FAST, probe_every_s=0.2, local_probe_every_s=3600.0)
+    src = PathsSource([memory, loop], defaults=d)
+    try:
+        assert wait_until(lambda: all(s.probe for s in collect(src).paths.values()))
+        time.sleep(0.5)  # a probe started by the first (guarded) look ends meanwhile
+        first = collect(src).paths
+        ended = time.monotonic() + 2.0
+        while time.monotonic() < ended:
+            later = collect(src).paths
+            time.sleep(0.1)
+        assert later[memory].probe is first[memory].probe
+        assert later[loop].probe is not first[loop].probe
+        assert probe_files(Path(memory)) == [] and probe_files(Path(loop)) == []
+    finally:
+        src.close()
+
+
 def test_source_is_thread_safe(tmp_path: Path) -> None:
     """The sampler thread collects while a surface adds and removes paths."""
     src = PathsSource([str(tmp_path)], defaults=FAST, probe=False)

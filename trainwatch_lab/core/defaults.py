@@ -31,6 +31,9 @@ class Defaults:
     probe_block_bytes: int = 4096
     probe_budget_s: float = 2.0
     probe_every_s: float = 60.0  # re-probe a watched path at most this often
+    # ... but a path looked at locally sits on a local block device (or in memory), whose
+    # latency diskstats shows every tick (await): the probe there repeats this rarely
+    local_probe_every_s: float = 600.0
     # checkpoint scan: its own helper and budget, so a big directory on a slow share
     # reports what it saw instead of tripping the statvfs timeout (mount-unresponsive)
     checkpoint_scan_budget_s: float = 1.0

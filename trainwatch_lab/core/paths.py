@@ -345,10 +345,10 @@ class PathsSource:
     guard: it tells where the path really lives (symlinks followed). Only a path that is
     not a symlink away from somewhere else is then looked at directly, by
     ``look_without_following``, which hands back to the guard as soon as a symlink or
-    another mount is on the way. Probes (at ``add`` and
-    every ``defaults.probe_every_s``) and checkpoint scans (at most every
-    ``CHECKPOINT_RESCAN_S``, in their own helper and budget) run on their own threads; each
-    tick reports the latest result.
+    another mount is on the way. Probes (at ``add``, then every ``defaults.probe_every_s``,
+    or ``local_probe_every_s`` for a path looked at locally) and checkpoint scans (at most
+    every ``CHECKPOINT_RESCAN_S``, with their own budget; in the scan helper unless looked
+    at locally) run on their own threads; each tick reports the latest result.
     """
 
     name = "paths"
@@ -434,13 +434,14 @@ class PathsSource:
         with watch.lock:
             watch.probe = result
 
-    def _probe_due(self, watch: _Watch) -> bool:
+    def _probe_due(self, watch: _Watch, local: bool) -> bool:
+        d = self.defaults
         with watch.lock:
             if watch.probe_thread is not None and watch.probe_thread.is_alive():
                 return False
             if watch.probe_at is None:
                 return True
-            every = self.defaults.probe_every_s
+            every = d.local_probe_every_s if local else d.probe_every_s
             if watch.probe is not None and watch.probe.error is not None:
                 every = min(every, PROBE_RETRY_S)  # e.g. the mount was dead: look again soon
             return time.monotonic() - watch.probe_at >= every
@@ -577,7 +578,7 @@ class PathsSource:
             state.checkpoints = watch.checkpoints
         if scan is not None:
             scan.start()
-        if self.probe_enabled and not state.read_only and self._probe_due(watch):
+        if self.probe_enabled and not state.read_only and self._probe_due(watch, here):
             self._submit_probe(watch, actual)
 
     def _look_here(
