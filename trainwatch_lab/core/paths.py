@@ -40,6 +40,7 @@ from .mounts import (
 )
 from .probe import READ_ONLY, probe_through
 from .space import scan_checkpoints, space_fields
+from .worker import inspect_answer
 
 CHECKPOINT_RESCAN_S = 10.0  # a directory listing per tick would be wasteful on a share
 # Where the directory's mtime is known each tick (paths looked at locally), a directory
@@ -218,17 +219,9 @@ def look_without_following(path: str, mount: MountEntry) -> dict[str, Any] | Non
         st = os.lstat(root)
     if st.st_dev != mount.dev:
         return None
-    return {
-        "exists": exists,
-        "target": current,
-        "realpath": current,
-        "is_dir": stat.S_ISDIR(st.st_mode),
-        "st_dev": [os.major(st.st_dev), os.minor(st.st_dev)],
-        "st_ino": st.st_ino,
-        "statvfs": list(os.statvfs(current)),
-        "checkpoints": None,
-        "mtime_ns": st.st_mtime_ns,  # lets a quiet directory skip its checkpoint rescans
-    }
+    answer = inspect_answer(current, st, exists, realpath=current)
+    answer["mtime_ns"] = st.st_mtime_ns  # lets a quiet directory skip its checkpoint rescans
+    return answer
 
 
 def apply_space(state: PathState, st: os.statvfs_result) -> None:

@@ -58,13 +58,13 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 Read = Callable[[str], bytes]
 
 
-def _stat_fields(pid: int, read: Read = read_once) -> tuple[int, int]:
+def _stat_fields(pid: int) -> tuple[int, int]:
     """(parent pid, start time in clock ticks since boot) from /proc/PID/stat.
 
     Not psutil's create_time: that adds /proc/stat's btime, which moves when the wall clock
     is adjusted, and would make a long-running process look new (and all its past I/O
     look recent)."""
-    data = read(f"/proc/{pid}/stat")
+    data = read_once(f"/proc/{pid}/stat")
     fields = data[data.rindex(b")") + 2 :].split()
     return int(fields[1]), int(fields[19])
 

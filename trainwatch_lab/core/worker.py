@@ -54,20 +54,25 @@ def nearest_existing(path: str) -> tuple[str, os.stat_result]:
             target = parent
 
 
+def inspect_answer(target: str, st: os.stat_result, exists: bool, realpath: str) -> dict[str, Any]:
+    """The answer to ``inspect``, whoever looked (this helper, or the paths source itself
+    on a mount that cannot hang): ``target`` is the path or its nearest existing ancestor."""
+    return {
+        "exists": exists,
+        "target": target,
+        "realpath": realpath,
+        "is_dir": stat.S_ISDIR(st.st_mode),
+        "st_dev": [os.major(st.st_dev), os.minor(st.st_dev)],
+        "statvfs": list(os.statvfs(target)),
+        "checkpoints": None,
+    }
+
+
 def op_inspect(path: str, checkpoints: bool = False) -> dict[str, Any]:
     """One round trip per tick: existence, the device, the real path, statvfs and (when
     asked) the checkpoints in the directory."""
     target, st = nearest_existing(path)
-    result: dict[str, Any] = {
-        "exists": target == path,
-        "target": target,
-        "realpath": os.path.realpath(target),
-        "is_dir": stat.S_ISDIR(st.st_mode),
-        "st_dev": [os.major(st.st_dev), os.minor(st.st_dev)],
-        "st_ino": st.st_ino,
-        "statvfs": list(os.statvfs(target)),
-        "checkpoints": None,
-    }
+    result = inspect_answer(target, st, target == path, os.path.realpath(target))
     if checkpoints and result["exists"] and result["is_dir"]:
         result["checkpoints"] = op_scan_checkpoints(path)
     return result
