@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -78,3 +79,81 @@ def test_evaluate_result_and_failure() -> None:
 def test_bad_interval() -> None:
     with pytest.raises(ValueError, match="interval"):
         Sampler([], interval=0)
+
+
+class Blocking:
+    """A source stuck as on a dead mount until released."""
+
+    name = "stuck"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.entered = threading.Event()
+
+    def collect(self, sample: Sample) -> None:
+        self.entered.set()
+        self.release.wait(10)
+
+
+class Where:
+    name = "where"
+
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+
+    def collect(self, sample: Sample) -> None:
+        self.threads.append(threading.current_thread().name)
+
+
+def test_tick_now_takes_a_sample_at_once_on_the_sampler_thread() -> None:
+    """A cell that ends between two ticks gets its sample now, not an interval later."""
+    where = Where()
+    s = Sampler([Counting(), where], interval=60)
+    first = threading.Event()
+    s.subscribe(lambda sample: first.set())
+    with s:
+        assert first.wait(5)  # the tick every start takes; the next is 60 s away
+        asked = time.time()
+        took = time.monotonic()
+        sample = s.tick_now(timeout=10)
+        assert sample is not None and sample.t >= asked  # it began after we asked
+        assert time.monotonic() - took < 5  # not the 60 s interval
+        assert s.history.latest is sample and "x" in sample.disks
+        assert where.threads and set(where.threads) == {"trainwatch-sampler"}
+        again = s.tick_now(timeout=10)  # a second request is a new sample
+        assert again is not None and again.t > sample.t
+        time.sleep(0.2)
+        assert s.ticks == 3  # the first tick, then the two asked for: no burst after them
+
+
+def test_tick_now_is_bounded_when_a_source_hangs() -> None:
+    stuck = Blocking()
+    s = Sampler([stuck], interval=60)
+    try:
+        s.start()
+        assert stuck.entered.wait(5)
+        took = time.monotonic()
+        assert s.tick_now(timeout=0.3) is None  # the thread is stuck: we are not
+        assert time.monotonic() - took < 2
+        stuck.release.set()
+        assert s.tick_now(timeout=10) is not None  # and it answers again once freed
+    finally:
+        stuck.release.set()
+        s.stop()
+
+
+def test_tick_now_without_a_thread_and_after_stop() -> None:
+    s = Sampler([Counting()], interval=60)
+    took = time.monotonic()
+    assert s.tick_now(timeout=5) is None  # never started: nothing to ask
+    stuck = Blocking()
+    s2 = Sampler([stuck], interval=60).start()
+    assert stuck.entered.wait(5)
+    got: list[Sample | None] = []
+    waiter = threading.Thread(target=lambda: got.append(s2.tick_now(timeout=30)))
+    waiter.start()
+    time.sleep(0.1)
+    s2.stop(timeout=0.1)  # a request still waiting is let go at once
+    waiter.join(5)
+    stuck.release.set()
+    assert got == [None] and time.monotonic() - took < 5

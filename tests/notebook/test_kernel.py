@@ -8,6 +8,8 @@ from threads goes, and the alerts under the running cell must land right on eith
 from __future__ import annotations
 
 import json
+import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import pytest
 
 from tests.support.env import need
 from tests.support.lab import artifact_path
+from trainwatch_lab.core.defaults import MIB
 from trainwatch_lab.notebook.summary import ALERT_MIME
 
 from .kernel import (
@@ -215,3 +218,106 @@ def test_discovered_writer_on_a_dead_mount_alerts_and_the_cell_finishes(
         assert kernel.value("1 + 1") == 2  # the kernel is free again
     finally:
         sshfs_mount.resume()
+
+
+# -- %%trainwatch summaries ---------------------------------------------------------------
+
+UNITS = {"B": 1, "KiB": 1024, "MiB": MIB, "GiB": 1024 * MIB}
+SIZE = r"([+-]?[\d.]+ (?:B|KiB|MiB|GiB))"
+
+
+def size(text: str) -> float:
+    number, unit = text.split()
+    return float(number) * UNITS[unit]
+
+
+def cell_summary(kernel: Kernel, msg_id: str) -> str:
+    """The text/plain of the summary that replaced the cell's strip."""
+    found = [
+        m["content"]["data"]["text/plain"]
+        for m in kernel.outputs(msg_id, ("display_data", "update_display_data"))
+        if "tw-cell-summary" in m["content"]["data"].get("text/html", "")
+    ]
+    assert found, kernel.text(msg_id)
+    return found[-1]
+
+
+def summary_numbers(text: str, device: str, path: Path) -> dict[str, float]:
+    """The numbers of one summary: its samples, its device, filesystem and kernel rows."""
+    samples = re.search(r"^trainwatch: cell ran .+ \((\d+) samples?\)$", text, re.M)
+    disk = re.search(rf"^  disk {device}: {SIZE} written during the cell", text, re.M)
+    rows = [line for line in text.splitlines() if str(path) in line]
+    assert samples and disk and len(rows) == 1, text  # one row for the filesystem
+    fs = re.search(
+        rf"space used on {re.escape(str(path))} {SIZE}; {SIZE} written to {device}\b", rows[0]
+    )
+    kernel = re.search(rf"^  this kernel wrote {SIZE}(.*)$", text, re.M)
+    assert fs and kernel, text
+    reached = re.search(rf"; {SIZE} reached the disk", kernel[2])
+    cached = re.search(rf"[;,] {SIZE} still in the page cache \(not yet on disk\)$", kernel[2])
+    return {
+        "samples": int(samples[1]),
+        "disk": size(disk[1]),
+        "used": size(fs[1]),
+        "row_written": size(fs[2]),
+        "kernel": size(kernel[1]),
+        "reached": size(reached[1]) if reached else 0.0,
+        "cached": size(cached[1]) if cached else 0.0,
+    }
+
+
+def test_cell_summaries_agree_and_never_reuse_the_previous_cell(kernel: Kernel, loop_ext4) -> None:
+    """A live dashboard ticking every 20 s and two ``%%trainwatch`` cells, far shorter than
+    that, on an ext4 of their own (so every byte on its device is ours): each cell gets a
+    sample taken as it ends, its rows agree, and the next cell shows none of its writes."""
+    fs = loop_ext4(160)
+    run = fs.path / "run"
+    run.mkdir()
+    kernel.run("%load_ext trainwatch_lab")
+    kernel.run(f"%trainwatch {fs.path} {run} --interval 20 --no-probe")
+    kernel.drain(0.5)
+
+    took = time.monotonic()
+    write = kernel.run(
+        f"%%trainwatch {run} --no-probe\n"
+        "import os\n"
+        f"with open({str(run / 'blob')!r}, 'wb') as fh:\n"
+        "    fh.write(os.urandom(50 * 2**20)); fh.flush(); os.fsync(fh.fileno())\n"
+    )
+    took = time.monotonic() - took
+    text = cell_summary(kernel, write)
+    print(text)
+    first = summary_numbers(text, fs.device, fs.path)
+    assert took < 15  # its last sample was asked for as it ended, not the tick 20 s away
+    assert first["samples"] >= 1
+    assert f"  {run}, {fs.path}: space used on {fs.path}" in text  # two paths, one row
+    assert 49.5 * MIB <= first["used"] <= 52 * MIB
+    assert 49.5 * MIB <= first["kernel"] <= 51 * MIB
+    assert 49.5 * MIB <= first["reached"] <= 51 * MIB and first["cached"] == 0  # fsync'd
+    assert 47.5 * MIB <= first["disk"] <= 60 * MIB  # the file, with its metadata and journal
+    assert first["row_written"] == first["disk"]
+
+    nothing = kernel.run(f"%%trainwatch {run} --no-probe\n1/0")
+    assert "ZeroDivisionError" in kernel.text(nothing)
+    text = cell_summary(kernel, nothing)
+    print(text)
+    second = summary_numbers(text, fs.device, fs.path)
+    assert second["samples"] >= 1
+    assert second["kernel"] < MIB and second["reached"] < MIB and second["cached"] == 0
+    assert abs(second["used"]) < MIB
+    assert second["disk"] < 5 * MIB  # (ext4 may still be initialising its inode tables)
+
+    # no fsync: the pages are dirty, the disk has not seen them yet (the flusher waits 30 s
+    # unless someone syncs): whichever it is, the two parts add up to what the kernel wrote
+    cached = kernel.run(
+        f"%%trainwatch {run} --no-probe\n"
+        f"with open({str(run / 'cached')!r}, 'wb') as fh:\n"
+        "    fh.write(os.urandom(20 * 2**20))\n"
+    )
+    text = cell_summary(kernel, cached)
+    print(text)
+    third = summary_numbers(text, fs.device, fs.path)
+    assert 19.5 * MIB <= third["kernel"] <= 21 * MIB
+    assert 19 * MIB <= third["reached"] + third["cached"] <= 21 * MIB
+    assert third["reached"] <= third["disk"] * 1.05
+    kernel.run("%trainwatch stop")

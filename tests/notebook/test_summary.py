@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from trainwatch_lab.core.defaults import MIB
 from trainwatch_lab.core.history import History
 from trainwatch_lab.core.model import (
@@ -13,6 +15,8 @@ from trainwatch_lab.core.model import (
     Sample,
 )
 from trainwatch_lab.notebook.summary import (
+    CellSummary,
+    DeviceSummary,
     alerts_bundle,
     snapshot_html,
     snapshot_text,
@@ -71,15 +75,18 @@ def test_cell_summary_numbers() -> None:
     assert dev.peak_write_bps == 30 * MIB
     assert dev.peak_await_ms == 8.0
     assert dev.written_bytes == 50 * MIB  # 10 + 30 + 10 + 0 MiB over 1 s steps
-    (p,) = s.paths
-    assert p.used_growth_bytes == 50 * MIB and p.filesystem == "/data"
+    (fs,) = s.filesystems
+    assert fs.paths == [PATH] and fs.used_growth_bytes == 50 * MIB and fs.filesystem == "/data"
     (g,) = s.gpus
     assert g.mean_util_pct == 45.0  # 0, 0, 80, 100
     assert g.idle_s == 2.0  # two 1 s intervals under 5 %
     assert s.process_write_bytes == 50 * MIB
     assert [a.code for a in s.warnings] == ["disk-filling"]  # one per condition
     text = s.to_text()
+    assert text.startswith("trainwatch: cell ran 3.5 s (4 samples)\n")
+    assert "disk sda: 50 MiB written during the cell (all processes)" in text
     assert "peak write 31.5 MB/s" in text and "space used on /data +50 MiB" in text
+    assert "this kernel wrote 50 MiB; 50 MiB reached the disk" in text
     assert "GPU 0: mean util 45 %, idle 2 s" in text
     html = s.to_html()
     assert "&lt;run&gt; &amp; co" in html and "<run>" not in html
@@ -89,7 +96,122 @@ def test_gpu_filter_and_empty_cell() -> None:
     s = summarize_cell(history(), T0 + 0.5, T0 + 4, [PATH], [], gpu_indices=[1], gpu_note="x")
     assert s.gpus == [] and "GPU: x" in s.to_text()
     empty = summarize_cell(History(capacity=4), T0, T0 + 0.1, [], [])
-    assert empty.samples == 0 and "ended before the first sample" in empty.to_text()
+    assert empty.samples == 0 and "(no sample: the sampler did not answer in time)" in (
+        empty.to_text()
+    )
+
+
+# -- two cells on one live sampler, recorded as CellWatch takes them ----------------------
+
+LOGS, CKPT = "/data/run/logs", "/data/run/ckpt"
+
+
+def tick(t: float, wmb: float, used_mib: float, dirtied_mib_s: float, gpu: float) -> Sample:
+    """A sample of a live sampler; both watched paths are on the one filesystem /data."""
+    state = {
+        "mountpoint": "/data",
+        "fstype": "ext4",
+        "device": "sda",
+        "kind": "local",
+        "total_bytes": 1000 * MIB,
+        "free_bytes": int((1000 - used_mib) * MIB),
+        "avail_bytes": int((900 - used_mib) * MIB),
+    }
+    return Sample(
+        t=T0 + t,
+        disks={"sda": DiskRates("sda", 0, 9, 0, wmb, 0, 1.0, 0, 9)},
+        paths={p: PathState(path=p, exists=True, **state) for p in (LOGS, CKPT)},
+        gpus=[GpuState(index=0, nvml_index=0, uuid="u", name="G", util_pct=gpu)],
+        process=ProcessIO(7, 1, 0, dirtied_mib_s * MIB, 0, dirtied_mib_s * MIB),
+    )
+
+
+def two_cells() -> History:
+    """Cell 1 (t 10.0 -> 12.0) writes 50 MiB with fsync; cell 2 (t 12.2 -> 12.25) is ``1/0``.
+
+    Each cell has the baseline asked for as it started and the sample asked for as it ended;
+    the 1 s natural ticks go on in between, and one at t 13 sees someone else's writes."""
+    h = History(capacity=100)
+    for t, wmb, used, dirtied, gpu in [
+        (9.0, 0, 100, 0, 0),  # natural tick
+        (10.0, 0, 100, 0, 0),  # cell 1 baseline (asked)
+        (11.0, 30, 130, 30, 90),  # natural tick during cell 1
+        (12.0, 20, 150, 20, 90),  # cell 1's end (asked): all 50 MiB on disk (fsync)
+        (12.2, 5, 150, 0, 90),  # cell 2 baseline (asked): its rates are the gap's
+        (12.25, 0, 150, 0, 0),  # cell 2's end (asked)
+        (13.0, 80, 190, 0, 0),  # natural tick after cell 2: another process
+    ]:
+        h.append(tick(t, wmb, used, dirtied, gpu))
+    return h
+
+
+def test_a_cell_never_reuses_the_previous_cells_samples() -> None:
+    h = two_cells()
+    first = summarize_cell(h, T0 + 10.0, T0 + 12.0, [LOGS, CKPT], [])
+    (dev,) = first.devices
+    assert first.samples == 2 and dev.written_bytes == 50 * MIB
+    (fs,) = first.filesystems  # two paths, one filesystem: one row
+    assert fs.paths == [LOGS, CKPT] and fs.used_growth_bytes == 50 * MIB
+    assert first.process_write_bytes == first.process_write_chars == 50 * MIB
+
+    second = summarize_cell(h, T0 + 12.2, T0 + 12.25, [LOGS, CKPT], [])
+    assert second.samples == 1
+    (dev,) = second.devices
+    assert (dev.written_bytes, dev.peak_write_bps) == (0, 0)  # not the gap's, not cell 1's
+    (fs,) = second.filesystems
+    assert fs.used_growth_bytes == 0 and fs.written_bytes == 0
+    assert second.process_write_bytes == second.process_write_chars == 0
+    (g,) = second.gpus
+    assert g.mean_util_pct == 0 and math.isclose(g.idle_s, 0.05, abs_tol=1e-6)
+    text = second.to_text()
+    assert "(1 sample)" in text and "50 MiB" not in text and "MB/s" not in text.split("GPU")[0]
+    assert f"  {LOGS}, {CKPT}: space used on /data +0 B; 0 B written to sda" in text
+    assert "this kernel wrote 0 B" in text and "reached" not in text
+
+
+def test_a_device_first_seen_at_the_cells_end_still_counts_from_the_baseline() -> None:
+    """A fresh sampler's first tick has no disk rates (they need two readings): the first
+    rate covers the interval since that tick, so it still counts."""
+    h = History(capacity=10)
+    first = tick(0.0, 0, 100, 0, 0)
+    first.disks = {}
+    h.append(first)
+    h.append(tick(0.5, 100, 150, 100, 0))
+    s = summarize_cell(h, T0 + 0.01, T0 + 0.5, [LOGS], [])
+    assert s.devices[0].written_bytes == 50 * MIB
+    assert "this kernel wrote 50 MiB; 50 MiB reached the disk" in s.to_text()
+
+
+def summary_with(written_mib: float | None, chars_mib: float, dirtied_mib: float) -> str:
+    devices = [] if written_mib is None else [DeviceSummary("sda", 0, 0, 0, written_mib * MIB)]
+    s = CellSummary(seconds=1.0, samples=1, devices=devices)
+    s.process_write_chars, s.process_write_bytes = chars_mib * MIB, dirtied_mib * MIB
+    return s.to_text().splitlines()[-2]
+
+
+def test_page_cache_and_disk_said_plainly() -> None:
+    """write_bytes counts pages when they are dirtied: what the disk wrote says how much of
+    that has reached it."""
+    assert summary_with(50, 50, 50).endswith("this kernel wrote 50 MiB; 50 MiB reached the disk")
+    assert summary_with(10, 50, 50).endswith(
+        "this kernel wrote 50 MiB; 10 MiB reached the disk, 40 MiB still in the page cache "
+        "(not yet on disk)"
+    )
+    assert summary_with(0, 50, 50).endswith(
+        "this kernel wrote 50 MiB; 50 MiB still in the page cache (not yet on disk)"
+    )
+    others = "network or FUSE filesystems, tmpfs, pipes, pages it had dirtied already"
+    assert summary_with(0, 6, 0).endswith(
+        f"this kernel wrote 6 MiB (no new data for a local disk: {others})"
+    )
+    assert summary_with(50, 60, 50).endswith(
+        f"this kernel wrote 60 MiB (10 MiB of it no new data for a local disk: {others}); "
+        "50 MiB reached the disk"
+    )
+    assert summary_with(None, 50, 50).endswith(
+        "this kernel wrote 50 MiB; no disk statistics to tell whether it reached the disk"
+    )
+    assert summary_with(1, 0.01, 1).endswith("1 MiB reached the disk (counted in whole pages)")
 
 
 def test_snapshots_and_alert_bundle_are_readable_without_widgets() -> None:

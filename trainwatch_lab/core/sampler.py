@@ -32,6 +32,17 @@ class Source(Protocol):
     def collect(self, sample: Sample) -> None: ...
 
 
+class _Asked:
+    """One ``tick_now`` request: answered by the first tick numbered ``number`` or later."""
+
+    __slots__ = ("done", "number", "sample")
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self.done = threading.Event()
+        self.sample: Sample | None = None
+
+
 class Sampler:
     """Runs sources every ``interval`` seconds on a daemon thread; start/stop are idempotent."""
 
@@ -56,6 +67,8 @@ class Sampler:
         self._thread: threading.Thread | None = None
         self._reported: set[tuple[str, str]] = set()
         self.ticks = 0
+        self._begun = 0  # ticks started (a request is answered by one that starts after it)
+        self._asked: list[_Asked] = []
 
     # -- lifecycle -------------------------------------------------------------------
     @property
@@ -78,8 +91,11 @@ class Sampler:
         with self._lock:
             thread, self._thread = self._thread, None
             keep_going, self._keep_going = self._keep_going, None
-            if keep_going is not None:
+            if keep_going is not None and keep_going.locked():  # (unlocked: woken already)
                 keep_going.release()
+            asked, self._asked = self._asked, []
+        for request in asked:  # no tick will answer them now
+            request.done.set()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
 
@@ -120,9 +136,43 @@ class Sampler:
     def find_source(self, name: str) -> Source | None:
         return next((s for s in self.sources if s.name == name), None)
 
+    def tick_now(self, timeout: float) -> Sample | None:
+        """Have the sampler thread take a sample now, and wait at most ``timeout`` s for it.
+
+        For a surface that needs a reading at a precise moment (the end of a cell): the
+        sample starts after this call, so it sees everything done before it, and it is taken
+        on the sampler's thread, so the caller waits on an Event, never on a dead mount.
+        Returns None when the thread is not running or the sample did not land in time.
+        """
+        with self._lock:
+            keep_going = self._keep_going
+            if keep_going is None or not self.running:
+                return None
+            request = _Asked(self._begun + 1)
+            self._asked.append(request)
+            if keep_going.locked():  # wake the thread (unlocked: a wake is already pending)
+                keep_going.release()
+        if not request.done.wait(timeout):
+            with self._lock:
+                if request in self._asked:
+                    self._asked.remove(request)
+        return request.sample
+
+    def _answer(self, number: int, sample: Sample) -> None:
+        """Hand ``sample`` to the requests made before its tick began."""
+        with self._lock:
+            ready = [r for r in self._asked if r.number <= number]
+            self._asked = [r for r in self._asked if r.number > number]
+        for request in ready:
+            request.sample = sample
+            request.done.set()
+
     # -- the tick --------------------------------------------------------------------
     def tick(self) -> Sample:
         """Take one sample synchronously (the thread calls this; so may tests and the CLI)."""
+        with self._lock:
+            self._begun += 1
+            number = self._begun
         sample = Sample(t=time.time())
         for source in list(self.sources):
             try:
@@ -143,6 +193,8 @@ class Sampler:
                 callback(sample)
             except Exception:
                 log.exception("trainwatch subscriber %r failed", callback)
+        if self._asked:  # (a request made after this tick began waits for the next one)
+            self._answer(number, sample)
         return sample
 
     def _note(self, sample: Sample, name: str, exc: BaseException) -> None:
@@ -157,9 +209,20 @@ class Sampler:
         while True:
             self.tick()
             next_at += self.interval
-            delay = next_at - time.monotonic()
-            if delay < 0:  # we fell behind (slow source): skip, don't burst
+            if next_at < time.monotonic():  # we fell behind (slow source): skip, don't burst
                 next_at = time.monotonic()
-                delay = 0.0
-            if keep_going.acquire(timeout=delay):  # released: stop() was called
+            woke = self._wait(next_at, keep_going)
+            if woke is None:
                 break
+            if woke:  # a tick asked for now; the next one an interval after it
+                next_at = time.monotonic()
+
+    def _wait(self, until: float, keep_going: threading.Lock) -> bool | None:
+        """Sleep until ``until`` (False), or until tick_now asks (True) or stop() (None).
+        A wake whose request the last tick already answered goes back to sleep."""
+        while keep_going.acquire(timeout=max(0.0, until - time.monotonic())):
+            if self._keep_going is not keep_going:  # stopped (or restarted anew)
+                return None
+            if self._asked:
+                return True
+        return False

@@ -50,7 +50,8 @@ class CellWatch:
         self.end_t: float | None = None
         self.warnings: dict[tuple[str, str], Alert] = {}
         self.samples = 0
-        self._fresh = threading.Event()
+        # a tick already under way, then the one asked for: each bounded by the mount timeout
+        self.tick_wait_s = 2 * defaults.mount_timeout_s + 0.5
         self._first = threading.Event()
         self._lock = threading.Lock()
         self.strip = Strip(self._strip_html(None))
@@ -62,6 +63,13 @@ class CellWatch:
         the cell starts, so the summary measures from a reading taken before its first write
         (bounded: a dead mount answers nothing, and the sampler reports that)."""
         self._first.wait(timeout)
+        self.start_t = time.time()
+
+    def take_baseline(self, timeout: float | None = None) -> None:
+        """For a running sampler: ask for a sample right before the cell starts. Its last
+        one may be an interval old, and the first interval of the cell would then count
+        what happened before it (the previous cell's writes) as this cell's."""
+        self.sampler.tick_now(self.tick_wait_s if timeout is None else timeout)
         self.start_t = time.time()
 
     def _on_sample(self, sample: Sample) -> None:
@@ -78,8 +86,6 @@ class CellWatch:
             for a in sample.warnings:
                 if a.severity != "info":  # info (no GPU) is a note, not something raised
                     self.warnings.setdefault(a.key, a)
-        if self.end_t is not None and sample.t >= self.end_t:
-            self._fresh.set()
         self.strip.value = self._strip_html(sample)
 
     def _strip_html(self, sample: Sample | None) -> str:
@@ -107,20 +113,18 @@ class CellWatch:
         )
 
     def finish(self, wait_s: float | None = None) -> CellSummary:
-        """Stop recording and summarise. Waits for the first sample taken after the cell
-        ended (at most one interval + 0.5 s; an Event, never the mount), so the cell's last
-        writes are counted."""
-        self._fresh.clear()
+        """Stop recording and summarise up to a sample asked for as the cell ended: its last
+        writes are counted however short it was, and no later sample (the next cell's) is.
+        The sampler's thread takes that sample; we wait on an Event (at most ``wait_s``),
+        never on a mount."""
         self.end_t = time.time()
-        if self.sampler.running:
-            self._fresh.wait(self.sampler.interval + 0.5 if wait_s is None else wait_s)
+        final = self.sampler.tick_now(self.tick_wait_s if wait_s is None else wait_s)
         self._unsubscribe()
-        end = max(self.end_t, self.sampler.latest.t if self.sampler.latest else self.end_t)
         latest = self.sampler.latest
         summary = summarize_cell(
             self.sampler.history,
             self.start_t,
-            end,
+            final.t if final is not None else self.end_t,
             self.paths,
             list(self.warnings.values()),
             gpu_indices=self.gpus,

@@ -310,6 +310,8 @@ class KernelWatch:
         sampler.start()
         if owned:
             watch.wait_for_baseline(2 * self.defaults.mount_timeout_s + 2 * opts.interval)
+        else:  # a running sampler's last sample may be an interval old: take one now
+            watch.take_baseline()
         try:
             return run_code(self.shell, cell)
         finally:

@@ -13,6 +13,7 @@ import html
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from ..advice.text import fmt_bytes, fmt_duration, fmt_ms, fmt_pct, fmt_rate
@@ -238,6 +239,13 @@ def _gpu_mem(g: Any) -> str:
 
 # -- the %%trainwatch cell summary -------------------------------------------------------
 
+# Rates are integrated over the samples' own times while each source divides by its own
+# clock, so two totals of the same bytes (this kernel's, its disk's) agree only to a few
+# percent: a shortfall under this fraction is not reported as data left in the page cache.
+SETTLED_FRACTION = 0.05
+# where write() calls go that give a local disk nothing new to write
+OTHER_WRITES = "network or FUSE filesystems, tmpfs, pipes, pages it had dirtied already"
+
 
 @dataclass
 class DeviceSummary:
@@ -245,7 +253,7 @@ class DeviceSummary:
     peak_read_bps: float
     peak_write_bps: float
     peak_await_ms: float
-    written_bytes: float  # integrated write rate over the cell
+    written_bytes: float  # what the block device wrote during the cell, every process
 
 
 @dataclass
@@ -256,9 +264,12 @@ class GpuSummary:
 
 
 @dataclass
-class PathSummary:
-    path: str
-    filesystem: str | None  # its mountpoint: paths on one filesystem share the numbers below
+class FilesystemSummary:
+    """One filesystem (mountpoint and size, as disk-filling groups them) and the watched
+    paths on it: they share these numbers, so they share one row."""
+
+    paths: list[str]
+    filesystem: str | None  # its mountpoint
     used_growth_bytes: float | None  # growth of used space on that filesystem during the cell
     device: str | None
     written_bytes: float | None  # written to its block device by every process, during the cell
@@ -272,44 +283,38 @@ class CellSummary:
     samples: int
     devices: list[DeviceSummary] = field(default_factory=list)
     gpus: list[GpuSummary] = field(default_factory=list)
-    paths: list[PathSummary] = field(default_factory=list)
+    filesystems: list[FilesystemSummary] = field(default_factory=list)
     warnings: list[Alert] = field(default_factory=list)
     gpu_note: str | None = None
-    process_write_bytes: float | None = None  # this kernel and its children, block layer
+    process_write_bytes: float | None = None  # this kernel and its children: pages dirtied
     process_write_chars: float | None = None  # ... every write() call (network/FUSE included)
 
-    def to_text(self) -> str:
-        lines = [f"trainwatch: cell ran {fmt_duration(self.seconds)} ({self.samples} samples)"]
+    def samples_text(self) -> str:
         if not self.samples:
-            lines.append("  (it ended before the first sample)")
-        for d in self.devices:
-            lines.append(
-                f"  disk {d.device}: peak read {fmt_rate(d.peak_read_bps)}, peak write "
-                f"{fmt_rate(d.peak_write_bps)}, peak await {fmt_ms(d.peak_await_ms)}, "
-                f"written {fmt_bytes(d.written_bytes)}"
-            )
+            return "no sample: the sampler did not answer in time"
+        return f"{self.samples} sample{'s' if self.samples != 1 else ''}"
+
+    def to_text(self) -> str:
+        lines = [f"trainwatch: cell ran {fmt_duration(self.seconds)} ({self.samples_text()})"]
+        lines += [f"  disk {d.device}: {_device_text(d)}" for d in self.devices]
         for g in self.gpus:
             lines.append(
                 f"  GPU {g.index}: mean util {g.mean_util_pct:.0f} %, idle {fmt_duration(g.idle_s)}"
             )
         if not self.gpus and self.gpu_note:
             lines.append(f"  GPU: {self.gpu_note}")
-        for p in self.paths:
-            lines.append(f"  {p.path}: {_path_written(p)}")
+        lines += [f"  {', '.join(f.paths)}: {_filesystem_text(f)}" for f in self.filesystems]
         proc = _process_text(self)
         if proc:
             lines.append(f"  {proc}")
-        for a in self.warnings:
-            lines.append("  " + alert_text(a))
-        if not self.warnings:
-            lines.append("  no warnings raised")
+        lines += ["  " + alert_text(a) for a in self.warnings] or ["  no warnings raised"]
         return "\n".join(lines)
 
     def to_html(self) -> str:
         dev = "".join(
-            f"<tr><td>{esc(d.device)}</td><td>{esc(fmt_rate(d.peak_read_bps))}</td>"
-            f"<td>{esc(fmt_rate(d.peak_write_bps))}</td><td>{esc(fmt_ms(d.peak_await_ms))}</td>"
-            f"<td>{esc(fmt_bytes(d.written_bytes))}</td></tr>"
+            f"<tr><td>{esc(d.device)}</td><td>{esc(fmt_bytes(d.written_bytes))}</td>"
+            f"<td>{esc(fmt_rate(d.peak_read_bps))}</td><td>{esc(fmt_rate(d.peak_write_bps))}</td>"
+            f"<td>{esc(fmt_ms(d.peak_await_ms))}</td></tr>"
             for d in self.devices
         )
         gpu = "".join(
@@ -320,8 +325,9 @@ class CellSummary:
         if not gpu:
             gpu = f'<tr><td colspan="3" class="tw-muted">{esc(self.gpu_note or "no GPU")}</td></tr>'
         paths = "".join(
-            f"<tr><td><code>{esc(p.path)}</code></td><td>{esc(_path_written(p))}</td></tr>"
-            for p in self.paths
+            f"<tr><td>{'<br>'.join(f'<code>{esc(p)}</code>' for p in f.paths)}</td>"
+            f"<td>{esc(_filesystem_text(f))}</td></tr>"
+            for f in self.filesystems
         )
         proc = _process_text(self)
         if proc:
@@ -329,17 +335,16 @@ class CellSummary:
         warnings = "".join(alert_html(a) for a in self.warnings) or (
             '<div class="tw-muted">no warnings raised</div>'
         )
-        note = "" if self.samples else " — it ended before the first sample"
         return (
             f'<div class="tw-root tw-cell-summary" data-samples="{self.samples}">'
             f"<style>{STYLE}</style>"
             f'<div class="tw-title">trainwatch: cell ran {esc(fmt_duration(self.seconds))} '
-            f'<span class="tw-muted">({self.samples} samples{note})</span></div>'
-            '<table class="tw-table"><tr><th>disk</th><th>peak read</th><th>peak write</th>'
-            f"<th>peak await</th><th>written</th></tr>{dev}</table>"
+            f'<span class="tw-muted">({esc(self.samples_text())})</span></div>'
+            '<table class="tw-table"><tr><th>disk</th><th>written (all processes)</th>'
+            f"<th>peak read</th><th>peak write</th><th>peak await</th></tr>{dev}</table>"
             '<table class="tw-table"><tr><th>GPU</th><th>mean util</th><th>idle</th></tr>'
             f"{gpu}</table>"
-            '<table class="tw-table"><tr><th>watched path</th><th>written</th></tr>'
+            '<table class="tw-table"><tr><th>watched paths</th><th>written</th></tr>'
             f"{paths}</table>{warnings}</div>"
         )
 
@@ -347,36 +352,203 @@ class CellSummary:
         return {"text/plain": self.to_text(), "text/html": self.to_html()}
 
 
-def _path_written(p: PathSummary) -> str:
+def _device_text(d: DeviceSummary) -> str:
+    return (
+        f"{fmt_bytes(d.written_bytes)} written during the cell (all processes); "
+        f"peak read {fmt_rate(d.peak_read_bps)}, peak write {fmt_rate(d.peak_write_bps)}, "
+        f"peak await {fmt_ms(d.peak_await_ms)}"
+    )
+
+
+def _filesystem_text(f: FilesystemSummary) -> str:
     parts = []
-    where = f" on {p.filesystem}" if p.filesystem else ""
-    if p.used_growth_bytes is not None:
-        sign = "+" if p.used_growth_bytes >= 0 else ""
-        parts.append(f"space used{where} {sign}{fmt_bytes(p.used_growth_bytes)}")
-    if p.device is not None and p.written_bytes is not None:
-        parts.append(f"{fmt_bytes(p.written_bytes)} written to {p.device} (all processes)")
+    where = f" on {f.filesystem}" if f.filesystem else ""
+    if f.used_growth_bytes is not None:
+        sign = "+" if f.used_growth_bytes >= 0 else ""
+        parts.append(f"space used{where} {sign}{fmt_bytes(f.used_growth_bytes)}")
+    if f.device is not None and f.written_bytes is not None:
+        parts.append(f"{fmt_bytes(f.written_bytes)} written to {f.device} (all processes)")
     return "; ".join(parts) or "no data"
 
 
 def _process_text(s: CellSummary) -> str | None:
-    if s.process_write_bytes is None and s.process_write_chars is None:
+    """What this kernel wrote, and how much of it its disks have written since.
+
+    /proc/PID/io counts ``write_bytes`` when a page is dirtied, not when it reaches the
+    disk, so "reached the disk" comes from the block devices' own counters over the same
+    samples; what they have not written yet is still in the page cache. ``write_chars``
+    beyond ``write_bytes`` gave no local disk anything new to write (OTHER_WRITES).
+    """
+    chars, dirtied = s.process_write_chars, s.process_write_bytes
+    if chars is None and dirtied is None:
         return None
-    return (
-        f"this kernel wrote {fmt_bytes(s.process_write_chars)} "
-        f"({fmt_bytes(s.process_write_bytes)} reached a block device)"
-    )
+    text = f"this kernel wrote {fmt_bytes(chars if chars is not None else dirtied)}"
+    other = (chars or 0.0) - (dirtied or 0.0)
+    if not dirtied:
+        return text + (f" (no new data for a local disk: {OTHER_WRITES})" if chars else "")
+    if other > SETTLED_FRACTION * (chars or 0.0):
+        text += f" ({fmt_bytes(other)} of it no new data for a local disk: {OTHER_WRITES})"
+    if not s.devices:
+        return text + "; no disk statistics to tell whether it reached the disk"
+    landed = sum(d.written_bytes for d in s.devices)
+    pending = dirtied - landed
+    if pending <= SETTLED_FRACTION * dirtied:
+        whole_pages = chars is not None and -other > SETTLED_FRACTION * dirtied
+        pages = " (counted in whole pages)" if whole_pages else ""
+        return text + f"; {fmt_bytes(dirtied)} reached the disk{pages}"
+    cached = f"{fmt_bytes(pending)} still in the page cache (not yet on disk)"
+    if landed <= SETTLED_FRACTION * dirtied:
+        return f"{text}; {cached}"
+    return f"{text}; {fmt_bytes(landed)} reached the disk, {cached}"
 
 
 def _finite(values: Iterable[float]) -> list[float]:
     return [v for v in values if v is not None and math.isfinite(v)]
 
 
-def _integrate(ts: Sequence[float], rates: Sequence[float]) -> float:
-    """Bytes from a rate series: each rate covers the interval that ends at its sample."""
-    total = 0.0
-    for i in range(1, len(ts)):
-        total += rates[i] * max(0.0, ts[i] - ts[i - 1])
-    return total
+@dataclass
+class _Window:
+    """The samples one cell owns: ``start < t <= end``, plus the last one at or before
+    ``start``, the baseline a counter's first interval is measured from. Nothing earlier:
+    a previous cell's samples never reach this cell's summary."""
+
+    history: History
+    times: list[float]  # the baseline (when there is one), then the cell's own samples
+    inside: list[float]  # the cell's own samples
+
+    @classmethod
+    def of(cls, history: History, start: float, end: float) -> _Window:
+        times = [t for t in history.times() if t <= end]
+        inside = [t for t in times if t > start]
+        before = len(times) - len(inside)
+        return cls(history, times[before - 1 : before] + inside if before else inside, inside)
+
+    def values(self, kind: str, name: str, fld: str) -> dict[float, float]:
+        """One series at this window's sample times (missing where it had no value)."""
+        if not self.times:
+            return {}
+        since = math.nextafter(self.times[0], -math.inf)
+        ts, vs = self.history.series(kind, name, fld, since=since)
+        end = self.times[-1]
+        return {t: v for t, v in zip(ts, vs, strict=True) if t <= end and math.isfinite(v)}
+
+    def peak(self, kind: str, name: str, fld: str) -> float | None:
+        vals = self.values(kind, name, fld)
+        return max((vals[t] for t in self.inside if t in vals), default=None)
+
+    def total(self, kind: str, name: str, fld: str) -> float | None:
+        """Integral of a rate: each value covers the time since the sample before it (the
+        window's, not the series': a device seen from its second reading on still covers
+        the interval that began at the first). None when no sample of the cell has it."""
+        vals = self.values(kind, name, fld)
+        if not any(t in vals for t in self.inside):
+            return None
+        return sum(vals[t] * (t - prev) for prev, t in pairwise(self.times) if t in vals)
+
+    def change(self, kind: str, name: str, fld: str) -> tuple[float, float] | None:
+        """First and last value of a level in the window (the baseline counts as first)."""
+        vals = self.values(kind, name, fld)
+        if len(vals) < 2 or not any(t in vals for t in self.inside):
+            return None
+        ordered = [vals[t] for t in sorted(vals)]
+        return ordered[0], ordered[-1]
+
+
+def _device_rows(window: _Window, devices: Iterable[str]) -> list[DeviceSummary]:
+    rows = []
+    for dev in devices:
+        written = window.total("disk", dev, "wmb_s")
+        if written is None:
+            continue
+        awaits = _finite([window.peak("disk", dev, "r_await"), window.peak("disk", dev, "w_await")])
+        rows.append(
+            DeviceSummary(
+                device=dev,
+                peak_read_bps=(window.peak("disk", dev, "rmb_s") or 0.0) * MIB,
+                peak_write_bps=(window.peak("disk", dev, "wmb_s") or 0.0) * MIB,
+                peak_await_ms=max(awaits, default=0.0),
+                written_bytes=written * MIB,
+            )
+        )
+    return rows
+
+
+def _used_growth(window: _Window, path: str) -> float | None:
+    total = window.change("path", path, "total_bytes")
+    free = window.change("path", path, "free_bytes")
+    if total is None or free is None:
+        return None
+    return (total[1] - free[1]) - (total[0] - free[0])
+
+
+def _filesystem_key(path: str, state: PathState | None) -> tuple[str, int | None]:
+    """Paths with one key see the same free space, as disk-filling groups them: same
+    mountpoint and same size (a directory under a project quota reports the quota)."""
+    if state is None:
+        return (path, None)
+    return (state.mountpoint or path, state.total_bytes)
+
+
+def _filesystem_rows(
+    window: _Window, latest: Sample | None, paths: Sequence[str], written: dict[str, float]
+) -> list[FilesystemSummary]:
+    """One row per filesystem, listing its watched paths in the order they were given."""
+    groups: dict[tuple[str, int | None], list[str]] = {}
+    for path in paths:
+        state = latest.paths.get(path) if latest is not None else None
+        groups.setdefault(_filesystem_key(path, state), []).append(path)
+    rows = []
+    for members in groups.values():
+        state = latest.paths.get(members[0]) if latest is not None else None
+        device = state.device if state is not None else None
+        growths = (_used_growth(window, p) for p in members)
+        rows.append(
+            FilesystemSummary(
+                paths=members,
+                filesystem=state.mountpoint if state is not None else None,
+                used_growth_bytes=next((g for g in growths if g is not None), None),
+                device=device,
+                written_bytes=written.get(device) if device else None,
+            )
+        )
+    return rows
+
+
+def _gpu_rows(
+    window: _Window, history: History, gpu_indices: Sequence[int] | None, defaults: Defaults
+) -> list[GpuSummary]:
+    rows = []
+    for key in sorted(history.keys("gpu")):
+        if key[2] != "util_pct" or (gpu_indices is not None and int(key[1]) not in gpu_indices):
+            continue
+        util = window.values(*key)
+        inside = [util[t] for t in window.inside if t in util]
+        if not inside:
+            continue
+        idle = sum(
+            t - prev
+            for prev, t in pairwise(window.times)
+            if t in util and util[t] < defaults.gpu_idle_util_pct
+        )
+        rows.append(GpuSummary(index=key[1], mean_util_pct=sum(inside) / len(inside), idle_s=idle))
+    return rows
+
+
+def _process_totals(window: _Window, history: History) -> tuple[float | None, float | None]:
+    """(write_chars, write_bytes) of this kernel's process tree over the cell."""
+    chars: float | None = None
+    dirtied: float | None = None
+    for key in history.keys("proc"):
+        if key[2] not in ("write_bytes_s", "write_chars_s"):
+            continue
+        total = window.total(*key)
+        if total is None:
+            continue
+        if key[2] == "write_bytes_s":
+            dirtied = (dirtied or 0.0) + total
+        else:
+            chars = (chars or 0.0) + total
+    return chars, dirtied
 
 
 def summarize_cell(
@@ -390,108 +562,20 @@ def summarize_cell(
     gpu_note: str | None = None,
 ) -> CellSummary:
     """Summarise samples with ``start < t <= end`` (plus the one before, as a baseline)."""
-    times = [t for t in history.times() if t <= end]
-    inside = [t for t in times if t > start]
-    before = [t for t in times if t <= start]
-    since = before[-1] - 1e-6 if before else start  # keep one baseline sample
-    summary = CellSummary(seconds=end - start, samples=len(inside))
-    summary.warnings = sort_alerts({a.key: a for a in warnings}.values())
-    summary.gpu_note = gpu_note
-
-    def series(kind: str, name: str, fld: str, baseline: bool = False) -> tuple[list, list]:
-        ts, vs = history.series(kind, name, fld, since=since if baseline else start)
-        keep = [i for i, t in enumerate(ts) if t <= end]
-        return [ts[i] for i in keep], [vs[i] for i in keep]
-
-    path_devices = {}
-    for key in history.keys("path"):
-        if key[1] in paths:
-            path_devices.setdefault(key[1], None)
+    window = _Window.of(history, start, end)
     latest = history.latest
-    if latest is not None:
-        for p in paths:
-            state = latest.paths.get(p)
-            path_devices[p] = state.device if state else None
-
     devices = sorted({k[1] for k in history.keys("disk")})
-    wanted = {d for d in path_devices.values() if d}
-    for dev in devices:
-        if wanted and dev not in wanted:
-            continue
-        ts, rmb = series("disk", dev, "rmb_s")
-        _, wmb = series("disk", dev, "wmb_s")
-        _, ra = series("disk", dev, "r_await")
-        _, wa = series("disk", dev, "w_await")
-        if not ts:
-            continue
-        bts, bw = series("disk", dev, "wmb_s", baseline=True)
-        summary.devices.append(
-            DeviceSummary(
-                device=dev,
-                peak_read_bps=max(_finite(rmb), default=0.0) * MIB,
-                peak_write_bps=max(_finite(wmb), default=0.0) * MIB,
-                peak_await_ms=max(_finite(ra + wa), default=0.0),
-                written_bytes=_integrate(bts, [v * MIB for v in bw]),
-            )
-        )
-    written = {d.device: d.written_bytes for d in summary.devices}
-
-    for key in sorted(history.keys("gpu")):
-        if key[2] != "util_pct":
-            continue
-        if gpu_indices is not None and int(key[1]) not in gpu_indices:
-            continue
-        ts, util = series("gpu", key[1], "util_pct", baseline=True)
-        inside_util = [u for t, u in zip(ts, util, strict=True) if t > start]
-        if not inside_util:
-            continue
-        idle = sum(
-            ts[i] - ts[i - 1] for i in range(1, len(ts)) if util[i] < defaults.gpu_idle_util_pct
-        )
-        summary.gpus.append(
-            GpuSummary(index=key[1], mean_util_pct=sum(inside_util) / len(inside_util), idle_s=idle)
-        )
-
-    mountpoints: dict[str, str | None] = {}
     if latest is not None:
-        for p in paths:
-            state = latest.paths.get(p)
-            mountpoints[p] = state.mountpoint if state else None
-    growth_by_fs: dict[str, tuple[int, float]] = {}  # fs -> (points, growth): longest wins
-    growth_by_path: dict[str, float | None] = {}
-    for p in paths:
-        ts, total = series("path", p, "total_bytes", baseline=True)
-        _, free = series("path", p, "free_bytes", baseline=True)
-        growth = None
-        if len(ts) >= 2 and len(free) == len(ts):
-            growth = (total[-1] - free[-1]) - (total[0] - free[0])
-        growth_by_path[p] = growth
-        fs = mountpoints.get(p)
-        if fs is not None and growth is not None and len(ts) > growth_by_fs.get(fs, (0, 0))[0]:
-            growth_by_fs[fs] = (len(ts), growth)
-    for p in paths:
-        dev = path_devices.get(p)
-        fs = mountpoints.get(p)
-        summary.paths.append(
-            PathSummary(
-                path=p,
-                filesystem=fs,
-                used_growth_bytes=growth_by_fs[fs][1] if fs in growth_by_fs else growth_by_path[p],
-                device=dev,
-                written_bytes=written.get(dev) if dev else None,
-            )
-        )
-
-    for key in history.keys("proc"):
-        if key[2] not in ("write_bytes_s", "write_chars_s"):
-            continue
-        ts, rate = series("proc", key[1], key[2], baseline=True)
-        if len(ts) >= 2:
-            total = _integrate(ts, rate)
-            if key[2] == "write_bytes_s":
-                summary.process_write_bytes = (summary.process_write_bytes or 0) + total
-            else:
-                summary.process_write_chars = (summary.process_write_chars or 0) + total
+        under = {s.device for p in paths if (s := latest.paths.get(p)) is not None and s.device}
+        if under:  # the devices under the watched paths; every disk when none has one
+            devices = [d for d in devices if d in under]
+    summary = CellSummary(seconds=end - start, samples=len(window.inside), gpu_note=gpu_note)
+    summary.warnings = sort_alerts({a.key: a for a in warnings}.values())
+    summary.devices = _device_rows(window, devices)
+    written = {d.device: d.written_bytes for d in summary.devices}
+    summary.filesystems = _filesystem_rows(window, latest, paths, written)
+    summary.gpus = _gpu_rows(window, history, gpu_indices, defaults)
+    summary.process_write_chars, summary.process_write_bytes = _process_totals(window, history)
     return summary
 
 
