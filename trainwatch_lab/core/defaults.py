@@ -75,4 +75,6 @@ class Defaults:
 
 DEFAULTS = Defaults()
 
-CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors", ".bin", ".h5")
+# checkpoint files by name: torch.save / Lightning / Accelerate / Hugging Face (.pt .pth .ckpt
+# .safetensors .bin), Keras 3 (.keras whole models, .weights.h5 weights)
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors", ".bin", ".h5", ".keras")
