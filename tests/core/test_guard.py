@@ -17,7 +17,14 @@ import psutil
 import pytest
 
 from tests.support.mounts import guard_helpers, wait_until
-from trainwatch_lab.core.guard import MountGuard, MountUnresponsive, WorkerFailed, WorkerUnavailable
+from trainwatch_lab.core.guard import (
+    MountGuard,
+    MountUnresponsive,
+    WorkerFailed,
+    WorkerUnavailable,
+    _Died,
+    _Worker,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -230,3 +237,50 @@ def test_stray_output_of_a_helper_is_not_taken_for_an_answer(guard: MountGuard) 
     with open(f"/proc/{pid}/fd/1", "w") as out:
         out.write("hello from a library\n")
     assert guard.call("/", "ping")["pid"] == pid
+
+
+# -- closed under a call (unload, interpreter exit) -------------------------------------------
+
+
+def test_a_call_in_flight_when_the_guard_closes_ends_with_worker_unavailable() -> None:
+    """Closed under a call (``%unload_ext``, atexit): the call ends with the guard's own
+    exception as soon as the helper leaves, never with EBADF from our closed pipe (an
+    OSError reads as the mount's own error) and never by waiting for its deadline."""
+    g = MountGuard(timeout_s=10.0)
+    pid = g.call("/", "ping")["pid"]
+    os.kill(pid, signal.SIGSTOP)  # the next call stays in flight until SIGCONT
+    outcome: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            g.call("/", "ping")
+        except BaseException as exc:  # reported below
+            outcome.append(exc)
+
+    t = threading.Thread(target=call)
+    try:
+        t.start()
+        time.sleep(0.3)
+        started = time.monotonic()
+        g.close()
+    finally:
+        os.kill(pid, signal.SIGCONT)  # it gets close()'s SIGTERM now, and exits
+    t.join(10)
+    assert not t.is_alive()
+    assert len(outcome) == 1 and isinstance(outcome[0], WorkerUnavailable), outcome
+    assert str(outcome[0]) == "guard was closed during the call"
+    assert time.monotonic() - started < 5.0
+    with pytest.raises(WorkerUnavailable, match="guard is closed"):
+        g.call("/", "ping")
+
+
+def test_a_closed_helper_is_reported_gone_and_its_stderr_read_safely() -> None:
+    """The pipes of a helper closed under its caller: ``request`` says ``_Died`` (what the
+    guard turns into WorkerUnavailable) and ``stderr_tail`` answers "", where both raised
+    ValueError("I/O operation on closed file") out of a scan thread."""
+    w = _Worker("/", "main")
+    w.close()
+    with pytest.raises(_Died):
+        w.request("ping", {}, time.monotonic() + 5.0)
+    assert w.stderr_tail() == ""
+    assert wait_until(lambda: w.proc.poll() is not None)

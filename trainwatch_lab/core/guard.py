@@ -100,21 +100,30 @@ class _Worker:
         self.dead = False
         self._buf = b""
         self._next_id = 0
+        # The pipes are closed by close() only while no call uses them: a descriptor closed
+        # under a read in flight fails with EBADF, or worse, is reused by another file that
+        # the read then consumes. ``_io`` guards the two flags below.
+        self._io = threading.Lock()
+        self._busy = False  # a caller (holding ``lock``) is talking to the helper
+        self._closing = False  # close() was called: the last user closes the pipes
 
     @property
     def pid(self) -> int:
         return self.proc.pid
 
     def _read_line(self, deadline: float) -> dict[str, Any]:
-        fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
         while b"\n" not in self._buf:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise _Timeout
-            readable, _, _ = select.select([fd], [], [], remaining)
-            if not readable:
+            try:
+                fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
+                readable, _, _ = select.select([fd], [], [], remaining)
+                chunk = os.read(fd, 65536) if readable else None
+            except (OSError, ValueError) as exc:  # the pipe was closed: no answer will come
+                raise _Died from exc
+            if chunk is None:
                 raise _Timeout
-            chunk = os.read(fd, 65536)
             if not chunk:
                 raise _Died
             self._buf += chunk
@@ -129,7 +138,8 @@ class _Worker:
         """Send one request and wait for its answer until ``deadline``.
 
         Raises ``_Timeout`` (check ``self.ready`` to tell a slow start from a stuck call) or
-        ``_Died``. Answers to requests abandoned while the helper was starting are skipped.
+        ``_Died`` (the helper exited, or its pipes were closed: ValueError/EBADF become that
+        too). Answers to requests abandoned while the helper was starting are skipped.
         """
         self._next_id += 1
         rid = self._next_id
@@ -137,7 +147,7 @@ class _Worker:
             self.proc.stdin.write(  # type: ignore[union-attr]
                 (json.dumps({"id": rid, "op": op, "args": args}) + "\n").encode()
             )
-        except (BrokenPipeError, OSError) as exc:
+        except (OSError, ValueError) as exc:  # BrokenPipeError, or closed under us
             raise _Died from exc
         while True:
             msg = self._read_line(deadline)
@@ -147,10 +157,11 @@ class _Worker:
                 return msg
 
     def stderr_tail(self, limit: int = 2000) -> str:
-        """The last line a dead helper wrote to stderr (why it died), without blocking."""
-        fd = self.proc.stderr.fileno()  # type: ignore[union-attr]
+        """The last line a dead helper wrote to stderr (why it died), without blocking;
+        "" once the pipe is closed (the guard was closed meanwhile)."""
         data = b""
         with contextlib.suppress(OSError, ValueError):
+            fd = self.proc.stderr.fileno()  # type: ignore[union-attr]
             while select.select([fd], [], [], 0.2)[0]:
                 chunk = os.read(fd, 65536)
                 if not chunk:
@@ -163,13 +174,36 @@ class _Worker:
         with contextlib.suppress(ProcessLookupError, OSError):
             self.proc.send_signal(signum)
 
-    def close(self) -> None:
-        """Ask the helper to leave (SIGTERM: a running probe still removes its file)."""
-        self.dead = True
-        self.signal(signal.SIGTERM)
+    def begin(self) -> bool:
+        """Mark the pipes in use by the caller holding ``lock``; False when the helper was
+        marked dead or closed meanwhile (nothing may be sent then). Always pair with end()."""
+        with self._io:
+            if self.dead or self._closing:
+                return False
+            self._busy = True
+            return True
+
+    def end(self) -> None:
+        """The call is over: close the pipes now if close() came while it ran."""
+        with self._io:
+            self._busy = False
+            if self._closing:
+                self._close_pipes()
+
+    def _close_pipes(self) -> None:
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             with contextlib.suppress(OSError):
                 stream.close()  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        """Ask the helper to leave (SIGTERM: a running probe still removes its file). A
+        call in flight then reads its end (EOF) and closes the pipes itself."""
+        self.dead = True
+        self.signal(signal.SIGTERM)
+        with self._io:
+            self._closing = True
+            if not self._busy:
+                self._close_pipes()
         self.proc.poll()
 
 
@@ -205,6 +239,12 @@ class MountGuard:
         _LIVE_GUARDS.add(self)
 
     # -- state -------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        """True once close() was called (unload, interpreter exit): every call fails with
+        WorkerUnavailable from then on, and threads still running may end quietly."""
+        return self._closed
+
     def _reap(self, key: str) -> _Stuck | None:
         """Forget stuck helpers that have exited; escalate SIGTERM to SIGKILL after the grace
         period. Returns the oldest one still alive. Caller holds ``self._lock``."""
@@ -294,11 +334,13 @@ class MountGuard:
             # the call before ours on this mount is itself taking the whole timeout
             raise MountUnresponsive(key, what, timeout)
         try:
-            if w.dead:  # marked stuck (or closed) while we waited for it
+            if not w.begin():  # marked stuck, replaced or closed while we waited for it
                 with self._lock:
                     stuck = self._reap(key)
                 if stuck is not None:
                     raise MountUnresponsive(key, stuck.op, stuck.timeout_s, stuck.since)
+                if self._closed:
+                    raise WorkerUnavailable("guard is closed")
                 raise WorkerUnavailable("helper process was replaced; try again")
             try:
                 msg = w.request(op, args, deadline)
@@ -313,13 +355,17 @@ class MountGuard:
                 with self._lock:
                     if self._workers.get((key, lane)) is w:
                         del self._workers[(key, lane)]
-                why = w.stderr_tail()
+                closed = self._closed  # closed under this call: no crash to explain
+                why = "" if closed else w.stderr_tail()
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     w.proc.wait(0.5)  # it closed its stdout: it is exiting, not stuck
                 w.close()
+                if closed:
+                    raise WorkerUnavailable("guard was closed during the call") from None
                 status = f"helper process exited (status {w.proc.poll()})"
                 raise WorkerUnavailable(f"{status}: {why}" if why else status) from None
         finally:
+            w.end()
             w.lock.release()
         if not msg.get("ok"):
             _raise_remote(msg)

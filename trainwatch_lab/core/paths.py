@@ -424,6 +424,10 @@ class PathsSource:
             result = ProbeResult(None, None, 0, error=str(exc))
         except (OSError, WorkerUnavailable, WorkerFailed) as exc:
             result = ProbeResult(None, None, 0, error=_describe(exc))
+        except Exception:
+            if not (self._closed or self.guard.closed):
+                raise  # a bug while running: let it show
+            return  # closed under the probe (unload, exit): nobody is left to tell
         with watch.lock:
             watch.probe = result
 
@@ -470,6 +474,10 @@ class PathsSource:
                 info = scan_checkpoints_guarded(self.guard, mountpoint, watch.key, d, skip)
         except (MountUnresponsive, OSError, WorkerUnavailable, WorkerFailed):
             return  # keep what the last scan saw; the statvfs of each tick says if it is dead
+        except Exception:
+            if not (self._closed or self.guard.closed):
+                raise  # a bug while running: let it show
+            return  # closed under the scan (unload, exit): nobody is left to tell
         with watch.lock:
             watch.checkpoints = info
 
