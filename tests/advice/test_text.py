@@ -13,6 +13,7 @@ from trainwatch_lab.advice.text import (
     fmt_ms,
     fmt_pct,
     fmt_rate,
+    warning_count_text,
 )
 
 
@@ -86,3 +87,19 @@ def test_fmt_pct_and_clock() -> None:
     assert fmt_pct(0) == "0 %"
     assert fmt_pct(None) == "?"
     assert len(fmt_clock(0)) == 5 and fmt_clock(0)[2] == ":"
+
+
+@pytest.mark.parametrize(
+    ("severities", "text"),
+    [
+        ([], "no warnings"),
+        (["warning"], "1 warning"),
+        (["critical", "warning"], "2 warnings"),
+        (["warning", "info"], "1 warning, 1 note"),  # gpu-unavailable was counted as a warning
+        (["info"], "no warnings, 1 note"),
+        (["critical", "warning", "info", "info"], "2 warnings, 2 notes"),
+    ],
+)
+def test_warning_count_text_counts_info_as_notes(severities: list[str], text: str) -> None:
+    assert warning_count_text(severities) == text
+    assert warning_count_text(iter(severities)) == text  # a generator is counted once

@@ -11,9 +11,12 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
+from tests.core.fake_nvml import FakeNvml, fake_nvml, fake_nvml_lib
 from trainwatch_lab.notebook.magics import parse_options, state_for
 
 from .conftest import sampler_threads, wait_for
+
+__all__ = ["fake_nvml", "fake_nvml_lib"]  # fixtures
 
 
 def live(shell: Any) -> Any:
@@ -177,6 +180,44 @@ def test_status_and_stop(shell: Any, tmp_path: Path, capsys: pytest.CaptureFixtu
     assert sampler_threads() == []
     shell.run_line_magic("trainwatch", "stop")
     assert "not running" in capsys.readouterr().out
+
+
+def fill_leaving(directory: Path, free_fraction: float) -> None:
+    """Fill the filesystem of ``directory`` until ``free_fraction`` of it is left."""
+    st = os.statvfs(directory)
+    size = st.f_bavail * st.f_frsize - int(free_fraction * st.f_blocks * st.f_frsize)
+    (directory / "fill.bin").write_bytes(b"\0" * size)
+
+
+def test_status_counts_info_notes_apart_from_warnings(
+    tmpfs_mount, fake_nvml: FakeNvml, tmp_path: Path
+) -> None:
+    """``%trainwatch status`` in a real kernel, with two disks almost full (a warning and a
+    critical one) and a driver that sees no GPU (gpu-unavailable, severity info): it said
+    "3 warning(s)"; the note is counted apart, each word singular or plural as it should."""
+    from .kernel import Kernel
+
+    warn, crit = tmpfs_mount("8m").path, tmpfs_mount("8m").path
+    fill_leaving(warn, 0.05)  # under 10 % free: warning
+    fill_leaving(crit, 0.005)  # under 1 %: critical
+    fake_nvml.write([])  # NVML answers, with no device
+    kernel = Kernel(tmp_path, env=fake_nvml.env())
+    try:
+        kernel.run("%load_ext trainwatch_lab")
+        kernel.run(f"%trainwatch {warn} {crit} --interval 0.2 --no-probe")
+        latest = "__import__('trainwatch_lab.notebook', fromlist=['x']).current().sampler.latest"
+        severities = f"sorted(a.severity for a in getattr({latest}, 'warnings', []))"
+        wait_for(
+            lambda: kernel.value(severities) == ["critical", "info", "warning"],
+            what="two disks almost full and the GPU note",
+        )
+        lines = kernel.text(kernel.run("%trainwatch status")).splitlines()
+        assert "  2 warnings, 1 note" in lines, lines
+        assert "  [info] gpu-unavailable: gpu" in lines
+        assert not any("warning(s)" in line for line in lines)
+        kernel.run("%trainwatch stop")
+    finally:
+        kernel.close()
 
 
 def test_pause_window_and_csv_export(shell: Any, tmp_path: Path, monkeypatch) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable
 
 _BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 _DECIMAL_RATE = ("B/s", "kB/s", "MB/s", "GB/s", "TB/s")
@@ -94,3 +95,14 @@ def fmt_pct(fraction: float | None) -> str:
 def fmt_clock(epoch_s: float) -> str:
     """Local wall-clock time of day, ``14:05``, for "full at about ..."."""
     return time.strftime("%H:%M", time.localtime(epoch_s))
+
+
+def warning_count_text(severities: Iterable[str]) -> str:
+    """How many warnings a surface shows, from their severities: ``warning`` and
+    ``critical`` count as warnings, ``info`` as notes (gpu-unavailable on a CPU machine is
+    no reason to worry): ``no warnings``, ``1 warning, 1 note``, ``no warnings, 2 notes``."""
+    levels = list(severities)
+    notes = levels.count("info")
+    warnings = len(levels) - notes
+    text = f"{warnings} warning{'s' if warnings != 1 else ''}" if warnings else "no warnings"
+    return f"{text}, {notes} note{'s' if notes != 1 else ''}" if notes else text

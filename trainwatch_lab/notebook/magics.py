@@ -27,6 +27,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import display
 
+from ..advice.text import warning_count_text
 from ..core.defaults import DEFAULTS, Defaults
 from ..core.model import Alert
 from ..core.paths import normalise
@@ -245,7 +246,7 @@ class KernelWatch:
         if latest is not None and "gpus" in latest.notes:
             lines.append(f"  GPU: {latest.notes['gpus']}")
         warnings = latest.warnings if latest else []
-        lines.append(f"  {len(warnings)} warning(s)" if warnings else "  no warnings")
+        lines.append(f"  {warning_count_text(a.severity for a in warnings)}")
         lines.extend(f"  [{a.severity}] {a.code}: {a.subject}" for a in warnings)
         return "\n".join(lines)
 
