@@ -292,8 +292,10 @@ def test_cell_summaries_agree_and_never_reuse_the_previous_cell(kernel: Kernel, 
     assert first["samples"] >= 1
     assert f"  {run}, {fs.path}: space used on {fs.path}" in text  # two paths, one row
     assert 49.5 * MIB <= first["used"] <= 52 * MIB
-    assert 49.5 * MIB <= first["kernel"] <= 51 * MIB
-    assert 49.5 * MIB <= first["reached"] <= 51 * MIB and first["cached"] == 0  # fsync'd
+    # (rates are integrated over sample times, each source divides by its own clock: a few
+    # milliseconds apart over a sub-second cell is a few percent)
+    assert 47.5 * MIB <= first["kernel"] <= 52.5 * MIB
+    assert 47.5 * MIB <= first["reached"] <= 52.5 * MIB and first["cached"] == 0  # fsync'd
     assert 47.5 * MIB <= first["disk"] <= 60 * MIB  # the file, with its metadata and journal
     assert first["row_written"] == first["disk"]
 
@@ -311,13 +313,15 @@ def test_cell_summaries_agree_and_never_reuse_the_previous_cell(kernel: Kernel, 
     # unless someone syncs): whichever it is, the two parts add up to what the kernel wrote
     cached = kernel.run(
         f"%%trainwatch {run} --no-probe\n"
+        "import time\n"
         f"with open({str(run / 'cached')!r}, 'wb') as fh:\n"
         "    fh.write(os.urandom(20 * 2**20))\n"
+        "time.sleep(0.3)\n"
     )
     text = cell_summary(kernel, cached)
     print(text)
     third = summary_numbers(text, fs.device, fs.path)
-    assert 19.5 * MIB <= third["kernel"] <= 21 * MIB
+    assert 19 * MIB <= third["kernel"] <= 21 * MIB
     assert 19 * MIB <= third["reached"] + third["cached"] <= 21 * MIB
     assert third["reached"] <= third["disk"] * 1.05
     kernel.run("%trainwatch stop")
