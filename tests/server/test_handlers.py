@@ -71,6 +71,75 @@ async def test_stream_rejects_unauthenticated(jp_ws_fetch, hub):
     assert hub.clients == 0 and hub.sampler is None
 
 
+async def test_query_token_login_works_on_every_endpoint(
+    jp_fetch, jp_ws_fetch, jp_serverapp, hub, tmp_path
+):
+    """``?token=`` (the URL ``jupyter server list`` prints) with no Authorization header:
+    every endpoint answers, where the token was refused as an unknown parameter."""
+    login = {"token": jp_serverapp.identity_provider.token}
+    bare = {"Authorization": ""}  # jp_fetch would add the server's token header otherwise
+    for endpoint, params in (
+        ("snapshot", {}),
+        ("history", {"since": "0"}),
+        ("paths", {}),
+        ("check", {"path": str(tmp_path), "probe": "0"}),
+    ):
+        response = await jp_fetch(*API, endpoint, params={**params, **login}, headers=bare)
+        assert response.code == 200, endpoint
+    added = await jp_fetch(
+        *API,
+        "paths",
+        method="POST",
+        params=login,
+        body=json.dumps({"path": str(tmp_path)}),
+        headers=bare,
+    )
+    assert added.code == 201 and body(added)["added"] == str(tmp_path)
+    removed = await jp_fetch(
+        *API, "paths", method="DELETE", params={"path": str(tmp_path), **login}, headers=bare
+    )
+    assert removed.code == 200 and str(tmp_path) not in hub.watched()
+    ws = await jp_ws_fetch(*API, "stream", params=login, headers=bare)
+    try:
+        (sample,) = await messages(ws, 1)
+        assert "paths" in sample and "warnings" in sample
+    finally:
+        ws.close()
+
+
+@pytest.mark.parametrize("endpoint", [*REST, "check"])
+async def test_a_wrong_query_token_is_refused(jp_fetch, hub, endpoint):
+    code, _ = await fetch_error(
+        jp_fetch,
+        *API,
+        endpoint,
+        params={"path": "/", "token": "wrong-token"},
+        headers={"Authorization": ""},
+    )
+    assert code == 403
+    assert hub.sampler is None
+
+
+async def test_a_wrong_query_token_is_refused_by_the_stream(jp_ws_fetch, hub):
+    with pytest.raises(HTTPClientError) as info:
+        await jp_ws_fetch(
+            *API, "stream", params={"token": "wrong-token"}, headers={"Authorization": ""}
+        )
+    assert info.value.code == 403
+    assert hub.clients == 0 and hub.sampler is None
+
+
+@pytest.mark.parametrize("endpoint", [*REST, "check"])
+async def test_with_a_query_token_other_unknown_parameters_are_still_refused(
+    jp_fetch, jp_serverapp, hub, endpoint
+):
+    params = {"path": "/", "token": jp_serverapp.identity_provider.token, "colour": "red"}
+    code, payload = await fetch_error(
+        jp_fetch, *API, endpoint, params=params, headers={"Authorization": ""}
+    )
+    assert code == 400 and payload == {"error": "unknown parameter 'colour'"}
+
+
 # -- snapshot and history ------------------------------------------------------------------
 async def test_snapshot_is_a_watch_json_line_with_the_root_dir(jp_fetch, hub, jp_root_dir):
     data = body(await jp_fetch(*API, "snapshot"))

@@ -30,6 +30,10 @@ API = "trainwatch-lab/api"
 # what an Authorizer is asked about (JupyterHub roles, read-only users): GET is "read" and
 # POST/DELETE are "write" on this resource
 AUTH_RESOURCE = "trainwatch"
+# query parameters that jupyter_server's auth reads before a handler runs, accepted on every
+# endpoint: Jupyter's query-token login (``?token=...``, the URL ``jupyter server list``
+# prints and scripts use)
+AUTH_PARAMS = frozenset({"token"})
 MAX_STREAM_INTERVAL_S = 3600.0
 
 
@@ -118,10 +122,13 @@ class BaseHandler(APIHandler):
         return data
 
     def only(self, *names: str) -> None:
+        """Refuse (400) a query parameter that is neither in ``names`` nor Jupyter's own."""
         args = self.request.query_arguments
         # JupyterLab's ServerConnection appends a cache buster "?1712345678901" to GETs
         unknown = sorted(
-            n for n in set(args) - set(names) if not (n.isdigit() and args[n] == [b""])
+            n
+            for n in set(args) - set(names) - AUTH_PARAMS
+            if not (n.isdigit() and args[n] == [b""])
         )
         if unknown:
             raise BadRequest(f"unknown parameter {unknown[0]!r}")
