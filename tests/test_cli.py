@@ -15,7 +15,8 @@ import pytest
 from tests.support.contract import CHECK_PATH_KEYS, WARNING_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
-VERDICTS = {"ok", "shared", "slow", "unresponsive", "missing"}
+VERDICTS = {"ok", "shared", "slow", "unresponsive", "missing", "not-storage"}
+CHECK_EXTRA_KEYS = ["checked_at", "note"]  # added after "verdict" (issue 10)
 
 
 def env() -> dict[str, str]:
@@ -71,7 +72,7 @@ def test_help_exits_0() -> None:
 def check_shape(report: dict) -> None:
     assert set(report) == {"paths", "warnings"}
     for entry in report["paths"]:
-        assert set(entry) == set(CHECK_PATH_KEYS)
+        assert list(entry) == CHECK_PATH_KEYS + CHECK_EXTRA_KEYS
         assert entry["verdict"] in VERDICTS
         if entry["probe"] is not None:
             assert set(entry["probe"]) == {"p50_ms", "p99_ms", "samples"}
@@ -100,19 +101,65 @@ def test_check_no_probe_writes_nothing(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_check_missing_path_reports_its_mount_and_exits_2(tmp_path: Path) -> None:
-    missing = tmp_path / "not" / "yet"
-    out = tw("check", "--json", "--no-probe", str(missing), str(tmp_path))
-    assert out.returncode == 2
+def test_check_a_logdir_not_created_yet_is_judged_where_it_will_be(tmp_path: Path) -> None:
+    """Before the run, the moment a user asks: the filesystem it will be created on, with a
+    note; exit by the warnings (2 is for bad usage only)."""
+    later = tmp_path / "not" / "yet"
+    out = tw("check", "--json", "--no-probe", str(later), str(tmp_path))
     report = json.loads(out.stdout)
     check_shape(report)
     first, second = report["paths"]
-    assert first["path"] == str(missing) and first["verdict"] == "missing"
-    assert first["mountpoint"] == second["mountpoint"]  # resolved through its parent
+    assert first["path"] == str(later) and first["verdict"] == second["verdict"]
+    assert first["verdict"] in ("ok", "shared")
+    assert first["mountpoint"] == second["mountpoint"]  # resolved through its ancestor
     assert first["fstype"] == second["fstype"] and first["total_bytes"]
-    lines = out.stderr.splitlines()
-    assert len(lines) == 1 and str(missing) in lines[0] and "does not exist" in lines[0]
-    assert not missing.exists()
+    assert first["checked_at"] == str(tmp_path) and second["checked_at"] == str(tmp_path)
+    assert first["note"] == f"not created yet; checked at {tmp_path}" and second["note"] is None
+    serious = [w for w in report["warnings"] if w["severity"] != "info"]
+    assert out.returncode == (1 if serious else 0) and out.stderr == ""
+    human = tw("check", str(later))
+    assert human.returncode in (0, 1) and human.stderr == ""
+    assert f"{later}: not created yet; checked at {tmp_path}\n" in human.stdout
+    assert not later.exists() and list(tmp_path.iterdir()) == []  # probed, then removed
+
+
+def test_check_devices_fifos_and_kernel_filesystems_get_a_plain_verdict(
+    tmp_path: Path,
+) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    dev_mtime = os.stat("/dev").st_mtime_ns
+    paths = ["/dev/null", str(fifo), "/proc/self", "/sys/kernel", "/dev"]
+    out = tw("check", "--json", *paths)
+    assert out.returncode == 0, out
+    report = json.loads(out.stdout)
+    check_shape(report)
+    assert [e["verdict"] for e in report["paths"]] == ["not-storage"] * 5
+    assert all(e["probe"] is None for e in report["paths"])
+    notes = {e["path"]: e["note"] for e in report["paths"]}
+    assert notes["/dev/null"].startswith("a character device on devtmpfs")
+    assert notes[str(fifo)] == "a FIFO: not storage, nothing written"
+    assert notes["/proc/self"].startswith("a directory on proc (a kernel pseudo-filesystem)")
+    human = tw("check", *paths)
+    rows = human.stdout.split("\n\n")[0].splitlines()[1:]
+    assert [r.split()[-1] for r in rows[: len(paths)]] == ["not-storage"] * 5
+    assert "/sys/kernel: a directory on sysfs (a kernel pseudo-filesystem): not storage" in (
+        human.stdout
+    )
+    assert os.stat("/dev").st_mtime_ns == dev_mtime  # no probe file created in /dev
+    assert os.listdir(tmp_path) == ["pipe"]
+
+
+def test_watch_refuses_what_is_not_storage(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for bad, needle in ((fifo, "a FIFO"), (Path("/dev/null"), "a character device")):
+        out = tw("watch", "--duration", "30", str(bad))
+        assert out.returncode == 2, out
+        (line,) = out.stderr.splitlines()
+        assert line == f"trainwatch-lab: error: {bad} is not storage: {needle}" + (
+            " on devtmpfs (a kernel pseudo-filesystem)" if "device" in needle else ""
+        )
 
 
 def test_check_human_table(tmp_path: Path) -> None:

@@ -4,8 +4,10 @@ sshfs to a local sshd, and the same sshfs with its server paused (a dead network
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import struct
 import subprocess
 import sys
 import threading
@@ -14,11 +16,15 @@ from dataclasses import replace
 from pathlib import Path
 from statistics import median
 
+import pytest
+
 from tests.support.mounts import MOUNT_SOURCE, run, unmount
 from trainwatch_lab.advice.check import run_check
 from trainwatch_lab.core.defaults import DEFAULTS, MIB
 from trainwatch_lab.core.guard import MountGuard
 from trainwatch_lab.core.model import Sample
+from trainwatch_lab.core.mounts import mount_for_path, read_mounts
+from trainwatch_lab.core.probe import LEFTOVER
 from trainwatch_lab.monitor import make_sampler
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -268,3 +274,142 @@ def test_checking_a_dead_mount_again_starts_no_second_stuck_helper(sshfs_mount) 
         guard.close()
     assert first.verdicts == ["unresponsive"] and second.verdicts == ["unresponsive"]
     assert len(stuck) <= 1  # at most one helper per mount waits on the dead server
+
+
+# -- a logdir not created yet; odd paths (issue 10, items 4 and 9) ---------------------
+
+
+class Created:
+    """Names created in a directory while we watch, as inotify reports them: a probe file
+    created and removed within a millisecond is still seen (a listing afterwards is not)."""
+
+    IN_CREATE = 0x100
+
+    def __init__(self, directory: Path | str) -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1")
+        if libc.inotify_add_watch(self.fd, os.fsencode(directory), self.IN_CREATE) < 0:
+            os.close(self.fd)
+            raise OSError(ctypes.get_errno(), f"inotify_add_watch {directory}")
+
+    def names(self) -> list[str]:
+        found: list[str] = []
+        try:
+            while True:
+                try:
+                    data = os.read(self.fd, 1 << 16)
+                except BlockingIOError:
+                    return found
+                offset = 0
+                while offset < len(data):  # struct inotify_event: wd, mask, cookie, len, name
+                    _, _, _, length = struct.unpack_from("iIII", data, offset)
+                    name = data[offset + 16 : offset + 16 + length].rstrip(b"\0")
+                    found.append(os.fsdecode(name))
+                    offset += 16 + length
+        finally:
+            os.close(self.fd)
+
+
+def probe_files(names: list[str]) -> list[str]:
+    return [n for n in names if LEFTOVER.match(n)]
+
+
+def test_a_new_logdir_on_sshfs_is_shared_and_probed_in_its_existing_ancestor(
+    sshfs_mount,
+) -> None:
+    later = sshfs_mount.path / "runs" / "exp1"
+    exported = sshfs_mount.remote / "work"  # what sshfs_mount.path shows, on the server side
+    created = Created(exported)
+    out = tw("check", "--json", str(later))
+    written = probe_files(created.names())
+    assert out.returncode == 1, out.stderr
+    (entry,) = json.loads(out.stdout)["paths"]
+    assert entry["verdict"] == "shared" and entry["fstype"] == "fuse.sshfs"
+    assert entry["checked_at"] == str(sshfs_mount.path)
+    assert entry["note"] == f"not created yet; checked at {sshfs_mount.path}"
+    assert entry["probe"]["samples"] > 0
+    assert written, "the probe wrote nothing where the run will write"
+    assert os.listdir(exported) == []  # the probe file removed; runs/ not created
+    human = tw("check", str(later))
+    assert human.returncode == 1 and human.stderr == ""
+    row = human.stdout.splitlines()[1].split()
+    assert row[0] == str(later) and row[1:3] == ["fuse.sshfs", "shared"] and row[-1] == "shared"
+    assert f"{later}: not created yet; checked at {sshfs_mount.path}\n" in human.stdout
+
+
+CHECK = [sys.executable, "-m", "trainwatch_lab", "check"]
+
+
+def test_a_new_logdir_on_a_paused_sshfs_is_unresponsive(sshfs_mount) -> None:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    later = sshfs_mount.path / "runs" / "exp1"
+    sshfs_mount.pause()
+    proc = None
+    try:
+        proc = subprocess.Popen(
+            [*CHECK, "--json", "--timeout", "1", str(later)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd="/",
+        )
+        stdout, stderr = proc.communicate(timeout=20)
+    finally:
+        sshfs_mount.resume()
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    (entry,) = json.loads(stdout)["paths"]
+    assert entry["verdict"] == "unresponsive" and entry["fstype"] == "fuse.sshfs"
+    assert entry["checked_at"] is None and entry["probe"] is None  # nothing answered
+    assert proc.returncode == 1 and "Traceback" not in stderr
+
+
+def test_a_new_logdir_on_tmpfs_is_ok_with_a_note(tmpfs_mount) -> None:
+    m = tmpfs_mount("16m")
+    later = m.path / "runs" / "exp1"
+    created = Created(m.path)
+    out = tw("check", "--json", str(later))
+    written = probe_files(created.names())
+    assert out.returncode == 0, out.stderr
+    (entry,) = json.loads(out.stdout)["paths"]
+    assert (entry["verdict"], entry["fstype"], entry["checked_at"]) == ("ok", "tmpfs", str(m.path))
+    assert entry["note"] == f"not created yet; checked at {m.path}"
+    assert entry["probe"]["samples"] > 0 and written  # (also: the watcher sees probe files)
+    assert os.listdir(m.path) == []
+
+
+def test_no_probe_file_is_ever_created_in_dev() -> None:
+    """/dev is devtmpfs (statvfs says tmpfs): check writes nothing there, nor for a device
+    in it, nor for a logdir "to be created" under it. The watcher does see probe files
+    (test_a_new_logdir_on_tmpfs_is_ok_with_a_note), so an empty list means none."""
+    if mount_for_path("/dev", read_mounts()).fstype != "devtmpfs":
+        pytest.skip("/dev is no devtmpfs here")
+    created = Created("/dev")
+    out = tw("check", "--json", "/dev", "/dev/null", "/dev/not-yet/x")
+    names = created.names()
+    assert out.returncode == 0, out.stderr
+    verdicts = [e["verdict"] for e in json.loads(out.stdout)["paths"]]
+    assert verdicts == ["not-storage"] * 3
+    assert probe_files(names) == [] and "not-yet" not in names
+
+
+def test_a_newline_in_a_name_is_one_escaped_table_row(tmpfs_mount) -> None:
+    m = tmpfs_mount("8m")
+    odd = m.path / "run\n1"
+    odd.mkdir()
+    later = m.path / "new\trun\n2"
+    out = tw("check", "--no-probe", str(odd), str(later), str(m.path))
+    assert out.returncode == 0, out.stderr
+    _, *rows = out.stdout.split("\n\n")[0].splitlines()
+    assert len(rows) == 3 + 1  # three paths, then the note of the one not created yet
+    assert rows[0].split()[0] == f"{m.path}/run\\n1" and rows[0].split()[-1] == "ok"
+    assert rows[1].split()[0] == f"{m.path}/new\\trun\\n2"
+    assert rows[3] == f"{m.path}/new\\trun\\n2: not created yet; checked at {m.path}"
+    assert "run\n1" not in out.stdout  # no raw newline of a name anywhere
+    as_json = json.loads(tw("check", "--json", "--no-probe", str(odd)).stdout)
+    assert as_json["paths"][0]["path"] == str(odd)  # JSON keeps the name exactly

@@ -1,7 +1,9 @@
 """``trainwatch-lab check`` and ``trainwatch-lab watch``: the storage diagnosis in a terminal.
 
 Exit codes: 0 nothing of severity ``warning`` or above, 1 at least one such warning,
-2 bad usage (one line on stderr, never a traceback), 130 interrupted.
+2 bad usage (one line on stderr, never a traceback; for ``check`` also a path that can never
+exist, verdict ``missing``), 130 interrupted. A path not created yet is no bad usage: it is
+judged on the filesystem it will be created on (core.paths.judge), with a note.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any, NoReturn, TextIO
 from .advice.text import fmt_bytes, fmt_duration, fmt_ms, fmt_pct, fmt_rate
 from .core.defaults import DEFAULTS
 from .core.model import SEVERITY_RANK, Alert, Sample, json_safe
-from .core.paths import normalise
+from .core.paths import normalise, printable
 
 PROG = "trainwatch-lab"
 
@@ -70,7 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser(
         "check",
         help="diagnose paths once (mount, filesystem, free space, write+fsync latency)",
-        description="Diagnose paths once. Exit 0: no warning; 1: a warning; 2: bad usage.",
+        description=(
+            "Diagnose paths once; a path not created yet is checked where it will be created. "
+            "Exit 0: no warning; 1: a warning; 2: bad usage or a path that can never exist."
+        ),
     )
     check.add_argument("paths", nargs="+", metavar="PATH")
     check.add_argument("--json", action="store_true", help="print one JSON object")
@@ -121,6 +126,8 @@ def _dumps(obj: Any, **kw: Any) -> str:
 
 
 def _table(rows: list[list[str]], right: AbstractSet[int] = frozenset(), indent: str = "") -> str:
+    """Aligned columns; every cell escaped (``printable``): a newline in a name is one row."""
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = []
     for row in rows:
@@ -133,9 +140,9 @@ def _table(rows: list[list[str]], right: AbstractSet[int] = frozenset(), indent:
 
 
 def _print_alert(alert: Alert, out: TextIO) -> None:
-    out.write(f"  [{alert.severity}] {alert.code}: {alert.subject}\n")
-    out.write(f"    {alert.message}\n")
-    out.write(f"    fix: {alert.fix}\n")
+    out.write(f"  [{alert.severity}] {alert.code}: {printable(alert.subject)}\n")
+    out.write(f"    {printable(alert.message)}\n")
+    out.write(f"    fix: {printable(alert.fix)}\n")
 
 
 # -- check ----------------------------------------------------------------------------
@@ -154,7 +161,9 @@ def _print_check(report: Any, out: TextIO) -> None:
     base = report.baseline.p50_ms if report.baseline is not None else None
     rows = [["PATH", "FS TYPE", "KIND", "FREE", "PROBE p50", "VS LOCAL", "VERDICT"]]
     for state, verdict in zip(report.states, report.verdicts, strict=True):
-        if state.total_bytes:
+        if verdict == "not-storage":  # devtmpfs reports the machine's memory: not for logs
+            free = "-"
+        elif state.total_bytes:
             free = f"{fmt_bytes(state.avail_bytes)} of {fmt_bytes(state.total_bytes)}"
         else:
             free = "?"
@@ -181,8 +190,9 @@ def _print_check(report: Any, out: TextIO) -> None:
     if base is not None:
         out.write(f"(probe: 4 KiB write + fsync, median; local disk: {fmt_ms(base)})\n")
     for state in report.states:
-        if state.error and state.responsive:
-            out.write(f"{state.path}: {state.error}\n")
+        for line in (state.note, state.error if state.responsive else None):
+            if line:
+                out.write(f"{printable(state.path)}: {printable(line)}\n")
     if report.alerts:
         out.write("\nWarnings:\n")
         for alert in report.alerts:
@@ -203,15 +213,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     for state in report.states:
         if state.path not in report.missing:
             continue
-        if state.error:  # no such path can exist: say why
-            sys.stderr.write(f"{PROG}: error: {state.path}: {state.error}\n")
-            continue
-        where = (
-            f" (reported: the filesystem it would be created on, {state.mountpoint})"
-            if state.mountpoint
-            else ""
-        )
-        sys.stderr.write(f"{PROG}: error: {state.path} does not exist{where}\n")
+        why = state.error or "does not exist"  # (always said: ELOOP, a file in the way...)
+        sys.stderr.write(f"{PROG}: error: {printable(state.path)}: {printable(why)}\n")
     if report.missing:
         return 2
     return report.exit_code
@@ -302,8 +305,9 @@ def _json_line(sample: Sample) -> None:
 
 def _refuse_impossible(paths: Sequence[str]) -> None:
     """A path no logdir can ever be created at (a file in the way, a symlink loop, a name too
-    long) is bad input. A path that does not exist yet under a directory is fine, and so is a
-    mount that does not answer: that is what ``watch`` is for, it gets its warning."""
+    long) is bad input, and so is one that is no storage (a device, a FIFO, /proc: see
+    ``core.paths.judge``). A path that does not exist yet under a directory is fine, and so
+    is a mount that does not answer: that is what ``watch`` is for, it gets its warning."""
     from .core.guard import MountUnresponsive, WorkerFailed, WorkerUnavailable, default_guard
     from .core.paths import locate
 
@@ -313,9 +317,9 @@ def _refuse_impossible(paths: Sequence[str]) -> None:
         except (MountUnresponsive, WorkerUnavailable, WorkerFailed, LookupError):
             continue
         except OSError as exc:
-            raise UsageError(f"{path}: {exc.strerror or exc}") from None
-        if not where.exists and not where.nearest_is_dir:
-            raise UsageError(f"{path} cannot be created: {where.nearest} is not a directory")
+            raise UsageError(f"{printable(path)}: {exc.strerror or exc}") from None
+        if where.refusal is not None:
+            raise UsageError(printable(where.refusal))
 
 
 def cmd_watch(args: argparse.Namespace) -> int:

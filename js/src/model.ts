@@ -50,6 +50,8 @@ export interface PathStateJSON {
   responsive: boolean;
   probe: ProbeJSON | null;
   error: string | null;
+  /** e.g. "not created yet; checked at /mnt/share/runs" (the line `check` prints) */
+  note?: string | null;
 }
 
 export interface GpuJSON {

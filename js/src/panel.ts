@@ -456,6 +456,9 @@ export class TrainWatchPanel extends Panel {
         )
       );
       row.append(head, details);
+      if (st?.note) {
+        row.appendChild(el('div', 'jp-TrainWatch-pathNote', st.note));
+      }
       list.appendChild(row);
     }
     node.appendChild(list);

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from tests.support.contract import CHECK_PATH_KEYS
@@ -10,6 +11,9 @@ from trainwatch_lab.advice.check import CheckReport, run_check, verdict_for
 from trainwatch_lab.core.defaults import GIB
 from trainwatch_lab.core.guard import MountGuard
 from trainwatch_lab.core.model import Alert, PathState, ProbeResult
+
+# added to the contract after "verdict" (issue 10, item 4): where it was checked, and why
+CHECK_EXTRA_KEYS = ["checked_at", "note"]
 
 
 def alert(code: str, subject: str, severity: str = "warning") -> Alert:
@@ -26,6 +30,15 @@ def test_verdicts_worst_first() -> None:
     assert verdict_for(state(shared=True), [alert("slow-mount", "/d")]) == "slow"
     assert verdict_for(state(shared=True), [alert("slow-mount", "/other")]) == "shared"
     assert verdict_for(PathState(path="/d", exists=False), []) == "missing"
+    # not created yet: judged by the nearest existing ancestor's filesystem
+    later = PathState(path="/d/new", exists=False, checked_at="/d", shared=True)
+    assert verdict_for(later, []) == "shared"
+    assert verdict_for(replace(later, shared=False), []) == "ok"
+    assert verdict_for(replace(later, responsive=False), []) == "unresponsive"
+    assert verdict_for(state(kind="pseudo"), []) == "not-storage"
+    assert verdict_for(state(file_type="FIFO"), []) == "not-storage"
+    assert verdict_for(state(file_type="block device"), []) == "not-storage"
+    assert verdict_for(state(file_type="file"), []) == "ok"  # a log file
     assert verdict_for(state(responsive=False, shared=True), []) == "unresponsive"
     assert verdict_for(state(), [alert("mount-unresponsive", "/d", "critical")]) == "unresponsive"
 
@@ -45,7 +58,7 @@ def test_report_json_shape_and_exit_code() -> None:
     report = CheckReport(states=[s], alerts=[alert("shared-mount", "/mnt/x")])
     data = report.to_json()
     assert list(data) == ["paths", "warnings"]
-    assert list(data["paths"][0]) == CHECK_PATH_KEYS
+    assert list(data["paths"][0]) == CHECK_PATH_KEYS + CHECK_EXTRA_KEYS
     assert data["paths"][0]["probe"] == {"p50_ms": 30.0, "p99_ms": 50.0, "samples": 16}
     assert data["paths"][0]["verdict"] == "shared"
     assert data["warnings"] == [
@@ -72,13 +85,42 @@ def test_run_check_real_local_directory(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_run_check_missing_path_resolves_through_its_parent(tmp_path: Path) -> None:
-    missing = str(tmp_path / "a" / "b")
-    report = run_check([missing, str(tmp_path)], probe=False)
+def test_run_check_path_not_created_yet_is_judged_by_its_nearest_ancestor(
+    tmp_path: Path,
+) -> None:
+    later = str(tmp_path / "a" / "b")
+    report = run_check([later, str(tmp_path)], probe=False)
     gone, parent = report.states
-    assert report.verdicts[0] == "missing" and report.missing == [missing]
+    assert report.verdicts == ["ok", "ok"] and report.missing == []
     assert gone.mountpoint == parent.mountpoint and gone.total_bytes == parent.total_bytes
-    assert not os.path.exists(missing)
+    entry = report.to_json()["paths"][0]
+    assert entry["checked_at"] == str(tmp_path)
+    assert entry["note"] == f"not created yet; checked at {tmp_path}"
+    assert report.to_json()["paths"][1]["note"] is None
+    assert not os.path.exists(later)
+
+
+def test_run_check_probes_a_new_logdir_where_it_will_be_created(tmp_path: Path) -> None:
+    report = run_check([str(tmp_path / "runs" / "exp1")], timeout=5)
+    (s,) = report.states
+    assert s.probe is not None and s.probe.samples > 0 and s.probe.error is None
+    assert report.verdicts in (["ok"], ["slow"])
+    assert os.listdir(tmp_path) == []  # the probe file removed, nothing created
+
+
+def test_run_check_devices_fifos_and_kernel_filesystems_are_not_storage(
+    tmp_path: Path,
+) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    dev_mtime = os.stat("/dev").st_mtime_ns
+    paths = ["/dev/null", str(fifo), "/proc/self", "/sys/kernel", "/dev"]
+    report = run_check(paths, timeout=5)
+    assert report.verdicts == ["not-storage"] * 5, [s.note for s in report.states]
+    assert all(s.probe is None and s.note for s in report.states)
+    assert report.exit_code == 0 and report.missing == []
+    assert os.stat("/dev").st_mtime_ns == dev_mtime  # no probe file created in /dev
+    assert os.listdir(tmp_path) == ["pipe"]
 
 
 def test_run_check_expands_user() -> None:

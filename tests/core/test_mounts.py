@@ -21,7 +21,9 @@ from trainwatch_lab.core.mounts import (
     block_device_by_name,
     block_device_for,
     classify,
+    fstype_of_dev,
     is_network_block,
+    is_pseudo,
     loop_backing_file,
     mount_for_dev,
     mount_for_path,
@@ -173,7 +175,7 @@ def test_mount_for_path_never_touches_the_path(host: list[MountEntry]) -> None:
         ("/raid", "local"),
         ("/home", "local"),  # btrfs: anonymous device number, still local
         ("/tmp", "memory"),
-        ("/dev", "memory"),  # devtmpfs
+        ("/dev", "pseudo"),  # devtmpfs: device nodes, never storage
         ("/snap/core20/2015", "local"),
         ("/mnt/nas", "shared"),
         ("/mnt/win", "shared"),
@@ -184,8 +186,8 @@ def test_mount_for_path_never_touches_the_path(host: list[MountEntry]) -> None:
         ("/mnt/s3", "shared"),  # fuse.s3fs
         ("/run/user/1000/gvfs", "local"),  # fuse.gvfsd-fuse serves this machine's desktop
         ("/var/lib/docker/overlay2/9f3c1d/merged", "overlay"),
-        ("/proc", "unknown"),
-        ("/sys", "unknown"),
+        ("/proc", "pseudo"),
+        ("/sys", "pseudo"),
     ],
 )
 def test_classify_host(host: list[MountEntry], point: str, kind: str) -> None:
@@ -197,12 +199,12 @@ def test_classify_host(host: list[MountEntry], point: str, kind: str) -> None:
     [
         ("/", "overlay"),
         ("/data", "shared"),
-        ("/var/lib/lxcfs", "local"),
-        ("/proc/cpuinfo", "local"),  # lxcfs
+        ("/var/lib/lxcfs", "pseudo"),
+        ("/proc/cpuinfo", "pseudo"),  # lxcfs serves a container's /proc files
         ("/workspace", "local"),
         ("/workspace/remote", "shared"),
         ("/dev/shm", "memory"),
-        ("/sys/fs/cgroup", "unknown"),
+        ("/sys/fs/cgroup", "pseudo"),
     ],
 )
 def test_classify_container(docker: list[MountEntry], point: str, kind: str) -> None:
@@ -211,9 +213,66 @@ def test_classify_container(docker: list[MountEntry], point: str, kind: str) -> 
 
 def test_kernel_control_filesystems_are_not_shares() -> None:
     nfsd = parse_mountinfo("50 25 0:51 / /proc/fs/nfsd rw,relatime - nfsd nfsd rw\n")[0]
-    assert classify(nfsd) == "unknown"
+    assert classify(nfsd) == "pseudo"
     smb3 = parse_mountinfo("51 29 0:52 / /mnt/s rw - smb3 //srv/s rw,vers=3.0\n")[0]
     assert classify(smb3) == "shared"
+
+
+KERNEL_FILESYSTEMS = [
+    "devtmpfs",
+    "proc",
+    "sysfs",
+    "cgroup",
+    "cgroup2",
+    "debugfs",
+    "tracefs",
+    "securityfs",
+    "pstore",
+    "bpf",
+    "configfs",
+    "fusectl",
+    "mqueue",
+    "hugetlbfs",
+    "devpts",
+    "binfmt_misc",
+    "efivarfs",
+    "selinuxfs",
+    "nsfs",
+    "rpc_pipefs",
+    "nfsd",
+]
+
+
+@pytest.mark.parametrize("fstype", KERNEL_FILESYSTEMS)
+def test_kernel_filesystems_are_pseudo(fstype: str) -> None:
+    """Files there are kernel objects: never storage (check says not-storage), never probed."""
+    (entry,) = parse_mountinfo(f"60 25 0:70 / /k rw,relatime - {fstype} {fstype} rw\n")
+    assert classify(entry) == "pseudo" and is_pseudo(fstype)
+
+
+@pytest.mark.parametrize(
+    ("fstype", "kind"),
+    [
+        ("tmpfs", "memory"),  # storage, in memory: probed like a disk
+        ("ramfs", "memory"),
+        ("autofs", "unknown"),  # only the trigger: the real storage is mounted over it
+        ("nfsdx", "shared"),  # only the exact kernel name is a kernel filesystem
+    ],
+)
+def test_filesystems_that_hold_data_are_not_pseudo(fstype: str, kind: str) -> None:
+    (entry,) = parse_mountinfo(f"60 25 0:70 / /k rw,relatime - {fstype} x rw\n")
+    assert classify(entry) == kind and not is_pseudo(fstype)
+
+
+def test_fstype_of_dev_on_this_machine() -> None:
+    """What probe_refusal relies on: stat's st_dev names the mount, even where statvfs
+    cannot tell devtmpfs from tmpfs (same magic number)."""
+    mounts = read_mounts()
+    assert fstype_of_dev(os.stat("/proc").st_dev, mounts) == "proc"
+    assert fstype_of_dev(os.stat("/sys").st_dev, mounts) == "sysfs"
+    dev = mount_for_path("/dev", mounts)
+    assert fstype_of_dev(os.stat("/dev").st_dev, mounts) == dev.fstype
+    assert fstype_of_dev(os.makedev(4095, 4095), mounts) is None
 
 
 def test_recorded_fixture_mounts() -> None:
@@ -227,7 +286,7 @@ def test_recorded_fixture_mounts() -> None:
     loop = mount_for_path(f"{base}/loop0/mnt", mounts)
     assert (loop.major, loop.minor, classify(loop)) == (7, 0, "local")
     assert mount_for_path("/dev/shm/x", mounts).mount_id == 30  # the upper of two stacked
-    assert classify(mount_for_path("/sys/fs/cgroup/cpu", mounts)) == "unknown"
+    assert classify(mount_for_path("/sys/fs/cgroup/cpu", mounts)) == "pseudo"
 
 
 def test_network_block_names() -> None:

@@ -69,12 +69,107 @@ def test_path_not_created_yet_resolves_through_its_ancestor(
     logdir = tmp_path / "exp1"  # about to be created in an existing directory: probed there
     state = inspect_path(str(logdir), FAST, guard=guard)
     assert not state.exists
-    assert state.responsive and state.total_bytes
+    assert state.responsive and state.total_bytes and state.error is None
     assert state.probe is not None and state.probe.samples == FAST.probe_writes
+    assert (state.checked_at, state.file_type) == (str(tmp_path), None)
+    assert state.note == f"not created yet; checked at {tmp_path}"
     deeper = inspect_path(str(tmp_path / "runs" / "exp1"), FAST, guard=guard)
     assert not deeper.exists and deeper.responsive and deeper.total_bytes
-    assert deeper.probe is not None and deeper.probe.samples == 0  # no far ancestor written
+    # the nearest existing ancestor, however far: the filesystem the run will write to
+    assert deeper.probe is not None and deeper.probe.samples == FAST.probe_writes
+    assert deeper.note == f"not created yet; checked at {tmp_path}"
+    assert deeper.checkpoints is None  # the ancestor's checkpoints are not the user's
     assert os.listdir(tmp_path) == []  # neither the logdir nor a probe file was created
+
+
+def test_a_path_behind_a_file_can_never_be_created(tmp_path: Path, guard: MountGuard) -> None:
+    (tmp_path / "notes.txt").write_text("x")
+    state = inspect_path(str(tmp_path / "notes.txt" / "runs"), FAST, guard=guard)
+    assert not state.exists and state.checked_at is None and state.probe is None
+    assert state.error == f"cannot exist: {tmp_path / 'notes.txt'} is a file, not a directory"
+    assert os.listdir(tmp_path) == ["notes.txt"]
+
+
+def test_a_new_logdir_under_a_directory_with_checkpoints_is_not_scanned(
+    tmp_path: Path, guard: MountGuard
+) -> None:
+    (tmp_path / "epoch=0.ckpt").write_bytes(b"w" * 1000)
+    state = inspect_path(str(tmp_path / "run2"), FAST, probe=False, guard=guard)
+    assert state.checkpoints is None and state.note is not None
+
+
+NOT_STORAGE = {  # path -> (file type, what the note says it is)
+    "/dev/null": ("character device", "a character device on devtmpfs"),
+    "/dev": ("directory", "a directory on devtmpfs"),
+    "/proc/self": ("directory", "a directory on proc"),
+    "/sys/kernel": ("directory", "a directory on sysfs"),
+}
+
+
+@pytest.mark.parametrize("path", sorted(NOT_STORAGE))
+def test_kernel_filesystems_and_devices_are_not_storage(path: str, guard: MountGuard) -> None:
+    if mount_for_path(path, read_mounts()).fstype not in ("devtmpfs", "proc", "sysfs"):
+        pytest.skip(f"{path} is no kernel filesystem here")  # a container's /dev: tmpfs
+    before = os.stat("/dev").st_mtime_ns
+    state = inspect_path(path, FAST, guard=guard)
+    file_type, what = NOT_STORAGE[path]
+    assert state.exists and state.responsive and state.kind == "pseudo"
+    assert state.file_type == file_type and state.checked_at == path
+    assert state.note == f"{what} (a kernel pseudo-filesystem): not storage, nothing written"
+    assert state.probe is None and state.checkpoints is None
+    assert os.stat("/dev").st_mtime_ns == before  # nothing created (nor removed) in /dev
+
+
+def test_a_fifo_is_not_storage_and_never_opened(tmp_path: Path, guard: MountGuard) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    state = inspect_path(str(fifo), FAST, guard=guard)  # an open() would block: no writer
+    assert state.exists and state.file_type == "FIFO" and state.kind != "pseudo"
+    assert state.note == "a FIFO: not storage, nothing written" and state.probe is None
+    assert os.listdir(tmp_path) == ["pipe"]
+
+
+def judged(key: str, fstype: str = "ext4", **raw: object) -> paths_mod.Judgement:
+    answer = {"exists": True, "target": key, "is_dir": True, "file_type": "directory"}
+    answer.update(raw)
+    return paths_mod.judge(key, answer, fstype)
+
+
+def test_judge_is_the_one_rule() -> None:
+    """Every surface (check, the notebook, the panel, watch) asks this one function."""
+    ok = judged("/data/logs")
+    assert (ok.exists, ok.checked_at, ok.note, ok.refusal) == (True, "/data/logs", None, None)
+    later = judged("/mnt/share/runs/exp1", "nfs4", exists=False, target="/mnt/share/runs")
+    assert later.note == "not created yet; checked at /mnt/share/runs"
+    assert later.refusal is None and later.file_type is None
+    blocked = judged(
+        "/etc/passwd/x", exists=False, target="/etc/passwd", is_dir=False, file_type="file"
+    )
+    assert blocked.checked_at is None and blocked.note is None
+    assert blocked.refusal == "/etc/passwd/x cannot exist: /etc/passwd is a file, not a directory"
+    fifo = judged("/tmp/p", "tmpfs", is_dir=False, file_type="FIFO")
+    assert fifo.note == "a FIFO: not storage, nothing written"
+    assert fifo.refusal == "/tmp/p is not storage: a FIFO"
+    log_file = judged("/tmp/events.out", is_dir=False, file_type="file")
+    assert log_file.note is None and log_file.refusal is None  # a log file: fine
+    new_in_dev = judged("/dev/x", "devtmpfs", exists=False, target="/dev")
+    assert new_in_dev.note == (
+        "not created yet; checked at /dev; a path on devtmpfs (a kernel pseudo-filesystem): "
+        "not storage, nothing written"
+    )
+    assert new_in_dev.refusal == (
+        "/dev/x is not storage: a path on devtmpfs (a kernel pseudo-filesystem)"
+    )
+
+
+def test_printable_escapes_what_would_break_a_line() -> None:
+    assert paths_mod.printable("/data/logs run 1/é") == "/data/logs run 1/é"
+    assert paths_mod.printable("/tmp/a\nb\tc\rd") == "/tmp/a\\nb\\tc\\rd"
+    assert paths_mod.printable("/tmp/\x1b[31mred") == "/tmp/\\x1b[31mred"
+    assert paths_mod.printable("a\\n") == "a\\\\n"  # a backslash stays tellable from \n
+    undecodable = b"/tmp/\xff".decode("utf-8", "surrogateescape")
+    assert paths_mod.printable(undecodable) == "/tmp/\\xff"
+    assert paths_mod.printable("zero\u200bwidth") == "zero\\u200bwidth"
 
 
 def test_relative_and_home_paths_are_normalised(guard: MountGuard) -> None:
@@ -186,6 +281,13 @@ def test_locate_existence_through_the_guard(tmp_path: Path, guard: MountGuard) -
     blocked = paths_mod.locate(str(tmp_path / "file" / "x"), guard)
     assert not blocked.exists and blocked.nearest == str(tmp_path / "file")
     assert not blocked.nearest_is_dir
+    # judged (core.paths.judge) as check judges it: the notebook's and the panel's answer
+    assert here.note is None and here.refusal is None
+    assert later.note == f"not created yet; checked at {tmp_path}" and later.refusal is None
+    assert blocked.refusal == (
+        f"{tmp_path / 'file' / 'x'} cannot exist: {tmp_path / 'file'} is a file, not a directory"
+    )
+    assert paths_mod.locate("/dev/null", guard).refusal is not None
 
 
 def test_locate_on_a_dead_mount_raises_instead_of_hanging(sshfs_mount, guard) -> None:

@@ -176,29 +176,91 @@ def test_worker_probe_cleans_leftovers_first_and_probes_the_parent_of_a_new_logd
     assert listing(tmp_path) == []  # leftover removed, no logdir created, no probe file
 
 
-@pytest.mark.parametrize("rest", [("a", "b"), ("file", "x")])
-def test_worker_never_probes_a_far_ancestor_or_next_to_a_file_in_the_way(
-    tmp_path: Path, rest: tuple[str, ...]
+def worker_probe(g: MountGuard, directory: str | Path) -> dict:
+    return g.call(
+        "/",
+        "probe",
+        lane=PROBE_LANE,
+        directory=str(directory),
+        writes=4,
+        block_bytes=4096,
+        budget_s=2,
+    )
+
+
+def test_worker_probes_the_nearest_existing_ancestor_of_a_deeper_new_logdir(
+    tmp_path: Path,
 ) -> None:
-    """``check /nonexistent/x`` must not write into ``/``; ``/etc/passwd/x`` not into /etc."""
+    """``check /mnt/share/runs/exp1`` before ``runs`` exists: measured in /mnt/share, where
+    the run will write (the same filesystem), nothing created, the probe file removed."""
+    with MountGuard() as g:
+        raw = worker_probe(g, tmp_path / "runs" / "exp1")
+    assert raw["samples"] == 4 and raw["error"] is None
+    assert listing(tmp_path) == []
+
+
+def test_worker_never_probes_next_to_a_file_in_the_way(tmp_path: Path) -> None:
+    """``/etc/passwd/x`` can never be created: nothing is written into /etc."""
     (tmp_path / "file").write_text("x")
     leftover = tmp_path / ".trainwatch-probe-999999999-dead.tmp"
     leftover.write_text("")
     mtime = os.stat(tmp_path).st_mtime_ns
     with MountGuard() as g:
-        raw = g.call(
-            "/",
-            "probe",
-            lane=PROBE_LANE,
-            directory=str(tmp_path.joinpath(*rest)),
-            writes=4,
-            block_bytes=4096,
-            budget_s=2,
-        )
+        raw = worker_probe(g, tmp_path / "file" / "x")
     assert raw["samples"] == 0 and raw["p50_ms"] is None
-    assert raw["error"].startswith("not probed")
+    assert raw["error"] == f"not probed: {tmp_path / 'file'} is not a directory"
     assert listing(tmp_path) == sorted(["file", leftover.name])  # nothing touched
     assert os.stat(tmp_path).st_mtime_ns == mtime
+
+
+def test_worker_never_opens_a_fifo_or_a_device(tmp_path: Path) -> None:
+    """Opening a FIFO blocks until a writer comes; a device is no storage. Neither is probed
+    (nor is the directory it sits in: the user asked about the node, not the directory)."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    mtime = os.stat(tmp_path).st_mtime_ns
+    with MountGuard() as g:
+        for node, what in ((fifo, "FIFO"), ("/dev/null", "character device")):
+            raw = worker_probe(g, node)
+            assert raw["samples"] == 0
+            assert raw["error"] == f"not probed: {node} is a {what}, not storage"
+    assert listing(tmp_path) == ["pipe"] and os.stat(tmp_path).st_mtime_ns == mtime
+
+
+KERNEL_DIRS = ["/dev", "/proc", "/proc/self", "/sys", "/sys/kernel"]
+
+
+def _pseudo(directory: str) -> str:
+    return mount_for_path(os.path.realpath(directory), read_mounts()).fstype
+
+
+@pytest.mark.parametrize("directory", KERNEL_DIRS)
+def test_probe_refuses_a_kernel_pseudo_filesystem(directory: str) -> None:
+    """The real /dev (devtmpfs, which statvfs cannot tell from tmpfs), /proc and /sys: the
+    probe refuses before it creates anything, whoever calls it."""
+    fstype = _pseudo(directory)
+    if fstype not in ("devtmpfs", "proc", "sysfs"):  # a container's /dev is a plain tmpfs
+        pytest.skip(f"{directory} is {fstype} here")
+    before, mtime = listing(directory), os.stat(directory).st_mtime_ns
+    result = probe_directory(directory, writes=4, block_bytes=4096, budget_s=2)
+    assert (result.samples, result.p50_ms) == (0, None)
+    assert result.error == (f"not probed: {directory} is on {fstype}, a kernel pseudo-filesystem")
+    assert probe_mod.probe_refusal(directory) == result.error
+    with MountGuard() as g:  # the helper, for the directory or a logdir not created yet
+        for asked in (directory, os.path.join(directory, "not-yet", "x")):
+            raw = worker_probe(g, asked)
+            assert raw["samples"] == 0 and "pseudo-filesystem" in raw["error"], raw
+    if directory == "/dev":
+        assert listing(directory) == before and os.stat(directory).st_mtime_ns == mtime
+    assert not [n for n in listing(directory) if n.startswith(probe_mod.PREFIX)]
+
+
+def test_probe_refuses_what_is_not_a_directory(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    result = probe_directory(str(tmp_path / "f"), writes=4, block_bytes=4096, budget_s=2)
+    assert result.error == f"not probed: {tmp_path / 'f'} is not a directory"
+    assert listing(tmp_path) == ["f"]
+    assert probe_mod.probe_refusal(str(tmp_path)) is None  # a plain directory is storage
 
 
 def test_read_only_mount_is_reported_and_never_written(readonly_mount) -> None:

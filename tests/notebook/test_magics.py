@@ -352,3 +352,59 @@ def test_a_path_on_a_dead_mount_is_accepted_not_waited_for(sshfs_mount) -> None:
     finally:
         sshfs_mount.resume()
     assert opts.logdir == f"{sshfs_mount.path}/runs"
+
+
+# -- a logdir not created yet; what can never be watched (issue 10, items 4 and 9) ---------
+
+
+def test_a_logdir_not_created_yet_is_watched_where_it_will_be(shell: Any, tmp_path: Path) -> None:
+    later = tmp_path / "x" / "not-yet"
+    with capture_output() as cap:
+        shell.run_line_magic("trainwatch", f"{later} --interval 0.2 --no-probe")
+    assert f"trainwatch: {later}: not created yet; checked at {tmp_path}\n" in cap.stdout
+    dash = live(shell)
+    state = wait_for(
+        lambda: (dash.sampler.latest or None) and dash.sampler.latest.paths[str(later)]
+    )
+    assert not state.exists and state.note == f"not created yet; checked at {tmp_path}"
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("/etc/passwd/x", "/etc/passwd/x cannot exist: /etc/passwd is a file, not a directory"),
+        ("/dev/null", "/dev/null is not storage: a character device"),
+    ],
+)
+def test_a_path_that_can_never_hold_logs_is_refused_in_one_line(
+    shell: Any, path: str, why: str
+) -> None:
+    with pytest.raises(UsageError) as err:
+        shell.run_line_magic("trainwatch", path)
+    message = str(err.value)
+    assert message.startswith(f"trainwatch: {why}") and "\n" not in message
+    assert live(shell) is None
+
+
+def test_through_a_real_kernel(tmp_path: Path) -> None:
+    """``%trainwatch`` in a real ipykernel: the note under the cell; one line for a path
+    that can never be created, and no dashboard for it."""
+    from .kernel import Kernel
+
+    kernel = Kernel(tmp_path)
+    try:
+        kernel.run("%load_ext trainwatch_lab")
+        later = tmp_path / "x" / "not-yet"
+        text = kernel.text(kernel.run(f"%trainwatch {later} --interval 0.5 --no-probe"))
+        assert f"trainwatch: {later}: not created yet; checked at {tmp_path}\n" in text
+        kernel.run("%trainwatch stop")
+        refused = kernel.run("%trainwatch /etc/passwd/x")
+        lines = [line for line in kernel.text(refused).splitlines() if line.strip()]
+        assert lines == [
+            "UsageError: trainwatch: /etc/passwd/x cannot exist: /etc/passwd is a file, "
+            "not a directory"
+        ]
+        assert kernel.value("__import__('trainwatch_lab').notebook.magics.current() is None")
+    finally:
+        kernel.close()

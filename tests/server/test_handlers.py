@@ -177,12 +177,22 @@ async def test_history_rejects_junk_since(jp_fetch, hub, since):
 
 
 # -- check ---------------------------------------------------------------------------------
-async def test_check_of_a_missing_path_is_a_clear_answer(jp_fetch, hub, tmp_path):
+async def test_check_of_a_path_not_created_yet_is_judged_where_it_will_be(jp_fetch, hub, tmp_path):
     pytest.importorskip("trainwatch_lab.advice.check")
-    missing = tmp_path / "no" / "such" / "dir"
-    data = body(await jp_fetch(*API, "check", params={"path": str(missing), "probe": "0"}))
+    later = tmp_path / "no" / "such" / "dir"
+    data = body(await jp_fetch(*API, "check", params={"path": str(later), "probe": "0"}))
+    (entry,) = data["paths"]
+    assert entry["path"] == str(later) and entry["verdict"] in ("ok", "shared")
+    assert entry["checked_at"] == str(tmp_path)
+    assert entry["note"] == f"not created yet; checked at {tmp_path}"
+
+
+async def test_check_of_a_path_that_cannot_exist_is_missing(jp_fetch, hub, tmp_path):
+    pytest.importorskip("trainwatch_lab.advice.check")
+    (tmp_path / "notes.txt").write_text("x")
+    blocked = tmp_path / "notes.txt" / "runs"
+    data = body(await jp_fetch(*API, "check", params={"path": str(blocked), "probe": "0"}))
     assert [p["verdict"] for p in data["paths"]] == ["missing"]
-    assert data["paths"][0]["path"] == str(missing)
 
 
 async def test_check_of_an_existing_dir(jp_fetch, hub, tmp_path):
@@ -237,6 +247,39 @@ async def test_paths_add_list_remove(jp_fetch, hub, jp_root_dir, tmp_path):
     assert str(new) not in hub.watched()
 
 
+async def test_add_a_path_not_created_yet_is_watched_where_it_will_be(jp_fetch, hub, tmp_path):
+    """The panel accepts what the notebook and ``check`` accept: a logdir under any existing
+    directory, with the note ``check`` prints; the ancestor's checkpoints are not scanned."""
+    (tmp_path / "epoch=0.ckpt").write_bytes(b"w" * 1000)
+    new = tmp_path / "x" / "not-yet"
+    response = await jp_fetch(*API, "paths", method="POST", body=json.dumps({"path": str(new)}))
+    assert response.code == 201
+    data = body(response)
+    assert data["added"] == str(new) and data["responsive"] is True
+    assert data["note"] == f"not created yet; checked at {tmp_path}"
+    for _ in range(50):
+        state = body(await jp_fetch(*API, "snapshot"))["paths"].get(str(new))
+        if state is not None:
+            break
+        await asyncio.sleep(INTERVAL)
+    assert state is not None and not state["exists"] and state["checkpoints"] is None
+    assert state["note"] == data["note"] and state["checked_at"] == str(tmp_path)
+    assert not (tmp_path / "x").exists()
+
+
+async def test_add_a_path_that_can_never_be_created_is_one_line(jp_fetch, hub, tmp_path):
+    (tmp_path / "notes.txt").write_text("x")
+    blocked = tmp_path / "notes.txt" / "runs"
+    before = hub.watched()
+    code, payload = await fetch_error(
+        jp_fetch, *API, "paths", method="POST", body=json.dumps({"path": str(blocked)})
+    )
+    assert code == 400 and hub.watched() == before
+    assert payload == {
+        "error": f"{blocked} cannot exist: {tmp_path / 'notes.txt'} is a file, not a directory"
+    }
+
+
 async def test_delete_of_an_unwatched_path_is_404(jp_fetch, hub, tmp_path):
     code, payload = await fetch_error(
         jp_fetch, *API, "paths", method="DELETE", params={"path": str(tmp_path)}
@@ -251,7 +294,8 @@ async def test_delete_of_an_unwatched_path_is_404(jp_fetch, hub, tmp_path):
         (b"[1, 2]", "JSON object"),
         (b'{"path": 3}', "non-empty string"),
         (b'{"path": "relative"}', "absolute"),
-        (b'{"path": "/no/such/parent/dir"}', "does not exist"),
+        (b'{"path": "/etc/passwd/x"}', "cannot exist: /etc/passwd is a file, not a directory"),
+        (b'{"path": "/dev/null"}', "/dev/null is not storage: a character device"),
         (b'{"path": "/tmp/a\\u0000b"}', "NUL"),
     ],
 )

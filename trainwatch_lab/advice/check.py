@@ -19,7 +19,14 @@ from ..core.guard import PROBE_LANE, MountGuard, default_guard
 from ..core.history import History
 from ..core.model import SEVERITY_RANK, Alert, PathState, ProbeResult, Sample, Verdict
 from ..core.mounts import mount_for_path, read_mounts
-from ..core.paths import SCAN_LANE, apply_mount, inspect_path, normalise, scan_key
+from ..core.paths import (
+    SCAN_LANE,
+    SPECIAL_FILE_TYPES,
+    apply_mount,
+    inspect_path,
+    normalise,
+    scan_key,
+)
 from ..core.probe import local_baseline
 from .advisor import Advisor
 from .storage import STATELESS_STORAGE_DETECTORS
@@ -36,6 +43,8 @@ PATH_FIELDS = (
     "total_bytes",
     "free_bytes",
 )
+# after "probe" and "verdict": added to the ARCHITECTURE.md contract, never replacing a field
+EXTRA_FIELDS = ("checked_at", "note")
 
 
 def verdict_for(state: PathState, alerts: list[Alert]) -> Verdict:
@@ -43,8 +52,11 @@ def verdict_for(state: PathState, alerts: list[Alert]) -> Verdict:
     mine = {a.code for a in alerts if a.subject == state.path}
     if not state.responsive or "mount-unresponsive" in mine:
         return "unresponsive"
-    if not state.exists:  # nothing there, or no such path can exist (ELOOP, a file in the way)
-        return "missing"
+    if not state.exists and state.checked_at is None:
+        return "missing"  # no such path can exist (ELOOP, a file in the way, EACCES)
+    # (a path not created yet is judged by its nearest existing ancestor: its filesystem)
+    if state.kind == "pseudo" or state.file_type in SPECIAL_FILE_TYPES:
+        return "not-storage"  # /dev/vda, a FIFO, /proc/self: never probed
     if "slow-mount" in mine:
         return "slow"
     if state.shared or "shared-mount" in mine:
@@ -75,13 +87,16 @@ class CheckReport:
         return 1 if worst >= SEVERITY_RANK["warning"] else 0
 
     def to_json(self) -> dict[str, Any]:
-        """Exactly the ``check --json`` object of ARCHITECTURE.md."""
+        """The ``check --json`` object of ARCHITECTURE.md, plus ``checked_at`` (where the
+        path was looked at and probed: itself, or its nearest existing ancestor when it is
+        not created yet) and ``note`` (the line the human output prints beside it)."""
         paths = []
         for state, verdict in zip(self.states, self.verdicts, strict=False):
             entry: dict[str, Any] = {name: getattr(state, name) for name in PATH_FIELDS}
             measured = state.probe is not None and state.probe.samples > 0
             entry["probe"] = state.probe.to_json() if measured else None  # type: ignore[union-attr]
             entry["verdict"] = verdict
+            entry.update((name, getattr(state, name)) for name in EXTRA_FIELDS)
             paths.append(entry)
         return {"paths": paths, "warnings": [a.to_json() for a in self.alerts]}
 

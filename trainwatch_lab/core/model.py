@@ -13,8 +13,10 @@ from typing import Any, Literal
 Severity = Literal["info", "warning", "critical"]
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}
 
-MountKind = Literal["local", "shared", "memory", "overlay", "unknown"]
-Verdict = Literal["ok", "shared", "slow", "unresponsive", "missing"]
+# "pseudo": a kernel filesystem (proc, sysfs, devtmpfs, cgroup...): never storage, never probed
+MountKind = Literal["local", "shared", "memory", "overlay", "pseudo", "unknown"]
+# "not-storage": a device node, a FIFO, a socket or a path on a kernel pseudo-filesystem
+Verdict = Literal["ok", "shared", "slow", "unresponsive", "missing", "not-storage"]
 
 
 @dataclass(slots=True)
@@ -104,6 +106,13 @@ class PathState:
     probe: ProbeResult | None = None
     checkpoints: CheckpointInfo | None = None
     error: str | None = None
+    # what the path is ("directory", "file", "FIFO", "character device"...); None when it
+    # does not exist (yet) or nothing answered
+    file_type: str | None = None
+    # where it was looked at (and probed): the path itself, or its nearest existing ancestor
+    # when it is not created yet; None when nothing answered or it can never be created
+    checked_at: str | None = None
+    note: str | None = None  # one line the user should read with the numbers (not yet there...)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

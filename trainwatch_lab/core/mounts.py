@@ -69,9 +69,36 @@ LOCAL_FUSE = frozenset(
         "fuse.doc",
     }
 )
-MEMORY_FSTYPES = frozenset({"tmpfs", "ramfs", "devtmpfs"})
-# Kernel control filesystems whose names look like network ones (the NFS server's /proc/fs/nfsd).
-PSEUDO_FSTYPES = frozenset({"nfsd"})
+MEMORY_FSTYPES = frozenset({"tmpfs", "ramfs"})
+# Kernel filesystems: files there are kernel objects, not data (a write to /proc or /sys
+# changes the kernel; /dev holds device nodes). Never storage, never probed. Not autofs: it
+# is only the trigger, the real storage gets mounted over it on the first access.
+PSEUDO_FSTYPES = frozenset(
+    {
+        "devtmpfs",
+        "proc",
+        "sysfs",
+        "cgroup",
+        "cgroup2",
+        "debugfs",
+        "tracefs",
+        "securityfs",
+        "pstore",
+        "bpf",
+        "configfs",
+        "fusectl",
+        "mqueue",
+        "hugetlbfs",  # mmap only: write(2) there fails with EINVAL
+        "devpts",
+        "binfmt_misc",
+        "efivarfs",
+        "selinuxfs",
+        "nsfs",
+        "rpc_pipefs",
+        "nfsd",  # the NFS server's control files: its name looks like a share
+        "fuse.lxcfs",  # a container's /proc and /sys files, served by a daemon
+    }
+)
 # Local filesystems that sit on an anonymous device number (major 0), so major alone misleads.
 LOCAL_FSTYPES = frozenset(
     {
@@ -358,7 +385,7 @@ def answers_locally(entry: MountEntry, device: str | None, sys_root: str = "/sys
     devices (the backing file may sit on a share) and network block devices, also under
     device-mapper or md (LUKS on a loop file, LVM over nbd).
     """
-    if entry.fstype in MEMORY_FSTYPES:
+    if entry.fstype in MEMORY_FSTYPES or entry.fstype == "devtmpfs":  # tmpfs underneath
         return True
     if entry.fstype not in LOCAL_FSTYPES or entry.fstype == "fuseblk" or not device:
         return False
@@ -370,22 +397,39 @@ def is_network_block(name: str | None) -> bool:
     return bool(name) and bool(_NETWORK_BLOCK.match(os.path.basename(name or "")))
 
 
+def is_pseudo(fstype: str | None) -> bool:
+    """A kernel filesystem (see PSEUDO_FSTYPES): nothing there is storage."""
+    return fstype in PSEUDO_FSTYPES
+
+
 def classify(entry: MountEntry) -> MountKind:
-    """local | shared | memory | overlay | unknown (proc, sysfs and other pseudo filesystems)."""
+    """local | shared | memory | overlay | pseudo (proc, sysfs, devtmpfs and the other kernel
+    filesystems) | unknown (a filesystem we do not know, on no block device)."""
     fs = entry.fstype
+    if fs in PSEUDO_FSTYPES:
+        return "pseudo"
     if fs in MEMORY_FSTYPES:
         return "memory"
     if fs == "overlay":
         return "overlay"
     if fs.startswith("fuse."):
         return "local" if fs in LOCAL_FUSE else "shared"
-    if fs in SHARED_FSTYPES or (fs.startswith(SHARED_PREFIXES) and fs not in PSEUDO_FSTYPES):
+    if fs in SHARED_FSTYPES or fs.startswith(SHARED_PREFIXES):
         return "shared"
     if is_network_block(entry.source):
         return "shared"
     if fs in LOCAL_FSTYPES or entry.major != 0:
         return "local"
     return "unknown"
+
+
+def fstype_of_dev(dev: int, mounts: list[MountEntry]) -> str | None:
+    """The filesystem type of the mounts with device number ``dev`` (what ``stat`` says of
+    a file there); None when no mount has it (btrfs subvolumes)."""
+    for m in mounts:
+        if m.dev == dev:
+            return m.fstype
+    return None
 
 
 def overlay_backing(entry: MountEntry, mounts: list[MountEntry]) -> MountEntry | None:

@@ -33,6 +33,7 @@ from .mounts import (
     block_device_for,
     classify,
     is_network_block,
+    is_pseudo,
     mount_for_dev,
     mount_for_path,
     overlay_backing,
@@ -95,6 +96,81 @@ def normalise(path: str) -> str:
     return os.path.abspath(os.path.expanduser(os.fspath(path)))
 
 
+_ESCAPES = {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\\": "\\\\"}
+
+
+def printable(text: str) -> str:
+    """``text`` safe for one line of a terminal or a notebook: control characters (a newline
+    in a file name breaks a table), backslashes and bytes that are not UTF-8 (kept by
+    surrogateescape, they would fail to print at all) written as backslash escapes."""
+    if text.isprintable() and "\\" not in text:
+        return text
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif 0xDC80 <= code <= 0xDCFF:  # an undecodable byte (surrogateescape)
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif ch.isprintable() or ch == " ":
+            out.append(ch)
+        elif code <= 0xFF:
+            out.append(f"\\x{code:02x}")
+        else:
+            out.append(f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+    return "".join(out)
+
+
+# what ``inspect`` says of a path that holds no data: never probed, verdict "not-storage"
+SPECIAL_FILE_TYPES = frozenset(
+    {"character device", "block device", "FIFO", "socket", "special file"}
+)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What a path that may not exist yet is, for every surface alike: the check's verdict
+    and note, and whether the notebook and the panel may watch it (``refusal``)."""
+
+    key: str
+    exists: bool
+    checked_at: str | None  # the path, or its nearest existing ancestor; None: impossible
+    file_type: str | None  # of the path itself; None when it does not exist (yet)
+    impossible: str | None  # why no such path can ever exist, e.g. a file is in the way
+    not_storage: str | None  # what it is instead of storage: "a FIFO", "... on proc ..."
+    note: str | None  # the one line the user reads beside the numbers
+
+    @property
+    def refusal(self) -> str | None:
+        """One line when nothing can ever be watched there, else None."""
+        if self.impossible is not None:
+            return f"{self.key} {self.impossible}"
+        if self.not_storage is not None:
+            return f"{self.key} is not storage: {self.not_storage}"
+        return None
+
+
+def judge(key: str, raw: dict[str, Any], fstype: str | None) -> Judgement:
+    """The one rule for a path that may not exist yet, from the ``inspect`` answer and the
+    filesystem it is on: a logdir about to be created is judged (and probed) at its nearest
+    existing ancestor, the same filesystem by construction; a file in the way makes it
+    impossible; a device node, a FIFO, a socket or a kernel pseudo-filesystem is no storage.
+    """
+    target, exists = raw["target"], bool(raw["exists"])
+    found = raw.get("file_type") or ("directory" if raw["is_dir"] else "file")
+    if not exists and not raw["is_dir"]:
+        why = f"cannot exist: {target} is a {found}, not a directory"
+        return Judgement(key, False, None, None, why, None, None)
+    what = f"a {found}" if exists and found in SPECIAL_FILE_TYPES else None
+    if is_pseudo(fstype):
+        what = f"{'a ' + found if exists else 'a path'} on {fstype} (a kernel pseudo-filesystem)"
+    notes = [] if exists else [f"not created yet; checked at {target}"]
+    if what is not None:
+        notes.append(f"{what}: not storage, nothing written")
+    note = "; ".join(notes) or None
+    return Judgement(key, exists, target, found if exists else None, None, what, note)
+
+
 @dataclass(frozen=True)
 class Located:
     """Whether a path exists, and if not, its nearest existing ancestor."""
@@ -103,18 +179,32 @@ class Located:
     nearest: str  # the path itself when it exists
     nearest_is_dir: bool  # False: the path cannot be created (a file is in the way)
     realpath: str  # of ``nearest``
+    judgement: Judgement | None = None  # see ``judge``: the note, the refusal
+
+    @property
+    def note(self) -> str | None:
+        return self.judgement.note if self.judgement is not None else None
+
+    @property
+    def refusal(self) -> str | None:
+        return self.judgement.refusal if self.judgement is not None else None
 
 
 def locate(path: str, guard: MountGuard | None = None, timeout: float | None = None) -> Located:
     """``os.path.exists`` and friends, through the guard: safe on a kernel's main thread or
     an event loop even when the mount is dead (raises MountUnresponsive within ``timeout``).
     A thread of our own stuck in ``stat`` would instead stay stuck, and keep the process
-    from exiting, until the server answers."""
+    from exiting, until the server answers. Judged (``judge``) on the mount the helper
+    really found (symlinks followed); raises OSError for ELOOP, ENAMETOOLONG, EACCES."""
     key = normalise(path)
     g = guard if guard is not None else default_guard()
-    mountpoint = mount_for_path(key, read_mounts()).mountpoint
-    raw = g.call(mountpoint, "inspect", timeout=timeout, what="stat", path=key)
-    return Located(raw["exists"], raw["target"], raw["is_dir"], raw["realpath"])
+    mounts = read_mounts()
+    entry = mount_for_path(key, mounts)
+    raw = g.call(entry.mountpoint, "inspect", timeout=timeout, what="stat", path=key)
+    actual = correct_mount(entry, raw, key, mounts)
+    return Located(
+        raw["exists"], raw["target"], raw["is_dir"], raw["realpath"], judge(key, raw, actual.fstype)
+    )
 
 
 @dataclass(frozen=True)
@@ -231,8 +321,19 @@ def apply_space(state: PathState, st: os.statvfs_result) -> None:
 
 
 def apply_inspect(state: PathState, raw: dict[str, Any]) -> None:
-    state.exists = bool(raw["exists"])
+    """The inspect answer into ``state``, judged (``judge``) on the mount ``state`` is on."""
+    judged = judge(state.path, raw, state.fstype)
+    state.exists, state.file_type = judged.exists, judged.file_type
+    state.checked_at, state.note = judged.checked_at, judged.note
+    if judged.impossible is not None:
+        state.error = judged.impossible
     apply_space(state, os.statvfs_result(tuple(raw["statvfs"])))
+
+
+def probes_allowed(state: PathState) -> bool:
+    """Whether a probe may write for this path: storage that takes writes (never a kernel
+    pseudo-filesystem, a device node, a FIFO or a socket, never read-only)."""
+    return not (state.read_only or state.kind == "pseudo" or state.file_type in SPECIAL_FILE_TYPES)
 
 
 def _describe(exc: BaseException) -> str:
@@ -283,15 +384,15 @@ def inspect_path(
         if actual is not entry:
             apply_mount(state, actual, mounts, sys_root)
         apply_inspect(state, raw)
-        if not raw["exists"] and not raw["is_dir"]:
-            state.error = f"cannot be created: {raw['target']} is not a directory"
-        if raw["exists"] and raw["is_dir"]:
+        if state.error is not None:  # no such path can exist (a file is in the way)
+            return state
+        if raw["exists"] and raw["is_dir"] and state.kind != "pseudo":
             # no checkpoint information is all a failed scan costs, never "unresponsive"
             with contextlib.suppress(MountUnresponsive, OSError, WorkerUnavailable, WorkerFailed):
                 state.checkpoints = scan_checkpoints_guarded(
                     g, actual.mountpoint, key, defaults, mounts_below(key, mounts)
                 )
-        if probe:
+        if probe and (state.read_only or probes_allowed(state)):  # never a FIFO, /proc...
             if state.read_only:
                 state.probe = ProbeResult(None, None, 0, error=READ_ONLY)
             else:
@@ -386,8 +487,8 @@ class PathsSource:
         entry = self._entry(watch)
         if entry is not None:
             self.guard.prestart(entry.mountpoint)
-            if self.probe_enabled and not entry.read_only:
-                self._submit_probe(watch, entry)
+            if self.probe_enabled and not entry.read_only and classify(entry) != "pseudo":
+                self._submit_probe(watch, entry)  # (the helper refuses a FIFO, a device)
         return key
 
     def remove(self, path: str) -> None:
@@ -565,7 +666,7 @@ class PathsSource:
         answered."""
         scan: threading.Thread | None = None
         with watch.lock:
-            if not is_dir:
+            if not is_dir or state.kind == "pseudo":  # (no checkpoints in /proc, /sys)
                 watch.checkpoints = None
             elif self._scan_due(watch):
                 watch.checkpoints_at = time.monotonic()
@@ -579,7 +680,7 @@ class PathsSource:
             state.checkpoints = watch.checkpoints
         if scan is not None:
             scan.start()
-        if self.probe_enabled and not state.read_only and self._probe_due(watch, here):
+        if self.probe_enabled and probes_allowed(state) and self._probe_due(watch, here):
             self._submit_probe(watch, actual)
 
     def _look_here(

@@ -18,6 +18,7 @@ import errno
 import os
 import re
 import secrets
+import stat
 import statistics
 import tempfile
 import threading
@@ -47,6 +48,26 @@ def _percentile(sorted_ms: list[float], q: float) -> float:
     return sorted_ms[rank - 1]
 
 
+def probe_refusal(directory: str) -> str | None:
+    """Why nothing may be written in ``directory``, or None. A device node, a FIFO or a
+    socket is no directory; a kernel pseudo-filesystem (devtmpfs, proc, sysfs, cgroup...)
+    is no storage: a file created in /dev, /proc or /sys is a kernel object or a change to
+    the kernel, and its latency says nothing about any disk. The filesystem is found by the
+    directory's device number in the mount table: statvfs cannot tell devtmpfs from tmpfs."""
+    from .mounts import fstype_of_dev, is_pseudo, read_mounts
+
+    st = os.stat(directory)
+    if not stat.S_ISDIR(st.st_mode):
+        return f"not probed: {directory} is not a directory"
+    try:
+        fstype = fstype_of_dev(st.st_dev, read_mounts())
+    except OSError:  # no mount table: the directory's own checks still apply
+        fstype = None
+    if is_pseudo(fstype):
+        return f"not probed: {directory} is on {fstype}, a kernel pseudo-filesystem"
+    return None
+
+
 def probe_directory(
     directory: str,
     writes: int = DEFAULTS.probe_writes,
@@ -58,7 +79,12 @@ def probe_directory(
 ) -> ProbeResult:
     """``writes`` writes of ``block_bytes`` + fsync each to a hidden temp file; stops early
     once ``budget_s`` is spent. ``interval_s`` pauses between writes (ioping -i);
-    ``on_write(i)`` is called after each timed write (tests use it to interrupt)."""
+    ``on_write(i)`` is called after each timed write (tests use it to interrupt).
+    Refuses (an error, nothing written) anywhere but a directory on storage: see
+    ``probe_refusal``."""
+    why = probe_refusal(directory)
+    if why is not None:
+        return ProbeResult(None, None, 0, error=why)
     st = os.statvfs(directory)
     if st.f_flag & os.ST_RDONLY:
         return ProbeResult(None, None, 0, error=READ_ONLY)

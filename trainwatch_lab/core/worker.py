@@ -54,14 +54,32 @@ def nearest_existing(path: str) -> tuple[str, os.stat_result]:
             target = parent
 
 
+FILE_TYPES = (
+    (stat.S_ISDIR, "directory"),
+    (stat.S_ISREG, "file"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+    (stat.S_ISFIFO, "FIFO"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISLNK, "symbolic link"),
+)
+
+
+def file_type(mode: int) -> str:
+    """What a path is, in the words the user reads ("a FIFO: not storage")."""
+    return next((name for test, name in FILE_TYPES if test(mode)), "special file")
+
+
 def inspect_answer(target: str, st: os.stat_result, exists: bool, realpath: str) -> dict[str, Any]:
     """The answer to ``inspect``, whoever looked (this helper, or the paths source itself
-    on a mount that cannot hang): ``target`` is the path or its nearest existing ancestor."""
+    on a mount that cannot hang): ``target`` is the path or its nearest existing ancestor,
+    ``file_type`` what ``target`` is."""
     return {
         "exists": exists,
         "target": target,
         "realpath": realpath,
         "is_dir": stat.S_ISDIR(st.st_mode),
+        "file_type": file_type(st.st_mode),
         "st_dev": [os.major(st.st_dev), os.minor(st.st_dev)],
         "statvfs": list(os.statvfs(target)),
         "checkpoints": None,
@@ -96,21 +114,23 @@ def op_probe(
     budget_s: float,
     interval_s: float = 0.0,
 ) -> dict[str, Any]:
-    from .probe import clean_leftovers, probe_directory
+    from .probe import clean_leftovers, probe_directory, probe_refusal
 
     target, st = nearest_existing(directory)
+    why = None
     if target != directory:
-        # only a logdir about to be created in an existing directory: never write into a far
-        # ancestor (``/``, ``/etc``) or next to a file that is in the way
-        why = None
-        if target != os.path.dirname(directory):
-            why = f"not probed: neither {directory} nor its parent exists"
-        elif not stat.S_ISDIR(st.st_mode):
+        # a logdir not created yet: measured where it will be created, in its nearest
+        # existing ancestor (the same filesystem by construction), never next to a file
+        # that is in the way
+        if not stat.S_ISDIR(st.st_mode):
             why = f"not probed: {target} is not a directory"
-        if why is not None:
-            return {"p50_ms": None, "p99_ms": None, "samples": 0, "error": why}
+    elif stat.S_ISREG(st.st_mode):
+        target = os.path.dirname(target)  # a log file: probe the directory it lives in
     elif not stat.S_ISDIR(st.st_mode):
-        target = os.path.dirname(target)  # a file: probe the directory it lives in
+        why = f"not probed: {target} is a {file_type(st.st_mode)}, not storage"
+    why = why or probe_refusal(target)  # a kernel pseudo-filesystem: nothing is written
+    if why is not None:
+        return {"p50_ms": None, "p99_ms": None, "samples": 0, "error": why}
     # a leftover we cannot remove must not prevent the measurement
     with contextlib.suppress(OSError):
         clean_leftovers(target)

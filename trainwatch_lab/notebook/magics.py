@@ -138,6 +138,25 @@ def parse_options(line: str) -> Options:
 # -- immediate check ------------------------------------------------------------------------
 
 
+def path_notes(paths: Sequence[str]) -> list[str]:
+    """One line per path that needs one, as ``trainwatch-lab check`` words it: a logdir not
+    created yet is watched where it will be ("not created yet; checked at /mnt/share/runs").
+    The paths were accepted already (settings.check_path): a lookup that fails now only
+    costs its note."""
+    from ..core.paths import locate, printable
+    from .settings import PATH_CHECK_TIMEOUT_S
+
+    lines = []
+    for path in paths:
+        try:
+            note = locate(path, timeout=PATH_CHECK_TIMEOUT_S).note
+        except Exception:  # a dead mount: the dashboard reports it
+            continue
+        if note:
+            lines.append(f"trainwatch: {printable(normalise(path))}: {printable(note)}")
+    return lines
+
+
 QUICK_CHECK_S = 1.0  # the check's timeout; with its probe budget and slack, <= 2.5 s in all
 
 
@@ -372,6 +391,8 @@ class TrainWatchMagics(Magics):
             print(state.stop() if words[0] == "stop" else state.status())
             return None
         opts = parse_options(line)
+        for note in path_notes(opts.all_paths):  # (bad paths were refused by parse_options)
+            print(note)
         if cell is None:
             state.start(opts)
             return None

@@ -44,13 +44,14 @@ def as_path_list(paths: Any) -> list[str]:
 
 
 def check_path(path: str) -> str:
-    """Reject a path that cannot exist (a file is in the way); returns its key.
+    """Reject a path that cannot exist (a file is in the way) or is no storage (a device, a
+    FIFO, /proc: core.paths.judge, as the CLI and the server judge it); returns its key.
 
     The lookup goes through the mount guard (core.paths.locate), so a dead mount costs at
     most PATH_CHECK_TIMEOUT_S here, and then the path is accepted: the sampler will report
     the mount as unresponsive, off the main thread.
     """
-    from ..core.paths import locate
+    from ..core.paths import locate, printable
 
     if not isinstance(path, str) or not path or "\x00" in path:
         raise ValueError(f"bad path {path!r}")
@@ -60,8 +61,8 @@ def check_path(path: str) -> str:
     except Exception:  # unresponsive mount, helper unavailable: not the user's input error
         log.debug("trainwatch: could not check %s", key, exc_info=True)
         return key
-    if not where.exists and not where.nearest_is_dir:
-        raise ValueError(f"{path} cannot exist: {where.nearest} is a file, not a directory")
+    if where.refusal is not None:  # core.paths.judge: a file in the way, /dev, a FIFO
+        raise ValueError(printable(where.refusal))
     return key
 
 

@@ -22,8 +22,8 @@ from tornado import web
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from ..advice.check import run_check
-from ..core.guard import MountUnresponsive
-from ..core.paths import locate
+from ..core.guard import MountUnresponsive, WorkerFailed, WorkerUnavailable
+from ..core.paths import Located, locate
 from .hub import Hub, dumps, path_key
 
 API = "trainwatch-lab/api"
@@ -83,11 +83,11 @@ def parse_bool(name: str, value: str | None, default: bool) -> bool:
     raise BadRequest(f"{name!r} must be true or false, got {value!r}")
 
 
-def exists_or_parent(key: str, timeout: float) -> bool:
-    """Asks the mount's helper process (core.paths.locate), so a dead mount raises
-    MountUnresponsive within ``timeout`` instead of leaving a server thread stuck in stat."""
-    found = locate(key, timeout=timeout)
-    return found.exists or (found.nearest == os.path.dirname(key) and found.nearest_is_dir)
+def judge_new_path(key: str, timeout: float) -> Located:
+    """Asks the mount's helper process (core.paths.locate, judged by core.paths.judge as
+    the CLI and the notebook judge it), so a dead mount raises MountUnresponsive within
+    ``timeout`` instead of leaving a server thread stuck in stat."""
+    return locate(key, timeout=timeout)
 
 
 class BaseHandler(APIHandler):
@@ -233,20 +233,29 @@ class PathsHandler(BaseHandler):
         limit = self.hub.defaults.max_watched_paths
         if key not in self.hub.watched() and len(self.hub.watched()) >= limit:
             return self.bad(f"already watching {limit} paths; remove one first")
-        responsive = True
+        responsive, note = True, None
         try:
             timeout = self.hub.defaults.mount_timeout_s
-            ok = await self.hub.in_thread(exists_or_parent, key, timeout, timeout=timeout + 1.0)
+            found = await self.hub.in_thread(judge_new_path, key, timeout, timeout=timeout + 1.0)
         except (asyncio.TimeoutError, MountUnresponsive):  # a hung mount is worth watching
-            ok, responsive = True, False
-        if not ok:
-            return self.bad(f"{key} does not exist and neither does its parent directory")
+            responsive = False
+        except (WorkerUnavailable, WorkerFailed, LookupError):  # cannot tell: the sampler will
+            pass
+        except OSError as exc:  # ELOOP, ENAMETOOLONG, EACCES: no logdir can be made there
+            return self.bad(f"{key}: {exc.strerror or exc}")
+        else:
+            # a logdir not created yet is watched where it will be (with a note); one that
+            # can never be created, or that is no storage (/dev, a FIFO), is refused
+            if found.refusal is not None:
+                return self.bad(found.refusal)
+            note = found.note
         # off the loop: the paths source reads the mount table and starts a helper process
         await self.hub.in_executor(self.hub.add_user_path, key)
         await self.hub.ensure_running()
         listing = self.listing()
         listing["added"] = key
         listing["responsive"] = responsive
+        listing["note"] = note  # e.g. "not created yet; checked at /mnt/share/runs"
         self.send_json(listing, 201)
 
     @web.authenticated
