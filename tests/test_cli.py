@@ -12,11 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.contract import CHECK_PATH_KEYS, WARNING_KEYS
+from tests.support.contract import (
+    CHECK_PATH_KEYS,
+    PROBE_EVIDENCE_KEYS,
+    PROBE_KEYS,
+    VERDICTS,
+    WARNING_KEYS,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
-VERDICTS = {"ok", "shared", "slow", "unresponsive", "missing", "not-storage"}
-CHECK_EXTRA_KEYS = ["checked_at", "note"]  # added after "verdict" (issue 10)
 
 
 def env() -> dict[str, str]:
@@ -72,10 +76,11 @@ def test_help_exits_0() -> None:
 def check_shape(report: dict) -> None:
     assert set(report) == {"paths", "warnings"}
     for entry in report["paths"]:
-        assert list(entry) == CHECK_PATH_KEYS + CHECK_EXTRA_KEYS
+        assert list(entry) == CHECK_PATH_KEYS
         assert entry["verdict"] in VERDICTS
         if entry["probe"] is not None:
-            assert set(entry["probe"]) == {"p50_ms", "p99_ms", "samples"}
+            keys = list(entry["probe"])
+            assert keys[:3] == PROBE_KEYS and set(keys[3:]) <= set(PROBE_EVIDENCE_KEYS)
     for warning in report["warnings"]:
         assert set(warning) == set(WARNING_KEYS)
         assert warning["severity"] in {"info", "warning", "critical"}

@@ -84,7 +84,7 @@ class SteadyWriter(threading.Thread):
 def test_disk_filling_fires_early_with_time_to_full_within_25_percent(tmpfs_mount) -> None:
     m = tmpfs_mount("40m")
     rate = 4 * MIB  # bytes/s: the 40 MiB tmpfs is full after ~10 s
-    defaults = replace(DEFAULTS, fill_window_s=3.0, fill_min_points=8, fill_min_span_s=1.5)
+    defaults = replace(DEFAULTS, fill_window_s=3.0, fill_min_span_s=1.5, fill_min_trend_s=1.0)
     sampler = make_sampler([str(m.path)], interval=0.2, probe=False, gpu=False, defaults=defaults)
     alerts: list[tuple[float, str, str]] = []  # (t, severity, message)
     estimates: list[tuple[float, float]] = []  # (t, predicted seconds to full)
@@ -93,9 +93,7 @@ def test_disk_filling_fires_early_with_time_to_full_within_25_percent(tmpfs_moun
         for a in sample.warnings:
             if a.code == "disk-filling" and a.subject == str(m.path):
                 alerts.append((sample.t, a.severity, a.message))
-                from trainwatch_lab.advice.storage import fill_for
-
-                est = fill_for(sampler.history, str(m.path), defaults, now=sample.t)
+                est = sample.paths[str(m.path)].fill  # what every surface shows
                 assert est is not None and est.seconds_to_full is not None
                 estimates.append((sample.t, est.seconds_to_full))
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, NoReturn, TextIO
 
-from .advice.text import fmt_bytes, fmt_duration, fmt_ms, fmt_pct, fmt_rate
+from .advice.text import fill_columns, fmt_bytes, fmt_ms, fmt_pct
 from .core.defaults import DEFAULTS
 from .core.model import SEVERITY_RANK, Alert, Sample, json_safe
 from .core.paths import normalise, printable
@@ -233,8 +233,6 @@ class _WatchPrinter:
         self.noted: set[tuple[str, str]] = set()
 
     def __call__(self, sample: Sample) -> None:
-        from .advice.storage import fill_for
-
         out = self.out
         out.write(f"\n{time.strftime('%H:%M:%S', time.localtime(sample.t))}\n")
         for name, text in sorted(sample.notes.items()):
@@ -266,22 +264,12 @@ class _WatchPrinter:
             out.write(f"  {', '.join(devices)}: measuring (rates need two samples)\n")
         else:
             out.write("  no block device under the watched paths (memory or network fs)\n")
-        defaults = getattr(self.sampler.evaluate, "defaults", DEFAULTS)
         rows = [["PATH", "FS TYPE", "FREE", "USED", "FILL RATE", "FULL IN"]]
         for path, p in sorted(sample.paths.items()):
             if not p.responsive:
                 rows.append([path, p.fstype or "?", "no answer", "", "", ""])
                 continue
-            est = fill_for(self.sampler.history, path, defaults, now=sample.t)
-            rate = ttf = "-"
-            if est is not None:
-                if est.rate_bps > defaults.fill_min_rate_bps:
-                    rate = f"+{fmt_rate(est.rate_bps)}"
-                    ttf = fmt_duration(est.seconds_to_full)
-                elif est.rate_bps < -defaults.fill_min_rate_bps:
-                    rate = f"-{fmt_rate(-est.rate_bps)}"
-                else:
-                    rate = "steady"
+            rate, ttf = fill_columns(p.fill)
             used = fmt_pct(1 - (p.avail_bytes or 0) / p.total_bytes) if p.total_bytes else "?"
             name = path if p.exists or p.error else f"{path} (not created yet)"
             rows.append([name, p.fstype or "?", fmt_bytes(p.avail_bytes), used, rate, ttf])

@@ -34,6 +34,15 @@ export interface ProbeJSON {
   samples: number;
 }
 
+export interface FillJSON {
+  filesystem: string;
+  trend: 'measuring' | 'filling' | 'steady' | 'freeing';
+  rate_bps: number | null;
+  seconds_to_full: number | null;
+  trend_s: number;
+  points: number;
+}
+
 export interface PathStateJSON {
   path: string;
   exists: boolean;
@@ -50,6 +59,8 @@ export interface PathStateJSON {
   responsive: boolean;
   probe: ProbeJSON | null;
   error: string | null;
+  /** how its filesystem fills: computed once per tick in Python (core/fill.py) */
+  fill?: FillJSON | null;
   /** e.g. "not created yet; checked at /mnt/share/runs" (the line `check` prints) */
   note?: string | null;
 }
@@ -429,43 +440,25 @@ export function gpuEmptyReason(sample: SampleJSON | null): string | null {
 }
 
 /**
- * Seconds until a free-space series reaches zero, by least squares over its points; null when
- * the space is not shrinking (or there are too few points to tell).
+ * The fill notes under the free-space chart: one line per filesystem that is filling, in the
+ * numbers Python sent (the same estimate the disk-filling warning uses; nothing refitted here).
  */
-export function timeToFull(
-  ts: number[],
-  avail: (number | null)[],
-  minPoints = 10
-): number | null {
-  const xs: number[] = [];
-  const ys: number[] = [];
-  ts.forEach((t, i) => {
-    const v = avail[i];
-    if (typeof v === 'number' && Number.isFinite(v)) {
-      xs.push(t);
-      ys.push(v);
+export function fillNotes(paths: Record<string, PathStateJSON>): string[] {
+  const seen = new Set<string>();
+  const notes: string[] = [];
+  for (const p of Object.keys(paths).sort()) {
+    const fill = paths[p].fill;
+    if (!fill || seen.has(fill.filesystem)) {
+      continue;
     }
-  });
-  if (xs.length < minPoints) {
-    return null;
+    seen.add(fill.filesystem);
+    if (fill.trend === 'filling' && fill.rate_bps !== null && fill.seconds_to_full !== null) {
+      notes.push(
+        `${fill.filesystem}: filling at ${formatMBs(fill.rate_bps / MB)}, full in ${formatDuration(fill.seconds_to_full)}`
+      );
+    }
   }
-  const n = xs.length;
-  const mx = xs.reduce((a, b) => a + b, 0) / n;
-  const my = ys.reduce((a, b) => a + b, 0) / n;
-  let sxy = 0;
-  let sxx = 0;
-  for (let i = 0; i < n; i++) {
-    sxy += (xs[i] - mx) * (ys[i] - my);
-    sxx += (xs[i] - mx) ** 2;
-  }
-  if (sxx === 0) {
-    return null;
-  }
-  const slope = sxy / sxx; // bytes per second; negative = shrinking
-  if (!(slope < 0)) {
-    return null;
-  }
-  return ys[n - 1] / -slope;
+  return notes;
 }
 
 /** A path short enough for a legend: its last two components ("…/mnt/work"). */

@@ -4,8 +4,8 @@ import { Message } from '@lumino/messaging';
 import { ISeriesSpec, TimeChart } from './chart';
 import {
   activeWarnings,
+  fillNotes,
   formatBytes,
-  formatDuration,
   formatMBs,
   gpuEmptyReason,
   HistoryJSON,
@@ -14,7 +14,6 @@ import {
   seriesKey,
   SeriesRing,
   shortPath,
-  timeToFull,
   WatchedPathJSON,
   watchedDevices
 } from './model';
@@ -395,15 +394,7 @@ export class TrainWatchPanel extends Panel {
       paths.map(p => ({ key: seriesKey('path', p, 'avail_bytes'), label: shortPath(p) })),
       sample && !paths.length ? 'No watched path. Add one below.' : null
     );
-    const notes: string[] = [];
-    for (const p of paths) {
-      const [ts, avail] = ring.aligned([seriesKey('path', p, 'avail_bytes')], 120);
-      const ttf = timeToFull(ts, avail);
-      if (ttf !== null) {
-        notes.push(`${p}: full in ${formatDuration(ttf)} at the current rate`);
-      }
-    }
-    this._spaceNote.node.textContent = notes.join('\n');
+    this._spaceNote.node.textContent = sample ? fillNotes(sample.paths).join('\n') : '';
   }
 
   private _renderPaths(sample: SampleJSON | null): void {

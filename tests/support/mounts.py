@@ -297,8 +297,8 @@ def _start_watchdog(sftp_pid: int, sshd_pid: int, mountpoint: Path) -> subproces
     )
 
 
-@pytest.fixture
-def sshfs_mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshfsMount]:
+@contextlib.contextmanager
+def _sshfs(tmp_path_factory: pytest.TempPathFactory, delay_ms: float = 0.0) -> Iterator[SshfsMount]:
     need_root()
     sshfs = need_tool("sshfs")
     sshd = need_tool("sshd")
@@ -336,11 +336,28 @@ def sshfs_mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshfsMount
     )
     mount: SshfsMount | None = None
     watchdog: subprocess.Popen[bytes] | None = None
+    proxy: subprocess.Popen[bytes] | None = None
     try:
         _wait_for_port(port, daemon)
+        connect = port
+        if delay_ms:
+            connect = _free_port()
+            proxy = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.support.delay_proxy",
+                    str(connect),
+                    str(port),
+                    str(delay_ms),
+                ],
+                cwd=Path(__file__).resolve().parents[2],
+                start_new_session=True,
+            )
+            _wait_for_port(connect, proxy)
         options = (
             f"IdentityFile={client_key},IdentitiesOnly=yes,StrictHostKeyChecking=no,"
-            f"UserKnownHostsFile=/dev/null,BatchMode=yes,port={port},LogLevel=ERROR"
+            f"UserKnownHostsFile=/dev/null,BatchMode=yes,port={connect},LogLevel=ERROR"
         )
         run([sshfs, f"{user}@127.0.0.1:{remote}", str(mp), "-o", options], timeout=30)
         mount = SshfsMount(
@@ -366,4 +383,21 @@ def sshfs_mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshfsMount
         _kill_tree(daemon.pid)
         with contextlib.suppress(subprocess.TimeoutExpired):
             daemon.wait(timeout=5)
+        if proxy is not None:
+            proxy.kill()
+            proxy.wait()
         log.close()
+
+
+@pytest.fixture
+def sshfs_mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshfsMount]:
+    with _sshfs(tmp_path_factory) as mount:
+        yield mount
+
+
+@pytest.fixture
+def slow_sshfs_mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshfsMount]:
+    """``sshfs_mount`` across a link that adds 25 ms to every request: a share that is slow,
+    not dead (see delay_proxy.py)."""
+    with _sshfs(tmp_path_factory, delay_ms=25.0) as mount:
+        yield mount

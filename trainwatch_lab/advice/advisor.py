@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.defaults import DEFAULTS, Defaults
+from ..core.fill import fill_filesystems
 from ..core.history import History
 from ..core.model import SEVERITY_RANK, Alert, ProbeResult, Sample
 
@@ -49,6 +50,8 @@ class Advisor:
         return self.evaluate(sample, history)
 
     def evaluate(self, sample: Sample, history: History) -> list[Alert]:
+        # derived once, before any rule reads it, and sent with the sample to every surface
+        fill_filesystems(sample, history, self.defaults)
         ctx = Context(
             sample=sample,
             history=history,

@@ -119,7 +119,7 @@ def main_thread_clause(sample: Sample) -> tuple[str | None, PathState | None]:
 def _rank(p: PathState, ctx: Context) -> int:
     if not p.responsive:
         return 0
-    if is_slow(p.probe, ctx.baseline, ctx.defaults):
+    if is_slow(p, ctx.baseline, ctx.defaults):
         return 1
     if p.shared:
         return 2

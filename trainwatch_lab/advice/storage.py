@@ -12,9 +12,9 @@ import os
 from collections.abc import Iterator
 
 from ..core.defaults import Defaults
+from ..core.fill import can_fill, is_trend
 from ..core.history import History
 from ..core.model import Alert, PathState, ProbeResult, Sample
-from ..core.space import FillEstimate, fill_estimate
 from .advisor import Context, Detector
 from .text import fmt_bytes, fmt_clock, fmt_duration, fmt_ms, fmt_pct, fmt_rate
 
@@ -36,15 +36,33 @@ def _where(p: PathState) -> str:
     return f"{fstype} from {p.source}" if p.source else fstype
 
 
+def _storage_of(probe: ProbeResult) -> str:
+    """``/var/tmp (vda)``: where a reference probe was measured."""
+    where = probe.where or "local disk"
+    return f"{where} ({probe.device})" if probe.device else where
+
+
 def _probe_text(probe: ProbeResult | None, baseline: ProbeResult | None) -> str:
+    """The measured latency, and what it was compared with: the reference measured at the
+    same moment when there is one, else the cached local baseline."""
     if probe is None or probe.p50_ms is None:
         return ""
     text = f"; a 4 KiB write + fsync takes {fmt_ms(probe.p50_ms)} at the median"
     if probe.p99_ms is not None:
         text += f" ({fmt_ms(probe.p99_ms)} p99)"
-    if baseline is not None and baseline.p50_ms is not None:
-        text += f" against {fmt_ms(baseline.p50_ms)} on local disk"
+    if probe.slow_runs >= 2:
+        text += f" in {probe.slow_runs} probes in a row"
+    ref = _comparison(probe, baseline)
+    if ref is not None and ref.p50_ms is not None:
+        when = " measured at the same time" if ref is probe.reference else ""
+        text += f", against {fmt_ms(ref.p50_ms)} on {_storage_of(ref)}{when}"
     return text
+
+
+def _comparison(probe: ProbeResult, baseline: ProbeResult | None) -> ProbeResult | None:
+    if probe.reference is not None and probe.reference.p50_ms is not None:
+        return probe.reference
+    return baseline if baseline is not None and baseline.p50_ms is not None else None
 
 
 def _on(path: str, p: PathState) -> str:
@@ -102,13 +120,39 @@ def shared_mount(ctx: Context) -> Iterator[Alert]:
         )
 
 
-def is_slow(probe: ProbeResult | None, baseline: ProbeResult | None, defaults: Defaults) -> bool:
-    """The slow-mount rule: p50 over the absolute limit, or many times the local baseline."""
-    if probe is None or probe.p50_ms is None:
+def _same_storage(p: PathState, ref: ProbeResult) -> bool:
+    """A path cannot be slower than the storage it lives on."""
+    if p.device is not None and p.device == ref.device:
+        return True
+    where = ref.where or ""
+    return bool(p.mountpoint) and (where == p.mountpoint or where.startswith(f"{p.mountpoint}/"))
+
+
+def is_slow(p: PathState, baseline: ProbeResult | None, defaults: Defaults) -> bool:
+    """The slow-mount rule: ``slow_min_probes`` probes in a row over the limits, on storage
+    that differs from what it is compared with.
+
+    A network or FUSE mount differs by nature: p50 over ``slow_p50_ms``, or
+    ``slow_vs_baseline`` times the local reference. A local disk counts only against another
+    device measured at the same moment that stayed fast (under ``slow_reference_fast_ms``):
+    a disk that is merely busy, slowing every path on the machine, is disk-saturated's
+    business, and a path on the reference's own device is never compared with itself.
+    """
+    probe = p.probe
+    if probe is None or probe.p50_ms is None or probe.slow_runs < defaults.slow_min_probes:
         return False
+    ref = _comparison(probe, baseline)
+    if ref is not None and _same_storage(p, ref):
+        return False
+    if not p.shared:
+        fresh = probe.reference
+        if fresh is None or fresh.p50_ms is None or p.device is None or fresh.device is None:
+            return False  # no other storage measured at the same moment: no evidence
+        if fresh.p50_ms >= defaults.slow_reference_fast_ms:
+            return False  # the whole machine is slow right now, not this disk
     if probe.p50_ms >= defaults.slow_p50_ms:
         return True
-    base = baseline.p50_ms if baseline is not None else None
+    base = ref.p50_ms if ref is not None else None
     return (
         base is not None
         and base > 0
@@ -119,10 +163,11 @@ def is_slow(probe: ProbeResult | None, baseline: ProbeResult | None, defaults: D
 
 def slow_mount(ctx: Context) -> Iterator[Alert]:
     for path, p in _watched(ctx.sample):
-        if not p.responsive or not is_slow(p.probe, ctx.baseline, ctx.defaults):
+        if not p.responsive or not is_slow(p, ctx.baseline, ctx.defaults):
             continue
         assert p.probe is not None and p.probe.p50_ms is not None
-        base = ctx.baseline.p50_ms if ctx.baseline is not None else None
+        ref = _comparison(p.probe, ctx.baseline)
+        base = ref.p50_ms if ref is not None else None
         ratio = f" ({p.probe.p50_ms / base:.0f}x slower)" if base else ""
         yield Alert(
             code="slow-mount",
@@ -201,49 +246,17 @@ def disk_almost_full(ctx: Context) -> Iterator[Alert]:
         )
 
 
-def fill_for(
-    history: History, path: str, defaults: Defaults, now: float | None = None
-) -> FillEstimate | None:
-    """Least-squares fill rate of a path's free space over the last ``fill_window_s``.
-
-    Shared by the ``disk-filling`` rule and the surfaces that show a fill rate, so both
-    always agree. None when there are fewer than ``fill_min_points`` points.
-    """
-    times, avail = history.window("path", path, "avail_bytes", defaults.fill_window_s, now=now)
-    if len(times) < max(2, defaults.fill_min_points):
-        return None
-    return fill_estimate(times, avail)
-
-
-def _filesystem(path: str, p: PathState) -> tuple[str, int | None]:
-    """Paths with the same key see the same free space (a directory under a project quota
-    reports the quota as its size, so the size is part of the key)."""
-    return (p.mountpoint or path, p.total_bytes)
-
-
-def _can_fill(p: PathState) -> bool:
-    return not p.read_only and p.responsive and p.avail_bytes is not None
-
-
 def disk_filling(ctx: Context) -> Iterator[Alert]:
+    """Free space running out within the horizon, at a rate that has lasted (core.fill)."""
     d = ctx.defaults
-    # free space belongs to the filesystem: one fit per filesystem, from the path watched
-    # longest (paths are in the order they were added, so its history goes back furthest)
-    fits: dict[tuple[str, int | None], FillEstimate | None] = {}
-    for path, p in ctx.sample.paths.items():
-        if _can_fill(p) and _filesystem(path, p) not in fits:
-            fits[_filesystem(path, p)] = fill_for(ctx.history, path, d, now=ctx.sample.t)
     for path, p in _watched(ctx.sample):
-        if not _can_fill(p):
+        fill = p.fill
+        if fill is None or not can_fill(p) or not is_trend(fill, d):
             continue
-        est = fits[_filesystem(path, p)]
-        if est is None or est.span_s < min(d.fill_min_span_s, d.fill_window_s):
-            continue  # a few seconds of a checkpoint being written are not a trend
-        if est.rate_bps <= d.fill_min_rate_bps or est.seconds_to_full is None:
+        ttf = fill.seconds_to_full
+        if ttf is None or not math.isfinite(ttf) or ttf > d.fill_horizon_s:
             continue
-        ttf = est.seconds_to_full
-        if not math.isfinite(ttf) or ttf > d.fill_horizon_s:
-            continue
+        assert fill.rate_bps is not None
         critical = ttf < d.fill_critical_s
         yield Alert(
             code="disk-filling",
@@ -251,7 +264,8 @@ def disk_filling(ctx: Context) -> Iterator[Alert]:
             subject=path,
             message=(
                 f"{_on(path, p)} is filling at "
-                f"{fmt_rate(est.rate_bps)}: {fmt_bytes(p.avail_bytes)} left, full in about "
+                f"{fmt_rate(fill.rate_bps)} (for {fmt_duration(fill.trend_s)} now): "
+                f"{fmt_bytes(p.avail_bytes)} left, full in about "
                 f"{fmt_duration(ttf)} (around {fmt_clock(ctx.sample.t + ttf)}) at this rate."
             ),
             fix=(

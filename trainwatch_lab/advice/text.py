@@ -11,6 +11,10 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..core.model import FillState
 
 _BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 _DECIMAL_RATE = ("B/s", "kB/s", "MB/s", "GB/s", "TB/s")
@@ -106,3 +110,25 @@ def warning_count_text(severities: Iterable[str]) -> str:
     warnings = len(levels) - notes
     text = f"{warnings} warning{'s' if warnings != 1 else ''}" if warnings else "no warnings"
     return f"{text}, {notes} note{'s' if notes != 1 else ''}" if notes else text
+
+
+def fill_text(fill: FillState | None) -> str:
+    """A filesystem's fill as every surface words it (core.fill computes it once per tick)."""
+    if fill is None:
+        return "fill rate: unknown"
+    if fill.trend == "filling" and fill.rate_bps is not None:
+        return f"filling at {fmt_rate(fill.rate_bps)}, full in {fmt_duration(fill.seconds_to_full)}"
+    if fill.trend == "freeing" and fill.rate_bps is not None:
+        return f"being freed at {fmt_rate(-fill.rate_bps)}"
+    if fill.trend == "measuring":
+        return "fill rate: measuring"
+    return "not filling"
+
+
+def fill_columns(fill: FillState | None) -> tuple[str, str]:
+    """The same fill as two table cells, FILL RATE and FULL IN (``watch``)."""
+    if fill is None or fill.rate_bps is None or fill.trend in ("measuring", "steady"):
+        return ("-" if fill is None or fill.trend == "measuring" else "steady"), "-"
+    if fill.trend == "freeing":
+        return f"-{fmt_rate(-fill.rate_bps)}", "-"
+    return f"+{fmt_rate(fill.rate_bps)}", fmt_duration(fill.seconds_to_full)

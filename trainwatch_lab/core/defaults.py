@@ -44,6 +44,12 @@ class Defaults:
     # the ratio rule needs this much absolute latency: a 0.05 ms baseline would make every
     # real disk "slow", and VM disks often take one 4 ms timer tick per fsync
     slow_ratio_min_ms: float = 5.0
+    # ... it is also where a probe starts to look slow: such a probe is repeated at once,
+    # with the local reference measured again at the same moment on its own storage; a
+    # local disk counts as slow only while that reference stays under this (a burst of
+    # fsyncs from other processes slows every disk of the machine alike)
+    slow_reference_fast_ms: float = 5.0
+    slow_min_probes: int = 2  # probes in a row that must look slow: one can catch a burst
     # disk-almost-full
     full_fraction: float = 0.10
     full_bytes: int = 2 * GIB  # applies to filesystems larger than this
@@ -52,9 +58,18 @@ class Defaults:
     fill_horizon_s: float = 3600.0
     fill_critical_s: float = 600.0
     fill_window_s: float = 120.0  # least-squares window for the growth rate
-    fill_min_points: int = 10
+    fill_min_points: int = 5  # readings in the stretch of shrinking free space, at least
     fill_min_rate_bps: float = 64 * 1024  # below this a "fill rate" is noise
-    fill_min_span_s: float = 30.0  # disk-filling needs this much history: a burst is no trend
+    # disk-filling warns about a fill that has lasted this share of the time it has left
+    # (capped at fill_min_span_s, at least fill_min_trend_s): a steady fill that ends in
+    # ENOSPC within a minute is warned about before half-way, while one checkpoint burst,
+    # over in seconds with most of the space still free, is no trend
+    fill_trend_share: float = 0.8
+    fill_min_span_s: float = 30.0
+    fill_min_trend_s: float = 5.0
+    # free space that has not gone down for this many times the longest gap between its
+    # drops (and at least two readings) has stopped filling: the rate shown decays to none
+    fill_quiet_gaps: float = 2.0
     # disk-saturated
     saturated_util_pct: float = 80.0
     saturated_await_ms: float = 10.0

@@ -58,15 +58,36 @@ class DiskRates:
 
 @dataclass(slots=True)
 class ProbeResult:
-    """Latency of small write + fsync, measured in the directory itself."""
+    """Latency of small write + fsync, measured in the directory itself.
+
+    One slow probe proves nothing (somebody else's fsync burst slows every disk alike), so a
+    probe that looks slow is repeated at once while the local reference is measured again on
+    its own storage: ``slow_runs`` counts the probes in a row that looked slow, ``reference``
+    is that measurement (``where``/``device`` say what it measured).
+    """
 
     p50_ms: float | None
     p99_ms: float | None
     samples: int
     error: str | None = None
+    slow_runs: int = 0
+    reference: ProbeResult | None = None
+    where: str | None = None  # the directory measured (set on the local reference)
+    device: str | None = None  # its block device, as in PathState.device
 
     def to_json(self) -> dict[str, Any]:
-        return {"p50_ms": self.p50_ms, "p99_ms": self.p99_ms, "samples": self.samples}
+        data: dict[str, Any] = {
+            "p50_ms": self.p50_ms,
+            "p99_ms": self.p99_ms,
+            "samples": self.samples,
+        }
+        if self.slow_runs:
+            data["slow_runs"] = self.slow_runs
+        if self.reference is not None:
+            data["reference"] = self.reference.to_json()
+        if self.where is not None:
+            data["where"], data["device"] = self.where, self.device
+        return data
 
 
 @dataclass(slots=True)
@@ -79,6 +100,26 @@ class CheckpointInfo:
     newest_bytes: int
     newest_mtime: float
     cadence_s: float | None  # median spacing of saves when they come regularly
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+FillTrend = Literal["measuring", "filling", "steady", "freeing"]
+
+
+@dataclass(slots=True)
+class FillState:
+    """How fast the free space of one filesystem shrinks: computed once per tick in Python
+    (core.fill) and shared by every watched path on that filesystem, so the rule, the CLI,
+    the notebook and the panel all show the same numbers."""
+
+    filesystem: str  # its mount point
+    trend: FillTrend
+    rate_bps: float | None = None  # bytes per second; > 0 while free space shrinks
+    seconds_to_full: float | None = None  # at this rate, from the latest reading
+    trend_s: float = 0.0  # how long free space has gone down without being freed
+    points: int = 0  # readings in that stretch
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -105,6 +146,7 @@ class PathState:
     responsive: bool = True
     probe: ProbeResult | None = None
     checkpoints: CheckpointInfo | None = None
+    fill: FillState | None = None  # of its filesystem (the same object for every path on it)
     error: str | None = None
     # what the path is ("directory", "file", "FIFO", "character device"...); None when it
     # does not exist (yet) or nothing answered
@@ -126,7 +168,8 @@ class ProcessIO:
     """I/O rates of the watched process tree.
 
     ``*_chars_s`` count every read/write syscall (network and FUSE filesystems included);
-    ``*_bytes_s`` only what reached the block layer.
+    ``*_bytes_s`` what was read from or dirtied for a block device: a write is counted when
+    its pages are dirtied, not when they reach the disk (the device counters say that).
     """
 
     pid: int

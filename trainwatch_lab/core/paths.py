@@ -39,17 +39,18 @@ from .mounts import (
     overlay_backing,
     read_mounts,
 )
-from .probe import READ_ONLY, probe_through
+from .probe import READ_ONLY, probe_with_evidence
 from .space import scan_checkpoints, space_fields
 from .worker import inspect_answer
 
 CHECKPOINT_RESCAN_S = 10.0  # a directory listing per tick would be wasteful on a share
 # Where the directory's mtime is known each tick (paths looked at locally), a directory
 # that has not changed is rescanned only this long after its last change (the newest
-# checkpoint may still be growing) and then every CHECKPOINT_IDLE_RESCAN_S (files written
-# inside subdirectories, as in HF's checkpoint-N/, do not touch the parent's mtime).
+# checkpoint may still be growing) and then every CHECKPOINT_IDLE_RESCAN_S: saves land
+# below the watched directory (lightning_logs/version_0/checkpoints/, HF's checkpoint-N/)
+# without touching its mtime, and a new save must not go unseen for long.
 CHECKPOINT_SETTLE_S = 60.0
-CHECKPOINT_IDLE_RESCAN_S = 300.0
+CHECKPOINT_IDLE_RESCAN_S = 30.0
 PROBE_RETRY_S = 10.0  # a failed probe is retried this soon, not after probe_every_s
 INSPECT_WHAT = "statvfs"  # the user reads "no answer within 2.0 s (statvfs)"
 SCAN_LANE = "checkpoints"
@@ -397,7 +398,7 @@ def inspect_path(
                 state.probe = ProbeResult(None, None, 0, error=READ_ONLY)
             else:
                 try:
-                    state.probe = probe_through(g, actual.mountpoint, key, defaults)
+                    state.probe = probe_with_evidence(g, actual.mountpoint, key, defaults)
                 except MountUnresponsive as exc:
                     state.responsive, state.error = False, str(exc)
                 except (OSError, WorkerUnavailable, WorkerFailed) as exc:
@@ -520,7 +521,7 @@ class PathsSource:
     def _run_probe(self, watch: _Watch, mountpoint: str) -> None:
         d = self.defaults
         try:
-            result = probe_through(self.guard, mountpoint, watch.key, d)
+            result = probe_with_evidence(self.guard, mountpoint, watch.key, d)
         except MountUnresponsive as exc:
             result = ProbeResult(None, None, 0, error=str(exc))
         except (OSError, WorkerUnavailable, WorkerFailed) as exc:

@@ -225,9 +225,49 @@ def probe_through(
     return ProbeResult(**raw)
 
 
+def looks_slow(probe: ProbeResult | None, defaults: Defaults = DEFAULTS) -> bool:
+    """Over the least latency any slow-mount verdict needs: worth a second look."""
+    return (
+        probe is not None
+        and probe.p50_ms is not None
+        and (probe.p50_ms >= min(defaults.slow_ratio_min_ms, defaults.slow_p50_ms))
+    )
+
+
+def probe_with_evidence(
+    guard: MountGuard, mountpoint: str, directory: str, defaults: Defaults = DEFAULTS
+) -> ProbeResult:
+    """``probe_through``, plus what a slow-mount verdict needs besides one number.
+
+    A probe that looks slow may have landed in somebody else's burst of fsyncs, which slows
+    every disk of the machine alike: it is repeated at once while the local reference is
+    measured again, on its own storage, at the same moment. The answer is the second probe,
+    with ``slow_runs`` (how many of the two looked slow, counted from the newest) and that
+    ``reference``; the rule (advice.storage.slow_mount) compares the two.
+    """
+    first = probe_through(guard, mountpoint, directory, defaults)
+    if not looks_slow(first, defaults):
+        return first
+    box: list[ProbeResult | None] = []
+
+    def measure_reference() -> None:
+        try:
+            box.append(local_baseline(defaults, guard, refresh=True))
+        except Exception:  # no reference is a weaker verdict, never a crash
+            box.append(None)
+
+    thread = threading.Thread(target=measure_reference, name="trainwatch-reference", daemon=True)
+    thread.start()
+    again = probe_through(guard, mountpoint, directory, defaults)
+    thread.join(defaults.probe_budget_s + defaults.mount_timeout_s)
+    runs = 2 if looks_slow(again, defaults) else 0
+    again.slow_runs, again.reference = runs, box[0] if box else None
+    return again
+
+
 def _measure_baseline(defaults: Defaults, guard: MountGuard | None) -> ProbeResult | None:
     from .guard import MountUnresponsive, WorkerUnavailable, default_guard
-    from .mounts import classify, mount_for_path, read_mounts
+    from .mounts import block_device_for, classify, mount_for_path, read_mounts
 
     g = guard if guard is not None else default_guard()
     try:
@@ -246,5 +286,7 @@ def _measure_baseline(defaults: Defaults, guard: MountGuard | None) -> ProbeResu
         except (MountUnresponsive, WorkerUnavailable, OSError, RuntimeError):
             continue
         if result.error is None and result.samples:
+            result.where = os.path.abspath(directory)
+            result.device = block_device_for(entry, "/sys", mounts=mounts)
             return result
     return None

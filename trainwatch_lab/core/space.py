@@ -1,4 +1,4 @@
-"""Free space, how fast it shrinks, and the checkpoints that eat it.
+"""Free space and the checkpoints that eat it (how fast it shrinks: core.fill).
 
 Pure functions over data the caller already has (a statvfs result, a series of readings) plus
 one bounded directory scan; the scan touches the filesystem, so callers run it inside the
@@ -10,7 +10,6 @@ from __future__ import annotations
 import collections
 import heapq
 import itertools
-import operator
 import os
 import re
 import statistics
@@ -92,42 +91,6 @@ def space_fields(st: os.statvfs_result) -> dict[str, int]:
         "inodes_total": st.f_files,
         "inodes_free": st.f_ffree,
     }
-
-
-@dataclass(frozen=True, slots=True)
-class FillEstimate:
-    """Least-squares trend of available space. ``rate_bps`` > 0 means it is shrinking."""
-
-    rate_bps: float
-    seconds_to_full: float | None
-    points: int
-    span_s: float = 0.0  # time between the first and the last point of the fit
-
-
-def fill_estimate(times: Sequence[float], avail_bytes: Sequence[float]) -> FillEstimate | None:
-    """Fit avail = a + b*t by ordinary least squares; the fill rate is -b.
-
-    A fit (not first-vs-last) so one checkpoint landing or being deleted does not swing the
-    prediction. Time to full extrapolates from the latest reading; ``None`` when not shrinking.
-    """
-    n = min(len(times), len(avail_bytes))
-    if n < 2:
-        return None
-    # C-level passes (map, sum, max): the detectors fit every filesystem every tick
-    ts = list(map(float, times[:n]))
-    ys = list(map(float, avail_bytes[:n]))
-    t_mean = sum(ts) / n  # centre first: epoch seconds squared lose precision
-    y_mean = sum(ys) / n
-    dt = list(map(operator.sub, ts, itertools.repeat(t_mean, n)))
-    dy = list(map(operator.sub, ys, itertools.repeat(y_mean, n)))
-    sxx = sum(map(operator.mul, dt, dt))
-    if sxx <= 0:
-        return None
-    rate = -sum(map(operator.mul, dt, dy)) / sxx
-    newest, oldest = max(ts), min(ts)
-    latest = ys[ts.index(newest)]
-    seconds = max(latest, 0.0) / rate if rate > 0 else None
-    return FillEstimate(rate_bps=rate, seconds_to_full=seconds, points=n, span_s=newest - oldest)
 
 
 def _cadence(save_times: Iterable[float]) -> float | None:
@@ -220,7 +183,12 @@ def _ignored(name: str) -> bool:
 
 
 def _is_checkpoint(name: str, suffixes: tuple[str, ...]) -> bool:
-    return name.lower().endswith(suffixes) and not _ignored(name)
+    lower = name.lower()
+    if not lower.endswith(suffixes) or _ignored(name):
+        return False
+    # ".bin" is any binary file (a download, a tokenised dataset): a save only by its name
+    # (pytorch_model.bin, optimizer.bin) or inside a save directory (weighed whole)
+    return not lower.endswith(".bin") or SAVE_PART.match(lower) is not None or "ckpt" in lower
 
 
 def _is_save_dir(name: str, entries: list[os.DirEntry[str]], sfx: tuple[str, ...]) -> bool:

@@ -15,7 +15,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ..advice.text import fmt_duration, fmt_ms, fmt_rate
+from ..advice.text import fmt_duration, fmt_ms, fmt_rate, warning_count_text
 from ..core.defaults import DEFAULTS, MIB, Defaults
 from ..core.model import Alert, Sample
 from ..core.sampler import Sampler
@@ -104,8 +104,9 @@ class CellWatch:
             for g in sample.gpus:
                 if (self.gpus is None or g.index in self.gpus) and g.util_pct is not None:
                     parts.append(f"GPU{g.index} {g.util_pct:.0f}%")
-            n = len(self.warnings)
-            parts.append(f"⚠ {n} warning{'s' if n != 1 else ''}" if n else "no warnings")
+            count = warning_count_text(a.severity for a in self.warnings.values())
+            serious = any(a.severity != "info" for a in self.warnings.values())
+            parts.append(f"⚠ {count}" if serious else count)
             body = " · ".join(parts)
         return (
             f'<style>{STYLE}</style><div class="tw-root tw-strip" data-samples="{self.samples}">'

@@ -22,6 +22,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from ..advice.text import fill_text
 from ..core.defaults import DEFAULTS, GIB, Defaults
 from ..core.history import SeriesKey, capacity_for
 from ..core.model import Sample
@@ -36,7 +37,6 @@ from .summary import (
     STYLE,
     alert_html,
     esc,
-    fill_text,
     latency_text,
     mount_text,
     snapshot_html,
@@ -417,7 +417,7 @@ class TrainWatch(widgets.VBox):
                 f"<td><code>{esc(path)}</code>{exists}</td>"
                 f'<td class="tw-kind-{esc(p.kind)}">{esc(mount_text(p))}</td>'
                 f"<td>{esc(latency_text(p))}</td><td>{esc(space_text(p))}</td>"
-                f"<td>{esc(fill_text(self.history, path, self.defaults))}</td></tr>"
+                f"<td>{esc(fill_text(p.fill))}</td></tr>"
             )
         return (
             '<table class="tw-table tw-paths"><tr><th>watched path</th><th>mount</th>'

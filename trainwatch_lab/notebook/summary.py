@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from ..advice.text import fmt_bytes, fmt_duration, fmt_ms, fmt_pct, fmt_rate
+from ..advice.text import fill_text, fmt_bytes, fmt_duration, fmt_ms, fmt_pct, fmt_rate
 from ..core.defaults import DEFAULTS, MIB, Defaults
+from ..core.fill import FilesystemKey, filesystem_key
 from ..core.history import History
 from ..core.model import SEVERITY_RANK, Alert, PathState, Sample
 
@@ -128,19 +129,6 @@ def space_text(p: PathState) -> str:
     )
 
 
-def fill_text(history: History, path: str, defaults: Defaults = DEFAULTS) -> str:
-    """Fill rate and time to full, from the same least-squares fit the disk-filling rule uses."""
-    from ..advice.storage import fill_for
-
-    est = fill_for(history, path, defaults)
-    if est is None:
-        return "fill rate: measuring"
-    if est.rate_bps <= defaults.fill_min_rate_bps:
-        return "not filling"
-    ttf = est.seconds_to_full
-    return f"filling at {fmt_rate(est.rate_bps)}, full in {fmt_duration(ttf)}"
-
-
 def watched_devices(sample: Sample) -> list[str]:
     """The block devices under the watched paths; every disk when no path has one."""
     devices = sorted({p.device for p in sample.paths.values() if p.device})
@@ -157,7 +145,7 @@ def snapshot_text(sample: Sample | None, history: History | None = None) -> str:
     for path, p in sorted(sample.paths.items()):
         lines.append(f"  {path}: {mount_text(p)}; {latency_text(p)}; {space_text(p)}")
         if history is not None:
-            lines.append(f"    {fill_text(history, path)}")
+            lines.append(f"    {fill_text(p.fill)}")
     for name in watched_devices(sample):
         d = sample.disks.get(name)
         if d is not None:
@@ -182,7 +170,7 @@ def snapshot_html(sample: Sample | None, history: History | None = None) -> str:
         return '<div class="tw-root tw-muted">trainwatch: waiting for the first sample</div>'
     rows = []
     for path, p in sorted(sample.paths.items()):
-        fill = fill_text(history, path) if history is not None else ""
+        fill = fill_text(p.fill) if history is not None else ""
         rows.append(
             f"<tr><td><code>{esc(path)}</code></td>"
             f'<td class="tw-kind-{esc(p.kind)}">{esc(mount_text(p))}</td>'
@@ -481,19 +469,17 @@ def _used_growth(window: _Window, path: str) -> float | None:
     return (total[1] - free[1]) - (total[0] - free[0])
 
 
-def _filesystem_key(path: str, state: PathState | None) -> tuple[str, int | None]:
-    """Paths with one key see the same free space, as disk-filling groups them: same
-    mountpoint and same size (a directory under a project quota reports the quota)."""
-    if state is None:
-        return (path, None)
-    return (state.mountpoint or path, state.total_bytes)
+def _filesystem_key(path: str, state: PathState | None) -> FilesystemKey:
+    """As core.fill groups paths (one free space, one fill rate); a path never sampled is
+    its own group."""
+    return (path, None) if state is None else filesystem_key(path, state)
 
 
 def _filesystem_rows(
     window: _Window, latest: Sample | None, paths: Sequence[str], written: dict[str, float]
 ) -> list[FilesystemSummary]:
     """One row per filesystem, listing its watched paths in the order they were given."""
-    groups: dict[tuple[str, int | None], list[str]] = {}
+    groups: dict[FilesystemKey, list[str]] = {}
     for path in paths:
         state = latest.paths.get(path) if latest is not None else None
         groups.setdefault(_filesystem_key(path, state), []).append(path)

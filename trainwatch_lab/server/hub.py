@@ -13,6 +13,7 @@ user removed is not re-added automatically until they add it again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import threading
@@ -111,13 +112,19 @@ class Hub:
             else:
                 fut.set_exception(value)
 
+        def hand_back(ok: bool, value: Any) -> None:
+            # the server may have shut its loop down while the call was stuck on a mount:
+            # nobody awaits the answer any more, and the thread must end quietly
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(settle, ok, value)
+
         def work() -> None:
             try:
                 result = fn(*args)
             except BaseException as exc:  # handed to the awaiting coroutine
-                loop.call_soon_threadsafe(settle, False, exc)
+                hand_back(False, exc)
             else:
-                loop.call_soon_threadsafe(settle, True, result)
+                hand_back(True, result)
 
         threading.Thread(target=work, name="trainwatch-fs", daemon=True).start()
         return await asyncio.wait_for(fut, timeout)

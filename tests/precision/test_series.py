@@ -1,0 +1,172 @@
+"""Precision of the rules that need only a clock: recorded series through the real Advisor.
+
+Each scenario is a free-space or disk-counter series with a known outcome (a fill that ends
+in ENOSPC at a known time, one checkpoint burst, saves at a steady cadence, a disk that is
+saturated for a while or only for a moment). The whole rule set runs on every tick, as in the
+sampler, and the codes that fired at any tick are judged against the scenario's truth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from trainwatch_lab.advice.advisor import Advisor
+from trainwatch_lab.advice.storage import STORAGE_DETECTORS
+from trainwatch_lab.core.history import History
+from trainwatch_lab.core.model import Alert, DiskRates, PathState, Sample
+
+T0 = 1_800_000_000.0
+GB = 1e9
+PATH = "/data/run"
+
+
+def local_path(avail: float, total: float, device: str | None = None) -> PathState:
+    avail = max(0.0, avail)
+    return PathState(
+        path=PATH,
+        exists=True,
+        mountpoint="/data",
+        fstype="ext4",
+        source="/dev/sdb1",
+        device=device,
+        kind="local",
+        total_bytes=int(total),
+        free_bytes=int(avail),
+        avail_bytes=int(avail),
+    )
+
+
+def replay(
+    seconds: int,
+    avail_at: Callable[[float], float],
+    total: float = 200 * GB,
+    disk_at: Callable[[float], DiskRates | None] = lambda t: None,
+) -> tuple[dict[str, float], list[Alert]]:
+    """Every tick through the whole storage rule set; the first time each code fired."""
+    advisor = Advisor(detectors=STORAGE_DETECTORS)
+    history = History(capacity=4000)
+    first: dict[str, float] = {}
+    seen: list[Alert] = []
+    for i in range(seconds + 1):
+        t = float(i)
+        disk = disk_at(t)
+        sample = Sample(
+            t=T0 + t,
+            paths={PATH: local_path(avail_at(t), total, disk.device if disk else None)},
+            disks={disk.device: disk} if disk else {},
+        )
+        history.append(sample)
+        for alert in advisor.evaluate(sample, history):
+            if alert.code not in first:
+                first[alert.code] = t
+                seen.append(alert)
+    return first, seen
+
+
+def steady_fill(free: float, seconds_to_full: float, start: float = 30.0):
+    """Free space constant until ``start``, then written at a steady rate until ENOSPC."""
+    rate = free / seconds_to_full
+    return lambda t: free - rate * max(0.0, t - start)
+
+
+# -- disk-filling ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seconds_to_full", [20, 40, 60, 120, 600])
+def test_a_steady_fill_is_warned_about_before_half_way(judge, seconds_to_full) -> None:
+    """A dataset download onto a small disk: ENOSPC ``seconds_to_full`` after it starts."""
+    free, start = 6 * GB, 30.0
+    first, alerts = replay(int(start + seconds_to_full), steady_fill(free, seconds_to_full, start))
+    half_way = start + seconds_to_full / 2
+    in_time = {c for c, t in first.items() if c != "disk-filling" or t <= half_way}
+    judge(
+        f"steady fill, ENOSPC after {seconds_to_full} s",
+        in_time,
+        must={"disk-filling"},
+        must_not={"disk-saturated", "checkpoint-wont-fit", "slow-mount", "shared-mount"},
+        alerts=alerts,
+    )
+
+
+@pytest.mark.parametrize("share", [0.05, 0.2, 0.4])
+@pytest.mark.parametrize("burst_s", [2, 5, 10])
+def test_one_checkpoint_burst_is_no_trend(judge, share, burst_s) -> None:
+    """One save of ``share`` of the free space written in ``burst_s`` seconds, then quiet."""
+    free, start = 50 * GB, 60.0
+    size = share * free
+
+    def avail(t: float) -> float:
+        return free - size * min(1.0, max(0.0, t - start) / burst_s)
+
+    first, alerts = replay(240, avail)
+    judge(f"one {share:.0%} save in {burst_s} s", first, alerts=alerts)
+
+
+@pytest.mark.parametrize(
+    ("free_gb", "fills"),
+    [(40, True), (300, False)],  # 1 GB a minute: full in 40 min (inside 1 h), or in 5 h
+)
+def test_saves_at_a_steady_cadence(judge, free_gb, fills) -> None:
+    free, size, every = free_gb * GB, 1 * GB, 60.0
+
+    def avail(t: float) -> float:
+        saves = int(t // every)
+        in_progress = min(1.0, (t - saves * every) / 2.0)  # each save takes 2 s
+        return free - size * (saves + in_progress - 1) if t >= every else free
+
+    first, alerts = replay(600, avail, total=2 * free)
+    judge(
+        f"1 GB saved every minute, {free_gb} GB free",
+        first,
+        must={"disk-filling"} if fills else set(),
+        alerts=alerts,
+    )
+
+
+def test_a_fill_that_stops_stops_being_reported(judge) -> None:
+    """Writes stop after 40 s at a rate that would fill the disk in 100 s: the warning
+    must not outlive the writes by more than a few ticks."""
+    free, rate = 10 * GB, 10 * GB / 100
+
+    def avail(t: float) -> float:
+        return free - rate * min(40.0, max(0.0, t - 10.0))
+
+    advisor = Advisor(detectors=STORAGE_DETECTORS)
+    history = History(capacity=1000)
+    last_filling = None
+    for i in range(120):
+        sample = Sample(t=T0 + i, paths={PATH: local_path(avail(i), 200 * GB)})
+        history.append(sample)
+        if any(a.code == "disk-filling" for a in advisor.evaluate(sample, history)):
+            last_filling = i
+        fill = sample.paths[PATH].fill
+        if i >= 54:
+            assert fill is not None and fill.trend == "steady", (i, fill)
+    assert last_filling is not None and 40 <= last_filling <= 53, last_filling
+
+
+# -- disk-saturated -------------------------------------------------------------------
+
+
+def rates(util: float, await_ms: float) -> DiskRates:
+    return DiskRates("sdb", 900.0, 20.0, 110.0, 2.0, await_ms, 1.0, 8.0, util)
+
+
+@pytest.mark.parametrize(
+    ("name", "busy_s", "util", "await_ms", "saturated"),
+    [
+        ("saturated for 30 s", 30, 97.0, 25.0, True),
+        ("saturated for 5 s (a checkpoint flush)", 5, 97.0, 25.0, False),
+        ("busy but answering fast (NVMe queue)", 60, 99.0, 0.4, False),
+        ("slow but idle (one request now and then)", 60, 12.0, 30.0, False),
+    ],
+)
+def test_disk_saturated(judge, name, busy_s, util, await_ms, saturated) -> None:
+    def disk(t: float) -> DiskRates:
+        busy = 20.0 <= t < 20.0 + busy_s
+        return rates(util, await_ms) if busy else rates(3.0, 0.5)
+
+    first, alerts = replay(120, lambda t: 100 * GB, disk_at=disk)
+    judge(name, first, must={"disk-saturated"} if saturated else set(), alerts=alerts)
