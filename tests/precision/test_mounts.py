@@ -216,3 +216,87 @@ def test_a_slow_fill_beyond_the_horizon_and_a_burst_are_no_warning(judge, tmpfs_
     burst = PacedWriter(small.path / "ckpt.pt", 24 * MIB, limit=48 * MIB)  # 2 s, 19 % of it
     first, alerts = watched(small.path, 15, burst, after=10.0)
     judge("one 48 MiB save onto 256 MiB", first, alerts=alerts)
+
+
+# -- checkpoint-wont-fit on the layouts frameworks write ------------------------------
+
+
+def write(path: Path, size: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.write(os.urandom(size))
+    time.sleep(0.02)  # distinct modification times: the newest save is known
+
+
+def lightning(run: Path, save: int) -> None:
+    """Lightning's default layout (ModelCheckpoint under the logger's version directory),
+    six saves and the last.ckpt copy; tests/core/test_checkpoint_layouts.py writes it with
+    Lightning itself."""
+    ckpts = run / "lightning_logs" / "version_0" / "checkpoints"
+    for step in range(1, 7):
+        write(ckpts / f"epoch={step - 1}-step={step * 100}.ckpt", save)
+    write(ckpts / "last.ckpt", save)
+
+
+def hugging_face(run: Path, save: int) -> None:
+    """Trainer's output_dir/checkpoint-<step>/ (transformers.trainer_utils
+    PREFIX_CHECKPOINT_DIR): model, optimizer, scheduler and RNG state in one directory."""
+    for step in (500, 1000, 1500):
+        d = run / f"checkpoint-{step}"
+        write(d / "model.safetensors", save // 3)
+        write(d / "optimizer.pt", save - save // 3 - 8192)
+        write(d / "scheduler.pt", 4096)
+        write(d / "rng_state.pth", 4096)
+
+
+def deepspeed(run: Path, save: int) -> None:
+    """DeepSpeed's global_step<n>/ with a ``latest`` file naming the newest tag
+    (deepspeed/runtime/engine.py, save_checkpoint)."""
+    for step in (100, 200):
+        d = run / f"global_step{step}"
+        write(d / "mp_rank_00_model_states.pt", save // 2)
+        write(d / "zero_pp_rank_0_mp_rank_00_optim_states.pt", save - save // 2)
+    (run / "latest").write_text("global_step200")
+
+
+LAYOUTS = {"lightning": lightning, "hugging-face": hugging_face, "deepspeed": deepspeed}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+@pytest.mark.parametrize(("free_mib", "wont_fit"), [(12, False), (6, True)])
+def test_checkpoint_wont_fit_knows_what_one_save_is(
+    judge, tmpfs_mount, layout, free_mib, wont_fit
+) -> None:
+    """Issue 10: Lightning's checkpoints/ folder of six 9 MiB saves, watched at the run
+    directory, was taken as one 54 MiB save ("only 10 MiB is free")."""
+    m = tmpfs_mount("128m")
+    run = m.path / "run"
+    LAYOUTS[layout](run, 9 * MIB)
+    st = os.statvfs(m.path)
+    filler = st.f_bavail * st.f_frsize - free_mib * MIB
+    write(m.path / "other-data.npy", filler)  # someone else's file takes the rest
+    fired, alerts = checked(run)
+    judge(
+        f"{layout}, 9 MiB saves, {free_mib} MiB free",
+        fired,
+        must={"checkpoint-wont-fit"} if wont_fit else set(),
+        must_not={"checkpoint-wont-fit", "slow-mount", "shared-mount", "mount-unresponsive"},
+        alerts=alerts,
+    )
+    if wont_fit:
+        (alert,) = (a for a in alerts if a.code == "checkpoint-wont-fit")
+        assert "is 9 MiB" in alert.message, alert.message
+
+
+def test_a_logdir_not_created_yet_on_a_slow_share_is_judged_before_the_run(
+    judge, slow_sshfs_mount
+) -> None:
+    """Issue 10: `check` on a logdir about to be created answered `missing`; the slow share
+    it would be written to was found only after the run had started."""
+    fired, alerts = checked(slow_sshfs_mount.path / "runs" / "exp1")
+    judge(
+        "logdir not created yet, on sshfs across a 25 ms link",
+        fired,
+        must={"shared-mount", "slow-mount"},
+        alerts=alerts,
+    )
