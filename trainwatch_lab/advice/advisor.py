@@ -14,6 +14,7 @@ from ..core.defaults import DEFAULTS, Defaults
 from ..core.fill import fill_filesystems
 from ..core.history import History
 from ..core.model import SEVERITY_RANK, Alert, ProbeResult, Sample
+from .headline import headline
 
 
 @dataclass
@@ -63,6 +64,8 @@ class Advisor:
         for detector in self.detectors:
             for alert in detector(ctx):
                 alerts.setdefault(alert.key, alert)
-        return sorted(
+        ordered = sorted(
             alerts.values(), key=lambda a: (-SEVERITY_RANK[a.severity], a.code, a.subject)
         )
+        sample.headline = headline(sample, ordered)  # the words every surface opens with
+        return ordered

@@ -210,6 +210,22 @@ class GpuState:
 
 
 @dataclass(slots=True)
+class Headline:
+    """The one line a surface opens with (advice.headline): the verdict ("Storage OK", "1
+    warning"), the facts beside it, and the status bar's short form."""
+
+    level: Literal["ok", "warning", "critical"]
+    verdict: str
+    facts: list[str] = field(default_factory=list)
+    text: str = ""  # verdict and facts, " · " between them
+    brief: str = ""  # the status bar ("GPU 87 % · disk 45 MB/s · ⚠ 1")
+    notes: int = 0  # info notes (gpu-unavailable...): shown quietly, never as a warning
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
 class Sample:
     """Everything one tick measured. Sources fill their part; the Sampler adds warnings."""
 
@@ -222,6 +238,7 @@ class Sample:
     warnings: list[Alert] = field(default_factory=list)
     # server only: running kernel id -> {pid, cwd, name, execution_state, io, gpu_mem_bytes}
     kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
+    headline: Headline | None = None  # set by the Advisor with the warnings
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -233,6 +250,7 @@ class Sample:
             "notes": dict(self.notes),
             "warnings": [w.to_json() for w in self.warnings],
             "kernels": {k: dict(v) for k, v in self.kernels.items()},
+            "headline": self.headline.to_json() if self.headline else None,
         }
 
 
@@ -246,3 +264,10 @@ def json_safe(obj: Any) -> Any:
     if isinstance(obj, list | tuple):
         return [json_safe(v) for v in obj]
     return obj
+
+
+def watched_devices(sample: Sample) -> list[str]:
+    """The block devices under the watched paths (every disk when no path has one): the
+    devices every surface charts and sums, computed in one place."""
+    devices = sorted({p.device for p in sample.paths.values() if p.device})
+    return devices or sorted(sample.disks)

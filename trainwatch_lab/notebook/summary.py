@@ -20,7 +20,7 @@ from ..advice.text import fill_text, fmt_bytes, fmt_duration, fmt_ms, fmt_pct, f
 from ..core.defaults import DEFAULTS, MIB, Defaults
 from ..core.fill import FilesystemKey, filesystem_key
 from ..core.history import History
-from ..core.model import SEVERITY_RANK, Alert, PathState, Sample
+from ..core.model import SEVERITY_RANK, Alert, PathState, Sample, watched_devices
 
 SEVERITY_LABEL = {"critical": "CRITICAL", "warning": "WARNING", "info": "info"}
 SEVERITY_ICON = {"critical": "⛔", "warning": "⚠️", "info": "ℹ️"}
@@ -127,12 +127,6 @@ def space_text(p: PathState) -> str:
         f"{fmt_bytes(p.avail_bytes)} free of {fmt_bytes(p.total_bytes)} "
         f"({fmt_pct(p.avail_bytes / p.total_bytes)})"
     )
-
-
-def watched_devices(sample: Sample) -> list[str]:
-    """The block devices under the watched paths; every disk when no path has one."""
-    devices = sorted({p.device for p in sample.paths.values() if p.device})
-    return devices or sorted(sample.disks)
 
 
 # -- the dashboard snapshot (no-widget fallback) -----------------------------------------

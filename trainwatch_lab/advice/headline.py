@@ -1,0 +1,82 @@
+"""The one line every surface opens with: is my storage OK, at a glance.
+
+The dashboard's header, the panel's header and the status bar all show these words, made
+here once per tick (the Advisor sets ``Sample.headline``) and sent with the sample, so the
+three can never disagree: the worst warning and how many, GPU utilization, the busiest
+disk under the watched paths and the least free space.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..core.model import SEVERITY_RANK, Alert, Headline, Sample, watched_devices
+from .text import fmt_bytes, fmt_pct, fmt_rate, warning_count_text
+
+MIB = 1024 * 1024  # DiskRates' *mb_s are MiB/s (iostat -m); rates are shown in MB/s
+
+
+def _verdict(warnings: Sequence[Alert]) -> tuple[str, str]:
+    serious = [a for a in warnings if a.severity != "info"]
+    if not serious:
+        return "ok", "Storage OK"
+    worst = max(serious, key=lambda a: SEVERITY_RANK[a.severity]).severity
+    text = warning_count_text(a.severity for a in serious)
+    critical = sum(a.severity == "critical" for a in serious)
+    if critical and critical < len(serious):
+        text += f" ({critical} critical)"
+    return worst, text[0].upper() + text[1:]
+
+
+def _gpu(sample: Sample) -> str | None:
+    utils = [g.util_pct for g in sample.gpus if g.util_pct is not None and not g.lost]
+    if not utils:
+        return None
+    return f"GPU {sum(utils) / len(utils):.0f} %"
+
+
+def _busiest_disk(sample: Sample) -> tuple[str | None, float | None]:
+    rates = [sample.disks[d] for d in watched_devices(sample) if d in sample.disks]
+    if not rates:
+        return None, None
+    busiest = max(rates, key=lambda r: (r.rmb_s + r.wmb_s, r.util))
+    bps = (busiest.rmb_s + busiest.wmb_s) * MIB
+    return f"{busiest.device} {fmt_rate(bps)}, {busiest.util:.0f} % busy", bps
+
+
+def _least_free(sample: Sample) -> str | None:
+    roomy = [
+        p
+        for p in sample.paths.values()
+        if p.responsive and p.total_bytes and p.avail_bytes is not None and not p.read_only
+    ]
+    if not roomy:
+        return None
+    p = min(roomy, key=lambda s: (s.avail_bytes or 0) / (s.total_bytes or 1))
+    share = fmt_pct((p.avail_bytes or 0) / (p.total_bytes or 1))
+    return f"{fmt_bytes(p.avail_bytes)} free on {p.mountpoint or p.path} ({share})"
+
+
+def headline(sample: Sample, warnings: Sequence[Alert] | None = None) -> Headline:
+    """``warnings`` default to the sample's own (the Advisor passes the ones it just made)."""
+    warnings = sample.warnings if warnings is None else warnings
+    level, verdict = _verdict(warnings)
+    gpu = _gpu(sample)
+    disk, bps = _busiest_disk(sample)
+    facts = [f for f in (gpu, disk, _least_free(sample)) if f]
+    notes = sum(a.severity == "info" for a in warnings)
+    # the status bar: as short as it gets ("GPU 87 % · disk 45 MB/s · ⚠ 1")
+    brief = [gpu] if gpu else []
+    if bps is not None:
+        brief.append(f"disk {fmt_rate(bps)}")
+    serious = len(warnings) - notes
+    if serious:
+        brief.append(f"⚠ {serious}")
+    return Headline(
+        level=level,  # type: ignore[arg-type]
+        verdict=verdict,
+        facts=facts,
+        text=" · ".join([verdict, *facts]),
+        brief=" · ".join(brief) or "TrainWatch",
+        notes=notes,
+    )
