@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -32,13 +33,26 @@ from trainwatch_lab.core.probe import (
 REPO = Path(__file__).resolve().parents[2]
 
 
+def probe_file(pid: int, token: str, host: str | None = None) -> str:
+    """The name a probe by ``pid`` on ``host`` (this one by default) gives its file."""
+    return f".trainwatch-probe-{probe_mod.host_tag(host)}-{pid}-{token}.tmp"
+
+
+def dead_pid() -> int:
+    """A pid no process has here now (one that ran and was reaped)."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
 def listing(directory: Path | str) -> list[str]:
     return sorted(os.listdir(directory))
 
 
 def test_name_matches_the_leftover_pattern() -> None:
     m = LEFTOVER.match(probe_name())
-    assert m and int(m.group(1)) == os.getpid()
+    assert m and int(m.group("pid")) == os.getpid()
+    assert m.group("host") == probe_mod.host_tag() == probe_mod.host_tag(socket.gethostname())
     assert probe_name() != probe_name()
     assert probe_name().startswith(".")  # hidden from ls and from most log readers
 
@@ -118,7 +132,7 @@ def test_signal_to_the_helper_mid_probe_removes_the_file(
     raw_worker: subprocess.Popen[str], tmp_path: Path, signum: int
 ) -> None:
     name = start_long_probe(raw_worker, tmp_path)
-    assert name.startswith(f".trainwatch-probe-{raw_worker.pid}-")
+    assert name.startswith(f".trainwatch-probe-{probe_mod.host_tag()}-{raw_worker.pid}-")
     raw_worker.send_signal(signum)
     raw_worker.wait(timeout=20)
     assert listing(tmp_path) == []
@@ -134,8 +148,8 @@ def test_sigkilled_helper_leaves_a_file_that_clean_leftovers_removes(
     # files of running processes (another probe in progress, ours) and other files stay
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        live = tmp_path / f".trainwatch-probe-{sleeper.pid}-00ff.tmp"
-        own = tmp_path / f".trainwatch-probe-{os.getpid()}-00aa.tmp"
+        live = tmp_path / probe_file(sleeper.pid, "00ff")
+        own = tmp_path / probe_file(os.getpid(), "00aa")
         other = tmp_path / ".trainwatch-probe-notes.txt"
         for f in (live, own, other):
             f.write_text("")
@@ -149,7 +163,7 @@ def test_sigkilled_helper_leaves_a_file_that_clean_leftovers_removes(
 
 
 def test_very_old_probe_files_are_leftovers_whatever_their_pid(tmp_path: Path) -> None:
-    old = tmp_path / f".trainwatch-probe-{os.getppid()}-0bad.tmp"
+    old = tmp_path / probe_file(os.getppid(), "0bad")
     old.write_text("")
     assert clean_leftovers(str(tmp_path)) == 0  # pid alive and the file is fresh
     past = time.time() - probe_mod.STALE_AFTER_S - 60
@@ -157,10 +171,76 @@ def test_very_old_probe_files_are_leftovers_whatever_their_pid(tmp_path: Path) -
     assert clean_leftovers(str(tmp_path)) == 1
 
 
+def test_host_names_with_dashes_digits_and_odd_characters_parse() -> None:
+    for host, tag in (("node-7", "node-7"), ("gpu01.cluster", "gpu01.cluster"), ("a b/c", "a_b_c")):
+        m = LEFTOVER.match(probe_name(host))
+        assert m and m.group("host") == tag and int(m.group("pid")) == os.getpid()
+    assert probe_mod.host_tag("") == "unknown"
+    assert len(probe_mod.host_tag("x" * 300)) == probe_mod.HOST_MAX
+    legacy = LEFTOVER.match(".trainwatch-probe-4242-00ff.tmp")  # before hosts were named
+    assert legacy and legacy.group("host") is None and legacy.group("pid") == "4242"
+
+
+AS_HOST = """
+import socket, sys, time
+socket.gethostname = lambda: sys.argv[1]
+from trainwatch_lab.core.probe import clean_leftovers, probe_directory
+if sys.argv[2] == "clean":
+    print(clean_leftovers(sys.argv[3]))
+else:
+    probe_directory(sys.argv[3], writes=100000, block_bytes=512, budget_s=60, interval_s=0.02)
+"""
+
+
+def as_host(host: str, *args: str) -> subprocess.Popen[str]:
+    """This code run as if on another machine: ``socket.gethostname`` says ``host``."""
+    return subprocess.Popen(
+        [sys.executable, "-c", AS_HOST, host, *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
+
+
+def test_two_hosts_sharing_a_directory_clean_only_their_own_dead_probe_files(
+    tmp_path: Path,
+) -> None:
+    """Agents on node-a and node-b probe one share. A pid is only meaningful on the host that
+    started it: node-a removes its own dead probe file, never node-b's (whose pid, dead here,
+    may be probing right now over there), unless it is older than the staleness age."""
+    gone = dead_pid()
+    mine = tmp_path / probe_file(gone, "00aa", "node-a")
+    theirs = tmp_path / probe_file(gone, "00bb", "node-b")
+    theirs_old = tmp_path / probe_file(gone, "00cc", "node-b")
+    legacy = tmp_path / f".trainwatch-probe-{gone}-00dd.tmp"  # no host: could be anyone's
+    for f in (mine, theirs, theirs_old, legacy):
+        f.write_text("")
+    past = time.time() - probe_mod.STALE_AFTER_S - 60
+    os.utime(theirs_old, (past, past))
+    live_b = as_host("node-b", "probe", str(tmp_path))  # node-b probing right now
+    try:
+        assert wait_until(lambda: len(listing(tmp_path)) == 5)
+        probing = (set(listing(tmp_path)) - {mine.name, theirs.name, theirs_old.name}) - {
+            legacy.name
+        }
+        (probing_name,) = probing
+        assert probing_name.startswith(f".trainwatch-probe-node-b-{live_b.pid}-")
+        a = as_host("node-a", "clean", str(tmp_path))
+        assert a.communicate(timeout=60)[0].strip() == "2"  # its own dead one, b's stale one
+        assert listing(tmp_path) == sorted([theirs.name, legacy.name, probing_name])
+        b = as_host("node-b", "clean", str(tmp_path))
+        assert b.communicate(timeout=60)[0].strip() == "1"  # its dead one; its live probe stays
+        assert listing(tmp_path) == sorted([legacy.name, probing_name])
+    finally:
+        live_b.send_signal(signal.SIGINT)  # KeyboardInterrupt: the probe removes its file
+        live_b.wait(timeout=20)
+    assert listing(tmp_path) == [legacy.name]
+
+
 def test_worker_probe_cleans_leftovers_first_and_probes_the_parent_of_a_new_logdir(
     tmp_path: Path,
 ) -> None:
-    leftover = tmp_path / ".trainwatch-probe-999999999-dead.tmp"
+    leftover = tmp_path / probe_file(dead_pid(), "dead")
     leftover.write_text("")
     with MountGuard() as g:
         raw = g.call(

@@ -5,10 +5,13 @@ pays on that filesystem. ``probe_directory`` runs inside the guard's helper proc
 the caller: the write may hang on a dead mount); ``local_baseline`` measures the same on local
 block storage so a slow mount can be compared to something real.
 
-The temporary file is hidden, named ``.trainwatch-probe-<pid>-<random>.tmp`` and always
-removed, also on KeyboardInterrupt/SIGTERM (the worker turns SIGTERM into an exception). A
-helper killed with SIGKILL cannot clean up: ``clean_leftovers`` recognises its file by name
-and removes it the next time (the worker calls it before every probe).
+The temporary file is hidden, named ``.trainwatch-probe-<host>-<pid>-<random>.tmp`` and
+always removed, also on KeyboardInterrupt/SIGTERM (the worker turns SIGTERM into an
+exception). A helper killed with SIGKILL cannot clean up: ``clean_leftovers`` recognises its
+file by name and removes it the next time (the worker calls it before every probe). The host
+is in the name because agents on many nodes probe the same shared directory: a pid says
+whether a probe still runs only on the host that started it, so node A must never delete
+node B's file mid-probe.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import errno
 import os
 import re
 import secrets
+import socket
 import stat
 import statistics
 import tempfile
@@ -33,13 +37,26 @@ if TYPE_CHECKING:  # the worker imports this module: keep its start-up free of t
     from .guard import MountGuard
 
 PREFIX = ".trainwatch-probe-"
-LEFTOVER = re.compile(r"^\.trainwatch-probe-(\d+)-[0-9a-f]+\.tmp$")
+# host (absent in names from before hosts were named), pid, random token; the host is
+# greedy, so a hostname that ends in digits ("node-7") still parses
+LEFTOVER = re.compile(
+    r"^\.trainwatch-probe-(?:(?P<host>.+)-)?(?P<pid>\d+)-(?P<token>[0-9a-f]+)\.tmp$"
+)
 STALE_AFTER_S = 3600.0  # a probe file this old is a leftover whatever its pid says
 READ_ONLY = "read-only filesystem"
+HOST_MAX = 64  # of the name's 255 bytes
 
 
-def probe_name() -> str:
-    return f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}.tmp"
+def host_tag(host: str | None = None) -> str:
+    """This machine's name as it goes into a file name: only ``[A-Za-z0-9_.-]``, at most
+    ``HOST_MAX`` characters (a hostname may hold anything a file name should not)."""
+    name = socket.gethostname() if host is None else host
+    tag = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:HOST_MAX]
+    return tag or "unknown"
+
+
+def probe_name(host: str | None = None) -> str:
+    return f"{PREFIX}{host_tag(host)}-{os.getpid()}-{secrets.token_hex(4)}.tmp"
 
 
 def _percentile(sorted_ms: list[float], q: float) -> float:
@@ -142,21 +159,33 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def clean_leftovers(directory: str) -> int:
-    """Remove probe files left by helpers that no longer run; returns how many."""
+def _is_leftover(m: re.Match[str], stale: bool, host: str) -> bool:
+    """Stale whoever wrote it; else only a file of this host whose process is gone (another
+    host's pid means nothing here, and a name without a host may come from any of them)."""
+    pid = int(m.group("pid"))
+    if m.group("host") is None or m.group("host") != host:
+        return stale
+    return pid != os.getpid() and (stale or not _pid_alive(pid))
+
+
+def clean_leftovers(directory: str, host: str | None = None) -> int:
+    """Remove probe files left by helpers that no longer run; returns how many.
+
+    Only this host's files are judged by their pid (``host``: this machine by default);
+    another host's file goes only once it is older than ``STALE_AFTER_S``."""
     removed = 0
     now = time.time()
+    me = host_tag(host)
     with os.scandir(directory) as it:
         for entry in it:
             m = LEFTOVER.match(entry.name)
             if not m:
                 continue
-            pid = int(m.group(1))
             try:
                 stale = now - entry.stat(follow_symlinks=False).st_mtime > STALE_AFTER_S
             except FileNotFoundError:
                 continue
-            if pid != os.getpid() and (stale or not _pid_alive(pid)):
+            if _is_leftover(m, stale, me):
                 try:
                     os.unlink(entry.path)
                     removed += 1
