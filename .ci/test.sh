@@ -9,8 +9,12 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="$(command -v sudo || true)"; fi
 # sshfs/sshd/fuse3: a real network filesystem; chromium: the browser tests; sysstat: iostat
 # to check our disk numbers against; e2fsprogs: loop-device ext4; gcc: the fake NVML library;
-# nodejs/npm: building the JupyterLab extension from a clone
+# nodejs/npm: building the JupyterLab extension from a clone; prometheus (with promtool) and
+# prometheus-node-exporter: a real Prometheus scraping the agents, our rules checked and
+# unit-tested by promtool, node_exporter's names compared with ours (their services are not
+# started: the tests run their own on free ports)
 DEB_PACKAGES="sshfs openssh-server openssh-client fuse3 chromium e2fsprogs util-linux sysstat gcc"
+DEB_PACKAGES="$DEB_PACKAGES prometheus prometheus-node-exporter"
 command -v node >/dev/null || DEB_PACKAGES="$DEB_PACKAGES nodejs"
 command -v npm >/dev/null || DEB_PACKAGES="$DEB_PACKAGES npm"
 command -v python3 >/dev/null || DEB_PACKAGES="$DEB_PACKAGES python3 python3-venv python3-dev"
@@ -20,6 +24,10 @@ if [ -n "$missing" ]; then
     echo "installing Debian packages:" $missing
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+    # packages with a service (prometheus, its node exporter) may start it: the tests run their own
+    for svc in prometheus prometheus-node-exporter; do
+      $SUDO invoke-rc.d "$svc" stop >/dev/null 2>&1 || true
+    done
   else
     echo "warning: cannot install $missing (not root, no sudo); tests that need them will skip" >&2
   fi

@@ -29,6 +29,17 @@ RULES = {
     "advice": JUPYTER_SIDE | {"trainwatch_lab.notebook", "trainwatch_lab.server"},
     "cli.py": JUPYTER_SIDE | {"trainwatch_lab.notebook", "trainwatch_lab.server"},
     "monitor.py": JUPYTER_SIDE | {"trainwatch_lab.notebook", "trainwatch_lab.server"},
+    # core, advice and prometheus_client only: the server reuses it for its own /metrics,
+    # cli.py builds the agent's sampler (trainwatch_lab.monitor) and hands it over
+    "prometheus": JUPYTER_SIDE
+    | {
+        "trainwatch_lab.notebook",
+        "trainwatch_lab.server",
+        "trainwatch_lab.fix",
+        "trainwatch_lab.integrations",
+        "trainwatch_lab.cli",
+        "trainwatch_lab.monitor",
+    },
     "notebook": {"tornado", "jupyter_server", "trainwatch_lab.server"},
     "server": {"IPython", "ipywidgets", "bqplot", "ipykernel", "trainwatch_lab.notebook"},
 }
@@ -45,9 +56,12 @@ def imported_modules(path: Path) -> set[str]:
             if node.level:  # resolve relative imports against the file's package
                 base = package.rstrip(".").split(".")
                 base = base[: len(base) - node.level + 1]
-                names.add(".".join([*base, node.module or ""]).rstrip("."))
-            elif node.module:
-                names.add(node.module)
+                module = ".".join([*base, node.module or ""]).rstrip(".")
+            else:
+                module = node.module or ""
+            names.add(module)
+            # `from .. import monitor` imports trainwatch_lab.monitor, not just the package
+            names.update(f"{module}.{alias.name}" for alias in node.names)
     return names
 
 
@@ -78,6 +92,18 @@ def test_checker_catches_a_violation(tmp_path: Path) -> None:
         bad.unlink()
     assert any("ipywidgets" in v for v in found)
     assert any("trainwatch_lab.notebook" in v for v in found)
+
+
+def test_checker_catches_a_prometheus_violation() -> None:
+    bad = PKG / "prometheus" / "_layering_probe_tmp.py"
+    bad.write_text("from ..server import handlers\nfrom .. import monitor\nimport tornado\n")
+    try:
+        found = violations("prometheus", RULES["prometheus"])
+    finally:
+        bad.unlink()
+    assert any("trainwatch_lab.server" in v for v in found)
+    assert any("trainwatch_lab.monitor" in v for v in found)
+    assert any("tornado" in v for v in found)
 
 
 def test_import_is_cheap() -> None:

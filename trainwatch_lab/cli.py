@@ -107,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     watch.add_argument("--duration", type=_seconds, metavar="S", help="stop after S seconds")
     watch.add_argument("--json", action="store_true", help="one JSON object per sample per line")
+    _add_prometheus_commands(sub)
     return parser
 
 
@@ -364,12 +365,185 @@ def cmd_watch(args: argparse.Namespace) -> int:
     return 1 if worst >= SEVERITY_RANK["warning"] else 0
 
 
+# -- serve and rules (Prometheus) ---------------------------------------------------------
+
+SERVE_EPILOG = f"""\
+examples:
+  trainwatch-lab serve /data /ckpt                      metrics at http://THIS-HOST:{DEFAULTS.serve_port}/metrics
+  trainwatch-lab serve --listen 127.0.0.1:9999 /data    another address and port
+  trainwatch-lab serve --file-sd /shared/prom /data     announce this node to Prometheus (file_sd)
+  trainwatch-lab serve --pid 4242 --gpu 0,1 /data       a training process's I/O, two GPUs
+
+Stops cleanly on SIGTERM or Ctrl-C (exit 0); bad usage or a port in use: exit 2.
+"""
+
+RULES_EPILOG = """\
+examples:
+  trainwatch-lab rules > /etc/prometheus/rules/trainwatch.yml
+  trainwatch-lab rules --rate-window 2m | promtool check rules /dev/stdin
+"""
+
+
+def _gpu_selection(text: str) -> list[int]:
+    """``--gpu``: the one parser every surface shares (core.defaults.parse_gpu_selection)."""
+    from .core.defaults import parse_gpu_selection
+
+    try:
+        return parse_gpu_selection(text) or []
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--gpu ")) from None
+
+
+def _pid(text: str) -> int:
+    if not text.isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"expected a process id, got {text!r}")
+    if not os.path.exists(f"/proc/{int(text)}"):
+        raise argparse.ArgumentTypeError(f"no process {text} runs here")
+    return int(text)
+
+
+def _add_prometheus_commands(sub: Any) -> None:
+    """``serve`` (the per-node agent) and ``rules`` (alerting rules), one parser each."""
+    raw = argparse.RawDescriptionHelpFormatter
+    serve = sub.add_parser(
+        "serve",
+        help="sample this node and serve Prometheus metrics at /metrics (one agent per node)",
+        description=(
+            "Sample like `watch` and serve the latest sample at /metrics in the Prometheus\n"
+            "text format: node_exporter's names for disks and filesystems, trainwatch_* for\n"
+            "the rest. One agent per node; runs until SIGTERM or Ctrl-C."
+        ),
+        epilog=SERVE_EPILOG,
+        formatter_class=raw,
+    )
+    serve.add_argument(
+        "paths", nargs="*", metavar="PATH", help="paths to watch (default: none, disks only)"
+    )
+    serve.add_argument(
+        "--listen",
+        default=f":{DEFAULTS.serve_port}",
+        metavar="HOST:PORT",
+        help=f"address to serve on (default: :{DEFAULTS.serve_port}, every interface)",
+    )
+    serve.add_argument(
+        "--interval",
+        type=_interval,
+        default=DEFAULTS.interval_s,
+        metavar="S",
+        help=f"seconds between samples (default: {DEFAULTS.interval_s:g})",
+    )
+    serve.add_argument(
+        "--no-probe", action="store_true", help="never write the latency probe (default: probe)"
+    )
+    serve.add_argument(
+        "--gpu",
+        type=_gpu_selection,
+        metavar="0,1|none",
+        help="GPU indices to export, or none (default: every GPU)",
+    )
+    serve.add_argument(
+        "--pid",
+        type=_pid,
+        metavar="PID",
+        help="export this process tree's I/O and GPU memory (default: no process)",
+    )
+    serve.add_argument(
+        "--file-sd",
+        metavar="DIR",
+        help="write a Prometheus file_sd target file for this agent into DIR, removed on exit",
+    )
+    rules = sub.add_parser(
+        "rules",
+        help="print Prometheus alerting rules that mirror the warnings (YAML)",
+        description="Print alerting rules with the thresholds of the defaults, for Prometheus.",
+        epilog=RULES_EPILOG,
+        formatter_class=raw,
+    )
+    rules.add_argument(
+        "--rate-window",
+        default="1m",
+        metavar="DURATION",
+        help="range of rate() in the disk rules, at least 4 scrape intervals (default: 1m)",
+    )
+
+
+def cmd_rules(args: argparse.Namespace) -> int:
+    from .prometheus.rules import rules_yaml
+
+    try:
+        text = rules_yaml(DEFAULTS, args.rate_window)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    sys.stdout.write(text)
+    return 0
+
+
+def _start_agent(args: argparse.Namespace, paths: list[str]) -> Any:
+    """A started agent, or UsageError (one line) for a port in use or an unusable --file-sd."""
+    from .monitor import make_sampler
+    from .prometheus.agent import Agent, parse_listen
+
+    try:
+        host, port = parse_listen(args.listen, DEFAULTS.serve_port)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    _refuse_impossible(paths)
+    gpus = args.gpu  # None: every GPU; []: none
+    sampler = make_sampler(
+        paths, pid=args.pid, interval=args.interval, probe=not args.no_probe, gpu=gpus != []
+    )
+    agent = Agent(
+        sampler,
+        host,
+        port,
+        gpus=gpus or None,
+        process=args.pid is not None,
+        file_sd_dir=args.file_sd,
+        file_sd_timeout=DEFAULTS.mount_timeout_s,
+    )
+    try:
+        return agent.start()
+    except OSError as exc:
+        sampler.close()
+        why = exc.strerror or str(exc)
+        if agent.file_sd is not None:
+            raise UsageError(f"--file-sd {printable(args.file_sd)}: {why}") from None
+        raise UsageError(f"cannot listen on {host or '*'}:{port}: {why}") from None
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    paths = _paths(args.paths)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    agent = _start_agent(args, paths)
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        sys.stderr.write(
+            f"{PROG}: serving http://{agent.target}/metrics, a sample every "
+            f"{args.interval:g} s; stop with Ctrl-C or SIGTERM\n"
+        )
+        while not stop.wait(0.5):
+            pass
+    finally:
+        agent.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
         if args.command == "check":
             return cmd_check(args)
+        if args.command == "serve":
+            return cmd_serve(args)
+        if args.command == "rules":
+            return cmd_rules(args)
         return cmd_watch(args)
     except UsageError as exc:
         sys.stderr.write(f"{PROG}: error: {exc}\n")

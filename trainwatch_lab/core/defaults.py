@@ -86,6 +86,10 @@ class Defaults:
     gpu_starved_read_cv: float = 0.25  # reads "pinned": stdev/mean of the read rate below this
     gpu_starved_min_read_bps: float = 1e6  # ... at a rate that is more than a trickle
     disk_busy_util_pct: float = 60.0
+    # `trainwatch-lab serve`: Prometheus's exporter range 9100-9999 is allocated in full (the
+    # wiki's list goes on from 10000, one port at a time); this one is far past that, below
+    # Linux's ephemeral ports (32768+) and in no /etc/services entry
+    serve_port: int = 10917
 
 
 DEFAULTS = Defaults()
@@ -93,3 +97,15 @@ DEFAULTS = Defaults()
 # checkpoint files by name: torch.save / Lightning / Accelerate / Hugging Face (.pt .pth .ckpt
 # .safetensors .bin), Keras 3 (.keras whole models, .weights.h5 weights)
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors", ".bin", ".h5", ".keras")
+
+
+def parse_gpu_selection(text: str) -> list[int] | None:
+    """The ``--gpu`` syntax of every surface (the magics, ``serve``): ``0,1`` -> [0, 1]
+    (indices as CUDA sees them), ``none``/``off`` -> [] (GPU monitoring off). Raises
+    ValueError with the one line to show; each surface wraps it in its own usage error."""
+    if text.strip().lower() in ("none", "off"):
+        return []
+    items = [t.strip() for t in text.split(",")]
+    if not items or any(not t.isdigit() for t in items):
+        raise ValueError(f"--gpu takes GPU indices like 0 or 0,1, or none; got {text!r}")
+    return sorted({int(t) for t in items})

@@ -169,6 +169,7 @@ class DiskStatsSource:
         self._prev_t: float | None = None
         self._whole: dict[tuple[str, int, int], bool] = {}
         self._by_line: dict[str, DiskCounters] = {}  # see parse_diskstats
+        self._latest: dict[str, DiskCounters] = {}  # see counters()
         self._file = ProcFile(proc_path)  # kept open: see core.procfile
         self._noted = False
         self._lock = threading.Lock()
@@ -199,18 +200,29 @@ class DiskStatsSource:
         with self._lock:  # every device, so one watched from the next tick on has a rate
             cur = parse_diskstats(text, self._by_line)
         if not cur:
+            with self._lock:
+                self._latest = {}
             sample.notes[self.name] = NO_DISKSTATS_NOTE
             if not self._noted:
                 self._noted = True
                 log.info("trainwatch: %s", NO_DISKSTATS_NOTE)
             return
+        watched = {p.device for p in sample.paths.values() if p.device}
         with self._lock:
             prev, prev_t = self._prev, self._prev_t
             self._prev, self._prev_t = cur, now
+            wanted = {n: c for n, c in cur.items() if self._wanted(n, c.major, c.minor, watched)}
+            self._latest = wanted
             if len(self._whole) > 4 * len(cur) + 64:  # devices come and go: stay bounded
                 self._whole.clear()
         if prev_t is None:
             return
-        watched = {p.device for p in sample.paths.values() if p.device}
-        wanted = {n: c for n, c in cur.items() if self._wanted(n, c.major, c.minor, watched)}
         sample.disks.update(compute_rates(prev, wanted, now - prev_t))
+
+    def counters(self) -> dict[str, DiskCounters]:
+        """The raw cumulative counters of the latest reading, for the devices ``sample.disks``
+        covers (from the first reading on: a counter needs no second one). For exporters
+        (node_exporter's ``node_disk_*_total``): a scrape reads them from memory, never
+        from /proc."""
+        with self._lock:
+            return dict(self._latest)
