@@ -462,3 +462,15 @@ def test_advisor_runs_storage_rules_dedupes_and_sorts() -> None:
     for a in alerts:
         assert re.search(r"\d", a.message), a  # measured numbers in every message
         assert a.fix
+
+
+def test_a_loop_image_on_the_reference_disk_is_the_same_storage() -> None:
+    """Seen in CI: a loop ext4 on the local disk, probed while that disk was busy, was
+    4x the reference measured on the disk it lives on."""
+    ref = ProbeResult(0.94, 2.0, 16, where="/root", device="vda", disks=["vda"])
+    loop = state("/mnt/img", mountpoint="/mnt/img", device="loop0", disks=["vda"])
+    loop.probe = slow(3.61, ref=ref)
+    assert run(slow_mount, loop, defaults=replace(DEFAULTS, slow_p50_ms=2.0)) == []
+    elsewhere = state("/mnt/img", mountpoint="/mnt/img", device="loop0", disks=["sdb"])
+    elsewhere.probe = slow(12.0, ref=ref)
+    assert len(run(slow_mount, elsewhere)) == 1

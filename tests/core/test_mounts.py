@@ -495,3 +495,22 @@ def test_device_mapper_over_a_loop_or_network_device_may_hang(
     assert answers_locally(root, "dm-0", sys) and answers_locally(root, "dm-1", sys)
     assert not answers_locally(root, "dm-7", sys)
     assert not answers_locally(root, "dm-8", sys)
+
+
+def test_physical_disks_of_a_loop_device_is_the_disk_under_its_backing_file(loop_ext4) -> None:
+    """A loop-mounted image lives on the disk that holds the image: slow-mount must never
+    call it slower than that disk (issue 10)."""
+    from trainwatch_lab.core.mounts import (
+        block_device_for,
+        mount_for_path,
+        physical_disks,
+        read_mounts,
+    )
+
+    m = loop_ext4(32)
+    mounts = read_mounts()
+    assert m.image is not None and m.device is not None
+    image_disk = block_device_for(mount_for_path(str(m.image), mounts), mounts=mounts)
+    assert image_disk is not None
+    assert physical_disks(m.device, mounts) == physical_disks(image_disk, mounts)
+    assert physical_disks(None, mounts) == ()

@@ -121,8 +121,11 @@ def shared_mount(ctx: Context) -> Iterator[Alert]:
 
 
 def _same_storage(p: PathState, ref: ProbeResult) -> bool:
-    """A path cannot be slower than the storage it lives on."""
+    """A path cannot be slower than the storage it lives on (a loop-mounted image on the
+    reference's disk lives there too: their disks overlap)."""
     if p.device is not None and p.device == ref.device:
+        return True
+    if set(p.disks) & set(ref.disks):
         return True
     where = ref.where or ""
     return bool(p.mountpoint) and (where == p.mountpoint or where.startswith(f"{p.mountpoint}/"))

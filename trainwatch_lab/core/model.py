@@ -74,6 +74,7 @@ class ProbeResult:
     reference: ProbeResult | None = None
     where: str | None = None  # the directory measured (set on the local reference)
     device: str | None = None  # its block device, as in PathState.device
+    disks: list[str] = field(default_factory=list)  # ... and the disks under it (PathState)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -86,7 +87,7 @@ class ProbeResult:
         if self.reference is not None:
             data["reference"] = self.reference.to_json()
         if self.where is not None:
-            data["where"], data["device"] = self.where, self.device
+            data["where"], data["device"], data["disks"] = self.where, self.device, self.disks
         return data
 
 
@@ -135,6 +136,7 @@ class PathState:
     fstype: str | None = None
     source: str | None = None
     device: str | None = None  # whole-disk name in /proc/diskstats (e.g. "nvme0n1"), if any
+    disks: list[str] = field(default_factory=list)  # the whole disks holding its data
     kind: MountKind = "unknown"
     shared: bool = False
     read_only: bool = False

@@ -540,3 +540,24 @@ def slaves(name: str, sys_root: str = "/sys") -> list[str]:
 def loop_backing_file(name: str, sys_root: str = "/sys") -> str | None:
     """The file a loop device reads from (``/sys/block/loopN/loop/backing_file``)."""
     return _read(os.path.join(sys_root, "block", name, "loop", "backing_file")) or None
+
+
+def physical_disks(
+    device: str | None, mounts: list[MountEntry], sys_root: str = "/sys", _depth: int = 0
+) -> tuple[str, ...]:
+    """The whole disks that really hold ``device``'s data: the slaves of a dm/md device, the
+    disk under a loop device's backing file. Two paths whose disks overlap share storage: a
+    loop-mounted image on the local disk is never "slower than the local disk"."""
+    if device is None:
+        return ()
+    if device.startswith(("dm-", "md")):
+        return tuple(slaves(device, sys_root)) or (device,)
+    backing = loop_backing_file(device, sys_root) if device.startswith("loop") else None
+    if backing is None or _depth > 4:
+        return (device,)
+    try:
+        entry = mount_for_path(backing, mounts)
+    except LookupError:
+        return (device,)
+    below = block_device_for(entry, sys_root, mounts=mounts)
+    return physical_disks(below, mounts, sys_root, _depth + 1) or (device,)

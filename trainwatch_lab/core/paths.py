@@ -37,6 +37,7 @@ from .mounts import (
     mount_for_dev,
     mount_for_path,
     overlay_backing,
+    physical_disks,
     read_mounts,
 )
 from .probe import READ_ONLY, probe_with_evidence
@@ -219,6 +220,7 @@ class MountFacts:
     kind: MountKind
     read_only: bool
     device: str | None
+    disks: tuple[str, ...]  # the whole disks that hold its data (mounts.physical_disks)
     shared: bool
     answers_locally: bool  # see mounts.answers_locally: may be inspected on our own thread
 
@@ -234,6 +236,7 @@ class MountFacts:
             kind=kind,
             read_only=entry.read_only,
             device=device,
+            disks=physical_disks(device, mounts, sys_root),
             shared=(
                 kind == "shared"
                 or is_network_block(device)
@@ -246,6 +249,7 @@ class MountFacts:
         state.mountpoint, state.fstype, state.source = self.mountpoint, self.fstype, self.source
         state.kind, state.read_only = self.kind, self.read_only
         state.device, state.shared = self.device, self.shared
+        state.disks = list(self.disks)
 
 
 def apply_mount(

@@ -296,7 +296,7 @@ def probe_with_evidence(
 
 def _measure_baseline(defaults: Defaults, guard: MountGuard | None) -> ProbeResult | None:
     from .guard import MountUnresponsive, WorkerUnavailable, default_guard
-    from .mounts import block_device_for, classify, mount_for_path, read_mounts
+    from .mounts import block_device_for, classify, mount_for_path, physical_disks, read_mounts
 
     g = guard if guard is not None else default_guard()
     try:
@@ -317,5 +317,6 @@ def _measure_baseline(defaults: Defaults, guard: MountGuard | None) -> ProbeResu
         if result.error is None and result.samples:
             result.where = os.path.abspath(directory)
             result.device = block_device_for(entry, "/sys", mounts=mounts)
+            result.disks = list(physical_disks(result.device, mounts))
             return result
     return None
