@@ -182,9 +182,7 @@ def prometheus(tmp_path: Path) -> Iterator[Prometheus]:
     )
     server = Prometheus(proc, port, sd)
     try:
-        ready = wait_until(
-            lambda: http_get(f"http://127.0.0.1:{port}/-/ready")[0] == 200, timeout=30
-        )
+        ready = wait_until(lambda: _answers(f"http://127.0.0.1:{port}/-/ready"), timeout=30)
         assert ready, (tmp_path / "prometheus.log").read_text()[-2000:]
         yield server
     finally:
