@@ -8,10 +8,12 @@ from threads goes, and the alerts under the running cell must land right on eith
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +25,7 @@ from trainwatch_lab.notebook.summary import ALERT_MIME
 from .kernel import (
     FLAVOURS,
     KERNEL_NAME,
+    REPO,
     Kernel,
     KernelSetupError,
     ipykernel6_kernel_dir,
@@ -325,3 +328,77 @@ def test_cell_summaries_agree_and_never_reuse_the_previous_cell(kernel: Kernel, 
     assert 19 * MIB <= third["reached"] + third["cached"] <= 21 * MIB
     assert third["reached"] <= third["disk"] * 1.05
     kernel.run("%trainwatch stop")
+
+
+# -- %%trainwatch: an error is shown from the user's code ---------------------------------
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+OUR_FRAMES = ("magics.py", "IPython/core", "run_cell_magic", "interactiveshell", "<trainwatch")
+
+
+def error_frames(cell: Any) -> tuple[list[str], str]:
+    """The frame lines ("Cell In[2], line 5", "File ...") of a cell's one error output."""
+    errors = [o for o in cell.outputs if o.output_type == "error"]
+    assert len(errors) == 1, cell.outputs
+    text = ANSI.sub("", "\n".join(errors[0].traceback))
+    frames = [line for line in text.splitlines() if line.startswith(("Cell In[", "File "))]
+    return frames, text
+
+
+def summary_shown(cell: Any) -> bool:
+    return any(
+        o.get("data", {}).get("text/plain", "").startswith("trainwatch: cell ran")
+        for o in cell.outputs
+    )
+
+
+def test_an_error_under_trainwatch_starts_at_the_users_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As nbclient (CI) runs a notebook: an exception in a ``%%trainwatch`` cell fails that
+    cell with the user's exception, its traceback starts at the user's line (it showed four
+    frames of IPython and magics.py first), the summary still replaces the strip, and what
+    the cell assigned before the error stays. A Ctrl-C (SIGINT, what interrupting the kernel
+    sends) is shown the same way, and the kernel goes on."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    magic = f"%%trainwatch {tmp_path} --interval 0.2 --no-probe"
+    sources = [
+        "%load_ext trainwatch_lab",
+        f"{magic}\nx = 1\ndef f():\n    return 1 / 0\nf()",
+        "print(x)",
+        f"{magic}\nimport os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(60)",
+        "print('still here')",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    cells = nb.cells
+    client = NotebookClient(
+        nb, timeout=120, kernel_name=KERNEL_NAME, resources={"metadata": {"path": tmp_path}}
+    )
+    with client.setup_kernel():
+        client.execute_cell(cells[0], 0)
+        with pytest.raises(CellExecutionError) as failed:
+            client.execute_cell(cells[1], 1)
+        assert failed.value.ename == "ZeroDivisionError"
+        client.execute_cell(cells[2], 2)
+        with pytest.raises(CellExecutionError) as interrupted:
+            client.execute_cell(cells[3], 3)
+        assert interrupted.value.ename == "KeyboardInterrupt"
+        client.execute_cell(cells[4], 4)
+
+    frames, text = error_frames(cells[1])
+    assert len(frames) == 2, text  # line numbers as in the cell, the magic's line being 1
+    assert frames[0].endswith("], line 5") and frames[1].endswith("], line 4, in f()"), text
+    assert "----> 5 f()" in text and "----> 4     return 1 / 0" in text
+    assert not [ours for ours in OUR_FRAMES if ours in text], text
+    assert summary_shown(cells[1])
+    assert cells[2].outputs[0].text == "1\n"  # the cell's variables are the notebook's
+
+    frames, text = error_frames(cells[3])
+    assert frames and all(f.startswith("Cell In[") for f in frames), text
+    assert not [ours for ours in OUR_FRAMES if ours in text], text
+    assert summary_shown(cells[3])
+    assert cells[4].outputs[0].text == "still here\n"

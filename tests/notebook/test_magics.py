@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from IPython.utils.capture import capture_output
 
 from tests.core.fake_nvml import FakeNvml, fake_nvml, fake_nvml_lib
 from trainwatch_lab.notebook.magics import parse_options, state_for
+from trainwatch_lab.notebook.options import help_text
 
 from .conftest import sampler_threads, wait_for
 
@@ -23,60 +25,7 @@ def live(shell: Any) -> Any:
     return state_for(shell).dashboard
 
 
-# -- parsing ----------------------------------------------------------------------------
-
-
-def test_options_parse(tmp_path: Path) -> None:
-    opts = parse_options(
-        f"{tmp_path}/a '{tmp_path}/b c' --logdir {tmp_path}/logs --interval 0.5 --window 5m "
-        "--gpu 1,0 --no-probe"
-    )
-    assert opts.paths == [f"{tmp_path}/a", f"{tmp_path}/b c"]
-    assert opts.logdir == f"{tmp_path}/logs"
-    assert opts.all_paths[0] == f"{tmp_path}/logs"
-    assert (opts.interval, opts.window, opts.gpus, opts.gpu, opts.probe) == (
-        0.5,
-        300.0,
-        [0, 1],
-        True,
-        False,
-    )
-    assert parse_options("--window 1h --interval 2s").window == 3600.0
-    assert parse_options("--interval 500ms").interval == 0.5
-    off = parse_options("--gpu none")
-    assert (off.gpu, off.gpus) == (False, None)
-
-
-BAD_LINES = {
-    "unknown flag": ("--frobnicate", "unknown option '--frobnicate'"),
-    "unknown short flag": ("-x", "unknown option '-x'"),
-    "interval zero": ("--interval 0", "--interval must be more than 0"),
-    "interval negative": ("--interval -1", "--interval"),
-    "interval text": ("--interval fast", "bad --interval 'fast'"),
-    "interval missing": ("--interval", "expected one argument"),
-    "window unit": ("--window 10x", "bad --window '10x'"),
-    "window too small": ("--window 5s", "between 10s and 24h"),
-    "window too large": ("--window 48h", "between 10s and 24h"),
-    "window vs interval": ("--window 10s --interval 8", "at least two samples"),
-    "window too many samples": ("--window 24h --interval 0.1", "more than 86400 samples"),
-    "gpu letters": ("--gpu a", "bad --gpu 'a'"),
-    "gpu empty item": ("--gpu 0,,1", "bad --gpu '0,,1'"),
-    "gpu negative": ("--gpu -1", "--gpu"),
-    "logdir missing": ("--logdir", "expected one argument"),
-    "bad quoting": ("'unterminated", "cannot parse options"),
-    "nul byte in path": ("a\x00b", "bad path"),
-}
-
-
-@pytest.mark.parametrize("name", sorted(BAD_LINES))
-def test_bad_input_is_one_clear_line(name: str) -> None:
-    line, expected = BAD_LINES[name]
-    with pytest.raises(UsageError) as err:
-        parse_options(line)
-    message = str(err.value)
-    assert expected in message
-    assert "\n" not in message
-    assert message.startswith("trainwatch")
+# -- parsing (options.py; more in test_options.py) --------------------------------------
 
 
 def test_a_path_under_a_regular_file_cannot_exist(tmp_path: Path) -> None:
@@ -95,9 +44,20 @@ def test_bad_input_changes_nothing(shell: Any, tmp_path: Path) -> None:
     wait_for(lambda: before.samples >= 1, what="first sample")
     blocker = tmp_path / "f"
     blocker.write_text("x")
-    for line in ("--bogus", "--interval 0", "--window 3", "--gpu x", f"{blocker}/x", "stop now"):
+    lines = ("--bogus", "--intervall 5", "--interval 0", "--interval -1", "--window 3")
+    for line in (*lines, "--gpu x", f"{blocker}/x", "stop now", "status --interval 1"):
         with pytest.raises(UsageError):
             shell.run_line_magic("trainwatch", line)
+    for line, cell in (("stop", "x = 1"), ("--interval -1", "x = 1"), ("", "if x:\nx = 1")):
+        with capture_output():
+            result = shell.run_cell(f"%%trainwatch {line}\n{cell}")
+        assert isinstance(result.error_in_exec, UsageError), (line, cell)
+    with capture_output() as cap:  # asking for help is no error, and changes nothing either
+        for line in ("--help", "-h", "status --help", f"{tmp_path / 'other'} --help"):
+            shell.run_line_magic("trainwatch", line)
+        assert shell.run_cell("%%trainwatch --help\nx = 1").success
+    assert cap.stdout.count("Options:") == 5
+    assert "x" not in shell.user_ns  # no cell body ran
     assert live(shell) is before
     assert before.sampler.running and not before.stopped
     assert before.paths() == [str(tmp_path)]
@@ -105,10 +65,53 @@ def test_bad_input_changes_nothing(shell: Any, tmp_path: Path) -> None:
 
 
 def test_status_and_stop_take_no_options(shell: Any) -> None:
-    with pytest.raises(UsageError, match="takes no options"):
+    with pytest.raises(UsageError) as err:
         shell.run_line_magic("trainwatch", "status --interval 1")
-    with pytest.raises(UsageError, match="takes no options"):
+    assert str(err.value) == "trainwatch: status takes no options, got '--interval 1'"
+    with pytest.raises(UsageError) as err:
         shell.run_cell_magic("trainwatch", "stop", "x = 1")
+    assert str(err.value).startswith("trainwatch: stop is a line magic: run %trainwatch stop")
+
+
+# -- help where users look --------------------------------------------------------------
+
+
+def test_help_is_printed_plain_text(shell: Any, capsys: pytest.CaptureFixture) -> None:
+    """``--help``/``-h`` print the help (no UsageError), the same text as ``%trainwatch?``,
+    every option with its default and an example."""
+    for line in ("--help", "-h"):
+        assert shell.run_line_magic("trainwatch", line) is None
+        assert capsys.readouterr().out == help_text()
+    text = help_text()
+    for flag in ("--logdir PATH", "--interval S", "--window SPAN", "--gpu 0,1|none", "--no-probe"):
+        assert f"\n  {flag}  " in text
+    assert "default: 1s" in text and "default: 10m" in text and "default: all GPUs" in text
+    assert "example: %trainwatch runs --interval 0.5" in text
+    assert "%trainwatch status" in text and "%trainwatch stop" in text
+    assert live(shell) is None  # and nothing started
+
+
+def test_cell_help_prints_help_and_runs_nothing(shell: Any) -> None:
+    with capture_output() as cap:
+        result = shell.run_cell("%%trainwatch --help\nran = True")
+    assert result.success
+    assert cap.stdout == help_text() + "trainwatch: the cell was not run (--help)\n"
+    assert "ran" not in shell.user_ns
+    assert live(shell) is None and sampler_threads() == []
+
+
+def test_question_mark_shows_the_help(shell: Any) -> None:
+    """``%trainwatch?``: IPython shows the magic's docstring, which is the help text."""
+    with capture_output() as cap:
+        shell.run_cell("%trainwatch?")
+    shown = strip_ansi(cap.stdout)
+    assert "Docstring:" in shown
+    for line in help_text().splitlines():
+        assert line in shown
+
+
+def strip_ansi(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
 
 # -- the live dashboard -----------------------------------------------------------------
@@ -301,6 +304,42 @@ def test_cell_magic_propagates_errors_and_still_summarises(shell: Any, tmp_path:
     assert isinstance(result.error_in_exec, KeyError)
     assert any("tw-cell-summary" in o.data.get("text/html", "") for o in cap.outputs)
     assert sampler_threads() == []
+
+
+USER_ERROR = "x = 1\ndef f():\n    return 1 / 0\nf()"
+
+
+def test_a_cell_error_is_shown_from_the_users_code(shell: Any, tmp_path: Path) -> None:
+    """It showed four frames of IPython and magics.py before the user's line, and the user's
+    lines as ``File <trainwatch cell>:4`` without their source."""
+    with capture_output() as cap:
+        result = shell.run_cell(f"%%trainwatch {tmp_path} --interval 0.2 --no-probe\n{USER_ERROR}")
+    assert isinstance(result.error_in_exec, ZeroDivisionError)
+    assert shell.user_ns["x"] == 1  # what ran before the error stays, as in any cell
+    assert any("tw-cell-summary" in o.data.get("text/html", "") for o in cap.outputs)
+    shown = strip_ansi(cap.stdout)
+    frames = [line for line in shown.splitlines() if line.startswith(("Cell In[", "File "))]
+    assert len(frames) == 2, shown  # line numbers as in the cell, the magic's line being 1
+    assert frames[0].endswith(", line 5") and frames[1].endswith(", line 4, in f()")
+    assert "----> 5 f()" in shown and "----> 4     return 1 / 0" in shown
+    for ours in ("magics.py", "IPython/core", "run_cell_magic", "<trainwatch cell>"):
+        assert ours not in shown
+    with capture_output() as cap:  # %tb (and %debug) still get the whole traceback
+        shell.run_line_magic("tb", "")
+    assert "magics.py" in strip_ansi(cap.stdout)
+
+
+def test_a_syntax_error_in_the_cell_starts_nothing(shell: Any, tmp_path: Path) -> None:
+    with capture_output() as cap:
+        result = shell.run_cell(f"%%trainwatch {tmp_path}\nx = 1\nif x:\nx = 2")
+    assert isinstance(result.error_in_exec, UsageError)
+    shown = strip_ansi(cap.stdout + cap.stderr)
+    assert re.search(r"Cell In\[\d+\], line 4\n", shown), shown
+    assert "IndentationError: expected an indented block" in shown
+    assert "UsageError: trainwatch: the cell was not run: syntax error (above)" in shown
+    assert "magics.py" not in shown and "IPython/core" not in shown
+    assert cap.outputs == []  # no "watching this cell" strip
+    assert sampler_threads() == [] and "x" not in shell.user_ns
 
 
 def test_cell_magic_reuses_a_live_sampler(shell: Any, tmp_path: Path) -> None:

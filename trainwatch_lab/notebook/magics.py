@@ -5,22 +5,21 @@ it. After every cell we look for log/checkpoint directories the cell created (di
 and watch them too; one on a shared mount gets an alert right under that cell.
 
 Bad input raises UsageError with one line and changes nothing: options are parsed and every
-path is checked before the running dashboard is touched.
+path is checked (options.py) before the running dashboard is touched; a ``%%trainwatch``
+cell body is compiled before its sampler starts.
 """
 
 from __future__ import annotations
 
-import argparse
 import ast
 import atexit
 import contextlib
 import logging
-import re
-import shlex
 import time
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from types import CodeType
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -33,106 +32,20 @@ from ..core.model import Alert
 from ..core.paths import normalise
 from .discover import Found, discover
 from .inline import InlineAlerts, attach, detach
-from .settings import check_settings
+from .options import Options, help_text, parse_options, parse_request, subcommand_hint
+
+__all__ = [  # parse_options and Options stay importable from here (tests, user code)
+    "KernelWatch",
+    "Options",
+    "TrainWatchMagics",
+    "current",
+    "load_ipython_extension",
+    "parse_options",
+    "state_for",
+    "unload_ipython_extension",
+]
 
 log = logging.getLogger(__name__)
-
-USAGE = (
-    "%trainwatch [PATH ...] [--logdir PATH] [--interval S] [--window 10m] [--gpu 0,1|none] "
-    "[--no-probe] | %trainwatch stop | %trainwatch status"
-)
-FLAG_NAMES = {"interval": "--interval", "window": "--window"}
-
-
-# -- options ------------------------------------------------------------------------------
-
-
-@dataclass
-class Options:
-    paths: list[str] = field(default_factory=list)
-    logdir: str | None = None
-    interval: float = DEFAULTS.interval_s
-    window: float = DEFAULTS.window_s
-    gpus: list[int] | None = None  # None: all GPUs
-    gpu: bool = True
-    probe: bool = True
-
-    @property
-    def all_paths(self) -> list[str]:
-        paths = ([self.logdir] if self.logdir is not None else []) + self.paths
-        return list(dict.fromkeys(paths))
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse would print usage and sys.exit
-        raise UsageError(f"trainwatch: {message}. Usage: {USAGE}")
-
-
-def _parser() -> _Parser:
-    p = _Parser(prog="%trainwatch", add_help=False, allow_abbrev=False)
-    p.add_argument("paths", nargs="*")
-    p.add_argument("--logdir")
-    p.add_argument("--interval")
-    p.add_argument("--window")
-    p.add_argument("--gpu")
-    p.add_argument("--no-probe", action="store_true")
-    return p
-
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h|hr)?\s*$", re.IGNORECASE)
-_UNIT_S = {None: 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "hr": 3600.0}
-
-
-def parse_duration(text: str, what: str) -> float:
-    """``10m``, ``90s``, ``1h``, ``600`` (seconds), ``500ms`` -> seconds."""
-    match = _DURATION.match(text)
-    if not match:
-        raise UsageError(
-            f"trainwatch: bad {what} {text!r}: use a number of seconds or e.g. 30s, 10m, 1h"
-        )
-    value = float(match.group(1))
-    unit = (match.group(2) or "").lower() or None
-    return value / 1000.0 if unit == "ms" else value * _UNIT_S[unit]
-
-
-def parse_gpus(text: str) -> list[int] | None:
-    """``0,1`` -> [0, 1]; ``none``/``off`` -> [] (GPU monitoring off)."""
-    if text.strip().lower() in ("none", "off"):
-        return []
-    items = [t.strip() for t in text.split(",")]
-    if not items or any(not t.isdigit() for t in items):
-        raise UsageError(f"trainwatch: bad --gpu {text!r}: use GPU indices like 0 or 0,1 (or none)")
-    return sorted(set(int(t) for t in items))
-
-
-def parse_options(line: str) -> Options:
-    """Parse a magic line; raises UsageError (one line) on anything wrong."""
-    try:
-        argv = shlex.split(line, posix=True)
-    except ValueError as exc:
-        raise UsageError(f"trainwatch: cannot parse options: {exc}") from None
-    ns, unknown = _parser().parse_known_args(argv)
-    if unknown:
-        raise UsageError(f"trainwatch: unknown option {unknown[0]!r}. Usage: {USAGE}")
-    opts = Options(paths=list(ns.paths), logdir=ns.logdir, probe=not ns.no_probe)
-    bad = [p for p in opts.paths if p.startswith("-")]
-    if bad:
-        raise UsageError(f"trainwatch: unknown option {bad[0]!r}. Usage: {USAGE}")
-    if ns.interval is not None:
-        opts.interval = parse_duration(ns.interval, "--interval")
-    if ns.window is not None:
-        opts.window = parse_duration(ns.window, "--window")
-    if ns.gpu is not None:
-        gpus = parse_gpus(ns.gpu)
-        opts.gpu = gpus != []
-        opts.gpus = gpus or None
-    try:
-        _, opts.interval, opts.window = check_settings(
-            opts.all_paths, opts.interval, opts.window, names=FLAG_NAMES
-        )
-    except (ValueError, TypeError) as exc:
-        raise UsageError(f"trainwatch: {exc}") from None
-    return opts
 
 
 # -- immediate check ------------------------------------------------------------------------
@@ -295,7 +208,7 @@ class KernelWatch:
             self.inline.display_here(alerts, time.time())
 
     # -- %%trainwatch -----------------------------------------------------------------
-    def run_cell_watched(self, opts: Options, cell: str) -> Any:
+    def run_cell_watched(self, opts: Options, body: Body) -> Any:
         from .cell import CellWatch
         from .dashboard import new_sampler
 
@@ -333,7 +246,7 @@ class KernelWatch:
         else:  # a running sampler's last sample may be an interval old: take one now
             watch.take_baseline()
         try:
-            return run_code(self.shell, cell)
+            return run_body(self.shell, body)
         finally:
             summary = watch.finish()
             if owned:
@@ -345,19 +258,80 @@ class KernelWatch:
             watch.close()
 
 
-def run_code(shell: Any, cell: str) -> Any:
-    """Run a cell body like ``%%time`` does: IPython syntax transformed, exceptions propagate
-    (so the cell fails as it would without the magic), the last expression's value returned."""
+@dataclass(frozen=True)
+class Body:
+    """A ``%%trainwatch`` cell's code, compiled before anything starts: a syntax error
+    costs no sampler, and no strip is left saying "watching" under a cell that never ran."""
+
+    code: CodeType
+    last: CodeType | None  # the last expression, whose value the cell shows (Out[n])
+
+
+def compile_body(shell: Any, cell: str, header: str) -> Body:
+    """Compile a cell body as IPython compiles a cell: IPython syntax and AST transformers
+    applied, the session's ``__future__`` flags, and a file name IPython knows, so that a
+    traceback reads "Cell In[7], line 4" and shows the user's lines. The source is cached
+    with the magic line first, so line numbers are those of the cell as the user sees it.
+
+    A syntax error is shown as IPython shows one in a plain cell (where it is, no frames of
+    ours), then UsageError fails the cell: raised as is, a SyntaxError would be shown with
+    the frames of IPython and this module that compiled it."""
     source = shell.transform_cell(cell)
-    tree = ast.parse(source)
+    name = shell.compile.cache(
+        f"{header}\n{source}", shell.execution_count, raw_code=f"{header}\n{cell}"
+    )
+    try:
+        tree = shell.compile.ast_parse("\n" + source, filename=name)
+    except SyntaxError:
+        shell.showsyntaxerror()
+        raise UsageError("trainwatch: the cell was not run: syntax error (above)") from None
+    tree = shell.transform_ast(tree)
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = ast.Expression(tree.body.pop().value)
+        last = shell.compile(ast.Expression(tree.body.pop().value), name, "eval")
+    return Body(shell.compile(tree, name, "exec"), last)
+
+
+def run_body(shell: Any, body: Body) -> Any:
+    """Run a compiled cell body like ``%%time`` does: in the user's namespace, exceptions
+    propagate (so the cell fails as it would without the magic, and a summary still prints),
+    the last expression's value returned. What the user sees of an exception starts at their
+    own code (``show_from_user_code``)."""
     glob, loc = shell.user_global_ns, shell.user_ns
-    exec(compile(tree, "<trainwatch cell>", "exec"), glob, loc)
-    if last is not None:
-        return eval(compile(last, "<trainwatch cell>", "eval"), glob, loc)
-    return None
+    try:
+        exec(body.code, glob, loc)
+        return eval(body.last, glob, loc) if body.last is not None else None
+    except BaseException as exc:  # (KeyboardInterrupt too: the user's Ctrl-C)
+        show_from_user_code(shell, exc)
+        raise
+
+
+def show_from_user_code(shell: Any, exc: BaseException) -> None:
+    """Have IPython show ``exc`` from the user's first frame on, not from the frames of
+    IPython and this module that ran the cell body (four of them, before the user's line).
+
+    The exception must still propagate: that is what marks the cell as failed (the kernel
+    replies "error", nbclient stops) and what lets ``finally`` print the summary. Python adds
+    our frames to its traceback on the way up, so instead of trimming the traceback we use
+    IPython's ``_render_traceback_`` protocol: ``showtraceback`` asks the exception for its
+    lines. It is set on this one exception and removed once used, so ``%tb`` and ``%debug``
+    later still see the whole traceback; an exception that renders itself is left alone."""
+    here = exc.__traceback__  # our frame: the exception was caught in run_body
+    user = here.tb_next if here is not None else None
+    if user is None or hasattr(exc, "_render_traceback_"):
+        return
+
+    def render() -> list[str]:
+        with contextlib.suppress(AttributeError):
+            del exc._render_traceback_  # type: ignore[attr-defined]
+        formatter = shell.InteractiveTB
+        try:
+            return formatter.structured_traceback(type(exc), exc, user, tb_offset=0)
+        except Exception:  # never lose the user's error to our formatting: show it all
+            return formatter.structured_traceback(type(exc), exc, exc.__traceback__)
+
+    with contextlib.suppress(AttributeError, TypeError):
+        exc._render_traceback_ = render  # type: ignore[attr-defined]
 
 
 # -- the magic ------------------------------------------------------------------------------
@@ -376,27 +350,28 @@ def state_for(shell: Any) -> KernelWatch:
 class TrainWatchMagics(Magics):
     @line_cell_magic
     def trainwatch(self, line: str, cell: str | None = None) -> Any:
-        """Live storage + GPU dashboard. Usage:
-
-        %trainwatch [PATH ...] [--logdir PATH] [--interval S] [--window 10m] [--gpu 0,1|none]
-                    [--no-probe]
-        %trainwatch status | %trainwatch stop
-        %%trainwatch [same options]   (watch just this cell; summary at the end)
-        """
+        request = parse_request(line, cell=cell is not None)
         state = state_for(self.shell)
-        words = line.split()
-        if words[:1] in (["stop"], ["status"]):
-            if cell is not None or len(words) > 1:
-                raise UsageError(f"trainwatch: {words[0]} takes no options. Usage: {USAGE}")
-            print(state.stop() if words[0] == "stop" else state.status())
+        if request.action == "help":  # plain text, not an error: the user asked for it
+            print(help_text(), end="")
+            if cell is not None:
+                print("trainwatch: the cell was not run (--help)")
             return None
-        opts = parse_options(line)
-        for note in path_notes(opts.all_paths):  # (bad paths were refused by parse_options)
-            print(note)
-        if cell is None:
+        if request.action != "start":
+            print(state.stop() if request.action == "stop" else state.status())
+            return None
+        opts = request.options or Options()
+        body = None if cell is None else compile_body(self.shell, cell, f"%%trainwatch {line}")
+        hint = subcommand_hint(opts)
+        for note in ([hint] if hint else []) + path_notes(opts.all_paths):
+            print(note)  # (paths that can never be watched were refused by parse_request)
+        if body is None:
             state.start(opts)
             return None
-        return state.run_cell_watched(opts, cell)
+        return state.run_cell_watched(opts, body)
+
+    # what %trainwatch? shows: the --help text, from the same table (options.py)
+    trainwatch.__doc__ = help_text()
 
 
 def current(shell: Any = None) -> Any:
