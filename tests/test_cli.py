@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ from tests.support.contract import (
     VERDICTS,
     WARNING_KEYS,
 )
+from trainwatch_lab.cli import PROG, build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,6 +73,41 @@ def test_help_exits_0() -> None:
     out = tw("check", "--help")
     assert out.returncode == 0
     assert "--no-probe" in out.stdout and "--timeout" in out.stdout
+
+
+def _commands() -> dict[tuple[str, ...], argparse.ArgumentParser]:
+    """The top-level parser and each subcommand's, from the real build_parser()."""
+    parser = build_parser()
+    found: dict[tuple[str, ...], argparse.ArgumentParser] = {(): parser}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found.update({(name,): sub for name, sub in action.choices.items()})
+    return found
+
+
+@pytest.mark.parametrize("command", [(), ("check",), ("watch",)])
+def test_help_lists_each_option_with_its_default_and_an_example(command: tuple[str, ...]) -> None:
+    """``--help`` is where users look: every option says its default, one with a value gives
+    an example value, and the epilog's examples use every option (and every command)."""
+    out = tw(*command, "--help")
+    assert out.returncode == 0 and out.stderr == ""
+    flat = " ".join(out.stdout.split())  # argparse wraps help at the terminal's width
+    examples = out.stdout.split("\nexamples:\n", 1)[1]
+    assert f"{PROG} {' '.join(command)}".strip() in examples
+    parser = _commands()[command]
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        if isinstance(action, argparse._SubParsersAction):
+            for name in action.choices:
+                assert f"{PROG} {name} " in examples
+            continue
+        assert action.help and " ".join(action.help.split()) in flat
+        assert "(default: " in action.help or "(required; e.g. " in action.help, action.help
+        if action.option_strings and action.nargs != 0:  # takes a value: an example value
+            assert f"e.g. {action.option_strings[0]} " in action.help
+        for option in action.option_strings:
+            assert option in examples, option
 
 
 def check_shape(report: dict) -> None:

@@ -63,50 +63,118 @@ def _interval(text: str) -> float:
     return value
 
 
+TOP_EPILOG = """\
+examples:
+  trainwatch-lab check /mnt/share/runs ~/data   is this storage fit for training logs?
+  trainwatch-lab watch /data runs               live, a table per second until Ctrl-C
+  trainwatch-lab serve /data                    this node's metrics for Prometheus
+  trainwatch-lab rules > trainwatch-rules.yml   alerting rules for Prometheus
+  trainwatch-lab check --help                   the options of one command, with examples
+
+exit codes of check and watch: 0 no warning, 1 a warning, 2 bad usage (check: or a path
+that can never exist), 130 interrupted
+"""
+
+CHECK_EPILOG = """\
+examples:
+  trainwatch-lab check runs/exp1                         a logdir, even one not created yet
+  trainwatch-lab check --json /mnt/share | jq .paths     one JSON object, for scripts and CI
+  trainwatch-lab check --no-probe --timeout 5 /mnt/nfs   write nothing; wait 5 s for the mount
+"""
+
+WATCH_EPILOG = """\
+examples:
+  trainwatch-lab watch /data runs                          a table per sample until Ctrl-C
+  trainwatch-lab watch --interval 0.5 --duration 60 /data  twice a second, for a minute
+  trainwatch-lab watch --json /data > samples.jsonl        one JSON object per sample per line
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """Every option's help says its default and gives an example, and each command's epilog
+    shows it in use: ``--help`` is where a user looks first (issue 11, item 4)."""
+    raw = argparse.RawDescriptionHelpFormatter  # keeps the examples' columns
     parser = _Parser(
         prog=PROG,
         description="See where training I/O goes: mounts, probe latency, free space, disks.",
+        epilog=TOP_EPILOG,
+        formatter_class=raw,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     check = sub.add_parser(
         "check",
         help="diagnose paths once (mount, filesystem, free space, write+fsync latency)",
         description=(
-            "Diagnose paths once; a path not created yet is checked where it will be created. "
+            "Diagnose paths once; a path not created yet is checked where it will be created.\n"
             "Exit 0: no warning; 1: a warning; 2: bad usage or a path that can never exist."
         ),
+        epilog=CHECK_EPILOG,
+        formatter_class=raw,
     )
-    check.add_argument("paths", nargs="+", metavar="PATH")
-    check.add_argument("--json", action="store_true", help="print one JSON object")
     check.add_argument(
-        "--no-probe", action="store_true", help="do not write the small latency probe file"
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="log, checkpoint or data directories (required; e.g. /mnt/share/runs ~/data)",
+    )
+    check.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object instead of the table (default: the table)",
+    )
+    check.add_argument(
+        "--no-probe",
+        action="store_true",
+        help=(
+            f"do not write the latency probe ({DEFAULTS.probe_writes} writes of "
+            f"{DEFAULTS.probe_block_bytes // 1024} KiB + fsync to a hidden file, removed at "
+            "once) (default: probe)"
+        ),
     )
     check.add_argument(
         "--timeout",
         type=_seconds,
         default=DEFAULTS.mount_timeout_s,
         metavar="S",
-        help=f"give up on a mount after S seconds (default {DEFAULTS.mount_timeout_s:g})",
+        help=(
+            "give up on a mount that does not answer after S seconds "
+            f"(default: {DEFAULTS.mount_timeout_s:g}; e.g. --timeout 5)"
+        ),
     )
     watch = sub.add_parser(
         "watch",
         help="sample devices, free space and fill rate live, with warnings as they arise",
         description=(
-            "Sample live until Ctrl-C or --duration. Exit 0: no warning was raised; "
-            "1: a warning was raised; 130: interrupted."
+            "Sample live until Ctrl-C or --duration.\n"
+            "Exit 0: no warning was raised; 1: a warning was raised; 130: interrupted."
         ),
+        epilog=WATCH_EPILOG,
+        formatter_class=raw,
     )
-    watch.add_argument("paths", nargs="+", metavar="PATH")
+    watch.add_argument(
+        "paths", nargs="+", metavar="PATH", help="paths to watch (required; e.g. /data runs)"
+    )
     watch.add_argument(
         "--interval",
         type=_interval,
         default=DEFAULTS.interval_s,
         metavar="S",
-        help=f"seconds between samples (default {DEFAULTS.interval_s:g})",
+        help=(
+            f"seconds between samples, at least {DEFAULTS.min_interval_s:g} "
+            f"(default: {DEFAULTS.interval_s:g}; e.g. --interval 0.5)"
+        ),
     )
-    watch.add_argument("--duration", type=_seconds, metavar="S", help="stop after S seconds")
-    watch.add_argument("--json", action="store_true", help="one JSON object per sample per line")
+    watch.add_argument(
+        "--duration",
+        type=_seconds,
+        metavar="S",
+        help="stop after S seconds (default: until Ctrl-C; e.g. --duration 60)",
+    )
+    watch.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object per sample per line (default: a table per sample)",
+    )
     _add_prometheus_commands(sub)
     return parser
 
