@@ -12,7 +12,7 @@ from IPython.core.error import UsageError
 
 from trainwatch_lab.notebook.dashboard import TrainWatch
 from trainwatch_lab.notebook.magics import parse_options
-from trainwatch_lab.notebook.settings import as_path_list
+from trainwatch_lab.notebook.settings import as_path_list, check_settings
 
 
 @pytest.fixture
@@ -131,3 +131,9 @@ def test_a_shared_sampler_sets_the_interval_the_window_is_checked_against(made: 
     with pytest.raises(ValueError, match="at least two samples"):
         TrainWatch(sampler=sampler, window=30, inline=False, start=False)
     assert widget(made, sampler=sampler, window=600).window_s == 600.0
+
+
+def test_the_widget_refuses_an_interval_the_magic_refuses() -> None:
+    """One rule for both doors: under min_interval_s sampling costs more than it shows."""
+    with pytest.raises(ValueError, match=r"must be at least 0\.05 s, got 0\.01"):
+        check_settings([], 0.01, 600.0)

@@ -87,6 +87,11 @@ def check_settings(
     window = _seconds(window, wn)
     if not interval > 0 or not math.isfinite(interval):
         raise ValueError(f"{iv} must be more than 0 s, got {interval:g}")
+    if interval < DEFAULTS.min_interval_s:  # the magic's --interval refuses the same
+        raise ValueError(
+            f"{iv} must be at least {DEFAULTS.min_interval_s:g} s, got {interval:g} "
+            "(sampling faster costs more than any chart can show)"
+        )
     if not MIN_WINDOW_S <= window <= MAX_WINDOW_S:
         raise ValueError(f"{wn} must be between 10s and 24h, got {window:g} s")
     if window / interval > MAX_HISTORY_SAMPLES:
