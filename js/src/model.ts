@@ -1,7 +1,8 @@
 /**
  * The panel's data model, kept free of DOM and JupyterLab so it can be unit-tested in node:
  * the JSON shapes the server sends, a bounded columnar ring of points, the merge of history
- * and live samples, the status-bar text, and the reconnection backoff.
+ * and live samples, the status-bar text, the live/paused/stale/stopped state, the numbers on
+ * the chart axes (rounded ticks, 24-hour times) and the reconnection backoff.
  */
 
 // -- JSON shapes (trainwatch_lab/core/model.py: Sample.to_json) ----------------------------
@@ -89,6 +90,24 @@ export interface KernelJSON {
   gpu_mem_bytes: number | null;
 }
 
+/**
+ * The one line every surface opens with (trainwatch_lab/advice/headline.py): the status bar,
+ * the panel header and the notebook dashboard all show these words, never their own.
+ */
+export interface HeadlineJSON {
+  level: 'ok' | 'warning' | 'critical';
+  /** "Storage OK", "2 warnings (1 critical)" */
+  verdict: string;
+  /** "GPU 87 %", "vda 45.1 MB/s, 62 % busy", "1 GiB free on /scratch (10 %)" */
+  facts: string[];
+  /** verdict and facts, " · " between them */
+  text: string;
+  /** the status bar's short form: "GPU 87 % · disk 45.1 MB/s · ⚠ 1" */
+  brief: string;
+  /** info notes (gpu-unavailable...), shown quietly, never as a warning */
+  notes: number;
+}
+
 export interface SampleJSON {
   t: number;
   disks: Record<string, DiskRatesJSON>;
@@ -97,12 +116,15 @@ export interface SampleJSON {
   notes?: Record<string, string>;
   warnings: AlertJSON[];
   kernels?: Record<string, KernelJSON>;
+  headline?: HeadlineJSON | null;
 }
 
 /** GET history: one shared time axis, columns keyed "kind:name:field", null where missing. */
 export interface HistoryJSON {
   t: number[];
   series: Record<string, (number | null)[]>;
+  /** the server sampler's interval (c.TrainWatch.interval), for the stale test */
+  interval_s?: number;
 }
 
 export interface WatchedPathJSON {
@@ -114,6 +136,8 @@ export interface WatchedPathJSON {
 // -- series keys -----------------------------------------------------------------------------
 
 const MB = 1e6;
+/** ``disks[d].rmb_s``/``wmb_s`` are MiB/s (iostat -m); rates are shown in decimal MB/s. */
+export const MIB_TO_MB = 1.048576;
 
 export function seriesKey(kind: string, name: string, field: string): string {
   return `${kind}:${name}:${field}`;
@@ -147,6 +171,7 @@ export function flatten(sample: SampleJSON): Map<string, number> {
   for (const [path, p] of Object.entries(sample.paths)) {
     put(seriesKey('path', path, 'avail_bytes'), p.avail_bytes);
     put(seriesKey('path', path, 'free_bytes'), p.free_bytes);
+    put(seriesKey('path', path, 'total_bytes'), p.total_bytes);
   }
   for (const g of sample.gpus) {
     put(seriesKey('gpu', String(g.index), 'util_pct'), g.util_pct);
@@ -326,6 +351,7 @@ export class SeriesRing {
 
 // -- formatting ------------------------------------------------------------------------------
 
+/** A size in binary units as Python's ``advice.text.fmt_bytes`` words it: ``11.2 GiB``. */
 export function formatBytes(n: number | null | undefined): string {
   if (typeof n !== 'number' || !Number.isFinite(n)) {
     return '–';
@@ -337,25 +363,47 @@ export function formatBytes(n: number | null | undefined): string {
     v /= 1024;
     i++;
   }
-  const digits = i === 0 || v >= 100 ? 0 : v >= 10 ? 1 : 2;
-  return `${n < 0 ? '-' : ''}${v.toFixed(digits)} ${units[i]}`;
+  const text = i === 0 ? String(Math.round(v)) : significant(v);
+  return `${n < 0 ? '-' : ''}${text} ${units[i]}`;
 }
 
-/** Megabytes per second as iostat prints them (decimal MB). */
+/**
+ * A rate in decimal megabytes per second, always in MB/s (one unit on every surface), with
+ * three significant digits at most like Python's ``advice.text``: ``45.2 MB/s``,
+ * ``0.05 MB/s``, ``1250 MB/s``. Callers pass decimal MB/s: MiB/s from ``disks`` times
+ * ``MIB_TO_MB``, bytes per second divided by 1e6.
+ */
 export function formatMBs(mbPerS: number): string {
   if (!Number.isFinite(mbPerS) || mbPerS < 0) {
     return '–';
   }
-  if (mbPerS >= 1000) {
-    return `${(mbPerS / 1000).toFixed(1)} GB/s`;
+  return `${significant(mbPerS)} MB/s`;
+}
+
+/** Three significant digits at most, no trailing zeros: 1250, 45.2, 2.35, 0.05, 0. */
+function significant(v: number): string {
+  if (v >= 100) {
+    return String(Math.round(v));
   }
-  if (mbPerS >= 10) {
-    return `${Math.round(mbPerS)} MB/s`;
+  if (v < 0.005) {
+    return '0';
   }
-  if (mbPerS >= 0.1) {
-    return `${mbPerS.toFixed(1)} MB/s`;
+  const text = v >= 10 ? v.toFixed(1) : v.toFixed(2);
+  return text.replace(/\.?0+$/, '');
+}
+
+/** A latency as Python's ``advice.text.fmt_ms`` words it: ``0.81 ms``, ``38 ms``, ``1.2 s``. */
+export function formatMs(ms: number | null | undefined): string {
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0) {
+    return '–';
   }
-  return `${Math.round((mbPerS * MB) / 1000)} kB/s`;
+  if (ms >= 1000) {
+    return `${significant(ms / 1000)} s`;
+  }
+  if (ms < 0.01) {
+    return `${Math.round(ms * 1000)} µs`;
+  }
+  return `${significant(ms)} ms`;
 }
 
 export function formatDuration(seconds: number | null | undefined): string {
@@ -389,7 +437,7 @@ export function gpuUtil(sample: SampleJSON): number | null {
   return utils.length ? utils.reduce((a, b) => a + b, 0) / utils.length : null;
 }
 
-/** Read + write MB/s summed over the devices under the watched paths. */
+/** Read + write in decimal MB/s, summed over the devices under the watched paths. */
 export function diskThroughput(sample: SampleJSON): number | null {
   const devices = watchedDevices(sample);
   if (!devices.length) {
@@ -397,35 +445,26 @@ export function diskThroughput(sample: SampleJSON): number | null {
   }
   return devices.reduce((sum, d) => {
     const r = sample.disks[d];
-    return sum + (r.rmb_s || 0) + (r.wmb_s || 0);
+    return sum + ((r.rmb_s || 0) + (r.wmb_s || 0)) * MIB_TO_MB;
   }, 0);
 }
 
-/** The status-bar text, e.g. ``GPU 87% · disk 45 MB/s · ⚠ 1``. */
+/**
+ * The status-bar text: the headline's ``brief`` that Python made for this sample (the panel
+ * header and the notebook dashboard use the same headline), e.g. ``GPU 87 % · disk 45.1
+ * MB/s · ⚠ 1``. Words of its own only before the first sample and when offline.
+ */
 export function statusText(sample: SampleJSON | null, connected = true): string {
-  if (!sample) {
+  const brief = sample?.headline?.brief || (sample ? 'TrainWatch' : '');
+  if (!brief) {
     return connected ? 'TrainWatch' : 'TrainWatch (offline)';
   }
-  const parts: string[] = [];
-  const util = gpuUtil(sample);
-  if (util !== null) {
-    parts.push(`GPU ${Math.round(util)}%`);
-  }
-  const disk = diskThroughput(sample);
-  if (disk !== null) {
-    parts.push(`disk ${formatMBs(disk)}`);
-  }
-  const warnings = activeWarnings(sample).length;
-  if (warnings) {
-    parts.push(`⚠ ${warnings}`);
-  }
-  if (!parts.length) {
-    parts.push('TrainWatch');
-  }
-  if (!connected) {
-    parts.push('offline');
-  }
-  return parts.join(' · ');
+  return connected ? brief : `${brief} · offline`;
+}
+
+/** The info notes (severity info): one quiet line each, never a warning box. */
+export function infoNotes(sample: SampleJSON | null): AlertJSON[] {
+  return (sample?.warnings ?? []).filter(w => w.severity === 'info');
 }
 
 /** Why the GPU charts are empty, or null when there are GPUs. */
@@ -468,6 +507,267 @@ export function shortPath(path: string, parts = 2): string {
     return path;
   }
   return `…/${segments.slice(-parts).join('/')}`;
+}
+
+// -- free space per filesystem -------------------------------------------------------------
+
+/** One filesystem under the watched paths: every path on it sees the same free space. */
+export interface FilesystemGroup {
+  /** the key Python groups by (core/fill.py: mountpoint and size) */
+  id: string;
+  /** where it is mounted (``fill.filesystem``), for the legend */
+  label: string;
+  /** the watched paths on it, sorted */
+  paths: string[];
+}
+
+/**
+ * Group the watched paths by filesystem, as core/fill.py does (mountpoint and total size: a
+ * directory under a project quota reports the quota as its size), so the space chart draws
+ * one line per filesystem, not one identical line per path.
+ */
+export function filesystems(paths: Record<string, PathStateJSON>): FilesystemGroup[] {
+  const groups = new Map<string, FilesystemGroup>();
+  for (const path of Object.keys(paths).sort()) {
+    const p = paths[path];
+    if (!p.total_bytes || p.avail_bytes === null || p.avail_bytes === undefined) {
+      continue; // nothing measured (missing, not answering)
+    }
+    const mount = p.fill?.filesystem || p.mountpoint || path;
+    const id = `${mount}|${p.total_bytes}`;
+    const group = groups.get(id);
+    if (group) {
+      group.paths.push(path);
+    } else {
+      groups.set(id, { id, label: mount, paths: [path] });
+    }
+  }
+  const list = [...groups.values()];
+  // the same mountpoint twice (quotas): say which is which by its size
+  const count = new Map<string, number>();
+  list.forEach(g => count.set(g.label, (count.get(g.label) ?? 0) + 1));
+  for (const g of list) {
+    if (count.get(g.label)! > 1) {
+      g.label = `${g.label} (${formatBytes(Number(g.id.split('|').pop()))})`;
+    }
+  }
+  return list.sort((a, b) => a.label.localeCompare(b.label));
+}
+
+/**
+ * Percent used of one filesystem at each point, from the columns of its paths (``avail`` and
+ * ``total`` per path, in the same order): the first path with both values at a point counts.
+ * Used means not available to you: 100 × (1 − avail / total), the complement of the share the
+ * headline calls free.
+ */
+export function usedPercent(
+  avail: (number | null)[][],
+  total: (number | null)[][]
+): (number | null)[] {
+  const n = Math.max(0, ...avail.map(c => c.length));
+  const out: (number | null)[] = [];
+  for (let i = 0; i < n; i++) {
+    let value: number | null = null;
+    for (let j = 0; j < avail.length && value === null; j++) {
+      const a = avail[j][i];
+      const t = total[j]?.[i];
+      if (typeof a === 'number' && typeof t === 'number' && t > 0) {
+        value = Math.min(100, Math.max(0, 100 * (1 - a / t)));
+      }
+    }
+    out.push(value);
+  }
+  return out;
+}
+
+// -- axes: rounded ticks, 24-hour times ------------------------------------------------------
+
+/** Tick steps a reader takes in at once: 1, 2 and 5 times a power of ten. */
+export function niceIncrs(mantissas: number[] = [1, 2, 5], from = -4, to = 12): number[] {
+  const incrs: number[] = [];
+  for (let e = from; e <= to; e++) {
+    for (const m of mantissas) {
+      incrs.push(Number((m * 10 ** e).toPrecision(6)));
+    }
+  }
+  return incrs;
+}
+
+/** Steps of a time axis in seconds: whole seconds, minutes and hours only. */
+export const TIME_INCRS = [
+  1,
+  2,
+  5,
+  10,
+  15,
+  30,
+  60,
+  120,
+  300,
+  600,
+  900,
+  1800,
+  3600,
+  7200,
+  3 * 3600,
+  6 * 3600,
+  12 * 3600,
+  86400
+];
+
+/** Decimals a tick label needs so that every tick of step ``incr`` reads differently. */
+export function tickDecimals(incr: number): number {
+  if (!(incr > 0)) {
+    return 0;
+  }
+  for (let d = 0; d < 6; d++) {
+    const scaled = incr * 10 ** d;
+    if (Math.abs(scaled - Math.round(scaled)) < 1e-6 * Math.max(1, scaled)) {
+      return d;
+    }
+  }
+  return 6;
+}
+
+/** A tick value with just the decimals its step needs: 0, 2.5 → "2.5"; 0, 20, 40 → "40". */
+export function formatTick(value: number, incr: number): string {
+  const text = value.toFixed(tickDecimals(incr));
+  return /^-0(\.0+)?$/.test(text) ? text.slice(1) : text;
+}
+
+/**
+ * The top of a value axis: the data's maximum rounded up to a nice number (1, 2, 2.5, 5 × 10ⁿ),
+ * at least ``floor`` so an idle disk draws a flat line at the bottom of a 0–1 MB/s axis instead
+ * of an axis of 0.000001 steps.
+ */
+export function niceMax(max: number | null | undefined, floor = 1): number {
+  const top = typeof max === 'number' && Number.isFinite(max) ? Math.max(max, floor) : floor;
+  if (!(top > 0)) {
+    return 1;
+  }
+  const p = 10 ** Math.floor(Math.log10(top));
+  for (const m of [1, 2, 2.5, 5, 10]) {
+    if (top <= m * p * (1 + 1e-9)) {
+      return Number((m * p).toPrecision(6));
+    }
+  }
+  return 10 * p;
+}
+
+/** The binary unit a byte axis reads in, from its largest value: GiB for 12e9, MiB for 3e8. */
+export function byteUnit(maxBytes: number | null | undefined): { unit: string; divisor: number } {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+  let v = typeof maxBytes === 'number' && Number.isFinite(maxBytes) ? Math.abs(maxBytes) : 0;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return { unit: units[i], divisor: 1024 ** i };
+}
+
+const pad2 = (n: number) => String(n).padStart(2, '0');
+
+/** Local wall-clock time in 24-hour form: ``14:05:09``, or ``14:05`` without seconds. */
+export function formatClock(epochS: number, seconds = true): string {
+  if (!Number.isFinite(epochS)) {
+    return '–';
+  }
+  const d = new Date(epochS * 1000);
+  const hm = `${pad2(d.getHours())}:${pad2(d.getMinutes())}`;
+  return seconds ? `${hm}:${pad2(d.getSeconds())}` : hm;
+}
+
+/**
+ * The labels of a time axis whose ticks are ``incr`` seconds apart: HH:MM:SS under a minute,
+ * HH:MM from a minute up, so no two ticks ever read the same.
+ */
+export function timeTickLabels(splits: number[], incr: number): string[] {
+  const seconds = !(incr >= 60) || splits.some(t => Math.round(t) % 60 !== 0);
+  return splits.map(t => formatClock(t, seconds));
+}
+
+/**
+ * Which tick labels fit: a label centred on ``centres[i]`` and ``widths[i]`` wide must lie in
+ * [``lo``, ``hi``] and keep ``gap`` from the previous label kept; others become null (not
+ * drawn) instead of being cut at the edge of the figure or drawn over each other.
+ */
+export function fitLabels(
+  labels: (string | null)[],
+  centres: number[],
+  widths: number[],
+  lo: number,
+  hi: number,
+  gap = 4
+): (string | null)[] {
+  let lastRight = -Infinity;
+  return labels.map((label, i) => {
+    if (label === null) {
+      return null;
+    }
+    const left = centres[i] - widths[i] / 2;
+    const right = centres[i] + widths[i] / 2;
+    if (left < lo || right > hi || left < lastRight + gap) {
+      return null;
+    }
+    lastRight = right;
+    return label;
+  });
+}
+
+// -- live / paused / stale / stopped ---------------------------------------------------------
+
+export type LiveState = 'connecting' | 'live' | 'paused' | 'stale' | 'stopped';
+
+/** How many sampling intervals without a sample make the data stale (issue 11). */
+export const STALE_AFTER_INTERVALS = 3;
+
+export interface ILiveInput {
+  /** the WebSocket: connecting, open or closed */
+  connection: 'connecting' | 'open' | 'closed';
+  /** the user paused the charts */
+  paused: boolean;
+  /** when the last sample arrived (or the stream opened), ms since epoch; null: never */
+  lastArrivalMs: number | null;
+  nowMs: number;
+  /** seconds between two samples: the server's interval, or the slower refresh setting */
+  intervalS: number;
+}
+
+/**
+ * What the panel header says about its data, decided in the browser so it shows even while
+ * the server or a kernel cannot speak: ``stopped`` (no connection), ``stale`` (connected but
+ * no new sample for three intervals), ``paused`` (the user froze the charts), ``live``.
+ * ``ageS`` is how long ago the last sample arrived.
+ */
+export function liveState(input: ILiveInput): { state: LiveState; ageS: number | null } {
+  const ageS =
+    input.lastArrivalMs === null ? null : Math.max(0, (input.nowMs - input.lastArrivalMs) / 1000);
+  if (input.connection === 'closed') {
+    return { state: 'stopped', ageS };
+  }
+  if (input.connection === 'connecting' || ageS === null) {
+    return { state: 'connecting', ageS };
+  }
+  const interval = input.intervalS > 0 ? input.intervalS : 1;
+  if (ageS > STALE_AFTER_INTERVALS * interval) {
+    return { state: 'stale', ageS };
+  }
+  return { state: input.paused ? 'paused' : 'live', ageS };
+}
+
+/** The typical gap between arrivals (median, seconds), or null with fewer than two gaps. */
+export function medianGap(arrivalsMs: number[]): number | null {
+  const gaps: number[] = [];
+  for (let i = 1; i < arrivalsMs.length; i++) {
+    gaps.push((arrivalsMs[i] - arrivalsMs[i - 1]) / 1000);
+  }
+  if (gaps.length < 2) {
+    return null;
+  }
+  gaps.sort((a, b) => a - b);
+  const mid = gaps.length >> 1;
+  return gaps.length % 2 ? gaps[mid] : (gaps[mid - 1] + gaps[mid]) / 2;
 }
 
 // -- reconnection ----------------------------------------------------------------------------

@@ -4,24 +4,38 @@ import { Message } from '@lumino/messaging';
 import { ISeriesSpec, TimeChart } from './chart';
 import {
   activeWarnings,
+  AlertJSON,
+  Aligned,
+  byteUnit,
   fillNotes,
+  filesystems,
   formatBytes,
+  formatClock,
+  formatDuration,
   formatMBs,
+  formatMs,
   gpuEmptyReason,
   HistoryJSON,
+  infoNotes,
+  LiveState,
+  liveState,
+  MIB_TO_MB,
+  niceIncrs,
   ringCapacity,
   SampleJSON,
   seriesKey,
   SeriesRing,
   shortPath,
+  usedPercent,
   WatchedPathJSON,
   watchedDevices
 } from './model';
 import { requestAPI } from './request';
 import { StreamClient } from './stream';
 
-const pct = (v: number) => `${Math.round(v)}%`;
-const ms = (v: number) => (v >= 10 ? `${Math.round(v)} ms` : `${v.toFixed(1)} ms`);
+const pct = (v: number) => `${Math.round(v)} %`;
+/** Steps of a 0–100 % axis: 0, 25, 50, 75, 100 in a short chart. */
+const PERCENT_INCRS = niceIncrs([1, 2, 2.5, 5], 0, 2);
 
 function el<K extends keyof HTMLElementTagNameMap>(
   tag: K,
@@ -46,31 +60,85 @@ class Block extends Widget {
   }
 }
 
+/** A section title ("Warnings", "GPU"...). */
+function section(title: string): Block {
+  const b = new Block('jp-TrainWatch-section');
+  b.node.appendChild(el('h3', 'jp-TrainWatch-sectionTitle', title));
+  return b;
+}
+
+/** What each state reads like in the header (the clock is the last sample's, 24-hour). */
+function stateText(state: LiveState, clock: string, ageS: number | null): string {
+  switch (state) {
+    case 'live':
+      return `live · ${clock}`;
+    case 'paused':
+      return `paused · charts at ${clock}`;
+    case 'stale':
+      return `stale · no sample for ${formatDuration(ageS)}${clock !== '–' ? ` (last ${clock})` : ''}`;
+    case 'stopped':
+      return 'stopped · server unreachable';
+    default:
+      return 'connecting…';
+  }
+}
+
 /**
- * The side panel: live charts of the GPUs, the disks under the watched paths and their free
- * space, the current warnings with their fixes, the watched paths (add/remove) and the running
- * kernels. Data always flows into the ring; drawing is paused while the panel is hidden.
+ * The side panel. At its top the state of its data (live, paused, stale, stopped) and the
+ * verdict line Python made for the sample (``headline.text``, the words the status bar and
+ * the notebook dashboard use too), then info notes as one quiet line each, the warnings
+ * folded to their first line, live charts of the GPUs, the disks under the watched paths and
+ * the space used per filesystem, the watched paths (add/remove) and the running kernels.
+ * Data always flows into the ring; drawing stops while the panel is hidden, and the charts
+ * hold still while paused.
  */
 export class TrainWatchPanel extends Panel {
   private _ring: SeriesRing;
   private _windowS = 600;
   private _dirty = false;
+  private _paused = false;
   private _latest: SampleJSON | null = null;
   private _paths: WatchedPathJSON[] = [];
   private _header = new Block('jp-TrainWatch-header');
+  private _stateNode = el('span', 'jp-TrainWatch-state');
+  private _pauseButton: HTMLButtonElement;
+  private _stateShown = '';
+  private _verdict = new Block('jp-TrainWatch-verdict');
+  private _verdictShown: string | null = null;
+  private _notes = new Block('jp-TrainWatch-notes');
+  private _warningsTitle = section('Warnings');
   private _warnings = new Block('jp-TrainWatch-warnings');
   private _warningsShown: string | null = null;
-  private _gpuUtil = new TimeChart({ title: 'GPU utilization', format: pct, range: [0, 100] });
-  private _gpuMem = new TimeChart({ title: 'GPU memory used', format: formatBytes });
-  private _diskRate = new TimeChart({ title: 'Disk throughput', format: formatMBs });
-  private _diskAwait = new TimeChart({ title: 'Disk await', format: ms });
-  private _diskUtil = new TimeChart({ title: 'Disk %util', format: pct, range: [0, 100] });
-  private _space = new TimeChart({ title: 'Free space', format: formatBytes });
+  private _opened = new Set<string>(); // warnings the reader unfolded (code + subject)
+  private _gpuTitle = section('GPU');
+  private _gpuUtil = new TimeChart({
+    title: 'GPU utilization',
+    unit: '%',
+    range: [0, 100],
+    incrs: PERCENT_INCRS
+  });
+  private _gpuMem = new TimeChart({ title: 'GPU memory used', unit: 'GiB' });
+  private _diskRate = new TimeChart({ title: 'Disk throughput', unit: 'MB/s', floor: 1 });
+  private _diskAwait = new TimeChart({ title: 'Disk await', unit: 'ms', floor: 1 });
+  private _diskUtil = new TimeChart({
+    title: 'Disk busy',
+    unit: '%util',
+    range: [0, 100],
+    incrs: PERCENT_INCRS
+  });
+  private _space = new TimeChart({
+    title: 'Space used',
+    unit: '% per filesystem',
+    range: [0, 100],
+    incrs: PERCENT_INCRS
+  });
   private _spaceNote = new Block('jp-TrainWatch-note');
   private _pathsBlock = new Block('jp-TrainWatch-paths');
   private _kernels = new Block('jp-TrainWatch-kernels');
   private _pathInput: HTMLInputElement;
+  private _addButton: HTMLButtonElement;
   private _pathError: HTMLDivElement;
+  private _controlsEnabled = true;
 
   constructor(readonly stream: StreamClient) {
     super();
@@ -79,22 +147,25 @@ export class TrainWatchPanel extends Panel {
     this.title.caption = 'TrainWatch: storage and GPU';
     this._ring = new SeriesRing(ringCapacity(this._windowS, 1));
 
-    const section = (title: string) => {
-      const b = new Block('jp-TrainWatch-section');
-      b.node.appendChild(el('h3', 'jp-TrainWatch-sectionTitle', title));
-      return b;
-    };
+    this._pauseButton = el('button', 'jp-mod-styled jp-TrainWatch-pause', 'Pause');
+    this._pauseButton.title = 'Hold the charts still (data keeps arriving)';
+    this._pauseButton.onclick = () => this.setPaused(!this._paused);
+    this._header.node.append(this._stateNode, this._pauseButton);
+    this._stateNode.setAttribute('role', 'status');
+    this._verdict.node.setAttribute('role', 'status');
     this.addWidget(this._header);
-    this.addWidget(section('Warnings'));
+    this.addWidget(this._verdict);
+    this.addWidget(this._notes);
+    this.addWidget(this._warningsTitle);
     this.addWidget(this._warnings);
-    this.addWidget(section('GPU'));
+    this.addWidget(this._gpuTitle);
     this.addWidget(this._gpuUtil);
     this.addWidget(this._gpuMem);
     this.addWidget(section('Disks under the watched paths'));
     this.addWidget(this._diskRate);
     this.addWidget(this._diskAwait);
     this.addWidget(this._diskUtil);
-    this.addWidget(section('Free space'));
+    this.addWidget(section('Space'));
     this.addWidget(this._space);
     this.addWidget(this._spaceNote);
     this.addWidget(section('Watched paths'));
@@ -104,7 +175,11 @@ export class TrainWatchPanel extends Panel {
     this._pathInput = el('input', 'jp-mod-styled jp-TrainWatch-pathInput');
     this._pathInput.placeholder = '/path/to/logs or ~/checkpoints';
     this._pathInput.setAttribute('aria-label', 'Path to watch');
-    const add = el('button', 'jp-mod-styled jp-mod-accept jp-TrainWatch-addButton', 'Watch');
+    const add = (this._addButton = el(
+      'button',
+      'jp-mod-styled jp-mod-accept jp-TrainWatch-addButton',
+      'Watch'
+    ));
     add.type = 'submit';
     const formNode = el('form');
     formNode.append(this._pathInput, add);
@@ -121,13 +196,38 @@ export class TrainWatchPanel extends Panel {
 
     stream.sampleReceived.connect(this._onSample, this);
     stream.historyReceived.connect(this._onHistory, this);
-    stream.stateChanged.connect(() => this._renderHeader(), this);
-    this._renderHeader();
+    stream.stateChanged.connect(this._renderState, this);
+    stream.ticked.connect(this._renderState, this);
+    this._renderState();
+    this._renderVerdict(null);
   }
 
   /** Samples received in total (live + backfilled): the browser test reads data-samples. */
   get received(): number {
     return this._ring.received;
+  }
+
+  get paused(): boolean {
+    return this._paused;
+  }
+
+  /** What the header says: live, paused, stale, stopped or connecting. */
+  get state(): LiveState {
+    return liveState(this.stream.liveInput(this._paused)).state;
+  }
+
+  /** The charts, in panel order (the browser test reads their tick labels). */
+  get charts(): TimeChart[] {
+    return this._charts();
+  }
+
+  /** Hold the charts still (the data keeps arriving and shows on resume). */
+  setPaused(paused: boolean): void {
+    this._paused = paused;
+    this._renderState();
+    if (!paused) {
+      this._invalidate();
+    }
   }
 
   /** Seconds of history shown in the charts (setting ``historyWindow``). */
@@ -217,6 +317,8 @@ export class TrainWatchPanel extends Panel {
     }
     this.stream.sampleReceived.disconnect(this._onSample, this);
     this.stream.historyReceived.disconnect(this._onHistory, this);
+    this.stream.stateChanged.disconnect(this._renderState, this);
+    this.stream.ticked.disconnect(this._renderState, this);
     super.dispose();
   }
 
@@ -258,108 +360,210 @@ export class TrainWatchPanel extends Panel {
     this._dirty = false;
     this.node.dataset.renders = String(Number(this.node.dataset.renders || 0) + 1);
     const sample = this._latest;
-    this._renderHeader();
+    this._renderState();
+    this._renderVerdict(sample);
     this._renderWarnings(sample);
-    this._renderCharts(sample);
+    if (!this._paused) {
+      this._renderCharts(sample);
+    }
     this._renderPaths(sample);
     this._renderKernels(sample);
   }
 
-  private _renderHeader(): void {
-    const node = this._header.node;
-    node.textContent = '';
-    const state = this.stream.state;
-    const conn = el('span', `jp-TrainWatch-conn jp-mod-${state}`);
-    if (state === 'open') {
-      conn.textContent = 'live';
-    } else if (state === 'connecting') {
-      conn.textContent = 'connecting…';
-    } else {
+  /** The header: live, paused, stale (decided here, in the browser), stopped. */
+  private _renderState(): void {
+    const { state, ageS } = liveState(this.stream.liveInput(this._paused));
+    const clock = this._latest ? formatClock(this._latest.t) : '–';
+    let text = stateText(state, clock, ageS);
+    if (state === 'stopped') {
       const at = this.stream.retryAt;
       const wait = at ? Math.max(0, Math.round((at - Date.now()) / 1000)) : 0;
-      conn.textContent = `server unreachable, retrying in ${wait} s`;
+      text += `, retrying in ${wait} s`;
+    }
+    const key = `${state}|${text}|${this._paused}`;
+    if (key === this._stateShown) {
+      return;
+    }
+    this._stateShown = key;
+    const node = this._stateNode;
+    node.className = `jp-TrainWatch-state jp-mod-${state}`;
+    node.textContent = text;
+    if (state === 'stopped') {
       const retry = el('button', 'jp-mod-styled jp-TrainWatch-retry', 'Retry now');
       retry.onclick = () => this.stream.reconnect();
-      conn.appendChild(retry);
+      node.appendChild(retry);
     }
-    node.dataset.state = state;
-    node.append(el('span', 'jp-TrainWatch-brand', 'TrainWatch'), conn);
+    this._header.node.dataset.state = state;
+    this.node.dataset.state = state;
+    this._pauseButton.textContent = this._paused ? 'Resume' : 'Pause';
+    this._pauseButton.setAttribute('aria-pressed', String(this._paused));
+    this._setControlsEnabled(state !== 'stopped');
   }
 
+  /** Stopped: nothing a click could reach, so the buttons say so. */
+  private _setControlsEnabled(enabled: boolean): void {
+    this._pauseButton.disabled = !enabled;
+    if (enabled === this._controlsEnabled) {
+      return;
+    }
+    this._controlsEnabled = enabled;
+    this._pathInput.disabled = !enabled;
+    this._addButton.disabled = !enabled;
+    this._pathsBlock.node
+      .querySelectorAll<HTMLButtonElement>('.jp-TrainWatch-remove')
+      .forEach(b => (b.disabled = !enabled));
+  }
+
+  /** The verdict line: the headline's text, coloured by its level, and the info notes. */
+  private _renderVerdict(sample: SampleJSON | null): void {
+    const headline = sample?.headline;
+    const notes = infoNotes(sample);
+    const node = this._verdict.node;
+    if (headline) {
+      node.dataset.t = String(sample!.t); // the sample whose words these are
+    } else {
+      delete node.dataset.t;
+    }
+    const signature = JSON.stringify([headline ?? null, notes, !!sample]);
+    if (signature === this._verdictShown) {
+      return;
+    }
+    this._verdictShown = signature;
+    node.textContent = '';
+    const level = headline ? headline.level : 'waiting';
+    for (const l of ['ok', 'warning', 'critical', 'waiting']) {
+      this._verdict.toggleClass(`jp-mod-${l}`, l === level);
+    }
+    node.dataset.level = level;
+    if (headline) {
+      // exactly headline.text: the verdict in colour, the facts after it
+      const rest = headline.text.startsWith(headline.verdict)
+        ? headline.text.slice(headline.verdict.length)
+        : headline.facts.map(f => ` · ${f}`).join('');
+      node.append(el('span', 'jp-TrainWatch-verdictWord', headline.verdict));
+      if (rest) {
+        node.append(el('span', 'jp-TrainWatch-facts', rest));
+      }
+    } else {
+      node.textContent = sample
+        ? 'No verdict from the server yet.'
+        : 'Waiting for the first sample…';
+    }
+    // info notes (no GPU...): one quiet line each, shown once, never a warning box
+    const box = this._notes.node;
+    box.textContent = '';
+    for (const note of notes) {
+      const line = el('div', 'jp-TrainWatch-infoNote', note.message);
+      line.dataset.code = note.code;
+      line.title = note.fix;
+      box.appendChild(line);
+    }
+  }
+
+  /** Warnings folded to their first line; a click unfolds the whole message and the fix. */
   private _renderWarnings(sample: SampleJSON | null): void {
     const node = this._warnings.node;
-    const warnings = sample?.warnings ?? [];
+    const warnings = activeWarnings(sample);
+    this._warningsTitle.setHidden(!warnings.length);
+    this._warnings.setHidden(!warnings.length);
+    node.dataset.count = String(warnings.length);
     // rebuild only when the warnings changed: a list replaced every tick loses the reader's
-    // text selection and scroll position
-    const signature = sample ? JSON.stringify(warnings) : null;
-    if (signature === this._warningsShown && node.childElementCount) {
+    // text selection, scroll position and what they unfolded
+    const signature = JSON.stringify(warnings);
+    if (signature === this._warningsShown) {
       return;
     }
     this._warningsShown = signature;
     node.textContent = '';
-    node.dataset.count = String(activeWarnings(sample).length);
     if (!warnings.length) {
-      node.appendChild(
-        el('div', 'jp-TrainWatch-empty', sample ? 'No warnings.' : 'Waiting for data…')
-      );
       return;
     }
-    const list = el('ul', 'jp-TrainWatch-warningList');
+    const list = el('div', 'jp-TrainWatch-warningList');
     for (const w of warnings) {
-      const item = el('li', `jp-TrainWatch-warning jp-mod-${w.severity}`);
-      item.dataset.code = w.code;
-      item.dataset.subject = w.subject;
-      const head = el('div', 'jp-TrainWatch-warningHead');
-      head.append(
-        el('span', 'jp-TrainWatch-severity', w.severity),
-        el('code', 'jp-TrainWatch-code', w.code),
-        el('span', 'jp-TrainWatch-subject', w.subject)
-      );
-      item.append(
-        head,
-        el('div', 'jp-TrainWatch-message', w.message),
-        el('div', 'jp-TrainWatch-fix', `Fix: ${w.fix}`)
-      );
-      list.appendChild(item);
+      list.appendChild(this._warningItem(w));
     }
     node.appendChild(list);
+  }
+
+  private _warningItem(w: AlertJSON): HTMLDetailsElement {
+    const id = `${w.code}|${w.subject}`;
+    const item = el('details', `jp-TrainWatch-warning jp-mod-${w.severity}`);
+    item.dataset.code = w.code;
+    item.dataset.subject = w.subject;
+    item.open = this._opened.has(id);
+    item.addEventListener('toggle', () => {
+      if (item.open) {
+        this._opened.add(id);
+      } else {
+        this._opened.delete(id);
+      }
+    });
+    const summary = el('summary', 'jp-TrainWatch-warningHead');
+    summary.append(
+      el('span', 'jp-TrainWatch-severity', w.severity),
+      el('span', 'jp-TrainWatch-message', w.message)
+    );
+    summary.title = w.message;
+    const body = el('div', 'jp-TrainWatch-warningBody');
+    const about = el('div', 'jp-TrainWatch-about');
+    about.append(
+      el('code', 'jp-TrainWatch-code', w.code),
+      el('span', 'jp-TrainWatch-subject', w.subject)
+    );
+    body.append(el('div', 'jp-TrainWatch-fix', `Fix: ${w.fix}`), about);
+    item.append(summary, body);
+    return item;
   }
 
   private _renderCharts(sample: SampleJSON | null): void {
     const ring = this._ring;
     const win = this._windowS;
-    const show = (chart: TimeChart, specs: ISeriesSpec[], empty: string | null) => {
-      chart.setEmpty(specs.length ? empty : empty ?? 'No data yet.');
-      chart.setSeries(
-        specs,
-        ring.aligned(
-          specs.map(s => s.key),
-          win
-        )
-      );
+    const columns = (keys: string[]) => ring.aligned(keys, win);
+    const show = (
+      chart: TimeChart,
+      specs: ISeriesSpec[],
+      data: Aligned,
+      empty: string | null,
+      unit?: string
+    ) => {
+      chart.setEmpty(specs.length ? empty : (empty ?? 'No data yet.'));
+      chart.setSeries(specs, data, unit);
     };
-    // GPU
-    const gpuReason = gpuEmptyReason(sample);
+    const scaled = (data: Aligned, factor: number): Aligned => [
+      data[0],
+      ...data
+        .slice(1)
+        .map(col => (col as (number | null)[]).map(v => (v === null ? null : v * factor)))
+    ];
+
+    // GPU: without one, the info note above says so once; nothing here repeats it
     const gpus = sample?.gpus ?? [];
+    const noted = infoNotes(sample).some(n => n.code === 'gpu-unavailable');
+    const gpuReason = gpuEmptyReason(sample);
+    const noGpu = !!sample && !gpus.length;
+    this._gpuTitle.setHidden(noGpu && noted);
+    this._gpuUtil.setHidden(noGpu && noted);
+    this._gpuMem.setHidden(!gpus.length); // one "no GPU" line is enough
     const gpuLabel = (i: number, name: string) => (gpus.length > 1 ? `${i}: ${name}` : name);
-    show(
-      this._gpuUtil,
-      gpus.map(g => ({
-        key: seriesKey('gpu', String(g.index), 'util_pct'),
-        label: gpuLabel(g.index, g.name)
-      })),
-      gpuReason
+    const utilSpecs = gpus.map(g => ({
+      key: seriesKey('gpu', String(g.index), 'util_pct'),
+      label: gpuLabel(g.index, g.name)
+    }));
+    show(this._gpuUtil, utilSpecs, columns(utilSpecs.map(s => s.key)), gpuReason);
+    const memSpecs = gpus.map(g => ({
+      key: seriesKey('gpu', String(g.index), 'mem_used_bytes'),
+      label: gpuLabel(g.index, g.name)
+    }));
+    const mem = columns(memSpecs.map(s => s.key));
+    const memTop = Math.max(
+      0,
+      ...gpus.map(g => g.mem_total_bytes ?? 0),
+      ...mem.slice(1).flatMap(c => (c as (number | null)[]).map(v => v ?? 0))
     );
-    this._gpuMem.setHidden(!gpus.length); // one "no GPU" note is enough
-    show(
-      this._gpuMem,
-      gpus.map(g => ({
-        key: seriesKey('gpu', String(g.index), 'mem_used_bytes'),
-        label: gpuLabel(g.index, g.name)
-      })),
-      gpuReason
-    );
-    // disks under the watched paths
+    const { unit, divisor } = byteUnit(memTop);
+    show(this._gpuMem, memSpecs, scaled(mem, 1 / divisor), gpuReason, unit);
+
+    // disks under the watched paths, in decimal MB/s (the server's rmb_s/wmb_s are MiB/s)
     const devices = sample ? watchedDevices(sample) : [];
     const diskEmpty = sample
       ? devices.length
@@ -368,31 +572,56 @@ export class TrainWatchPanel extends Panel {
       : 'Waiting for data…';
     const per = (fields: [string, string][]) =>
       devices.flatMap(d =>
-        fields.map(([f, label]) => ({ key: seriesKey('disk', d, f), label: `${d} ${label}` }))
+        fields.map(([f, label]) => ({
+          key: seriesKey('disk', d, f),
+          label: label ? `${d} ${label}` : d
+        }))
       );
-    show(
-      this._diskRate,
-      per([
-        ['rmb_s', 'read'],
-        ['wmb_s', 'write']
-      ]),
-      diskEmpty
+    const rate = per([
+      ['rmb_s', 'read'],
+      ['wmb_s', 'write']
+    ]);
+    show(this._diskRate, rate, scaled(columns(rate.map(s => s.key)), MIB_TO_MB), diskEmpty);
+    const wait = per([
+      ['r_await', 'read'],
+      ['w_await', 'write']
+    ]);
+    show(this._diskAwait, wait, columns(wait.map(s => s.key)), diskEmpty);
+    const util = per([['util', '']]);
+    show(this._diskUtil, util, columns(util.map(s => s.key)), diskEmpty);
+
+    // space used, one line per filesystem (paths on one filesystem see the same space)
+    const groups = sample ? filesystems(sample.paths) : [];
+    const keys = groups.flatMap(g =>
+      g.paths.flatMap(p => [
+        seriesKey('path', p, 'avail_bytes'),
+        seriesKey('path', p, 'total_bytes')
+      ])
     );
-    show(
-      this._diskAwait,
-      per([
-        ['r_await', 'read'],
-        ['w_await', 'write']
-      ]),
-      diskEmpty
-    );
-    show(this._diskUtil, per([['util', '']]), diskEmpty);
-    // free space per watched path
-    const paths = sample ? Object.keys(sample.paths).sort() : [];
+    const raw = columns(keys);
+    let col = 1;
+    const used = groups.map(g => {
+      const avail: (number | null)[][] = [];
+      const total: (number | null)[][] = [];
+      for (let i = 0; i < g.paths.length; i++) {
+        avail.push(raw[col++] as (number | null)[]);
+        total.push(raw[col++] as (number | null)[]);
+      }
+      return usedPercent(avail, total);
+    });
     show(
       this._space,
-      paths.map(p => ({ key: seriesKey('path', p, 'avail_bytes'), label: shortPath(p) })),
-      sample && !paths.length ? 'No watched path. Add one below.' : null
+      groups.map(g => ({
+        key: `fs:${g.id}`,
+        label: shortPath(g.label),
+        title: `${g.label}: ${g.paths.join(', ')}`
+      })),
+      [raw[0], ...used],
+      sample && !groups.length
+        ? Object.keys(sample.paths).length
+          ? 'No free space measured yet.'
+          : 'No watched path. Add one below.'
+        : null
     );
     this._spaceNote.node.textContent = sample ? fillNotes(sample.paths).join('\n') : '';
   }
@@ -426,6 +655,7 @@ export class TrainWatchPanel extends Panel {
       remove.title = `Stop watching ${entry.path}`;
       remove.setAttribute('aria-label', `Stop watching ${entry.path}`);
       remove.onclick = () => void this.removePath(entry.path);
+      remove.disabled = !this._controlsEnabled;
       head.append(name, remove);
       const kind = st
         ? `${st.kind}${st.fstype ? ` (${st.fstype})` : ''}${st.responsive ? '' : ', not answering'}`
@@ -436,13 +666,13 @@ export class TrainWatchPanel extends Panel {
         el(
           'span',
           '',
-          st?.probe?.p50_ms != null ? `write+fsync ${ms(st.probe.p50_ms)}` : 'latency –'
+          st?.probe?.p50_ms != null ? `write+fsync ${formatMs(st.probe.p50_ms)}` : 'latency –'
         ),
         el(
           'span',
           '',
           st && st.avail_bytes != null && st.total_bytes
-            ? `${formatBytes(st.avail_bytes)} free (${Math.round((100 * st.avail_bytes) / st.total_bytes)}%)`
+            ? `${formatBytes(st.avail_bytes)} free (${pct((100 * st.avail_bytes) / st.total_bytes)})`
             : 'free –'
         )
       );
@@ -472,7 +702,11 @@ export class TrainWatchPanel extends Panel {
         : 'I/O –';
       const gpu = k.gpu_mem_bytes != null ? ` · GPU ${formatBytes(k.gpu_mem_bytes)}` : '';
       item.append(
-        el('div', 'jp-TrainWatch-kernelHead', `${k.name ?? 'kernel'} · ${k.execution_state ?? '?'} · pid ${k.pid ?? '?'}`),
+        el(
+          'div',
+          'jp-TrainWatch-kernelHead',
+          `${k.name ?? 'kernel'} · ${k.execution_state ?? '?'} · pid ${k.pid ?? '?'}`
+        ),
         el('div', 'jp-TrainWatch-kernelBody', `${k.cwd ?? ''}`),
         el('div', 'jp-TrainWatch-kernelBody', `${io}${gpu}`)
       );

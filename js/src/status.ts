@@ -1,17 +1,22 @@
 import { Widget } from '@lumino/widgets';
 
-import { activeWarnings, SampleJSON, statusText } from './model';
+import { formatDuration, liveState, SampleJSON, statusText } from './model';
 import { StreamClient } from './stream';
 
-/** The status-bar item, e.g. ``GPU 87% · disk 45 MB/s · ⚠ 1``; a click opens the panel. */
+/**
+ * The status-bar item: the headline's ``brief`` Python made for the latest sample (e.g.
+ * ``GPU 87 % · disk 45.1 MB/s · ⚠ 1``), the same words as the panel header; a click opens the
+ * panel. Stale data dims it and says so on hover.
+ */
 export class TrainWatchStatus extends Widget {
+  private _shown = '';
+
   constructor(
     private readonly _stream: StreamClient,
     onClick: () => void
   ) {
     super();
     this.addClass('jp-TrainWatch-status');
-    this.node.title = 'TrainWatch: open the storage and GPU panel';
     this.node.setAttribute('role', 'button');
     this.node.tabIndex = 0;
     this.node.addEventListener('click', onClick);
@@ -21,18 +26,30 @@ export class TrainWatchStatus extends Widget {
       }
     });
     _stream.sampleReceived.connect(this._update, this);
-    _stream.stateChanged.connect(() => this._update(this._stream, this._stream.latest), this);
-    this._update(_stream, null);
+    _stream.stateChanged.connect(this._update, this);
+    _stream.ticked.connect(this._update, this);
+    this._update();
   }
 
-  private _update(_: StreamClient, sample: SampleJSON | null): void {
+  private _update(): void {
+    const sample: SampleJSON | null = this._stream.latest;
     const connected = this._stream.state === 'open';
-    this.node.textContent = statusText(sample ?? this._stream.latest, connected);
-    const warnings = activeWarnings(sample);
-    this.toggleClass('jp-mod-warning', warnings.length > 0);
-    this.toggleClass(
-      'jp-mod-critical',
-      warnings.some(w => w.severity === 'critical')
-    );
+    const { state, ageS } = liveState(this._stream.liveInput());
+    const text = statusText(sample, connected);
+    const level = sample?.headline?.level ?? 'ok';
+    const key = `${text}|${level}|${state}|${state === 'stale' ? Math.round(ageS ?? 0) : ''}`;
+    if (key === this._shown) {
+      return;
+    }
+    this._shown = key;
+    this.node.textContent = text;
+    this.node.dataset.state = state;
+    this.toggleClass('jp-mod-warning', level === 'warning');
+    this.toggleClass('jp-mod-critical', level === 'critical');
+    this.toggleClass('jp-mod-stale', state === 'stale');
+    this.node.title =
+      state === 'stale'
+        ? `TrainWatch: stale, no sample for ${formatDuration(ageS)}; open the panel`
+        : 'TrainWatch: open the storage and GPU panel';
   }
 }

@@ -1,6 +1,6 @@
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { backoffDelay, HistoryJSON, SampleJSON } from './model';
+import { backoffDelay, HistoryJSON, ILiveInput, medianGap, SampleJSON } from './model';
 import { requestAPI, streamURL } from './request';
 
 export type ConnectionState = 'connecting' | 'open' | 'closed';
@@ -8,7 +8,9 @@ export type ConnectionState = 'connecting' | 'open' | 'closed';
 /**
  * The one WebSocket to the server's sample stream, shared by the status item and the panel.
  * Reconnects with exponential backoff after a drop (server restart) and backfills the gap
- * from GET history once it is back.
+ * from GET history once it is back. Knows when the last sample arrived and how often one
+ * should (the server's interval from GET history, else the gaps seen), and ticks so that
+ * the views can say "stale" while no message arrives at all.
  */
 export class StreamClient {
   private _ws: WebSocket | null = null;
@@ -19,6 +21,11 @@ export class StreamClient {
   private _state: ConnectionState = 'closed';
   private _latest: SampleJSON | null = null;
   private _retryAt: number | null = null;
+  private _lastArrival: number | null = null;
+  private _arrivals: number[] = [];
+  private _serverInterval: number | null = null;
+  private _ticker: number | null = null;
+  private _ticked = new Signal<this, void>(this);
   private _sampleReceived = new Signal<this, SampleJSON>(this);
   private _historyReceived = new Signal<this, HistoryJSON>(this);
   private _stateChanged = new Signal<this, ConnectionState>(this);
@@ -34,6 +41,10 @@ export class StreamClient {
   get stateChanged(): ISignal<this, ConnectionState> {
     return this._stateChanged;
   }
+  /** Emitted about every second (faster at short intervals): time to re-check staleness. */
+  get ticked(): ISignal<this, void> {
+    return this._ticked;
+  }
   get state(): ConnectionState {
     return this._state;
   }
@@ -45,10 +56,32 @@ export class StreamClient {
     return this._retryAt;
   }
 
+  /**
+   * Seconds between two samples as this client receives them: the server sampler's interval
+   * (sent with GET history; else the median gap seen), or the slower refresh setting.
+   */
+  get intervalS(): number {
+    const server = this._serverInterval ?? medianGap(this._arrivals) ?? 1;
+    return Math.max(server, this._interval);
+  }
+
+  /** What ``liveState`` needs from the connection, at ``nowMs``. */
+  liveInput(paused = false, nowMs = Date.now()): ILiveInput {
+    return {
+      connection: this._state,
+      paused,
+      lastArrivalMs: this._lastArrival,
+      nowMs,
+      intervalS: this.intervalS
+    };
+  }
+
   /** At most one sample every ``seconds`` (0 = every sample the server takes). */
   setInterval(seconds: number): void {
     this._interval = Math.max(0, seconds);
+    this._arrivals = []; // the gaps seen so far were at the old setting
     this._sendInterval();
+    this._startTicker();
   }
 
   connect(): void {
@@ -59,6 +92,9 @@ export class StreamClient {
     const ws = new WebSocket(streamURL());
     this._ws = ws;
     ws.onopen = () => {
+      this._lastArrival = Date.now(); // stale counts from here until the first sample
+      this._arrivals = [];
+      this._startTicker();
       this._setState('open');
       this._sendInterval();
       void this._backfill();
@@ -75,6 +111,8 @@ export class StreamClient {
       }
       if (data && typeof data.t === 'number') {
         this._attempt = 0;
+        this._lastArrival = Date.now();
+        this._arrivals = [...this._arrivals.slice(-8), this._lastArrival];
         this._latest = data as SampleJSON;
         this._sampleReceived.emit(this._latest);
       } else if (data && data.error) {
@@ -110,6 +148,10 @@ export class StreamClient {
     if (this._timer !== null) {
       window.clearTimeout(this._timer);
     }
+    if (this._ticker !== null) {
+      window.clearInterval(this._ticker);
+      this._ticker = null;
+    }
     this._ws?.close();
     this._ws = null;
     Signal.clearData(this);
@@ -130,6 +172,17 @@ export class StreamClient {
     this._stateChanged.emit(this._state);
   }
 
+  private _startTicker(): void {
+    if (this._disposed) {
+      return;
+    }
+    const period = Math.round(Math.min(1000, Math.max(100, this.intervalS * 500)));
+    if (this._ticker !== null) {
+      window.clearInterval(this._ticker);
+    }
+    this._ticker = window.setInterval(() => this._ticked.emit(undefined), period);
+  }
+
   private _sendInterval(): void {
     if (this._ws && this._ws.readyState === WebSocket.OPEN) {
       this._ws.send(JSON.stringify({ interval: this._interval }));
@@ -139,6 +192,10 @@ export class StreamClient {
   private async _backfill(): Promise<void> {
     try {
       const history = await requestAPI<HistoryJSON>('history');
+      if (typeof history.interval_s === 'number' && history.interval_s > 0) {
+        this._serverInterval = history.interval_s;
+        this._startTicker();
+      }
       this._historyReceived.emit(history);
     } catch (error) {
       console.warn('trainwatch: history unavailable', error);

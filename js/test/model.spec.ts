@@ -1,19 +1,38 @@
 import {
+  HeadlineJSON,
+  MIB_TO_MB,
+  PathStateJSON,
   SampleJSON,
+  STALE_AFTER_INTERVALS,
   SeriesRing,
+  TIME_INCRS,
   activeWarnings,
   backoffDelay,
+  byteUnit,
   diskThroughput,
+  filesystems,
   fillNotes,
+  fitLabels,
   flatten,
   formatBytes,
+  formatClock,
   formatDuration,
   formatMBs,
+  formatMs,
+  formatTick,
   gpuEmptyReason,
+  infoNotes,
+  liveState,
+  medianGap,
+  niceIncrs,
+  niceMax,
   ringCapacity,
   seriesKey,
   shortPath,
   statusText,
+  tickDecimals,
+  timeTickLabels,
+  usedPercent,
   watchedDevices
 } from '../src/model';
 
@@ -73,31 +92,45 @@ const warn = (severity: 'info' | 'warning' | 'critical', code = 'shared-mount') 
   fix: 'f'
 });
 
+const headline = (brief: string, extra: Partial<HeadlineJSON> = {}): HeadlineJSON => ({
+  level: 'warning',
+  verdict: '1 warning',
+  facts: ['GPU 87 %', 'sda 47.2 MB/s, 10 % busy'],
+  text: '1 warning · GPU 87 % · sda 47.2 MB/s, 10 % busy',
+  brief,
+  notes: 1,
+  ...extra
+});
+
 describe('statusText', () => {
-  it('reads like the issue example', () => {
-    const s = sample(1, { warnings: [warn('warning'), warn('info', 'gpu-unavailable')] });
-    expect(statusText(s)).toBe('GPU 87% · disk 45 MB/s · ⚠ 1');
+  it("says Python's headline.brief, word for word", () => {
+    const s = sample(1, { headline: headline('GPU 87 % · disk 47.2 MB/s · ⚠ 1') });
+    expect(statusText(s)).toBe('GPU 87 % · disk 47.2 MB/s · ⚠ 1');
   });
 
-  it('drops what is not there and says so when offline', () => {
-    const s = sample(1, { gpus: [], paths: {}, disks: {} });
-    expect(statusText(s)).toBe('TrainWatch');
+  it('has words of its own only before the first sample and when offline', () => {
+    expect(statusText(null)).toBe('TrainWatch');
     expect(statusText(null, false)).toBe('TrainWatch (offline)');
-    expect(statusText(sample(1, { gpus: [] }), false)).toBe('disk 45 MB/s · offline');
+    const s = sample(1, { headline: headline('disk 47.2 MB/s') });
+    expect(statusText(s, false)).toBe('disk 47.2 MB/s · offline');
+    // a server without headlines (older version): no home-made numbers either
+    expect(statusText(sample(1))).toBe('TrainWatch');
   });
 
-  it('sums only the devices under watched paths', () => {
+  it('sums only the devices under watched paths, in decimal MB/s', () => {
     expect(watchedDevices(sample(1))).toEqual(['sda']);
-    expect(diskThroughput(sample(1))).toBe(45);
+    expect(diskThroughput(sample(1))).toBeCloseTo(45 * MIB_TO_MB);
     // no watched path resolved to a device: every disk counts
     expect(watchedDevices(sample(1, { paths: {} }))).toEqual(['nvme0n1', 'sda']);
-    expect(diskThroughput(sample(1, { paths: {} }))).toBe(48);
+    expect(diskThroughput(sample(1, { paths: {} }))).toBeCloseTo(48 * MIB_TO_MB);
   });
 
-  it('counts warnings and criticals, not infos', () => {
+  it('counts warnings and criticals, not infos; infos are notes', () => {
     const s = sample(1, { warnings: [warn('critical'), warn('warning'), warn('info')] });
     expect(activeWarnings(s)).toHaveLength(2);
     expect(activeWarnings(null)).toEqual([]);
+    expect(infoNotes(s).map(w => w.severity)).toEqual(['info']);
+    expect(infoNotes(null)).toEqual([]);
   });
 });
 
@@ -178,20 +211,29 @@ describe('SeriesRing', () => {
     const keys = [...flatten(sample(1)).keys()];
     expect(keys).toContain('disk:sda:wmb_s');
     expect(keys).toContain('path:/data:avail_bytes');
+    expect(keys).toContain('path:/data:total_bytes'); // space used, as in the server's history
     expect(keys).toContain('gpu:1:mem_used_bytes');
   });
 });
 
 describe('formatting', () => {
-  it('formats bytes, rates and durations', () => {
+  it('formats bytes, rates and durations as Python words them', () => {
     expect(formatBytes(0)).toBe('0 B');
-    expect(formatBytes(1536)).toBe('1.50 KiB');
-    expect(formatBytes(5 * 1024 ** 3)).toBe('5.00 GiB');
+    expect(formatBytes(1536)).toBe('1.5 KiB');
+    expect(formatBytes(5 * 1024 ** 3)).toBe('5 GiB');
+    expect(formatBytes(11.2 * 1024 ** 3)).toBe('11.2 GiB');
     expect(formatBytes(null)).toBe('–');
-    expect(formatMBs(45.2)).toBe('45 MB/s');
-    expect(formatMBs(2.345)).toBe('2.3 MB/s');
-    expect(formatMBs(0.05)).toBe('50 kB/s');
-    expect(formatMBs(2500)).toBe('2.5 GB/s');
+    expect(formatMBs(45.2)).toBe('45.2 MB/s');
+    expect(formatMBs(2.345)).toBe('2.35 MB/s');
+    expect(formatMBs(0.05)).toBe('0.05 MB/s');
+    expect(formatMBs(0.001)).toBe('0 MB/s');
+    expect(formatMBs(2500)).toBe('2500 MB/s'); // one unit: MB/s, never kB/s or GB/s
+    expect(formatMBs(-1)).toBe('–');
+    expect(formatMs(0.812)).toBe('0.81 ms');
+    expect(formatMs(38.2)).toBe('38.2 ms');
+    expect(formatMs(0.004)).toBe('4 µs');
+    expect(formatMs(1234)).toBe('1.23 s');
+    expect(formatMs(null)).toBe('–');
     expect(formatDuration(42)).toBe('42 s');
     expect(formatDuration(600)).toBe('10 min');
     expect(formatDuration(3 * 3600 + 600)).toBe('3 h 10 min');
@@ -233,7 +275,7 @@ describe('fillNotes', () => {
       '/data/logs': path('/data', filling),
       '/tmp/x': path('/tmp', { ...filling, filesystem: '/tmp', trend: 'steady' })
     });
-    expect(notes).toEqual(['/data: filling at 3.4 MB/s, full in 6 h 44 min']);
+    expect(notes).toEqual(['/data: filling at 3.42 MB/s, full in 6 h 44 min']);
   });
 
   it('is silent while measuring, steady, freeing or unknown', () => {
@@ -259,5 +301,157 @@ describe('backoff', () => {
     expect(ringCapacity(600, 1)).toBe(616);
     expect(ringCapacity(600, 0)).toBe(616);
     expect(ringCapacity(1e9, 0.1)).toBe(7200);
+  });
+});
+
+describe('space used per filesystem', () => {
+  const state = (mount: string, total: number | null, avail: number | null, fs?: string) =>
+    ({
+      ...pathState('/x', 'sda', avail ?? 0),
+      mountpoint: mount,
+      total_bytes: total,
+      avail_bytes: avail,
+      fill: fs
+        ? {
+            filesystem: fs,
+            trend: 'steady',
+            rate_bps: 0,
+            seconds_to_full: null,
+            trend_s: 0,
+            points: 3
+          }
+        : null
+    }) as PathStateJSON;
+
+  it('draws one line per filesystem, grouped as core/fill.py groups', () => {
+    const groups = filesystems({
+      '/data/logs': state('/data', 100, 40, '/data'),
+      '/data/ckpt': state('/data', 100, 40, '/data'),
+      '/tmp/run': state('/tmp', 64, 32),
+      '/gone': state('/gone', null, null)
+    });
+    expect(groups.map(g => [g.label, g.paths])).toEqual([
+      ['/data', ['/data/ckpt', '/data/logs']],
+      ['/tmp', ['/tmp/run']]
+    ]);
+  });
+
+  it('tells a quota apart from its filesystem by size', () => {
+    const groups = filesystems({
+      '/home/a': state('/home', 10 * 1024 ** 3, 1),
+      '/home/b': state('/home', 2 * 1024 ** 4, 1)
+    });
+    expect(groups.map(g => g.label).sort()).toEqual(['/home (10 GiB)', '/home (2 TiB)']);
+  });
+
+  it('computes percent used from the first path that has both numbers', () => {
+    expect(usedPercent([[40, null, 0]], [[100, 100, 100]])).toEqual([60, null, 100]);
+    expect(
+      usedPercent(
+        [
+          [null, 50],
+          [75, 75]
+        ],
+        [
+          [null, 100],
+          [100, 100]
+        ]
+      )
+    ).toEqual([25, 50]);
+  });
+});
+
+describe('axes', () => {
+  it('steps by 1, 2 and 5 times a power of ten', () => {
+    const incrs = niceIncrs([1, 2, 5], -1, 1);
+    expect(incrs).toEqual([0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50]);
+  });
+
+  it('labels ticks with the decimals their step needs, no more', () => {
+    expect(tickDecimals(50)).toBe(0);
+    expect(tickDecimals(2.5)).toBe(1);
+    expect(tickDecimals(0.2)).toBe(1);
+    expect(tickDecimals(0.05)).toBe(2);
+    expect([0, 0.2, 0.4, 0.6].map(v => formatTick(v, 0.2))).toEqual(['0.0', '0.2', '0.4', '0.6']);
+    expect([0, 20, 40].map(v => formatTick(v, 20))).toEqual(['0', '20', '40']);
+    expect(formatTick(-0.0001, 0.1)).toBe('0.0');
+    // never the 0.457 / 0.305 / 0.152 of the issue
+    expect([0.1, 0.2, 0.5, 1, 2, 5, 10]).toEqual(
+      expect.arrayContaining(niceIncrs().filter(i => i >= 0.1 && i <= 10))
+    );
+  });
+
+  it('rounds the top of an axis up to a nice number, at least the floor', () => {
+    expect(niceMax(0.457)).toBe(1);
+    expect(niceMax(0, 1)).toBe(1);
+    expect(niceMax(null, 1)).toBe(1);
+    expect(niceMax(3.2, 1)).toBe(5);
+    expect(niceMax(47.2, 1)).toBe(50);
+    expect(niceMax(180, 1)).toBe(200);
+    expect(niceMax(2.2, 1)).toBe(2.5);
+  });
+
+  it('reads bytes in the unit of the largest value', () => {
+    expect(byteUnit(12e9)).toEqual({ unit: 'GiB', divisor: 1024 ** 3 });
+    expect(byteUnit(300 * 1024 ** 2)).toEqual({ unit: 'MiB', divisor: 1024 ** 2 });
+    expect(byteUnit(0)).toEqual({ unit: 'B', divisor: 1 });
+  });
+
+  it('writes times in 24-hour form, with seconds only when ticks are under a minute apart', () => {
+    const at = (h: number, m: number, s: number) => new Date(2024, 0, 2, h, m, s).getTime() / 1000;
+    expect(formatClock(at(22, 20, 5))).toBe('22:20:05');
+    expect(formatClock(at(9, 5, 0), false)).toBe('09:05');
+    expect(timeTickLabels([at(10, 19, 0), at(10, 19, 30), at(10, 20, 0)], 30)).toEqual([
+      '10:19:00',
+      '10:19:30',
+      '10:20:00'
+    ]);
+    expect(timeTickLabels([at(22, 19, 0), at(22, 20, 0)], 60)).toEqual(['22:19', '22:20']);
+    expect(TIME_INCRS[0]).toBe(1); // no sub-second steps: no label repeated three times
+  });
+
+  it('leaves out a label that would be cut at the edge or overlap its neighbour', () => {
+    const labels = ['a', 'b', 'c', 'd'];
+    // 40 px wide labels at 10, 60, 80, 190 in a 0..200 figure
+    expect(fitLabels(labels, [10, 60, 80, 190], [40, 40, 40, 40], 0, 200)).toEqual([
+      null, // would start at -10
+      'b',
+      null, // would overlap b
+      null // would end at 210
+    ]);
+    expect(fitLabels(['x', null], [50, 60], [20, 20], 0, 100)).toEqual(['x', null]);
+  });
+});
+
+describe('liveState', () => {
+  const base = { connection: 'open' as const, paused: false, nowMs: 100_000, intervalS: 1 };
+
+  it('is live while samples arrive, paused when the user holds the charts', () => {
+    expect(liveState({ ...base, lastArrivalMs: 99_500 }).state).toBe('live');
+    expect(liveState({ ...base, lastArrivalMs: 99_500, paused: true }).state).toBe('paused');
+  });
+
+  it(`is stale after ${STALE_AFTER_INTERVALS} intervals without a sample, even paused`, () => {
+    expect(liveState({ ...base, lastArrivalMs: 97_100 }).state).toBe('live');
+    const stale = liveState({ ...base, lastArrivalMs: 96_900, paused: true });
+    expect(stale).toEqual({ state: 'stale', ageS: 3.1 });
+    // a slower interval waits longer
+    expect(liveState({ ...base, lastArrivalMs: 90_000, intervalS: 5 }).state).toBe('live');
+  });
+
+  it('is stopped without a connection, connecting before it opens', () => {
+    expect(liveState({ ...base, connection: 'closed', lastArrivalMs: 99_900 }).state).toBe(
+      'stopped'
+    );
+    expect(liveState({ ...base, connection: 'connecting', lastArrivalMs: 1 }).state).toBe(
+      'connecting'
+    );
+    expect(liveState({ ...base, lastArrivalMs: null }).state).toBe('connecting');
+  });
+
+  it('learns the interval from the gaps when the server did not say it', () => {
+    expect(medianGap([0, 1000])).toBeNull();
+    expect(medianGap([0, 1000, 2000, 3000, 30_000])).toBe(1);
+    expect(medianGap([0, 500, 1500, 2000])).toBe(0.5);
   });
 });

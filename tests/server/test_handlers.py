@@ -167,6 +167,16 @@ async def test_history_since(jp_fetch, hub):
     cut = everything["t"][-2]
     later = body(await jp_fetch(*API, "history", params={"since": repr(cut)}))
     assert later["t"] and min(later["t"]) > cut
+    # the panel decides "stale" (three intervals without a sample) from the server's interval
+    assert everything["interval_s"] == later["interval_s"] == INTERVAL
+
+
+async def test_snapshot_carries_the_headline_the_panel_and_status_bar_show(jp_fetch, hub):
+    data = body(await jp_fetch(*API, "snapshot"))
+    headline = data["headline"]
+    assert headline["level"] in {"ok", "warning", "critical"}
+    assert headline["text"] == " · ".join([headline["verdict"], *headline["facts"]])
+    assert headline["brief"]
 
 
 @pytest.mark.parametrize("since", ["yesterday", "nan", "-1", "1e99", ""])

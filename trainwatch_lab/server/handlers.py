@@ -163,7 +163,12 @@ class HistoryHandler(BaseHandler):
         self.only("since")
         since = parse_float("since", self.arg("since"), 0.0, 1e12)
         await self.hub.ensure_running()
-        text = await self.hub.in_executor(lambda: dumps(self.hub.history.columns(since)))
+        # the sampler's interval comes along: the panel calls its data stale after three
+        # intervals without a sample, and decides that in the browser
+        interval = self.hub.config.interval
+        text = await self.hub.in_executor(
+            lambda: dumps({**self.hub.history.columns(since), "interval_s": interval})
+        )
         self.set_header("Content-Type", "application/json")
         self.finish(text)
 
