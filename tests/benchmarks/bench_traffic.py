@@ -31,6 +31,7 @@ from .common import (
 )
 
 GROUP = "5 traffic"
+WIDGET_TARGET_BYTES = 2000  # issue 11: the compact default, at the default window
 
 
 def widget(cfg: Config) -> list[Row]:
@@ -76,10 +77,13 @@ def widget_bytes(cfg: Config, option: str) -> Row:
     }
     per_tick = comm_bytes / ticks if ticks else float("nan")
     window = option.split()[-1] if option else "10m (default)"
+    default = not option
     return Row(
         GROUP,
         f"widget, window {window}: kernel-to-browser bytes per tick (iopub comm_msg, wire)",
         fmt_bytes(per_tick),
+        target="<= 2 KB" if default else "",
+        status=("ok" if per_tick <= WIDGET_TARGET_BYTES else "MISS") if default else "",
         note=(
             f"{comm_count / ticks if ticks else 0:.1f} comm messages per tick over {ticks} "
             f"ticks, 2 watched paths, history full (as after an hour); other iopub traffic: "

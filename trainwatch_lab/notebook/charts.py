@@ -1,35 +1,46 @@
 """Time-series charts (bqplot) fed from the History, with bounded traffic.
 
-Every chart is one ``Lines`` mark with a shared x array, so a chart update is one comm
-message. Arrays are windowed (only the selected window is sent) and downsampled into at most
-``MAX_POINTS`` time buckets aligned to the clock (peaks survive: rates/latency keep the
-bucket maximum, free space the minimum), y values travel as float32, and a chart only sends
-when its arrays actually changed. The bucket width doubles as the redraw throttle: a 10-minute
-window redraws every 2.5 s, a 1-minute window every tick.
+Every chart is one ``Lines`` mark with a shared x array, so a redraw is one comm message.
+Arrays are windowed (only the selected window is sent) and downsampled into at most
+``MAX_POINTS`` clock-aligned buckets (peaks survive: rates and latency keep the bucket
+maximum, space used the maximum too), and a chart only sends when its arrays changed. The
+bucket width doubles as the redraw throttle: a 10-minute window redraws every 5 s, a
+1-minute window every tick.
+
+Cheap on the wire: x travels as float32 seconds from an origin the chart keeps (half the
+bytes of bqplot's float64 dates), and the time axis gets its ticks and 24-hour labels from
+the kernel (ticks.py): the kernel's clock, the same as the header's, whatever time zone the
+browser is in. The title and legend are a line of HTML above the plot, never over the
+lines, and change only when the series do.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from bqplot import Axis, DateScale, Figure, LinearScale, Lines
-from ipywidgets import Layout
+from bqplot import Axis, Figure, LinearScale, Lines
+from ipywidgets import HTML, Layout, VBox
 
 from ..core.history import History, SeriesKey
+from .summary import esc
+from .ticks import nice_axis, time_ticks
 
-MAX_POINTS = 240
+MAX_POINTS = 120  # ~3 px per point on a 360 px plot; each point costs 4 B per line + 4 B
+MIN_SPAN_S = 30.0  # a short history grows from the left of an axis this long (at most)
+REBASE_S = 86400.0  # float32 seconds keep 8 ms steps a day from their origin
 # theme-aware: bqplot sets stroke via style(), where CSS variables resolve
 PALETTE = [
     "var(--jp-brand-color1)",
     "var(--jp-warn-color1)",
     "var(--jp-success-color1)",
-    "var(--jp-error-color1)",
     "var(--jp-info-color1)",
-    "var(--jp-brand-color3)",
-    "var(--jp-warn-color3)",
-    "var(--jp-success-color3)",
+    "var(--jp-error-color1)",
+    "var(--jp-brand-color2)",
+    "var(--jp-warn-color2)",
+    "var(--jp-success-color2)",
 ]
 
 
@@ -67,7 +78,7 @@ class Series:
 
     label: str
     keys: tuple[SeriesKey, ...]
-    kind: str = "value"  # "value" | "scaled" | "ratio_pct" | "await"
+    kind: str = "value"  # "value" | "ratio_pct" | "used_pct" | "await"
     scale: float = 1.0
 
 
@@ -98,6 +109,8 @@ def evaluate(series: Series, cols: dict[SeriesKey, np.ndarray], n: int) -> np.nd
     with np.errstate(invalid="ignore", divide="ignore"):
         if series.kind == "ratio_pct":  # keys: (part, whole)
             return col(0) / col(1) * 100.0
+        if series.kind == "used_pct":  # keys: (avail, total): what df's Use% shows
+            return (1.0 - col(0) / col(1)) * 100.0
         if series.kind == "await":  # keys: (r_await, w_await, r_s, w_s): iostat's combined
             ios = col(2) + col(3)
             combined = (col(0) * col(2) + col(1) * col(3)) / ios
@@ -105,60 +118,90 @@ def evaluate(series: Series, cols: dict[SeriesKey, np.ndarray], n: int) -> np.nd
         return col(0) * series.scale
 
 
+def legend_html(title: str, unit: str, labels: Sequence[str], note: str = "") -> str:
+    """The line above a plot: its title, its unit and one coloured key per line."""
+    keys = "".join(
+        f'<span class="tw-key" title="{esc(label)}">'
+        f'<i style="background:{PALETTE[i % len(PALETTE)]}"></i>{esc(label)}</span>'
+        for i, label in enumerate(labels)
+    )
+    quiet = f'<span class="tw-muted tw-chart-note">{esc(note)}</span>' if note else ""
+    return (
+        f'<div class="tw-chart-head"><span class="tw-chart-title">{esc(title)}</span>'
+        f'<span class="tw-chart-unit">{esc(unit)}</span>{keys}{quiet}</div>'
+    )
+
+
 class TimeChart:
-    """A bqplot figure with one multi-line mark over clock time."""
+    """A titled bqplot chart of a few lines over clock time.
+
+    ``figure`` is what a layout places (the title/legend line over the plot); ``plot`` is
+    the bqplot Figure. ``y_max`` fixes the y axis (percentages); otherwise it grows to
+    round numbers from ``y_floor`` up.
+    """
 
     def __init__(
         self,
         title: str,
-        y_label: str,
+        unit: str,
         *,
         agg: str = "max",
         y_max: float | None = None,
+        y_floor: float = 1.0,
         name: str = "",
+        height: int = 160,
     ) -> None:
         self.name = name or title
+        self.title, self.unit = title, unit
         self.agg = agg
+        self.y_fixed = y_max
+        self.y_floor = y_floor
         self.series: list[Series] = []
-        self.x_scale = DateScale()
-        self.y_scale = LinearScale(min=0.0, max=y_max, allow_padding=False)
+        self.origin: float | None = None  # x is float32 seconds since this epoch second
+        self.x_scale = LinearScale(allow_padding=False)
+        top, ticks = (y_max, _pct_ticks(y_max)) if y_max else nice_axis(0.0, y_floor)
+        self.y_scale = LinearScale(min=0.0, max=float(top), allow_padding=False)
         self.lines = Lines(
-            x=np.empty(0),
+            x=np.empty(0, dtype=np.float32),
             y=np.empty((0, 0), dtype=np.float32),
             scales={"x": self.x_scale, "y": self.y_scale},
             colors=PALETTE,
             labels=[],
-            display_legend=True,
+            display_legend=False,
             stroke_width=1.5,
         )
-        self.figure = Figure(
+        # explicit ticks only (ticks.py); the axes show once there is data to read
+        self.x_axis = Axis(scale=self.x_scale, tick_values=[0.0], grid_lines="none", visible=False)
+        self.y_axis = Axis(
+            scale=self.y_scale,
+            side="left",
+            tick_values=ticks,
+            tick_format="~g",
+            grid_lines="dashed",
+            visible=False,
+        )
+        self.plot = Figure(
             marks=[self.lines],
-            axes=[
-                Axis(scale=self.x_scale, tick_format="%H:%M:%S", num_ticks=4),
-                Axis(
-                    scale=self.y_scale,
-                    side="left",
-                    label=y_label,
-                    tick_format=".3~r",
-                    num_ticks=4,
-                ),
-            ],
-            title=title,
-            legend_location="top-left",
-            fig_margin={"top": 32, "bottom": 28, "left": 56, "right": 12},
-            layout=Layout(height="200px", width="auto", min_width="280px"),
+            axes=[self.x_axis, self.y_axis],
+            fig_margin={"top": 8, "bottom": 22, "left": 40, "right": 30},
+            padding_y=0.0,
+            layout=Layout(height=f"{height}px", width="auto"),
             animation_duration=0,
         )
+        self.plot.add_class("tw-plot")
+        self.head = HTML(legend_html(title, unit, []))
+        self.figure = VBox([self.head, self.plot], layout=Layout(min_width="0"))
         self.figure.add_class("tw-chart")
         self.figure.add_class(f"tw-chart-{self.name}")
-        self._x = np.empty(0)
+        self._t = np.empty(0)
         self._y = np.empty((0, 0), dtype=np.float32)
         self._labels: list[str] = []
+        self._note = ""
 
     @property
     def points(self) -> int:
         """Points drawn per line (0 until there are two)."""
-        return int(self._x.size) if self._x.size >= 2 else 0
+        return int(self._t.size) if self._t.size >= 2 else 0
 
     def set_series(self, series: Sequence[Series]) -> None:
         self.series = list(series)
@@ -169,33 +212,100 @@ class TimeChart:
     def compute(
         self, t: np.ndarray, cols: dict[SeriesKey, np.ndarray], bucket_s: float
     ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """Downsampled (epoch seconds, float32 values, labels) of this chart's lines."""
         n = t.size
         if not self.series or n == 0:
             return np.empty(0), np.empty((0, 0), dtype=np.float32), []
         ys = np.vstack([evaluate(s, cols, n) for s in self.series])
         bx, by = downsample(t, ys, bucket_s, self.agg)
-        x_ms = np.round(bx * 1000.0)  # DateScale: ms since the epoch, float64
-        return x_ms, by.astype(np.float32), [s.label for s in self.series]
+        return bx, by.astype(np.float32), [s.label for s in self.series]
 
-    def push(self, x_ms: np.ndarray, y: np.ndarray, labels: list[str]) -> bool:
-        """Send the arrays if they differ from what the browser has; True when sent."""
+    def push(
+        self,
+        t: np.ndarray,
+        y: np.ndarray,
+        labels: list[str],
+        note: str = "",
+        min_span: float = MIN_SPAN_S,
+    ) -> bool:
+        """Send the arrays if they differ from what the browser has; True when sent.
+        Data shorter than ``min_span`` is drawn from the left on an axis that long."""
         same = (
             labels == self._labels
-            and x_ms.shape == self._x.shape
+            and t.shape == self._t.shape
             and y.shape == self._y.shape
-            and np.array_equal(x_ms, self._x)
+            and np.array_equal(t, self._t)
             and np.array_equal(y, self._y, equal_nan=True)
         )
+        if note != self._note or labels != self._labels:
+            self._note = note
+            self.head.value = legend_html(self.title, self.unit, labels, note)
         if same:
             return False
-        self._x, self._y, self._labels = x_ms, y, labels
-        if y.size == 0 or x_ms.size < 2:
-            # bqplot squeezes arrays: one point would collapse (n, 1) into a wrong shape, and
-            # (0, 0) is rejected, so a chart with under two points is drawn empty
-            x_ms, y = np.empty(0), np.empty(0, dtype=np.float32)
+        self._t, self._y, self._labels = t, y, labels
+        if y.size == 0 or t.size == 0:
+            # (0, 0) is rejected by bqplot: an empty chart gets empty arrays and no axes
+            with self.lines.hold_sync():
+                self.lines.x, self.lines.y = np.empty(0, dtype=np.float32), np.empty(0)
+            self._show_axes(False)
+            return True
+        if t.size == 1:  # one sample: a zero-length segment, drawn as a dot (round caps)
+            t, y = np.repeat(t, 2), np.repeat(y, 2, axis=1)
+        if self.origin is None or t[-1] - self.origin > REBASE_S or t[0] < self.origin:
+            self.origin = float(math.floor(t[0]))
+        lo, hi = float(t[0]), max(float(t[-1]), float(t[0]) + min_span)
+        self._set_y_axis(y)
         with self.lines.hold_sync():
             if labels != list(self.lines.labels):
                 self.lines.labels = labels
-            self.lines.x = x_ms.astype("datetime64[ms]") if x_ms.size else np.empty(0)
-            self.lines.y = y
+            self.lines.x = (t - self.origin).astype(np.float32)
+            self.lines.y = y  # bqplot squeezes (1, n) to one line of n points: what we want
+        self._set_x_axis(lo, hi, fixed=hi > t[-1])
+        self._show_axes(True)
         return True
+
+    def _show_axes(self, show: bool) -> None:
+        for axis in (self.x_axis, self.y_axis):
+            if axis.visible != show:
+                axis.visible = show
+
+    def _set_y_axis(self, y: np.ndarray) -> None:
+        if self.y_fixed is not None:
+            return
+        with np.errstate(invalid="ignore"):
+            peak = float(np.nanmax(y)) if np.isfinite(y).any() else 0.0
+        top, ticks = nice_axis(peak, self.y_floor, keep=self.y_scale.max)
+        if top != self.y_scale.max:
+            self.y_scale.max = top
+            self.y_axis.tick_values = np.asarray(ticks)
+
+    def _set_x_axis(self, lo: float, hi: float, fixed: bool = False) -> None:
+        """Round clock ticks for ``[lo, hi]``; the domain is pinned to it only while the
+        data spans less than a minute (set once, then released: two messages)."""
+        ticks, labels = time_ticks(lo, hi) if self.origin is not None else ([], [])
+        rel = [round(v - self.origin) for v in ticks] if self.origin is not None else []
+        values = np.asarray(rel, dtype=np.float64)
+        if values.size and not np.array_equal(values, np.asarray(self.x_axis.tick_values)):
+            with self.x_axis.hold_sync():
+                self.x_axis.tick_labels = {
+                    str(v): text for v, text in zip(rel, labels, strict=True)
+                }
+                self.x_axis.tick_values = values
+        want = (lo - self.origin, hi - self.origin) if fixed and self.origin is not None else None
+        now = (self.x_scale.min, self.x_scale.max)
+        if want is None and now != (None, None):
+            with self.x_scale.hold_sync():
+                self.x_scale.min = self.x_scale.max = None
+        elif want is not None and now != want:
+            with self.x_scale.hold_sync():
+                self.x_scale.min, self.x_scale.max = want
+
+    def close(self) -> None:
+        for w in (self.lines, self.x_axis, self.y_axis, self.x_scale, self.y_scale, self.plot):
+            w.close()
+        self.head.close()
+        self.figure.close()
+
+
+def _pct_ticks(top: float) -> list[float]:
+    return [top * i / 4 for i in range(5)]

@@ -1,13 +1,18 @@
 """The live dashboard: ``TrainWatch(paths=[...], interval=1.0)``, also what ``%trainwatch`` shows.
 
+Compact by default, so it fits beside the running cell: one line with the verdict (from
+``Sample.headline``, the words the panel and the status bar show) and the controls, then the
+charts that answer "is my storage OK?" (GPU when there is one, disk MB/s, space used per
+filesystem). Everything else (the path table, warnings with their fixes, latency and %util
+charts, CSV export) sits under **Details**, opened on demand and remembered per notebook
+(dashboard_prefs.py).
+
 It subscribes to a Sampler and updates widget state from the sampler thread, so it keeps
 moving while other cells run (widget state goes over comm messages, which ipykernel 6 and 7
-both send from any thread; no cell output is involved). Each tick sends only what changed:
-HTML panes whose text is unchanged send nothing (traitlets skips equal values) and charts
-send windowed, downsampled arrays at most once per bucket (see charts.py).
-
-Frontends without widgets (nbconvert HTML, terminal IPython) get a text/HTML snapshot from
-``_repr_mimebundle_``; ``stop()`` refreshes that snapshot in the displayed output.
+both send from any thread). Each tick sends what changed and is in view: the header (about
+1 KB on the wire), the charts once per bucket (charts.py), hidden panes only when what they
+list changes. Frontends without widgets get a text/HTML snapshot from ``_repr_mimebundle_``;
+``stop()`` refreshes that snapshot in the displayed output.
 """
 
 from __future__ import annotations
@@ -20,38 +25,23 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import ipywidgets as widgets
-
-from ..advice.text import fill_text
-from ..core.defaults import DEFAULTS, GIB, Defaults
+from ..core.defaults import DEFAULTS, Defaults
 from ..core.history import SeriesKey, capacity_for
 from ..core.model import Sample
 from ..core.paths import normalise
 from ..core.sampler import Sampler
-from .charts import Series, TimeChart, bucket_seconds, window_columns
+from . import dashboard_prefs as prefs
+from .charts import MIN_SPAN_S, bucket_seconds, window_columns
+from .dashboard_charts import COMPACT, DETAILED, series_for
+from .dashboard_layout import WINDOW_CHOICES as WINDOW_CHOICES  # re-exported
+from .dashboard_layout import DashboardLayout
+from .dashboard_layout import window_label as window_label  # re-exported
+from .dashboard_view import NO_PATHS_HTML, HeaderState, alerts_html, header_html, paths_html
 from .export import ExportError, write_file
 from .inline import InlineAlerts, attach
 from .settings import MAX_HISTORY_SAMPLES as MAX_HISTORY_SAMPLES  # re-exported
 from .settings import check_settings
-from .summary import (
-    STYLE,
-    alert_html,
-    esc,
-    latency_text,
-    mount_text,
-    snapshot_html,
-    snapshot_text,
-    space_text,
-    watched_devices,
-)
-
-WINDOW_CHOICES: tuple[tuple[str, float], ...] = (
-    ("1 min", 60.0),
-    ("5 min", 300.0),
-    ("10 min", 600.0),
-    ("30 min", 1800.0),
-    ("1 h", 3600.0),
-)
+from .summary import esc, snapshot_html, snapshot_text
 
 
 def new_sampler(
@@ -79,22 +69,14 @@ def new_sampler(
     )
 
 
-def window_label(seconds: float) -> str:
-    for label, value in WINDOW_CHOICES:
-        if value == seconds:
-            return label
-    from ..advice.text import fmt_duration
-
-    return fmt_duration(seconds)
-
-
-class TrainWatch(widgets.VBox):
+class TrainWatch(DashboardLayout):
     """Storage and GPU next to the running cell, as one widget.
 
     ``paths``: directories to watch (log dir, checkpoint dir, data dir); more can be added
     with ``add_path``. ``gpus``: restrict GPU charts to these CUDA indices (None: all).
     ``sampler``: share an existing Sampler (then ``stop()`` leaves it running).
     ``inline``: also show new warnings under the running cell (an InlineAlerts to share).
+    ``details``: open the details; None: as last left in this notebook (closed at first).
     """
 
     def __init__(
@@ -110,6 +92,7 @@ class TrainWatch(widgets.VBox):
         inline: bool | InlineAlerts = True,
         defaults: Defaults = DEFAULTS,
         start: bool = True,
+        details: bool | None = None,
     ) -> None:
         if sampler is not None:  # a shared sampler ticks at its own pace
             interval = sampler.interval
@@ -130,92 +113,20 @@ class TrainWatch(widgets.VBox):
         self.stopped = False
         self.samples = 0
         self.chart_updates = 0
+        self._stop_reason = "stopped"
         self._lock = threading.RLock()
         self._last_chart_t = -math.inf
+        self._pane_key: Any = None
         self._display_handle: Any = None
         self._unsubscribe: Any = None
         self._inline = None
-        self._build()
+        if details is None:
+            details = bool(prefs.load().get("details", False))
+        self._build(details)
         if inline:
             self._attach_inline(inline)
         if start:
             self.start()
-
-    # -- layout ----------------------------------------------------------------------
-    def _build(self) -> None:
-        self.add_class("tw-root")
-        self.add_class("trainwatch")
-        self.style_html = widgets.HTML(f"<style>{STYLE}{DASH_STYLE}</style>")
-        self.title = widgets.HTML('<span class="tw-title">trainwatch</span>')
-        self.status = widgets.HTML(self._status_html())
-        self.status.add_class("tw-status-pane")
-        options = [(label, s) for label, s in WINDOW_CHOICES if s <= self._max_window()]
-        if self.window_s not in [s for _, s in options]:
-            options.append((window_label(self.window_s), self.window_s))
-            options.sort(key=lambda o: o[1])
-        self.window_select = widgets.Dropdown(
-            options=options,
-            value=self.window_s,
-            description="window",
-            layout=widgets.Layout(width="160px"),
-        )
-        self.window_select.observe(self._on_window, names="value")
-        self.pause_button = widgets.ToggleButton(
-            value=False,
-            description="Pause",
-            icon="pause",
-            tooltip="Freeze the charts (sampling and warnings go on)",
-            layout=widgets.Layout(width="100px"),
-        )
-        self.pause_button.observe(self._on_pause, names="value")
-        self.export_button = widgets.Button(
-            description="Export CSV",
-            icon="download",
-            tooltip="Write the whole history to a CSV file next to the notebook",
-            layout=widgets.Layout(width="120px"),
-        )
-        self.export_button.on_click(lambda _b: self.export_csv())
-        self.export_status = widgets.HTML("")
-        controls = widgets.HBox(
-            [self.title, self.status, self.window_select, self.pause_button, self.export_button],
-            layout=widgets.Layout(align_items="center", flex_flow="row wrap"),
-        )
-        self.paths_pane = widgets.HTML(
-            '<div class="tw-muted">no watched paths yet (add one: '
-            "<code>%trainwatch PATH</code> or <code>.add_path(PATH)</code>)</div>"
-        )
-        self.alerts_pane = widgets.HTML("")
-        self.alerts_pane.add_class("tw-alerts-pane")
-        self.gpu_note = widgets.HTML(
-            '<div class="tw-muted">GPU: waiting for the first sample</div>'
-        )
-        self.charts = {
-            "gpu": TimeChart("GPU utilization / memory", "%", y_max=100.0, name="gpu"),
-            "io": TimeChart("Disk throughput", "MiB/s", name="io"),
-            "await": TimeChart("Disk await", "ms", name="await"),
-            "util": TimeChart("Disk %util", "%", y_max=100.0, name="util"),
-            "space": TimeChart("Free space", "GiB", agg="min", name="space"),
-        }
-        self.gpu_note.add_class("tw-gpu-note-pane")
-        self.grid = widgets.GridBox(
-            [c.figure for name, c in self.charts.items() if name != "gpu"],
-            layout=widgets.Layout(
-                grid_template_columns="repeat(auto-fit, minmax(340px, 1fr))", width="100%"
-            ),
-        )
-        self.children = [
-            self.style_html,
-            controls,
-            self.paths_pane,
-            self.alerts_pane,
-            self.gpu_note,
-            self.grid,
-            self.export_status,
-        ]
-
-    def _max_window(self) -> float:
-        capacity = self.sampler.history.capacity
-        return capacity * self.sampler.interval
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self, run_sampler: bool = True) -> TrainWatch:
@@ -225,12 +136,14 @@ class TrainWatch(widgets.VBox):
             if self._unsubscribe is None:
                 self._unsubscribe = self.sampler.subscribe(self._on_sample)
             self.stopped = False
+            self.window_select.disabled = self.pause_button.disabled = False
         if run_sampler:
             self.sampler.start()
         return self
 
     def stop(self, reason: str = "stopped") -> None:
-        """Stop updating (and sampling, when this widget owns its sampler); keeps the charts."""
+        """Stop updating (and sampling, when this widget owns its sampler); keeps the charts.
+        Pause and the window are disabled: they would change nothing any more."""
         with self._lock:
             if self._unsubscribe is not None:
                 self._unsubscribe()
@@ -243,7 +156,8 @@ class TrainWatch(widgets.VBox):
         if self._owns_sampler:
             self.sampler.close()
         with self._lock:
-            self.status.value = self._status_html()
+            self.window_select.disabled = self.pause_button.disabled = True
+            self.status.value = self._header_html(self.sampler.latest)
         if self._display_handle is not None:
             with contextlib.suppress(Exception):
                 self._display_handle.update(self)
@@ -253,7 +167,7 @@ class TrainWatch(widgets.VBox):
             return
         self.stop()
         for chart in self.charts.values():
-            chart.figure.close()
+            chart.close()
         super().close()
 
     @property
@@ -286,7 +200,7 @@ class TrainWatch(widgets.VBox):
             self._inline = inline
             self._inline_unsub = self.sampler.subscribe(inline.on_sample)
 
-    # -- controls --------------------------------------------------------------------
+    # -- controls (the comm thread: a kernel subshell while a cell runs) --------------
     def _on_window(self, change: dict[str, Any]) -> None:
         with self._lock:
             self.window_s = float(change["new"])
@@ -301,7 +215,18 @@ class TrainWatch(widgets.VBox):
             if not self.paused:
                 self._refresh(force=True)
             else:
-                self.status.value = self._status_html()
+                self.status.value = self._header_html(self.sampler.latest)
+
+    def _on_details(self, change: dict[str, Any]) -> None:
+        open_ = bool(change["new"])
+        with self._lock:
+            self.details_button.icon = "chevron-up" if open_ else "chevron-down"
+            if open_:
+                self._make_detail_charts()
+            self.details.layout.display = "flex" if open_ else "none"
+            if open_ and not self.stopped:
+                self._refresh(force=True)
+        prefs.save({"details": open_})
 
     def pause(self) -> None:
         self.pause_button.value = True
@@ -318,7 +243,7 @@ class TrainWatch(widgets.VBox):
         """Write the retained history as CSV; returns the file's path.
 
         The write goes through the mount guard (notebook/export.py): the disk may be the
-        slow one, or a share that stopped answering. The outcome shows under the buttons;
+        slow one, or a share that stopped answering. The outcome shows beside the button;
         ``wait=True`` also raises ExportError (one line) when the file was not written.
         """
         target = normalise(path or f"trainwatch-{time.strftime('%Y%m%d-%H%M%S')}.csv")
@@ -359,8 +284,9 @@ class TrainWatch(widgets.VBox):
             self.samples += 1
             if self.stopped:
                 return
-            if self.paused:
-                self.status.value = self._status_html()
+            if self.paused:  # charts hold still; the verdict and warnings go on
+                self._update_panes(sample)
+                self.status.value = self._header_html(sample)
                 return
             self._refresh(sample)
 
@@ -373,11 +299,9 @@ class TrainWatch(widgets.VBox):
         sample = sample or self.sampler.latest
         if sample is None:
             return
-        self.paths_pane.value = self._paths_html(sample)
-        self.alerts_pane.value = self._alerts_html(sample)
-        self._update_gpu_note(sample)
+        self._update_panes(sample, force)
         # while the data is shorter than the window there is nothing to downsample: draw
-        # every tick, so the first line appears after two samples, not two 2.5 s buckets
+        # every tick, so the first point shows with the first sample
         span = max(len(self.history), 1) * self.sampler.interval
         bucket = bucket_seconds(min(self.window_s, span), self.sampler.interval)
         if sample.t < self._last_chart_t:  # the clock went back: redraw from scratch
@@ -385,144 +309,74 @@ class TrainWatch(widgets.VBox):
         if force or sample.t - self._last_chart_t >= bucket - 1e-6:
             self._last_chart_t = sample.t
             self._update_charts(sample, bucket)
-        self.status.value = self._status_html()
+        self.status.value = self._header_html(sample)
 
-    def _status_html(self) -> str:
+    def _header_state(self) -> HeaderState:
         if self.stopped:
-            state = getattr(self, "_stop_reason", "stopped")
+            state = self._stop_reason
         elif self.paused:
             state = "paused"
-        elif self.samples == 0:
-            state = "waiting for the first sample"
         else:
-            state = "live"
-        latest = self.sampler.latest if hasattr(self, "sampler") else None
-        clock = time.strftime("%H:%M:%S", time.localtime(latest.t)) if latest else "—"
+            state = "live" if self.samples else "waiting"
         points = self.charts["io"].points if hasattr(self, "charts") else 0
-        return (
-            f'<span class="tw-status tw-muted" data-state="{esc(state)}" '
-            f'data-samples="{self.samples}" data-points="{points}">'
-            f"{esc(state)} · every {self.sampler.interval:g} s · {self.samples} samples · "
-            f"last {clock}</span>"
-        )
+        return HeaderState(state, self.samples, points, self.sampler.interval, self.window_s)
 
-    def _paths_html(self, sample: Sample) -> str:
-        if not sample.paths:
-            return self.paths_pane.value
-        rows = []
-        for path, p in sorted(sample.paths.items()):
-            exists = "" if p.exists else ' <span class="tw-muted">(does not exist yet)</span>'
-            rows.append(
-                f'<tr data-path="{esc(path)}" data-kind="{esc(p.kind)}">'
-                f"<td><code>{esc(path)}</code>{exists}</td>"
-                f'<td class="tw-kind-{esc(p.kind)}">{esc(mount_text(p))}</td>'
-                f"<td>{esc(latency_text(p))}</td><td>{esc(space_text(p))}</td>"
-                f"<td>{esc(fill_text(p.fill))}</td></tr>"
-            )
-        return (
-            '<table class="tw-table tw-paths"><tr><th>watched path</th><th>mount</th>'
-            "<th>write latency</th><th>free space</th><th>trend</th></tr>"
-            f"{''.join(rows)}</table>"
-        )
-
-    def _alerts_html(self, sample: Sample) -> str:
-        """Warnings in full (numbers + fix); info notes (no GPU...) as one muted line each."""
-        serious = [a for a in sample.warnings if a.severity != "info"]
-        notes = [a for a in sample.warnings if a.severity == "info"]
-        body = "".join(alert_html(a) for a in serious) or (
-            '<div class="tw-muted tw-no-warnings">no warnings</div>'
-        )
-        body += "".join(
-            f'<div class="tw-muted tw-note" data-code="{esc(a.code)}" title="{esc(a.fix)}">'
-            f"ℹ️ {esc(a.message)}</div>"
-            for a in notes
-            if a.code != "gpu-unavailable"  # the GPU note above the charts says it already
-        )
-        return body
+    def _header_html(self, sample: Sample | None) -> str:
+        return header_html(sample, self._header_state())
 
     def _gpus(self, sample: Sample) -> list[Any]:
         return [g for g in sample.gpus if self.gpu_filter is None or g.index in self.gpu_filter]
 
-    def _update_gpu_note(self, sample: Sample) -> None:
-        """GPU chart in the grid when there is a GPU; otherwise a one-line note instead."""
-        gpus = self._gpus(sample)
-        chart = self.charts["gpu"].figure
-        others = [c.figure for name, c in self.charts.items() if name != "gpu"]
-        if gpus:
-            if self.grid.children[:1] != (chart,):
-                self.grid.children = (chart, *others)
-            self.gpu_note.value = ""
-            return
+    def _gpu_reason(self, sample: Sample) -> str | None:
+        """Why there is no GPU chart (None: there is one)."""
+        if self._gpus(sample):
+            return None
         if not self.gpu_enabled:
-            reason = "GPU monitoring is off."
-        elif sample.gpus and self.gpu_filter is not None:
-            reason = f"none of the GPUs {self.gpu_filter} is present."
-        else:
-            reason = sample.notes.get("gpus", "no GPU reported.")
-        self.gpu_note.value = f'<div class="tw-gpu-note tw-muted">GPU: {esc(reason)}</div>'
-        if self.grid.children[:1] == (chart,):
-            self.grid.children = tuple(others)
+            return "GPU monitoring is off."
+        if sample.gpus and self.gpu_filter is not None:
+            return f"none of the GPUs {self.gpu_filter} is present."
+        return sample.notes.get("gpus", "no GPU reported.")
+
+    def _update_panes(self, sample: Sample, force: bool = False) -> None:
+        """The chart row's make-up every tick (only sent when it changes); the panes under
+        Details every tick while open, and while closed only when what they list changes,
+        so a closed dashboard sends the header alone."""
+        reason = self._gpu_reason(sample)
+        gpu = () if reason else (self.charts["gpu"].figure,)
+        space = self.charts["space"].figure if sample.paths else self.space_note
+        cells = (*gpu, self.charts["io"].figure, space)
+        if self.grid.children != cells:
+            self.grid.children = cells
+        key = (
+            tuple((p, s.kind, s.exists) for p, s in sorted(sample.paths.items())),
+            tuple((a.code, a.subject, a.severity) for a in sample.warnings),
+            reason,
+        )
+        if not (force or self.details_open or key != self._pane_key):
+            return
+        self._pane_key = key
+        self.paths_pane.value = paths_html(sample) if sample.paths else NO_PATHS_HTML
+        self.alerts_pane.value = alerts_html(sample)
+        self.gpu_note.value = (
+            f'<div class="tw-gpu-note tw-muted">GPU: {esc(reason)}</div>' if reason else ""
+        )
 
     def _update_charts(self, sample: Sample, bucket: float) -> None:
-        devices = watched_devices(sample)
+        """Feed the charts in view: the compact row, and those under Details when open."""
+        names = [n for n in COMPACT if self.charts[n].figure in self.grid.children]
+        if self.details_open:
+            names += [n for n in DETAILED if n in self.charts]
         gpus = self._gpus(sample)
-        self.charts["gpu"].set_series(
-            [
-                s
-                for g in gpus
-                for s in (
-                    Series(f"GPU{g.index} util", (("gpu", str(g.index), "util_pct"),)),
-                    Series(
-                        f"GPU{g.index} mem",
-                        (
-                            ("gpu", str(g.index), "mem_used_bytes"),
-                            ("gpu", str(g.index), "mem_total_bytes"),
-                        ),
-                        kind="ratio_pct",
-                    ),
-                )
-            ]
-        )
-        self.charts["io"].set_series(
-            [
-                s
-                for d in devices
-                for s in (
-                    Series(f"{d} read", (("disk", d, "rmb_s"),)),
-                    Series(f"{d} write", (("disk", d, "wmb_s"),)),
-                )
-            ]
-        )
-        self.charts["await"].set_series(
-            [
-                Series(
-                    f"{d} await",
-                    (
-                        ("disk", d, "r_await"),
-                        ("disk", d, "w_await"),
-                        ("disk", d, "r_s"),
-                        ("disk", d, "w_s"),
-                    ),
-                    kind="await",
-                )
-                for d in devices
-            ]
-        )
-        self.charts["util"].set_series([Series(d, (("disk", d, "util"),)) for d in devices])
-        self.charts["space"].set_series(
-            [
-                Series(_short(p), (("path", p, "avail_bytes"),), scale=1 / GIB)
-                for p in sorted(sample.paths)
-            ]
-        )
-        keys: list[SeriesKey] = [k for c in self.charts.values() for k in c.series_keys()]
+        for name in names:
+            self.charts[name].set_series(series_for(name, sample, gpus))
+        keys: list[SeriesKey] = [k for n in names for k in self.charts[n].series_keys()]
         t, cols = window_columns(self.history, keys, self.window_s, now=sample.t)
+        min_span = min(self.window_s / 2, MIN_SPAN_S)
         sent = False
-        for chart in self.charts.values():
-            if chart.name == "gpu" and not gpus:
-                continue
+        for name in names:
+            chart = self.charts[name]
             x, y, labels = chart.compute(t, cols, bucket)
-            sent = chart.push(x, y, labels) or sent
+            sent = chart.push(x, y, labels, min_span=min_span) or sent
         if sent:
             self.chart_updates += 1
 
@@ -543,24 +397,3 @@ class TrainWatch(widgets.VBox):
 
         self._display_handle = display(self, display_id=True)
         return self._display_handle
-
-
-def _short(path: str, keep: int = 28) -> str:
-    return path if len(path) <= keep else "…" + path[-(keep - 1) :]
-
-
-DASH_STYLE = """
-.trainwatch { border: 1px solid var(--jp-border-color2); border-radius: 4px; padding: 6px;
-  background: var(--jp-layout-color0);
-  /* bqplot's own dark palette paints text orange; follow the JupyterLab theme instead */
-  --bq-content-font-color: var(--jp-ui-font-color1);
-  --bq-mainheading-fill: var(--jp-ui-font-color1);
-  --bq-axislabel-fill: var(--jp-ui-font-color2);
-  --bq-axis-tick-text-fill: var(--jp-ui-font-color2);
-  --bq-axis-border-color: var(--jp-border-color1);
-  --bq-grid-color: var(--jp-border-color2);
-  --bq-plotarea-background-fill: var(--jp-layout-color0); }
-.trainwatch .tw-status-pane { margin: 0 12px; }
-.trainwatch .tw-chart .mainheading, .trainwatch .tw-chart text.mainheading {
-  font-size: var(--jp-ui-font-size1); }
-"""

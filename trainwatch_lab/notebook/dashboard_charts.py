@@ -1,0 +1,117 @@
+"""Which charts the dashboard draws, and which lines each one has for a sample.
+
+Units, the project's one family: rates in decimal MB/s (``DiskRates`` counts MiB/s, so the
+lines are scaled by 1.048576), latency in ms, GPU and space in %. Free space is drawn as
+% used per *filesystem* (``core.fill.filesystem_key``): paths on one filesystem would draw
+identical lines, and a percentage puts a 64 MiB tmpfs and a 4 TiB disk on one readable
+scale (a GiB scale from 0 left the small one flat at the bottom).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..core.defaults import MIB
+from ..core.fill import filesystem_key
+from ..core.model import Sample, watched_devices
+from .charts import Series, TimeChart
+
+MB_PER_MIB = MIB / 1e6
+
+COMPACT = ("gpu", "io", "space")  # always in view (GPU only when there is one)
+DETAILED = ("await", "util")  # under Details: made and fed only once opened
+
+
+def make_chart(name: str) -> TimeChart:
+    """The dashboard's charts by name (the browser tests find them by ``tw-chart-NAME``)."""
+    if name == "gpu":
+        return TimeChart("GPU", "%", y_max=100.0, name="gpu")
+    if name == "io":
+        return TimeChart("Disk", "MB/s", name="io")
+    if name == "space":
+        return TimeChart("Space used", "% per filesystem", y_max=100.0, name="space")
+    if name == "await":
+        return TimeChart("Disk await", "ms", name="await")
+    if name == "util":
+        return TimeChart("Disk busy", "% util", y_max=100.0, name="util")
+    raise KeyError(name)
+
+
+def gpu_series(gpus: Sequence[Any]) -> list[Series]:
+    out = []
+    for g in gpus:
+        i = str(g.index)
+        out.append(Series(f"GPU{g.index} util", (("gpu", i, "util_pct"),)))
+        out.append(
+            Series(
+                f"GPU{g.index} mem",
+                (("gpu", i, "mem_used_bytes"), ("gpu", i, "mem_total_bytes")),
+                kind="ratio_pct",
+            )
+        )
+    return out
+
+
+def io_series(devices: Sequence[str]) -> list[Series]:
+    return [
+        s
+        for d in devices
+        for s in (
+            Series(f"{d} read", (("disk", d, "rmb_s"),), scale=MB_PER_MIB),
+            Series(f"{d} write", (("disk", d, "wmb_s"),), scale=MB_PER_MIB),
+        )
+    ]
+
+
+def await_series(devices: Sequence[str]) -> list[Series]:
+    return [
+        Series(
+            d,
+            (
+                ("disk", d, "r_await"),
+                ("disk", d, "w_await"),
+                ("disk", d, "r_s"),
+                ("disk", d, "w_s"),
+            ),
+            kind="await",
+        )
+        for d in devices
+    ]
+
+
+def util_series(devices: Sequence[str]) -> list[Series]:
+    return [Series(d, (("disk", d, "util"),)) for d in devices]
+
+
+def filesystem_label(mountpoint: str, fstype: str | None, keep: int = 28) -> str:
+    """``/scratch (xfs)``, the front cut with an ellipsis when long."""
+    where = mountpoint if len(mountpoint) <= keep else "…" + mountpoint[-(keep - 1) :]
+    return f"{where} ({fstype})" if fstype else where
+
+
+def space_series(sample: Sample) -> list[Series]:
+    """One line per filesystem under the watched paths, from one of its paths."""
+    seen: dict[Any, Series] = {}
+    for path, p in sorted(sample.paths.items()):
+        if not p.total_bytes or p.avail_bytes is None:
+            continue
+        key = filesystem_key(path, p)
+        if key not in seen:
+            label = filesystem_label(p.mountpoint or path, p.fstype)
+            keys = (("path", path, "avail_bytes"), ("path", path, "total_bytes"))
+            seen[key] = Series(label, keys, kind="used_pct")
+    return list(seen.values())
+
+
+def series_for(name: str, sample: Sample, gpus: Sequence[Any]) -> list[Series]:
+    devices = watched_devices(sample)
+    if name == "gpu":
+        return gpu_series(gpus)
+    if name == "io":
+        return io_series(devices)
+    if name == "space":
+        return space_series(sample)
+    if name == "await":
+        return await_series(devices)
+    return util_series(devices)
