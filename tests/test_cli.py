@@ -47,7 +47,6 @@ def tw(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     [
         ((), "COMMAND"),
         (("check",), "PATH"),
-        (("watch",), "PATH"),
         (("check", "--timeout", "0", "/"), "--timeout"),
         (("check", "--timeout", "soon", "/"), "expected a number of seconds"),
         (("watch", "--interval", "-1", "/"), "--interval"),
@@ -306,3 +305,42 @@ def test_cli_paths_use_the_one_normalise() -> None:
 
     raw = ["~/a/../b/", "rel/./x", "/tmp//y/"]
     assert _paths(raw) == [normalise(p) for p in raw] == [path_key(p) for p in raw]
+
+
+# a training run in another terminal: its event file open for writing, a record per step
+TRAINING_RUN = (
+    "import os, sys, time\n"
+    "f = open(os.path.join(sys.argv[1], 'events.out.tfevents.1700000000.host'), 'ab')\n"
+    "print('ready', flush=True)\n"
+    "while True:\n"
+    "    f.write(b'x' * 64); f.flush(); time.sleep(0.1)\n"
+)
+
+
+def test_watch_without_paths_finds_the_training_run_and_its_logdir(tmp_path: Path) -> None:
+    """Issue 14, item 4: no path (or --processes) finds what trains here by itself."""
+    logdir = tmp_path / "runs" / "exp1"
+    logdir.mkdir(parents=True)
+    run = subprocess.Popen(
+        [sys.executable, "-c", TRAINING_RUN, str(logdir)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert run.stdout is not None and run.stdout.readline().strip() == "ready"
+        out = tw("watch", "--json", "--interval", "0.5", "--duration", "6")
+        assert out.returncode in (0, 1), out.stderr
+        lines = [json.loads(line) for line in out.stdout.splitlines()]
+        last = lines[-1]
+        (row,) = [p for p in last["processes"] if p["pid"] == run.pid]
+        assert row["reasons"] == ["event file"] and str(logdir) in row["paths"]
+        assert last["paths"][str(logdir)]["labels"] == [
+            f"pid {run.pid} `{row['command']}`, event file"
+        ]
+        human = tw("watch", "--processes", "--interval", "0.5", "--duration", "4", str(tmp_path))
+        assert human.returncode in (0, 1), human.stderr
+        assert f"  pid {run.pid} python" in human.stdout and str(logdir) in human.stdout
+    finally:
+        run.kill()
+        run.wait()

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, NoReturn, TextIO
 
-from .advice.text import fill_columns, fmt_bytes, fmt_ms, fmt_pct
+from .advice.text import fill_columns, fmt_bytes, fmt_ms, fmt_pct, fmt_rate
 from .core.defaults import DEFAULTS
 from .core.model import SEVERITY_RANK, Alert, Sample, json_safe
 from .core.paths import normalise, printable
@@ -87,6 +87,8 @@ examples:
   trainwatch-lab watch /data runs                          a table per sample until Ctrl-C
   trainwatch-lab watch --interval 0.5 --duration 60 /data  twice a second, for a minute
   trainwatch-lab watch --json /data > samples.jsonl        one JSON object per sample per line
+  trainwatch-lab watch                                     the training processes found here
+  trainwatch-lab watch --processes /data                   /data and those processes' dirs
 """
 
 
@@ -152,7 +154,21 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=raw,
     )
     watch.add_argument(
-        "paths", nargs="+", metavar="PATH", help="paths to watch (required; e.g. /data runs)"
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help=(
+            "paths to watch (default: none, the training processes found here and their "
+            "directories; e.g. /data runs)"
+        ),
+    )
+    watch.add_argument(
+        "--processes",
+        action="store_true",
+        help=(
+            "also find training processes (GPU holders, TensorBoard event files, checkpoints "
+            "open for writing) and watch their directories (default: only without PATH)"
+        ),
     )
     watch.add_argument(
         "--interval",
@@ -343,6 +359,7 @@ class _WatchPrinter:
             name = path if p.exists or p.error else f"{path} (not created yet)"
             rows.append([name, p.fstype or "?", fmt_bytes(p.avail_bytes), used, rate, ttf])
         out.write(_table(rows, right={2, 3, 4, 5}, indent="  ") + "\n")
+        _print_processes(sample, out)
         for g in sample.gpus:
             util = "?" if g.util_pct is None else f"{g.util_pct:.0f} %"
             mem = f"{fmt_bytes(g.mem_used_bytes)} of {fmt_bytes(g.mem_total_bytes)}"
@@ -353,6 +370,21 @@ class _WatchPrinter:
                 _print_alert(alert, out)
         self.active = keys
         out.flush()
+
+
+def _print_processes(sample: Sample, out: TextIO) -> None:
+    """One line per training process found: command, GPUs, memory, I/O, where it waits."""
+    for p in sample.processes:
+        facts = [", ".join(p.reasons)]
+        if p.gpus:
+            facts.append(f"GPU {','.join(map(str, p.gpus))} {fmt_bytes(p.gpu_mem_bytes)}")
+        if p.io is not None:
+            facts.append(f"writes {fmt_rate(p.io.write_chars_s)}")
+        mt = p.main_thread or {}
+        if mt.get("blocked") and mt.get("syscall"):
+            where = f" of {mt['fd_path']}" if mt.get("fd_path") else ""
+            facts.append(f"blocked in {mt['syscall']}(){where}")
+        out.write(f"  pid {p.pid} {printable(p.command)}: {printable('; '.join(facts))}\n")
 
 
 def _json_line(sample: Sample) -> None:
@@ -384,7 +416,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
     _refuse_impossible(paths)
     from .monitor import make_sampler
 
-    sampler = make_sampler(paths, interval=args.interval)
+    # no path: what trains on this machine is what to watch (an agent on a cluster node)
+    processes = args.processes or not paths
+    sampler = make_sampler(paths, interval=args.interval, processes=processes)
     samples: queue.Queue[Sample] = queue.Queue(maxsize=1000)
 
     def enqueue(sample: Sample) -> None:
@@ -441,6 +475,8 @@ examples:
   trainwatch-lab serve --listen 127.0.0.1:9999 /data    another address and port
   trainwatch-lab serve --file-sd /shared/prom /data     announce this node to Prometheus (file_sd)
   trainwatch-lab serve --pid 4242 --gpu 0,1 /data       a training process's I/O, two GPUs
+  trainwatch-lab serve                                  the training processes found here
+  trainwatch-lab serve --processes /data                /data and those processes' dirs
 
 Stops cleanly on SIGTERM or Ctrl-C (exit 0); bad usage or a port in use: exit 2.
 """
@@ -485,7 +521,15 @@ def _add_prometheus_commands(sub: Any) -> None:
         formatter_class=raw,
     )
     serve.add_argument(
-        "paths", nargs="*", metavar="PATH", help="paths to watch (default: none, disks only)"
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="paths to watch (default: none, the training processes found here and their dirs)",
+    )
+    serve.add_argument(
+        "--processes",
+        action="store_true",
+        help="also find training processes and watch their directories (default: without PATH)",
     )
     serve.add_argument(
         "--listen",
@@ -558,7 +602,12 @@ def _start_agent(args: argparse.Namespace, paths: list[str]) -> Any:
     _refuse_impossible(paths)
     gpus = args.gpu  # None: every GPU; []: none
     sampler = make_sampler(
-        paths, pid=args.pid, interval=args.interval, probe=not args.no_probe, gpu=gpus != []
+        paths,
+        pid=args.pid,
+        interval=args.interval,
+        probe=not args.no_probe,
+        gpu=gpus != [],
+        processes=args.processes or not paths,
     )
     agent = Agent(
         sampler,

@@ -1,8 +1,9 @@
 """Builds the one Sampler every surface uses (CLI ``watch``, notebook, server).
 
 Sources run in this order: paths (resolves mounts and devices), disks (reads the devices the
-paths resolved), process, gpus, main_thread (only while a GPU is underused). The Advisor
-evaluates every tick.
+paths resolved), process, gpus, main_thread (only while a GPU is underused), and with
+``processes`` the training processes found on the machine (core.training_source), which add
+their directories to the paths source. The Advisor evaluates every tick.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from .core.probe import local_baseline
 from .core.process import ProcessIOSource
 from .core.sampler import Sampler, Source
 from .core.threadwait import MainThreadSource
+from .core.training_source import FollowPaths, TrainingSource
 
 
 def _gpu_sources(pid: int | None, defaults: Defaults, gpu: bool) -> list[Source]:
@@ -46,21 +48,34 @@ def make_sampler(
     gpu: bool = True,
     defaults: Defaults = DEFAULTS,
     history_capacity: int | None = None,
+    processes: bool = False,
 ) -> Sampler:
     """A ready (not started) Sampler watching ``paths`` and the process tree of ``pid``.
 
     ``history_capacity`` defaults to ``defaults.history_s`` worth of samples at ``interval``.
+    ``processes``: also find training processes (scripts in terminals, tmux, nohup) and watch
+    their log and checkpoint directories and working directories (``watch``/``serve``).
     """
     if not interval > 0 or not math.isfinite(interval):
         raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
     if history_capacity is None:
         history_capacity = capacity_for(defaults.history_s, interval, defaults)
+    paths = tuple(paths)
+    paths_source = PathsSource(paths=paths, defaults=defaults, probe=probe)
     sources: list[Source] = [
-        PathsSource(paths=tuple(paths), defaults=defaults, probe=probe),
+        paths_source,
         DiskStatsSource(),
         ProcessIOSource(pid=pid),
         *_gpu_sources(pid, defaults, gpu),
     ]
+    if processes:
+        gpus = next((s for s in sources if isinstance(s, GpuSource)), None)
+        sources.append(
+            TrainingSource(
+                on_paths=FollowPaths(paths_source, paths),
+                gpu_memory=gpus.process_memory if gpus is not None else None,
+            )
+        )
     advisor = Advisor(
         defaults=defaults,
         baseline=(lambda: local_baseline(defaults)) if probe else None,

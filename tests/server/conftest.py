@@ -16,8 +16,15 @@ def jp_server_config(jp_root_dir):
         {
             "ServerApp": {"jpserver_extensions": {"trainwatch_lab": True}},
             # fast ticks and a short grace so lifecycle tests take a second, not a minute;
-            # no write probes: these tests are about the endpoints, not the filesystems
-            "TrainWatch": {"interval": INTERVAL, "stop_grace_s": GRACE, "probe": False},
+            # no write probes: these tests are about the endpoints, not the filesystems; no
+            # process discovery: other tests' processes on this machine are no business of
+            # these (tests/server/test_processes.py turns it on)
+            "TrainWatch": {
+                "interval": INTERVAL,
+                "stop_grace_s": GRACE,
+                "probe": False,
+                "watch_processes": False,
+            },
         }
     )
 

@@ -42,3 +42,16 @@ async def test_read_only_user_reads_but_cannot_change_paths(jp_fetch, hub, tmp_p
             await jp_fetch("trainwatch-lab", "api", "paths", method=method, **kwargs)
         assert err.value.code == 403
     assert str(tmp_path) not in hub.watched()
+
+
+async def test_read_only_user_cannot_hide_or_show_a_process(jp_fetch, hub):
+    listing = await jp_fetch("trainwatch-lab", "api", "processes")
+    assert listing.code == 200
+    for method, kwargs in (
+        ("DELETE", {"params": {"pid": "1"}}),
+        ("POST", {"body": json.dumps({"pid": 1})}),
+    ):
+        with pytest.raises(HTTPClientError) as err:
+            await jp_fetch("trainwatch-lab", "api", "processes", method=method, **kwargs)
+        assert err.value.code == 403
+    assert hub.hidden_processes() == set()

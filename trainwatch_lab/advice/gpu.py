@@ -7,7 +7,9 @@ under a watched path is busy or the process's reads sit at a ceiling - the input
 cannot keep up. Both messages carry the storage evidence of the same window (device %util and
 await, the process's I/O rates, the mount kind and probe latency of the most suspicious watched
 path, and where the main thread is blocked when the sampler runs inside the training process),
-or say that storage looks healthy, so the user knows where to look.
+or say that storage looks healthy, so the user knows where to look. A training process found on
+the machine (``sample.processes``: a script in a terminal, tmux or nohup) that holds memory on
+the GPU is named, with where its main thread is blocked (procfs: syscall and file).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 
 from ..core.defaults import Defaults
 from ..core.history import History
-from ..core.model import Alert, GpuState, PathState, Sample
+from ..core.model import Alert, GpuState, PathState, Sample, TrainingProcess
 from .advisor import Context, Detector
 from .storage import LOCAL_FIX, is_slow
 from .text import fmt_bytes, fmt_duration, fmt_ms, fmt_rate
@@ -116,6 +118,37 @@ def main_thread_clause(sample: Sample) -> tuple[str | None, PathState | None]:
     return None, None
 
 
+def process_clause(mt: dict | None, sample: Sample) -> tuple[str | None, PathState | None]:
+    """Where another process's main thread is blocked (core.threadwait.task_wait: no frame,
+    the system call and its file), and the watched path it hits."""
+    if not mt or not mt.get("blocked"):
+        return None, None
+    fd_path, syscall = mt.get("fd_path"), mt.get("syscall")
+    if fd_path and str(fd_path).startswith("/") and syscall:
+        owner = _owner(fd_path, sample)
+        fstype = _fstype_of(fd_path, owner)
+        kind = f" ({fstype})" if fstype else ""
+        return f"its main thread is blocked in {syscall}() of {_short(fd_path)}{kind}", owner
+    if mt.get("state") == "D":
+        wchan = f" ({mt['wchan']})" if mt.get("wchan") else ""
+        return f"its main thread is blocked in the kernel{wchan}", None
+    return None, None
+
+
+def holder_of(gpu: GpuState, sample: Sample) -> TrainingProcess | None:
+    """The training process found on the machine that holds the most memory on ``gpu``."""
+    on = [
+        p
+        for p in sample.processes
+        if p.gpu_mem_bytes and p.gpus is not None and gpu.index in p.gpus
+    ]
+    return max(on, key=lambda p: (p.gpu_mem_bytes or 0, -p.pid), default=None)
+
+
+def _named(p: TrainingProcess) -> str:
+    return f"pid {p.pid} (`{p.command}`)"
+
+
 def _rank(p: PathState, ctx: Context) -> int:
     if not p.responsive:
         return 0
@@ -145,14 +178,22 @@ def _pinned(values: list[float], d: Defaults) -> bool:
     )
 
 
-def storage_evidence(ctx: Context, since: float) -> Evidence:
+def storage_evidence(ctx: Context, since: float, holder: TrainingProcess | None = None) -> Evidence:
     sample, d = ctx.sample, ctx.defaults
-    blocked, blocked_path = main_thread_clause(sample)
+    if holder is not None:
+        blocked, blocked_path = process_clause(holder.main_thread, sample)
+    else:
+        blocked, blocked_path = main_thread_clause(sample)
     parts: list[str] = []
 
     proc = sample.process
     reads: list[float] = []
-    if proc is not None:
+    if holder is not None and holder.io is not None:  # its rates now: no history of its own
+        parts.append(
+            f"it now writes {fmt_rate(holder.io.write_chars_s)} and reads "
+            f"{fmt_rate(holder.io.read_chars_s)}"
+        )
+    elif proc is not None:
         name = str(proc.pid)
         _, writes = ctx.history.series("proc", name, "write_chars_s", since=since)
         _, reads = ctx.history.series("proc", name, "read_chars_s", since=since)
@@ -234,15 +275,46 @@ def _who(sample: Sample) -> str:
     return f"the training process (pid {sample.process.pid})"
 
 
+def _script_stalled(gpu: GpuState, p: TrainingProcess, ctx: Context, since: float) -> Alert:
+    """gpu-stalled for a training process found on the machine, named with its command."""
+    sample = ctx.sample
+    ev = storage_evidence(ctx, since, holder=p)
+    _, util = ctx.history.series("gpu", str(gpu.index), "util_pct", since=since - 1e-6)
+    top = max(util) if util else gpu.util_pct or 0.0
+    head = (
+        f"{_named(p)} holds {fmt_bytes(p.gpu_mem_bytes)} on GPU {gpu.index} at {_pct(top)} "
+        f"for {fmt_duration(sample.t - since)}"
+    )
+    if ev.healthy:
+        message = (
+            f"{head}; in that time {ev.clause} — storage looks healthy, so it is waiting on "
+            "something else."
+        )
+        fix = (
+            f"Find what the training loop waits on: `py-spy dump --pid {p.pid}` shows it; "
+            "common causes are a DataLoader with too few workers, a CPU-bound step, a "
+            "distributed barrier or a deadlock."
+        )
+    else:
+        tail = ev.blocked or "it is probably waiting on storage"
+        message = f"{head}; {tail}; in that time {ev.clause}."
+        fix = _storage_fix(ev)
+    return Alert("gpu-stalled", "warning", f"GPU {gpu.index}", message, fix)
+
+
 def gpu_stalled(ctx: Context) -> Iterator[Alert]:
     d, sample = ctx.defaults, ctx.sample
     for gpu in sample.gpus:
-        if gpu.lost or gpu.util_pct is None or not gpu.process_mem_bytes:
+        holder = holder_of(gpu, sample)
+        if gpu.lost or gpu.util_pct is None or not (gpu.process_mem_bytes or holder):
             continue
         if gpu.util_pct >= d.gpu_idle_util_pct:
             continue
         since = _idle_since(ctx.history, gpu, d, sample.t)
         if since is None or sample.t - since < d.gpu_stalled_for_s:
+            continue
+        if holder is not None:
+            yield _script_stalled(gpu, holder, ctx, since)
             continue
         ev = storage_evidence(ctx, since)
         _, util = ctx.history.series("gpu", str(gpu.index), "util_pct", since=since - 1e-6)
@@ -301,7 +373,8 @@ def gpu_starved(ctx: Context) -> Iterator[Alert]:
     d, sample = ctx.defaults, ctx.sample
     window = d.gpu_starved_window_s
     for gpu in sample.gpus:
-        if gpu.lost or gpu.util_pct is None or gpu.process_mem_bytes == 0:
+        holder = holder_of(gpu, sample)
+        if gpu.lost or gpu.util_pct is None or (gpu.process_mem_bytes == 0 and not holder):
             continue
         ts, util = ctx.history.series("gpu", str(gpu.index), "util_pct", since=sample.t - window)
         if len(util) < 5 or ts[-1] - ts[0] < 0.8 * window:
@@ -309,7 +382,7 @@ def gpu_starved(ctx: Context) -> Iterator[Alert]:
         mean, stdev = statistics.fmean(util), statistics.pstdev(util)
         if mean >= d.gpu_starved_mean_util_pct or stdev < d.gpu_starved_stdev_pct:
             continue
-        ev = storage_evidence(ctx, sample.t - window)
+        ev = storage_evidence(ctx, sample.t - window, holder=holder)
         if not (ev.disk_busy or ev.reads_pinned):
             continue
         cause = (
@@ -317,13 +390,14 @@ def gpu_starved(ctx: Context) -> Iterator[Alert]:
             if ev.reads_pinned and not ev.disk_busy
             else "the data disk is busy"
         )
+        user = f" while {_named(holder)} trained on it" if holder is not None else ""
         yield Alert(
             code="gpu-starved",
             severity="warning",
             subject=f"GPU {gpu.index}",
             message=(
                 f"GPU {gpu.index} averaged {_pct(mean)} (swinging ±{_pct(stdev)}) over the last "
-                f"{fmt_duration(window)}; in that time {ev.clause} — {cause}: the input "
+                f"{fmt_duration(window)}{user}; in that time {ev.clause} — {cause}: the input "
                 "pipeline cannot feed the GPU."
             ),
             fix=(
@@ -337,4 +411,12 @@ def gpu_starved(ctx: Context) -> Iterator[Alert]:
 
 GPU_DETECTORS: list[Detector] = [gpu_unavailable, gpu_stalled, gpu_starved]
 
-__all__ = ["GPU_DETECTORS", "Evidence", "gpu_stalled", "gpu_starved", "gpu_unavailable"]
+__all__ = [
+    "GPU_DETECTORS",
+    "Evidence",
+    "gpu_stalled",
+    "gpu_starved",
+    "gpu_unavailable",
+    "holder_of",
+    "process_clause",
+]

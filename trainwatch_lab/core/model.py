@@ -157,6 +157,9 @@ class PathState:
     # when it is not created yet; None when nothing answered or it can never be created
     checked_at: str | None = None
     note: str | None = None  # one line the user should read with the numbers (not yet there...)
+    # where a path found by process discovery came from, one line per reason:
+    # "pid 4242 `python train.py --lr 3e-4`, event file" (core.training); empty otherwise
+    labels: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -184,6 +187,31 @@ class ProcessIO:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(slots=True)
+class TrainingProcess:
+    """A training process found on this machine (core.training): a script in a terminal,
+    under tmux or nohup, that holds a GPU or writes event files or checkpoints. One row of
+    the panel; ``paths`` are the directories it made the sampler watch."""
+
+    pid: int
+    command: str  # its command line, shortened to one row
+    cwd: str | None
+    reasons: list[str]  # why it counts: "gpu", "event file", "checkpoint"
+    paths: dict[str, list[str]] = field(default_factory=dict)  # watched dir -> its labels
+    # CUDA indices (GpuState.index) of the GPUs it has open; None when only NVML says it
+    # holds memory and its device files are not visible here
+    gpus: list[int] | None = None
+    gpu_mem_bytes: int | None = None  # over the visible GPUs, from NVML's process list
+    io: ProcessIO | None = None  # its process tree's I/O rates
+    # where its main thread waits (core.threadwait.task_wait): state, wchan, syscall, fd_path
+    main_thread: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["io"] = self.io.to_json() if self.io is not None else None
+        return data
 
 
 @dataclass(slots=True)
@@ -241,6 +269,8 @@ class Sample:
     # server only: running kernel id -> {pid, cwd, name, execution_state, io, gpu_mem_bytes}
     kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
     headline: Headline | None = None  # set by the Advisor with the warnings
+    # training processes found on this machine (core.training), by pid; empty without discovery
+    processes: list[TrainingProcess] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -253,6 +283,7 @@ class Sample:
             "warnings": [w.to_json() for w in self.warnings],
             "kernels": {k: dict(v) for k, v in self.kernels.items()},
             "headline": self.headline.to_json() if self.headline else None,
+            "processes": [p.to_json() for p in self.processes],
         }
 
 

@@ -123,6 +123,34 @@ def main_thread_wait(proc_root: str = "/proc/self") -> dict[str, Any] | None:
     return info
 
 
+def task_wait(pid: int, proc: str = "/proc") -> dict[str, Any] | None:
+    """Where the main thread of another process waits, from procfs alone (no debugger, so no
+    Python frame): its state letter, ``wchan``, the system call it is in and the path of that
+    call's file descriptor; ``blocked`` when it sleeps uninterruptibly or in a call on a file
+    descriptor (a FUSE or NFS wait is often interruptible: ``S`` in write or fsync). None when
+    the process is gone. ``syscall`` needs ptrace access (same user, and Yama's ptrace_scope
+    may still refuse it): then only state and wchan."""
+    task = f"{proc}/{pid}/task/{pid}"
+    stat = _read(f"{task}/stat")
+    if stat is None:
+        return None
+    wchan = (_read(f"{task}/wchan") or "").strip()
+    info: dict[str, Any] = {
+        "state": task_state(stat),
+        "wchan": wchan if wchan and wchan != "0" else None,
+        "syscall": None,
+        "fd_path": None,
+        "blocked": False,
+    }
+    syscall, fd = decode_syscall(_read(f"{task}/syscall") or "")
+    info["syscall"] = syscall
+    info["blocked"] = info["state"] == "D" or fd is not None
+    if fd is not None:
+        with contextlib.suppress(OSError):  # the link's text: never the file behind it
+            info["fd_path"] = os.readlink(f"{proc}/{pid}/fd/{fd}")
+    return info
+
+
 class MainThreadSource:
     """Sets ``sample.process.main_thread`` when the watched process is this one (a kernel
     watching itself); must run after the process source. Three small procfs reads.

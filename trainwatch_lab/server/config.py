@@ -5,10 +5,11 @@ Defaults come from core.defaults so the panel, the CLI and the notebook never di
 
 from __future__ import annotations
 
-from traitlets import Bool, Float, List, TraitError, Unicode, validate
+from traitlets import Bool, Float, Int, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
 from ..core.defaults import DEFAULTS
+from ..core.training_source import MAX_PATHS, MAX_PROCESSES
 
 
 class TrainWatch(Configurable):
@@ -32,6 +33,18 @@ class TrainWatch(Configurable):
     watch_kernel_dirs = Bool(True, help="Watch the working directory of every running kernel.").tag(
         config=True
     )
+    watch_processes = Bool(
+        True,
+        help="Find training processes of this server's user (all users when it runs as "
+        "root) that hold a GPU or write TensorBoard event files or checkpoints - scripts in "
+        "terminals, tmux or nohup - and watch their log, checkpoint and working directories.",
+    ).tag(config=True)
+    max_processes = Int(
+        MAX_PROCESSES, help="At most this many training processes are listed and watched."
+    ).tag(config=True)
+    max_process_paths = Int(
+        MAX_PATHS, help="At most this many directories of training processes are watched."
+    ).tag(config=True)
     paths = List(Unicode(), help="Extra paths watched from the start.").tag(config=True)
     probe = Bool(True, help="Measure small write + fsync latency in watched directories.").tag(
         config=True
@@ -45,6 +58,13 @@ class TrainWatch(Configurable):
             raise TraitError(
                 f"TrainWatch.interval must be at least {DEFAULTS.min_interval_s} s, got {value}"
             )
+        return value
+
+    @validate("max_processes", "max_process_paths")
+    def _check_count(self, proposal: dict) -> int:
+        value = proposal["value"]
+        if value < 0:
+            raise TraitError(f"TrainWatch.{proposal['trait'].name} must be 0 or more, got {value}")
         return value
 
     @validate("history_s", "stop_grace_s", "snapshot_wait_s")

@@ -272,6 +272,52 @@ class PathsHandler(BaseHandler):
         self.send_json(self.listing())
 
 
+class ProcessesHandler(BaseHandler):
+    """Training processes found on the machine: ``GET`` lists them (and the hidden pids),
+    ``DELETE ?pid=N`` hides one in the panel (its row and its directories go), ``POST
+    {"pid": N}`` shows it again."""
+
+    def listing(self) -> dict[str, Any]:
+        latest = self.hub.history.latest
+        rows = latest.processes if latest is not None else []
+        hidden = sorted({pid for pid, _ in self.hub.hidden_processes()})
+        return {"processes": [p.to_json() for p in rows], "hidden": hidden}
+
+    def pid_from_request(self) -> int:
+        if self.request.method == "DELETE":
+            self.only("pid")
+            value: Any = self.arg("pid")
+        else:
+            self.only()
+            value = self.body_json().get("pid")
+        text = str(value) if isinstance(value, int | str) and not isinstance(value, bool) else ""
+        if not text.isdigit() or int(text) <= 0:
+            raise BadRequest(f"'pid' must be a process id, got {value!r}")
+        return int(text)
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.only()
+        self.send_json(self.listing())
+
+    @web.authenticated
+    @authorized
+    async def delete(self) -> None:
+        pid = self.pid_from_request()
+        if not self.hub.hide_process(pid):
+            return self.bad(f"no training process {pid} is listed", 404)
+        self.send_json(self.listing())
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        pid = self.pid_from_request()
+        if not self.hub.show_process(pid):
+            return self.bad(f"training process {pid} is not hidden", 404)
+        self.send_json(self.listing())
+
+
 class StreamHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
     """Pushes every sample (the ``GET snapshot`` shape) to the browser.
 
@@ -351,5 +397,6 @@ def handlers(base_url: str) -> list[tuple[str, type]]:
         (route("history"), HistoryHandler),
         (route("check"), CheckHandler),
         (route("paths"), PathsHandler),
+        (route("processes"), ProcessesHandler),
         (route("stream"), StreamHandler),
     ]

@@ -6,8 +6,10 @@ helper processes, NVML), so they run in a small executor, never on the event loo
 serialised on the sampler thread and hopped to the loop with ``call_soon_threadsafe``.
 
 Watched paths carry roles: ``root`` (the Jupyter root dir), ``kernel:<id>`` (a kernel's working
-directory) and ``user`` (added in the panel). A path is watched while it has a role; a path the
-user removed is not re-added automatically until they add it again.
+directory), ``process:<pid>`` (a directory of a training process found on the machine:
+core.training_source) and ``user`` (added in the panel). A path is watched while it has a role;
+a path the user removed is not re-added automatically until they add it again, and a process
+the user hid is neither listed nor watched until they show it again.
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ from ..core.history import History, capacity_for
 from ..core.model import Sample, json_safe
 from ..core.paths import normalise
 from ..core.sampler import Sampler
+from ..core.training import process_identity
+from ..core.training_source import TrainingSource
 from ..monitor import make_sampler
 from .config import TrainWatch
-from .kernels import KernelsSource
+from .kernels import KernelsSource, kernel_pids
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +79,7 @@ class Hub:
         self.starts = 0  # how many times a sampler was started (tests, diagnostics)
         self._roles: dict[str, set[str]] = {}
         self._dismissed: set[str] = set()
+        self._hidden: set[tuple[int, int]] = set()  # (pid, start ticks) hidden in the panel
         self._lock = threading.RLock()
         self._listeners: list[Listener] = []
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="trainwatch-io")
@@ -160,6 +165,18 @@ class Hub:
                     self.kernel_manager,
                     gpu_memory=gpu_memory if callable(gpu_memory) else None,
                     on_dirs=self._kernel_dirs if self.config.watch_kernel_dirs else None,
+                )
+            )
+        if self.config.watch_processes:
+            sampler.sources.append(
+                TrainingSource(
+                    on_paths=self._process_dirs,
+                    gpu_memory=gpu_memory if callable(gpu_memory) else None,
+                    # kernels are this server's own: the kernels source reports them
+                    skip_trees=lambda: kernel_pids(self.kernel_manager),
+                    hidden=self.hidden_processes,
+                    max_processes=self.config.max_processes,
+                    max_paths=self.config.max_process_paths,
                 )
             )
         sampler.subscribe(self._on_sample)
@@ -335,3 +352,44 @@ class Hub:
             self._set_role(key, role, False)
         for key, role in wanted - current:
             self._set_role(key, role, True)
+
+    def _process_dirs(self, dirs: dict[str, set[int]]) -> None:  # sampler thread
+        """Directories of training processes: one ``process:<pid>`` role per process."""
+        with self._lock:
+            current = {
+                (p, r) for p, rs in self._roles.items() for r in rs if r.startswith("process:")
+            }
+            wanted = {
+                (path_key(d), f"process:{pid}")
+                for d, pids in dirs.items()
+                for pid in pids
+                if path_key(d) not in self._dismissed
+            }
+        for key, role in current - wanted:
+            self._set_role(key, role, False)
+        for key, role in wanted - current:
+            self._set_role(key, role, True)
+
+    # -- training processes ----------------------------------------------------------
+    def hidden_processes(self) -> set[tuple[int, int]]:
+        with self._lock:
+            return set(self._hidden)
+
+    def hide_process(self, pid: int) -> bool:
+        """Hide a listed training process: its row and its directories go (procfs reads
+        only: safe on the event loop). False when no such process is listed."""
+        latest = self.history.latest
+        listed = latest is not None and any(p.pid == pid for p in latest.processes)
+        identity = process_identity(pid)
+        if not listed or identity is None:
+            return False
+        with self._lock:
+            self._hidden.add(identity)
+        return True
+
+    def show_process(self, pid: int) -> bool:
+        """List a hidden process again; False when it was not hidden."""
+        with self._lock:
+            gone = {k for k in self._hidden if k[0] == pid}
+            self._hidden -= gone
+        return bool(gone)

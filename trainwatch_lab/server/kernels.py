@@ -32,6 +32,22 @@ def kernel_pid(kernel: Any) -> int | None:
     return pid if isinstance(pid, int) and pid > 0 else None
 
 
+def kernel_pids(kernel_manager: Any) -> set[int]:
+    """The pids of the running kernels (plain reads of the manager's tables): process
+    discovery leaves their trees to this source."""
+    pids: set[int] = set()
+    if kernel_manager is None:
+        return pids
+    for kid in list(kernel_manager.list_kernel_ids()):
+        try:
+            pid = kernel_pid(kernel_manager.get_kernel(kid))
+        except KeyError:  # shut down meanwhile
+            continue
+        if pid is not None:
+            pids.add(pid)
+    return pids
+
+
 def process_cwd(pid: int, proc: str = "/proc") -> str | None:
     try:
         return os.readlink(f"{proc}/{pid}/cwd")
