@@ -642,8 +642,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"{PROG}: serving http://{agent.target}/metrics, a sample every "
             f"{args.interval:g} s; stop with Ctrl-C or SIGTERM\n"
         )
-        while not stop.wait(0.5):
-            pass
+        stop.wait()  # a signal's handler sets it: no polling, no CPU while idle
     finally:
         agent.stop()
         for signum, handler in previous.items():

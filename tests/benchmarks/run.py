@@ -4,7 +4,7 @@
     python -m tests.benchmarks.run --quick         # same code, short clocks (about 4 minutes)
     python -m tests.benchmarks.run --only tick,peers --json results.json
 
-Rows (see README.md in this folder): tick, peers, loop, startup, traffic, memory.
+Rows (see README.md in this folder): tick, peers, loop, startup, traffic, memory, agent.
 Progress goes to stderr; the table goes to stdout.
 """
 
@@ -32,6 +32,7 @@ GROUPS = {
     "startup": "bench_startup",
     "traffic": "bench_traffic",
     "memory": "bench_memory",
+    "agent": "bench_agent",
 }
 
 

@@ -3,6 +3,7 @@ the file_sd target."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import signal
@@ -82,12 +83,16 @@ def test_metrics_page_landing_page_and_not_found(serve, tmp_path: Path) -> None:
     assert {"node_filesystem_avail_bytes", "trainwatch_path_info"} <= names
     assert not any(n.startswith("trainwatch_gpu_") for n in names)  # --gpu none
     assert not any(n.startswith("trainwatch_process_") for n in names)  # no --pid
+    # what Prometheus asks for: OpenMetrics preferred, gzip; the text format (as node_exporter
+    # sends by default) is what it gets, gzipped
+    accept = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
     request = urllib.request.Request(
-        agent.url, headers={"Accept": "application/openmetrics-text; version=1.0.0"}
+        agent.url, headers={"Accept": accept, "Accept-Encoding": "gzip"}
     )
     with urllib.request.urlopen(request, timeout=5) as resp:
-        assert resp.headers["Content-Type"].startswith("application/openmetrics-text")
-        assert resp.read().decode().rstrip().endswith("# EOF")
+        assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        assert resp.headers["Content-Encoding"] == "gzip"
+        assert "trainwatch_path_info" in gzip.decompress(resp.read()).decode()
     status, body = http_get(f"http://127.0.0.1:{agent.port}/")
     assert status == 200 and 'href="metrics"' in body
     assert http_get(f"http://127.0.0.1:{agent.port}/favicon.ico")[0] == 404
