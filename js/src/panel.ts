@@ -455,7 +455,8 @@ export class TrainWatchPanel extends Panel {
     for (const note of notes) {
       const line = el('div', 'jp-TrainWatch-infoNote', note.message);
       line.dataset.code = note.code;
-      line.title = note.fix;
+      line.title = `${note.message}\n${note.fix}`;
+      line.onclick = () => line.classList.toggle('jp-mod-expanded'); // the whole note
       box.appendChild(line);
     }
   }
