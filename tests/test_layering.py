@@ -1,4 +1,5 @@
-"""The layering of ARCHITECTURE.md, enforced: core/, advice/ and cli.py never import Jupyter."""
+"""The layering of ARCHITECTURE.md, enforced: core/, advice/ and cli.py never import Jupyter;
+fix/ imports core only; integrations/ imports a framework only in the module named for it."""
 
 from __future__ import annotations
 
@@ -40,8 +41,35 @@ RULES = {
         "trainwatch_lab.cli",
         "trainwatch_lab.monitor",
     },
+    # core and the standard library only: training code imports it in any process
+    "fix": JUPYTER_SIDE
+    | {
+        "trainwatch_lab.advice",
+        "trainwatch_lab.notebook",
+        "trainwatch_lab.server",
+        "trainwatch_lab.prometheus",
+        "trainwatch_lab.integrations",
+        "trainwatch_lab.cli",
+        "trainwatch_lab.monitor",
+    },
+    "integrations": JUPYTER_SIDE | {"trainwatch_lab.notebook", "trainwatch_lab.server"},
     "notebook": {"tornado", "jupyter_server", "trainwatch_lab.server"},
     "server": {"IPython", "ipywidgets", "bqplot", "ipykernel", "trainwatch_lab.notebook"},
+}
+
+
+# training frameworks: imported by integrations/<module> only, the one named for each
+FRAMEWORKS = {
+    "lightning": "lightning.py",
+    "pytorch_lightning": "lightning.py",
+    "lightning_fabric": "lightning.py",
+    "transformers": "huggingface.py",
+    "keras": "keras.py",
+    "tf_keras": "keras.py",
+    "torch": None,
+    "tensorflow": None,
+    "jax": None,
+    "tensorboardX": None,
 }
 
 
@@ -76,6 +104,21 @@ def violations(layer: str, forbidden: set[str]) -> list[str]:
     return found
 
 
+def framework_violations() -> list[str]:
+    """A framework imported anywhere in the package but integrations/<its module>."""
+    found = []
+    for file in sorted(PKG.rglob("*.py")):
+        rel = file.relative_to(PKG)
+        for mod in imported_modules(file):
+            top = mod.split(".")[0]
+            if top not in FRAMEWORKS:
+                continue
+            allowed = FRAMEWORKS[top]
+            if not (rel.parts[0] == "integrations" and allowed and rel.name == allowed):
+                found.append(f"{file.relative_to(PKG.parent)} imports {mod}")
+    return found
+
+
 @pytest.mark.parametrize("layer", sorted(RULES))
 def test_layer_imports_only_what_it_may(layer: str) -> None:
     if not (PKG / layer).exists():
@@ -104,6 +147,41 @@ def test_checker_catches_a_prometheus_violation() -> None:
     assert any("trainwatch_lab.server" in v for v in found)
     assert any("trainwatch_lab.monitor" in v for v in found)
     assert any("tornado" in v for v in found)
+
+
+def test_frameworks_only_in_their_integration_module() -> None:
+    assert framework_violations() == []
+
+
+def test_checker_catches_fix_and_framework_violations() -> None:
+    bad_fix = PKG / "fix" / "_layering_probe_tmp.py"
+    bad_fix.write_text("from ..advice import check\nimport IPython\n")
+    bad_integration = PKG / "integrations" / "_layering_probe_tmp.py"
+    bad_integration.write_text("import lightning\nfrom ..notebook import inline\n")
+    try:
+        fix_found = violations("fix", RULES["fix"])
+        integration_found = violations("integrations", RULES["integrations"])
+        framework_found = framework_violations()
+    finally:
+        bad_fix.unlink()
+        bad_integration.unlink()
+    assert any("trainwatch_lab.advice" in v for v in fix_found)
+    assert any("IPython" in v for v in fix_found)
+    assert any("trainwatch_lab.notebook" in v for v in integration_found)
+    assert any("_layering_probe_tmp.py imports lightning" in v for v in framework_found)
+
+
+def test_fix_and_integrations_import_no_framework() -> None:
+    """The framework modules load only when the user imports them."""
+    code = (
+        "import sys, trainwatch_lab, trainwatch_lab.fix as f, trainwatch_lab.integrations\n"
+        "import trainwatch_lab.integrations.watch\n"
+        "[getattr(f, n) for n in f.__all__]\n"
+        "print(','.join(m for m in ('torch', 'lightning', 'transformers', 'keras', 'jax', "
+        "'tensorboardX', 'IPython', 'ipywidgets') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
 
 
 def test_import_is_cheap() -> None:

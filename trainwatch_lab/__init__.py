@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .fix.checkpoint import save_checkpoint
+    from .fix.mirror import local_mirror
     from .notebook.dashboard import TrainWatch
 
-__all__ = ["TrainWatch", "__version__"]
+__all__ = ["TrainWatch", "__version__", "local_mirror", "save_checkpoint"]
 
 
 def __getattr__(name: str) -> Any:
@@ -21,6 +23,10 @@ def __getattr__(name: str) -> Any:
         from .notebook.dashboard import TrainWatch
 
         return TrainWatch
+    if name in ("local_mirror", "save_checkpoint"):
+        from . import fix
+
+        return getattr(fix, name)
     raise AttributeError(f"module 'trainwatch_lab' has no attribute {name!r}")
 
 

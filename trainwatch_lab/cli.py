@@ -69,6 +69,7 @@ examples:
   trainwatch-lab watch /data runs               live, a table per second until Ctrl-C
   trainwatch-lab serve /data                    this node's metrics for Prometheus
   trainwatch-lab rules > trainwatch-rules.yml   alerting rules for Prometheus
+  trainwatch-lab mirror /tmp/runs /mnt/runs     copy local logs to a share, as they grow
   trainwatch-lab check --help                   the options of one command, with examples
 
 exit codes of check and watch: 0 no warning, 1 a warning, 2 bad usage (check: or a path
@@ -192,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="print one JSON object per sample per line (default: a table per sample)",
     )
     _add_prometheus_commands(sub)
+    _add_mirror_command(sub)
     return parser
 
 
@@ -650,6 +652,121 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- mirror (fix.mirror) ------------------------------------------------------------------
+
+MIRROR_EPILOG = """\
+examples:
+  trainwatch-lab mirror /tmp/runs /mnt/share/runs                 until Ctrl-C, every 30 s
+  trainwatch-lab mirror --every 5 /tmp/runs /mnt/share/runs       every 5 s
+  trainwatch-lab mirror --once --timeout 600 /tmp/runs /mnt/runs  one copy, then exit
+
+The share is touched by helper processes only: a share that stops answering never blocks
+this command; what it lacks is copied when it answers again. Exit 0: the share holds
+everything; 1: something is still to copy (the share did not answer); 2: bad usage.
+"""
+
+
+def _add_mirror_command(sub: Any) -> None:
+    """``mirror LOCAL SHARE``: the command-line form of ``trainwatch_lab.fix.local_mirror``."""
+    from .fix.mirror import EVERY_S, EXIT_SYNC_S
+
+    mirror = sub.add_parser(
+        "mirror",
+        help="copy a local log directory to a share in the background (new and grown files)",
+        description=(
+            "Copy LOCAL to SHARE every S seconds: new files whole, grown files by their new\n"
+            "bytes. Runs until SIGTERM or Ctrl-C, then copies what is left (--timeout)."
+        ),
+        epilog=MIRROR_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    mirror.add_argument(
+        "local",
+        metavar="LOCAL",
+        help="the local directory training writes to (required; e.g. /tmp/runs)",
+    )
+    mirror.add_argument(
+        "share",
+        metavar="SHARE",
+        help="the directory on the share to copy to (required; e.g. /mnt/share/runs)",
+    )
+    mirror.add_argument(
+        "--every",
+        type=_seconds,
+        default=EVERY_S,
+        metavar="S",
+        help=f"seconds between copies (default: {EVERY_S:g}; e.g. --every 5)",
+    )
+    mirror.add_argument(
+        "--once", action="store_true", help="copy once and exit (default: until stopped)"
+    )
+    mirror.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=EXIT_SYNC_S,
+        metavar="S",
+        help=f"seconds the last copy may take (default: {EXIT_SYNC_S:g}; e.g. --timeout 600)",
+    )
+
+
+def _start_mirror(args: argparse.Namespace) -> Any:
+    """A running Mirror, or UsageError (one line) for a LOCAL or SHARE it cannot use."""
+    from .core.guard import default_guard
+    from .fix import scratch
+    from .fix.mirror import Mirror, check_share
+
+    local, share = normalise(args.local), normalise(args.share)
+    why = scratch.local_refusal(local)
+    if why is not None:
+        raise UsageError(f"LOCAL: {why}")
+    if not os.path.isdir(local):  # a local disk: safe to look at from here
+        raise UsageError(f"LOCAL {printable(local)} is not a directory")
+    try:
+        check_share(share, default_guard())
+    except (ValueError, OSError) as exc:
+        raise UsageError(str(exc)) from None
+    fd = scratch.lock(local)
+    if fd is None:
+        raise UsageError(f"another process mirrors {printable(local)} already")
+    try:
+        return Mirror(local, share, every=args.every, exit_timeout=args.timeout, lock_fd=fd)
+    except ValueError as exc:
+        scratch.release(fd)
+        raise UsageError(str(exc)) from None
+
+
+def cmd_mirror(args: argparse.Namespace) -> int:
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"{PROG}: %(message)s"))
+    logging.getLogger("trainwatch_lab").addHandler(handler)
+    logging.getLogger("trainwatch_lab").setLevel(logging.WARNING)
+    mirror = _start_mirror(args)
+    if args.once:
+        done = mirror.close(timeout=args.timeout)
+        sys.stderr.write(f"{PROG}: {mirror.status().text()}\n")
+        return 0 if done else 1
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        sys.stderr.write(
+            f"{PROG}: mirroring {printable(mirror.local)} to {printable(mirror.share)} every "
+            f"{args.every:g} s; stop with Ctrl-C or SIGTERM\n"
+        )
+        stop.wait()
+    finally:
+        for signum, handler_ in previous.items():
+            signal.signal(signum, handler_)
+    done = mirror.close(timeout=args.timeout)
+    sys.stderr.write(f"{PROG}: {mirror.status().text()}\n")
+    return 0 if done else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -660,6 +777,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_serve(args)
         if args.command == "rules":
             return cmd_rules(args)
+        if args.command == "mirror":
+            return cmd_mirror(args)
         return cmd_watch(args)
     except UsageError as exc:
         sys.stderr.write(f"{PROG}: error: {exc}\n")

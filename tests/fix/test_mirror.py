@@ -1,0 +1,208 @@
+"""fix.local_mirror between local directories: what is copied (appended ranges, whole
+rewrites), resuming, the status, bad input. The dead-share cases are test_mirror_sshfs.py."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from trainwatch_lab.fix import mirror_plan as mp
+from trainwatch_lab.fix.mirror import Mirror, active_mirrors, local_mirror
+from trainwatch_lab.fix.scratch import ROOT_ENV, local_refusal
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    local, share = tmp_path / "local", tmp_path / "share"
+    local.mkdir()
+    yield local, share
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.name.startswith(".")
+    }
+
+
+def test_grown_files_are_copied_by_their_new_bytes(dirs: tuple[Path, Path]) -> None:
+    local, share = dirs
+    with Mirror(local, share, every=60) as m:
+        (local / "runs" / "a").mkdir(parents=True)
+        log = local / "runs" / "a" / "events.out.tfevents.1"
+        with open(log, "ab") as fh:
+            for i in range(20):
+                fh.write(os.urandom(1000))
+                fh.flush()
+                if i % 5 == 4:
+                    assert m.sync(10)
+        (local / "metrics.csv").write_text("step,loss\n1,0.5\n")
+        assert m.sync(10)
+        assert tree(share) == tree(local)
+        st = m.status()
+        assert st.bytes_copied == 20_000 + len("step,loss\n1,0.5\n")  # no byte twice
+        assert st.state == "in-sync" and st.bytes_pending == 0 and st.lag_s == 0
+        assert not [p for p in share.rglob(f"{mp.TMP_PREFIX}*")]
+
+
+def test_a_rewritten_file_is_copied_whole(dirs: tuple[Path, Path]) -> None:
+    local, share = dirs
+    f = local / "state.json"
+    with Mirror(local, share, every=60) as m:
+        f.write_text('{"step": 1, "note": "aaaaaaaa"}')
+        assert m.sync(10)
+        f.write_text('{"step": 2, "note": "bbbbbbbb"}')  # same size, other bytes
+        assert m.sync(10)
+        assert (share / "state.json").read_text() == f.read_text()
+        with open(f, "ab") as fh:  # grown after a rewrite in place: the tail still matches
+            fh.write(b"\n")
+        f.write_text("{}")  # shorter
+        assert m.sync(10)
+        assert (share / "state.json").read_text() == "{}"
+        os.replace(local / "state.json", local / "old.json")  # a rename: new inode under it
+        f.write_text('{"step": 3, "note": "cccccccc"}')
+        assert m.sync(10)
+        assert tree(share)["state.json"] == f.read_bytes()
+
+
+def test_a_restart_resumes_without_copying_again(dirs: tuple[Path, Path]) -> None:
+    local, share = dirs
+    (local / "big.log").write_bytes(os.urandom(300_000))
+    with Mirror(local, share, every=60) as m:
+        assert m.sync(10)
+    with Mirror(local, share, every=60) as m:
+        assert m.sync(10)
+        assert m.status().bytes_copied == 0
+        with open(local / "big.log", "ab") as fh:
+            fh.write(b"more")
+        assert m.sync(10)
+        assert m.status().bytes_copied == 4  # a resumed file grows by its new bytes too
+    assert tree(share) == tree(local)
+
+
+def test_a_file_the_share_refuses_is_reported_and_the_rest_copied(
+    dirs: tuple[Path, Path],
+) -> None:
+    local, share = dirs
+    share.mkdir()
+    (share / "sub").write_text("a file where the mirror needs a directory")
+    (local / "sub").mkdir()
+    (local / "sub" / "x.log").write_text("x")
+    (local / "ok.log").write_text("ok")
+    with Mirror(local, share, every=60) as m:
+        assert not m.sync(10)
+        st = m.status()
+        assert st.state == "error" and "sub/x.log" in (st.error or "")
+        assert "the share refused" in st.text()
+        assert (share / "ok.log").read_text() == "ok"
+        (share / "sub").unlink()
+        assert m.sync(10)  # fixed on the share: the next round copies it
+        assert m.status().state == "in-sync" and m.status().error is None
+
+
+def test_big_files_go_in_chunks_through_a_temporary_name(
+    dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mp, "CHUNK_BYTES", 64 * 1024)
+    local, share = dirs
+    data = os.urandom(1_000_000)
+    (local / "model.bin").write_bytes(data)
+    with Mirror(local, share, every=60) as m:
+        assert m.sync(30)
+    assert (share / "model.bin").read_bytes() == data
+    assert [p.name for p in share.iterdir()] == ["model.bin"]
+
+
+def test_status_and_close(dirs: tuple[Path, Path]) -> None:
+    local, share = dirs
+    m = Mirror(local, share, every=60)
+    assert m in active_mirrors()
+    (local / "a.txt").write_text("hello")
+    st = m.status()
+    assert st.bytes_pending == 5 and st.files == 1
+    assert set(st.to_json()) == {
+        "local", "share", "state", "last_sync", "lag_s", "bytes_pending", "bytes_copied",
+        "files", "error",
+    }  # fmt: skip
+    assert m.close(10)
+    assert m not in active_mirrors()
+    assert (share / "a.txt").read_text() == "hello"
+    assert m.status().state == "closed" and "closed" in m.status().text()
+    assert os.fspath(m) == str(local) and str(m / "x") == str(local / "x")
+
+
+def test_local_mirror_puts_the_local_side_on_local_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ROOT_ENV, str(tmp_path / "scratch"))
+    share = tmp_path / "share" / "runs" / "exp1"
+    with local_mirror(share, every=60) as m:
+        assert m.local.startswith(str(tmp_path / "scratch" / "trainwatch-mirror"))
+        assert "runs-exp1" in os.path.basename(m.local)
+        assert local_refusal(m.local) is None
+        with local_mirror(share, every=60) as second:  # the first one holds its directory
+            assert second.local != m.local
+        (m / "events").write_bytes(b"e")
+        assert m.sync(10)
+    assert (share / "events").read_bytes() == b"e"
+    with local_mirror(share, every=60) as again:  # the same directory as last time
+        assert again.local == m.local
+
+
+@pytest.mark.parametrize("every", [0, -1, math.nan, math.inf, "5", None])
+def test_bad_every_is_refused(tmp_path: Path, every: object) -> None:
+    with pytest.raises(ValueError, match="every must be a positive number of seconds"):
+        local_mirror(tmp_path / "share", every=every, local_root=tmp_path / "l")  # type: ignore[arg-type]
+    assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_a_share_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "share").write_text("x")
+    before = sorted(os.listdir(tmp_path))
+    with pytest.raises(ValueError, match=r"share .*share is a file, not a directory"):
+        local_mirror(tmp_path / "share", local_root=tmp_path / "l")
+    with pytest.raises(ValueError, match=r"cannot be created: .*share is a file"):
+        local_mirror(tmp_path / "share" / "exp1", local_root=tmp_path / "l")
+    assert sorted(os.listdir(tmp_path)) == before
+    with pytest.raises(TypeError, match="share_dir must be a path"):
+        local_mirror(42)  # type: ignore[arg-type]
+
+
+def test_overlapping_directories_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="overlap"):
+        Mirror(tmp_path, tmp_path / "share")
+    with pytest.raises(ValueError, match="overlap"):
+        Mirror(tmp_path / "l", tmp_path)
+
+
+def test_local_root_on_a_network_mount_is_refused(sshfs_mount, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"local_root: .*fuse\.sshfs \(shared.*must be a local"):
+        local_mirror(tmp_path / "share", local_root=sshfs_mount.path / "scratch")
+    assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_plan_appends_only_when_the_old_bytes_are_unchanged(tmp_path: Path) -> None:
+    f = tmp_path / "f"
+    f.write_bytes(b"a" * 5000)
+    files, _ = mp.scan(str(tmp_path))
+    st = files["f"]
+    copied = {"f": mp.Copied(5000, st.ino, st.mtime_ns, mp.tail_hash(str(f), 5000))}
+    assert mp.plan(str(tmp_path), files, copied) == []
+    with open(f, "ab") as fh:
+        fh.write(b"b" * 10)
+    files, _ = mp.scan(str(tmp_path))
+    (job,) = mp.plan(str(tmp_path), files, copied)
+    assert job.append and job.offset == 5000 and job.length == 10
+    with open(f, "r+b") as fh:  # an earlier byte changed too: copied whole
+        fh.seek(4999)
+        fh.write(b"z")
+    files, _ = mp.scan(str(tmp_path))
+    (job,) = mp.plan(str(tmp_path), files, copied)
+    assert not job.append and job.offset == 0
+    time.sleep(0)

@@ -1,0 +1,42 @@
+"""What a warning's fix is, as code: ``local_mirror`` for logs bound for a share, and
+``save_checkpoint`` for saves that must fit and land whole.
+
+Imports core and the standard library only (no advice, no Jupyter): training code and the
+framework callbacks (integrations/) use it in any process. Names load on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .checkpoint import save_checkpoint
+    from .mirror import Mirror, MirrorStatus, active_mirrors, local_mirror
+    from .space import CheckpointWontFit, SpaceWatch
+
+_WHERE = {
+    "local_mirror": "mirror",
+    "Mirror": "mirror",
+    "MirrorStatus": "mirror",
+    "active_mirrors": "mirror",
+    "save_checkpoint": "checkpoint",
+    "CheckpointWontFit": "space",
+    "SpaceWatch": "space",
+}
+__all__ = [
+    "CheckpointWontFit",
+    "Mirror",
+    "MirrorStatus",
+    "SpaceWatch",
+    "active_mirrors",
+    "local_mirror",
+    "save_checkpoint",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'trainwatch_lab.fix' has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)

@@ -1,0 +1,218 @@
+"""``save_checkpoint``: a save that fits, lands whole, and keeps the newest N.
+
+What a run loses when the disk fills mid-save is usually not the new checkpoint but the last
+good one (overwritten in place, or truncated beside it). So: check the free space against the
+last save's size first (a clear error before anything is written), let the caller's ``save``
+write to a hidden temporary name in the same directory, fsync and rename it over the real
+name (atomic), and only then remove saves beyond ``keep``. Whatever goes wrong on the way (a
+full disk, an exception in ``save``, Ctrl-C) the temporary name is removed and the earlier
+saves are untouched.
+
+``save`` is the caller's code and runs in our process; everything else that touches the
+directory (free space, the listing, fsync, rename, removals) goes through the mount guard.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import secrets
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from ..core.guard import MountGuard, default_guard
+from ..core.mounts import mount_for_path, read_mounts
+from ..core.paths import normalise, printable
+from ..core.space import space_fields
+from .space import fmt_size, wont_fit
+
+log = logging.getLogger(__name__)
+
+PARTIAL = ".tw-partial-"  # hidden: checkpoint scans and TensorBoard never take it for a save
+SAVE_KEY = "{} (save)"  # its own guard key: a long fsync never marks the mount stuck
+COMMIT_BASE_S = 30.0  # fsync of a big file on a busy share takes a while ...
+COMMIT_BYTES_PER_S = 20 * 1024 * 1024  # ... plus this long per byte of the last save
+_PARTIAL_NAME = re.compile(r"\.tw-partial-([0-9a-f]{6})-(\d+)-[0-9a-f]{8}-")
+_ACTIVE: set[str] = set()  # temporary names of saves running in this process
+
+
+def _host_tag() -> str:
+    return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
+
+
+def directory_of_pattern(pattern: str | os.PathLike[str]) -> str:
+    """The directory a save path lands in, also for a pattern with ``{fields}`` (Keras
+    ``ModelCheckpoint("ckpt/model_{epoch:02d}.keras")`` -> ``.../ckpt``): the leading path
+    components that hold no field."""
+    parts = normalise(os.fspath(pattern)).split(os.sep)
+    fixed = []
+    for part in parts[:-1]:
+        if "{" in part:
+            break
+        fixed.append(part)
+    return os.sep.join(fixed) or os.sep
+
+
+def series_pattern(name: str) -> str:
+    """The names of the same series of saves as ``name``: its digits may change
+    (``epoch-003.pt`` -> ``epoch-\\d+\\.pt``); a name without digits is a series of one."""
+    return "".join(r"\d+" if p.isdigit() else re.escape(p) for p in re.split(r"(\d+)", name))
+
+
+def _validate(save: Any, path: Any, keep: Any) -> tuple[str, str]:
+    if not callable(save):
+        raise TypeError(
+            f"save must be a callable that writes to the path it is given, not {save!r}"
+        )
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
+        raise ValueError(
+            f"keep must be a whole number of saves, at least 1 (or None), not {keep!r}"
+        )
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
+    text = os.fspath(path)
+    if not isinstance(text, str) or not text or text.endswith(os.sep) or "\x00" in text:
+        raise ValueError(f"path must name a file or directory to save to, not {text!r}")
+    return os.path.split(normalise(text))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _stale(directory: str, names: list[str]) -> list[str]:
+    """Leftovers of saves interrupted for good (SIGKILL, a crash) by this host's processes."""
+    host, found = _host_tag(), []
+    for name in names:
+        m = _PARTIAL_NAME.match(name)
+        path = os.path.join(directory, name)
+        if m is None or m.group(1) != host:
+            continue
+        pid = int(m.group(2))
+        if not _alive(pid) or (pid == os.getpid() and path not in _ACTIVE):
+            found.append(path)
+    return found
+
+
+def _remove(guard: MountGuard, key: str, paths: list[str], why: str) -> None:
+    """Best effort: a removal that fails costs disk space, never the save."""
+    if not paths:
+        return
+    try:
+        guard.call(key, "remove", what=f"remove {why}", paths=paths)
+    except Exception as exc:
+        log.warning("trainwatch: could not remove %s (%s): %s", why, ", ".join(paths), exc)
+
+
+def _room(
+    guard: MountGuard, key: str, plan: dict[str, Any], name: str, directory: str, keep: int | None
+) -> list[list[Any]]:
+    """Raise CheckpointWontFit unless the save fits; makes room first from saves that ``keep``
+    would remove right after it anyway (never the newest). Returns the saves, newest first."""
+    saves = sorted(plan["saves"], key=lambda s: s[2], reverse=True)
+    if not saves:
+        return saves
+    available = space_fields(os.statvfs_result(tuple(plan["statvfs"])))["avail_bytes"]
+    newest_name, needed = saves[0][0], saves[0][1]
+    refusal = wont_fit(name, directory, needed, available, newest_name)
+    if refusal is None:
+        return saves
+    doomed = saves[max(keep - 1, 1) :] if keep else []
+    if not doomed or available + sum(s[1] for s in doomed) < needed:
+        raise refusal
+    log.warning(
+        "trainwatch: removing %d older save(s) first to make room for %s (%s needed, %s free)",
+        len(doomed),
+        name,
+        fmt_size(needed),
+        fmt_size(available),
+    )
+    guard.call(
+        key,
+        "remove",
+        what="remove older saves",
+        paths=[os.path.join(directory, s[0]) for s in doomed],
+    )
+    return saves[: len(saves) - len(doomed)]
+
+
+def save_checkpoint(
+    save: Callable[[str], object],
+    path: str | os.PathLike[str],
+    *,
+    keep: int | None = None,
+    guard: MountGuard | None = None,
+) -> str:
+    """Run ``save(tmp)`` so that ``path`` ends up holding the whole save or what it held
+    before, never a part of one; returns ``path`` (normalised).
+
+    ``save`` writes a file or a directory to the path it is given (``lambda p:
+    torch.save(state, p)``; the name ends like ``path``, so ``.keras``/``.weights.h5``
+    checks pass). Raises ``CheckpointWontFit`` (an OSError, ENOSPC) before calling ``save``
+    when the last save of the series (names differing only in their digits) is larger than
+    the free space; ``keep=N`` then keeps the newest N saves of the series.
+    """
+    directory, name = _validate(save, path, keep)
+    dst = os.path.join(directory, name)
+    g = guard if guard is not None else default_guard()
+    key = SAVE_KEY.format(mount_for_path(directory, read_mounts()).mountpoint)
+    plan = g.call(
+        key,
+        "saves",
+        what="statvfs",
+        directory=directory,
+        pattern=series_pattern(name),
+        partial_prefix=PARTIAL,
+    )
+    if not plan["is_dir"]:
+        where = plan["target"]
+        raise NotADirectoryError(
+            f"cannot save to {printable(dst)}: {printable(where)} is a {plan['file_type']}, "
+            "not a directory"
+        )
+    _remove(g, key, _stale(directory, plan["partials"]), "leftovers of interrupted saves")
+    saves = _room(g, key, plan, name, directory, keep)
+    if not plan["exists"]:
+        os.makedirs(directory, exist_ok=True)  # the save is about to write here anyway
+    tmp = os.path.join(
+        directory, f"{PARTIAL}{_host_tag()}-{os.getpid()}-{secrets.token_hex(4)}-{name}"
+    )
+    last = saves[0][1] if saves else 0
+    _ACTIVE.add(tmp)
+    try:
+        save(tmp)
+        if not os.path.lexists(tmp):
+            raise FileNotFoundError(
+                f"save wrote nothing at the path it was given ({printable(tmp)}); it must write "
+                "exactly there (numpy.save adds .npy unless the name ends with it)"
+            )
+        g.call(
+            key,
+            "commit",
+            timeout=COMMIT_BASE_S + last / COMMIT_BYTES_PER_S,
+            what="fsync and rename of the save",
+            tmp=tmp,
+            dst=dst,
+        )
+    except BaseException as exc:
+        _remove(g, key, [tmp], "the unfinished save")
+        if hasattr(exc, "add_note"):
+            exc.add_note(
+                f"trainwatch: {printable(dst)} was left as it was; nothing partial remains"
+            )
+        raise
+    finally:
+        _ACTIVE.discard(tmp)
+    if keep is not None:
+        older = [os.path.join(directory, s[0]) for s in saves if s[0] != name]
+        _remove(g, key, older[keep - 1 :], f"saves beyond keep={keep}")
+    return dst

@@ -1,0 +1,397 @@
+"""``local_mirror``: log to local disk, and a background copy keeps the share up to date.
+
+Training that logs step by step to a share waits on the share at every flush; when the
+server stalls, the step stalls. Here the training writes to a local directory only, and a
+daemon thread copies what changed (mirror_plan: new files whole, grown files by their new
+bytes) every ``every`` seconds. Every touch of the share is a call through the mount guard
+(its own key and lane, so the mirror's big copies never make the sampler's statvfs look
+stuck): a dead share costs the mirror thread a timeout and nothing else; the local copy
+keeps growing, the status says so, and the next round after the share answers catches up.
+At exit a bounded final sync runs (atexit); the thread is a daemon and never holds exit up.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import math
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.defaults import DEFAULTS
+from ..core.guard import MountGuard, MountUnresponsive, default_guard
+from ..core.mounts import mount_for_path, read_mounts
+from ..core.paths import normalise, printable
+from . import mirror_plan as mp
+from . import scratch
+from .space import fmt_size
+
+log = logging.getLogger(__name__)
+
+EVERY_S = 30.0  # a TensorBoard reader refreshes about as often
+RETRY_S = 5.0  # while the share does not answer, try again this often (or every ``every``)
+EXIT_SYNC_S = 10.0  # the final sync at interpreter exit never takes longer
+BATCH_BYTES = 4 * 1024 * 1024  # bytes per call through the guard ...
+MIN_RATE = 1024 * 1024  # ... each allowed the mount timeout plus 1 s per MiB
+LANE = "mirror"
+KEY = "{} (mirror)"
+
+
+@dataclass(frozen=True)
+class MirrorStatus:
+    """One look at a mirror, for ``%trainwatch status``, the dashboard and the panel."""
+
+    local: str
+    share: str
+    state: str  # starting | in-sync | copying | share-unresponsive | error | closed
+    last_sync: float | None  # time.time() of the last round that left nothing behind
+    lag_s: float  # the share lacks what was written in the last lag_s seconds (0: nothing)
+    bytes_pending: int
+    bytes_copied: int
+    files: int
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def text(self) -> str:
+        head = f"mirror {printable(self.local)} -> {printable(self.share)}: "
+        if self.state == "share-unresponsive":
+            return head + (
+                f"share not answering ({self.error}); {fmt_size(self.bytes_pending)} kept "
+                "locally, copied when it answers again"
+            )
+        if self.state == "error":
+            return head + f"{self.error}; {fmt_size(self.bytes_pending)} not copied yet"
+        if self.bytes_pending:
+            return (
+                head + f"copying, {fmt_size(self.bytes_pending)} pending, {self.lag_s:.0f} s behind"
+            )
+        if self.last_sync is None:
+            return head + self.state
+        ago = max(0.0, time.time() - self.last_sync)
+        files = f"{self.files} file{'' if self.files == 1 else 's'}"
+        what = "closed, all copied" if self.state == "closed" else "in sync"
+        return head + f"{what} ({files}, last sync {ago:.0f} s ago)"
+
+
+def check_share(share: str, guard: MountGuard) -> None:
+    """Refuse a share path that can never be a directory (a file is there or in the way).
+    A share that does not answer is no error: the mirror keeps the local copy until it does."""
+    mountpoint = mount_for_path(share, read_mounts()).mountpoint
+    try:
+        raw = guard.call(KEY.format(mountpoint), "inspect", lane=LANE, what="stat", path=share)
+    except MountUnresponsive as exc:
+        log.warning("trainwatch: the share %s does not answer (%s); logging locally", share, exc)
+        return
+    if not raw["is_dir"]:
+        where = "is" if raw["exists"] else f"cannot be created: {printable(raw['target'])} is"
+        raise ValueError(f"share {printable(share)} {where} a {raw['file_type']}, not a directory")
+
+
+class Mirror(os.PathLike):  # type: ignore[type-arg]
+    """A local directory (use it where the share would go) copied to ``share``."""
+
+    def __init__(
+        self,
+        local: str | os.PathLike[str],
+        share: str | os.PathLike[str],
+        *,
+        every: float = EVERY_S,
+        exit_timeout: float = EXIT_SYNC_S,
+        guard: MountGuard | None = None,
+        lock_fd: int | None = None,
+    ) -> None:
+        if not isinstance(every, (int, float)) or not math.isfinite(every) or every <= 0:
+            raise ValueError(f"every must be a positive number of seconds, not {every!r}")
+        self.local, self.share = normalise(os.fspath(local)), normalise(os.fspath(share))
+        for a, b in ((self.local, self.share), (self.share, self.local)):
+            if a == b or a.startswith(b.rstrip(os.sep) + os.sep):
+                raise ValueError(f"the local directory and the share overlap: {a} is in {b}")
+        self.every, self.exit_timeout = float(every), float(exit_timeout)
+        self._guard = guard if guard is not None else default_guard()
+        self._key = KEY.format(mount_for_path(self.share, read_mounts()).mountpoint)
+        self._lock_fd = lock_fd
+        self._lock = threading.Lock()  # the fields below
+        self._copied: dict[str, mp.Copied] = {}
+        self._seeded = False
+        self._state, self._error = "starting", None
+        self._last_sync: float | None = None
+        self._as_of = time.time()  # the share holds what was written before this
+        self._bytes_copied = 0
+        self._cv = threading.Condition()  # the fields below
+        self._requested = self._served = 0
+        self._stop, self._deadline = False, None
+        os.makedirs(self.local, exist_ok=True)
+        self._thread = threading.Thread(target=self._run, name="trainwatch-mirror", daemon=True)
+        _register(self)
+        self._thread.start()
+
+    # -- the path users write to --------------------------------------------------------
+    def __fspath__(self) -> str:
+        return self.local
+
+    def __str__(self) -> str:
+        return self.local
+
+    def __repr__(self) -> str:
+        return f"Mirror({self.local!r} -> {self.share!r}, every={self.every:g})"
+
+    def __truediv__(self, other: str | os.PathLike[str]) -> Path:
+        return Path(self.local) / other
+
+    @property
+    def path(self) -> Path:
+        return Path(self.local)
+
+    # -- control ------------------------------------------------------------------------
+    def sync(self, timeout: float | None = None) -> bool:
+        """Copy now and wait up to ``timeout`` seconds (None: as long as it takes) for the
+        round to end; True when the share then holds everything written before the call."""
+        with self._cv:
+            if self._stop:
+                return self.status().bytes_pending == 0
+            self._requested += 1
+            wanted = self._requested
+            self._cv.notify_all()
+            self._cv.wait_for(lambda: self._served >= wanted, timeout)
+        st = self.status()
+        return st.state == "in-sync" and st.bytes_pending == 0
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Final sync (at most ``timeout`` seconds, default ``exit_timeout``), then stop.
+        The local directory stays. True when the share holds everything."""
+        timeout = self.exit_timeout if timeout is None else float(timeout)
+        with self._cv:
+            if not self._stop:
+                self._stop = True
+                self._deadline = time.monotonic() + timeout
+                self._requested += 1
+                self._cv.notify_all()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(max(0.0, timeout) + 0.5)
+        _unregister(self)
+        if self._lock_fd is not None:
+            scratch.release(self._lock_fd)
+            self._lock_fd = None
+        st = self.status()
+        with self._lock:
+            self._state = "closed" if st.bytes_pending == 0 else self._state
+        return st.bytes_pending == 0
+
+    def __enter__(self) -> Mirror:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def status(self) -> MirrorStatus:
+        """As of now: the local directory is scanned again (local disk, no share touched)."""
+        files, _ = mp.scan(self.local)
+        with self._lock:
+            pending = mp.pending_bytes(files, self._copied)
+            state = self._state
+            if state == "in-sync" and pending:
+                state = "copying"
+            return MirrorStatus(
+                local=self.local,
+                share=self.share,
+                state=state,
+                last_sync=self._last_sync,
+                lag_s=max(0.0, time.time() - self._as_of) if pending else 0.0,
+                bytes_pending=pending,
+                bytes_copied=self._bytes_copied,
+                files=len(files),
+                error=self._error,
+            )
+
+    # -- the thread ---------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                if not self._stop and self._requested <= self._served:
+                    down = self._state in ("share-unresponsive", "error")
+                    self._cv.wait(min(self.every, RETRY_S) if down else self.every)
+                stop, wanted = self._stop, self._requested
+            try:
+                self._round()
+            except Exception as exc:  # a bug must not end the mirror silently
+                log.exception("trainwatch: mirror round failed")
+                self._set_state("error", f"{type(exc).__name__}: {exc}")
+            with self._cv:
+                self._served = max(self._served, wanted)
+                self._cv.notify_all()
+            if stop:
+                return
+
+    def _timeout(self, nbytes: int) -> float | None:
+        """A call's timeout; None once a closing deadline has passed."""
+        timeout = DEFAULTS.mount_timeout_s + nbytes / MIN_RATE
+        with self._cv:
+            deadline = self._deadline
+        if deadline is None:
+            return timeout
+        left = deadline - time.monotonic()
+        return min(timeout, left) if left > 0.05 else None
+
+    def _call(self, op: str, nbytes: int, **args: Any) -> Any:
+        """One call through the guard; None when it failed (the state says why)."""
+        timeout = self._timeout(nbytes)
+        if timeout is None:
+            return None
+        try:
+            return self._guard.call(
+                self._key, op, lane=LANE, timeout=timeout, what=f"mirror {op}", **args
+            )
+        except MountUnresponsive as exc:
+            self._set_state("share-unresponsive", str(exc))
+        except Exception as exc:  # OSError from the share, a helper that would not start
+            self._set_state("error", f"{type(exc).__name__}: {exc}")
+        return None
+
+    def _round(self) -> None:
+        started = time.time()
+        if not self._seeded:
+            tree = self._call("tree", BATCH_BYTES, directory=self.share, skip_prefix=mp.TMP_PREFIX)
+            if tree is None:
+                return
+            files, _ = mp.scan(self.local)
+            with self._lock:
+                self._copied = mp.seed(self.local, files, tree["files"])
+                self._seeded = True
+        files, _ = mp.scan(self.local)
+        with self._lock:
+            copied = dict(self._copied)
+        queue = [
+            (job, item)
+            for job in mp.plan(self.local, files, copied)
+            for item in mp.items(job, self.local, self.share)
+        ]
+        errors: list[str] = []
+        while queue:
+            batch, size = [], 0
+            while queue and (not batch or size + queue[0][1]["length"] <= BATCH_BYTES):
+                batch.append(queue.pop(0))
+                size += batch[-1][1]["length"]
+            budget = (self._timeout(size) or 0.0) / 2
+            results = self._call("copy_ranges", size, items=[i for _, i in batch], budget_s=budget)
+            if results is None:
+                return
+            failed = self._apply(batch, results, errors)
+            rest = batch[len(results) :] + queue
+            queue = [q for q in rest if q[0].file.rel not in failed]
+        self._ended(started, errors)
+
+    def _apply(
+        self, batch: list[tuple[mp.Job, dict[str, Any]]], results: list[Any], errors: list[str]
+    ) -> set[str]:
+        """Record what the share now holds; returns the files whose copy failed (a file that
+        changed while it was copied is no error: the next round plans it again)."""
+        failed: set[str] = set()
+        for (job, item), result in zip(batch, results, strict=False):
+            f = job.file
+            if "error" in result or result["copied"] != item["length"]:
+                failed.add(f.rel)
+                if "error" in result:
+                    why = result["error"].get("strerror") or result["error"].get("message")
+                    errors.append(f"{printable(f.rel)}: {why}")
+                continue
+            with self._lock:
+                self._bytes_copied += result["copied"]
+            if job.append or "rename_to" in item:
+                done = "mtime_ns" in item
+                tail = mp.tail_hash(os.path.join(self.local, f.rel), result["end"])
+                entry = mp.Copied(result["end"], f.ino, f.mtime_ns if done else -1, tail)
+                with self._lock:
+                    self._copied[f.rel] = entry
+        return failed
+
+    def _ended(self, started: float, errors: list[str]) -> None:
+        """A round that reached the share to its end: in sync, or the files it refused."""
+        if errors:
+            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+            self._set_state("error", f"the share refused {errors[0]}{more}")
+            return
+        with self._lock:
+            back = self._state in ("share-unresponsive", "error")
+            self._state, self._error = "in-sync", None
+            self._last_sync, self._as_of = time.time(), started
+        if back:
+            log.warning("trainwatch: mirror of %s: the share answers again, caught up", self.share)
+
+    def _set_state(self, state: str, error: str) -> None:
+        with self._lock:
+            changed = self._state != state
+            self._state, self._error = state, error
+        if changed:
+            log.warning(
+                "trainwatch: mirror of %s: %s; the logs stay in %s and are copied later",
+                self.share,
+                error,
+                self.local,
+            )
+
+
+def local_mirror(
+    share_dir: str | os.PathLike[str],
+    *,
+    every: float = EVERY_S,
+    local_root: str | os.PathLike[str] | None = None,
+) -> Mirror:
+    """A local directory, on a local disk with room, that is copied to ``share_dir`` every
+    ``every`` seconds: ``SummaryWriter(local_mirror("/mnt/share/runs/exp1"))``.
+
+    Raises ValueError for a share path that is a file (or cannot be created), ``every`` that
+    is not a positive number, or ``local_root`` on a network mount.
+    """
+    if not isinstance(share_dir, (str, os.PathLike)):
+        raise TypeError(f"share_dir must be a path, not {type(share_dir).__name__}")
+    if not isinstance(every, (int, float)) or not math.isfinite(every) or every <= 0:
+        raise ValueError(f"every must be a positive number of seconds, not {every!r}")
+    share = normalise(os.fspath(share_dir))
+    guard = default_guard()
+    check_share(share, guard)
+    root = scratch.pick_root(local_root, guard)
+    local, fd = scratch.claim(share, root)
+    try:
+        return Mirror(local, share, every=every, guard=guard, lock_fd=fd)
+    except BaseException:
+        scratch.release(fd)
+        raise
+
+
+# -- every mirror of this process: status surfaces, and the final sync at exit -------------
+_MIRRORS: list[Mirror] = []
+_MIRRORS_LOCK = threading.Lock()
+
+
+def _register(m: Mirror) -> None:
+    with _MIRRORS_LOCK:
+        _MIRRORS.append(m)
+
+
+def _unregister(m: Mirror) -> None:
+    with _MIRRORS_LOCK:
+        if m in _MIRRORS:
+            _MIRRORS.remove(m)
+
+
+def active_mirrors() -> list[Mirror]:
+    with _MIRRORS_LOCK:
+        return list(_MIRRORS)
+
+
+@atexit.register
+def _close_all() -> None:
+    """One bounded final sync for all mirrors (registered after core.guard's own atexit
+    handler, so it runs first, while the helpers are still there)."""
+    mirrors = active_mirrors()
+    if not mirrors:
+        return
+    deadline = time.monotonic() + max(m.exit_timeout for m in mirrors)
+    for m in mirrors:
+        m.close(timeout=max(0.0, deadline - time.monotonic()))

@@ -1,0 +1,110 @@
+"""What every framework callback does, framework aside (the callbacks only find the paths)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterable
+
+from ..advice.check import run_check
+from ..core.defaults import DEFAULTS
+from ..core.model import Alert
+from ..core.paths import normalise
+from ..fix.report import report
+from ..fix.space import SPACE_EVERY_S, CheckpointWontFit, SpaceWatch, fmt_size
+
+log = logging.getLogger(__name__)
+
+ON_FULL = ("raise", "warn")
+WONT_FIT_FIX = (
+    "Free space or keep fewer checkpoints (save_top_k / save_total_limit / keep=N) before the "
+    "next save, or save to a disk with more room."
+)
+
+
+def paths_of(items: Iterable[object]) -> list[str]:
+    """The usable paths among ``items`` (None, empty strings and URLs left out)."""
+    found = []
+    for item in items:
+        if isinstance(item, (str, os.PathLike)):
+            text = os.fspath(item)
+            if isinstance(text, str) and text and "://" not in text:
+                found.append(normalise(text))
+    return list(dict.fromkeys(found))
+
+
+class TrainingWatch:
+    """Checks at train start and before each checkpoint; never blocks the caller.
+
+    ``on_full="raise"`` stops a save that will not fit with ``CheckpointWontFit`` before it
+    writes anything (the run ends with a clear error, the earlier saves intact);
+    ``"warn"`` shows the warning once and lets the save go ahead.
+    """
+
+    def __init__(
+        self, *, on_full: str = "raise", check: bool = True, space_every: float = SPACE_EVERY_S
+    ) -> None:
+        if on_full not in ON_FULL:
+            raise ValueError(f"on_full must be one of {', '.join(ON_FULL)}, not {on_full!r}")
+        if not isinstance(space_every, (int, float)) or not space_every > 0:
+            raise ValueError(
+                f"space_every must be a positive number of seconds, not {space_every!r}"
+            )
+        self.on_full, self.check, self.space_every = on_full, bool(check), float(space_every)
+        self.space: SpaceWatch | None = None
+        self.alerts: list[Alert] = []  # what the start check found
+        self.checked = threading.Event()
+        self._warned = False
+
+    def begin(self, log_dirs: Iterable[object], checkpoint_dirs: Iterable[object]) -> None:
+        """Start the check (its own daemon thread) and the space readings."""
+        self.end()
+        logs, ckpts = paths_of(log_dirs), paths_of(checkpoint_dirs)
+        self.space = SpaceWatch(ckpts, every=self.space_every).start()
+        paths = list(dict.fromkeys(logs + ckpts))
+        if self.check and paths:
+            threading.Thread(
+                target=self._check, args=(paths,), name="trainwatch-train-check", daemon=True
+            ).start()
+        else:
+            self.checked.set()
+
+    def _check(self, paths: list[str]) -> None:
+        try:
+            found = run_check(paths, probe=True, timeout=DEFAULTS.mount_timeout_s).alerts
+            self.alerts = [a for a in found if a.severity != "info"]
+            report(self.alerts)
+        except Exception:  # a check must never end a training run
+            log.debug("trainwatch: the train-start check failed", exc_info=True)
+        finally:
+            self.checked.set()
+
+    def before_checkpoint(self, name: str = "the next checkpoint") -> None:
+        """Raise ``CheckpointWontFit`` (on_full="raise") or warn once when the newest save is
+        larger than the free space, from the latest readings (no waiting)."""
+        refusal: CheckpointWontFit | None = self.space.check(name) if self.space else None
+        if refusal is None:
+            return
+        if self.on_full == "raise":
+            raise refusal
+        if not self._warned:
+            self._warned = True
+            message = (
+                f"The next checkpoint will not fit in {refusal.directory}: the newest save took "
+                f"{fmt_size(refusal.needed)}, {fmt_size(refusal.available)} is free."
+            )
+            alert = Alert(
+                "checkpoint-wont-fit", "critical", refusal.directory, message, WONT_FIT_FIX
+            )
+            report([alert])
+
+    def saved(self) -> None:
+        """A save just finished: measure again soon (the newest save changed)."""
+        if self.space is not None:
+            self.space.refresh()
+
+    def end(self) -> None:
+        if self.space is not None:
+            self.space.close()
+            self.space = None
