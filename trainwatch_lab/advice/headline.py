@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..core.model import SEVERITY_RANK, Alert, Headline, Sample, watched_devices
-from .text import fmt_bytes, fmt_pct, fmt_rate, warning_count_text
+from .text import fmt_bytes, fmt_mbs, fmt_pct, warning_count_text
 
 MIB = 1024 * 1024  # DiskRates' *mb_s are MiB/s (iostat -m); rates are shown in MB/s
 
@@ -41,7 +41,7 @@ def _busiest_disk(sample: Sample) -> tuple[str | None, float | None]:
         return None, None
     busiest = max(rates, key=lambda r: (r.rmb_s + r.wmb_s, r.util))
     bps = (busiest.rmb_s + busiest.wmb_s) * MIB
-    return f"{busiest.device} {fmt_rate(bps)}, {busiest.util:.0f} % busy", bps
+    return f"{busiest.device} {fmt_mbs(bps)}, {busiest.util:.0f} % busy", bps
 
 
 def _least_free(sample: Sample) -> str | None:
@@ -68,7 +68,7 @@ def headline(sample: Sample, warnings: Sequence[Alert] | None = None) -> Headlin
     # the status bar: as short as it gets ("GPU 87 % · disk 45 MB/s · ⚠ 1")
     brief = [gpu] if gpu else []
     if bps is not None:
-        brief.append(f"disk {fmt_rate(bps)}")
+        brief.append(f"disk {fmt_mbs(bps)}")
     serious = len(warnings) - notes
     if serious:
         brief.append(f"⚠ {serious}")

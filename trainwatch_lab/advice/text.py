@@ -54,6 +54,17 @@ def fmt_rate(bytes_per_s: float | None) -> str:
     return _scaled(bytes_per_s, 1000, _DECIMAL_RATE)
 
 
+def fmt_mbs(bytes_per_s: float | None) -> str:
+    """Always in MB/s (``0.57 MB/s``, ``45 MB/s``): where rates sit side by side (the
+    headline, the charts) one unit reads at a glance; ``"?"`` when unknown."""
+    if bytes_per_s is None or not math.isfinite(bytes_per_s):
+        return "?"
+    mbs = bytes_per_s / 1e6
+    if mbs == 0:
+        return "0 MB/s"
+    return f"{_number(mbs) if mbs >= 0.01 else '<0.01'} MB/s"
+
+
 def fmt_ms(ms: float | None) -> str:
     """A latency: ``0.81 ms``, ``38 ms``, ``1.2 s``; ``"?"`` when unknown."""
     if ms is None or not math.isfinite(ms):
