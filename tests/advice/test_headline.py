@@ -82,5 +82,6 @@ def test_rates_are_always_in_mb_per_s() -> None:
     """One unit family everywhere (issue 11): not kB/s in the status bar and MB/s beside it."""
     s = sample()
     s.disks["nvme0n1"] = DiskRates("nvme0n1", 1, 1, 0.5, 0.0, 1, 1, 0.1, 2.0)  # MiB/s
+    s.disks["sda"] = DiskRates("sda", 1, 1, 0.0, 0.0, 1, 1, 0.1, 1.0)
     h = headline(s)
     assert "nvme0n1 0.52 MB/s, 2 % busy" in h.facts and h.brief == "disk 0.52 MB/s"
