@@ -23,6 +23,7 @@ from trainwatch_lab.core.model import GpuState, PathState, Sample
 from trainwatch_lab.core.threadwait import task_wait
 from trainwatch_lab.core.training import (
     Found,
+    Scanner,
     file_kind,
     label,
     opened_for_writing,
@@ -134,6 +135,48 @@ def test_gpu_holders_workers_and_skipped_trees(tmp_path: Path) -> None:
         # a kernel's tree is the kernels source's business
         assert pid not in scan(holders={worker}, skip_trees={pid}).found
         assert pid in scan(skip_trees={worker}).found
+
+
+SWAP = r"""
+import os, sys
+keep = os.open(os.devnull, os.O_RDONLY)  # one descriptor, on a file that does not count
+print(keep, flush=True)
+sys.stdin.readline()  # then the same number, now on an event file opened for writing
+new = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+os.dup2(new, keep)
+os.close(new)
+print("swapped", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_scanner_reads_new_descriptors_each_pass_and_every_link_on_full_passes(
+    tmp_path: Path,
+) -> None:
+    event = tmp_path / "events.out.tfevents.1"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SWAP, str(event)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdout.readline()
+        scanner = Scanner(full_every=3)
+        assert proc.pid not in scanner.scan().found  # pass 0: full
+        proc.stdin.write("swap\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "swapped"
+        # the same descriptor number, another file: incremental passes keep the old link ...
+        assert proc.pid not in scanner.scan().found and proc.pid not in scanner.scan().found
+        # ... until the next full pass reads every link again
+        assert scanner.scan().found[proc.pid].event_dirs == [str(tmp_path)]
+        with writer(tmp_path / "new" / "events.out.tfevents.2") as late:
+            assert late in scanner.scan().found  # a new process (new descriptors): at once
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def _children(pid: int) -> list[int]:

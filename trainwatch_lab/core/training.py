@@ -20,7 +20,7 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from .defaults import CHECKPOINT_SUFFIXES
@@ -33,6 +33,7 @@ _UVM = "/dev/nvidia-uvm"
 MAX_FDS_READ = 4096
 ANCESTOR_DEPTH = 32  # parents walked to fold a DataLoader worker into its script
 COMMAND_CHARS = 60  # a command line shown in one row of the panel
+FULL_EVERY = 5  # passes between two that read every descriptor's link again
 
 REASONS = ("gpu", "event file", "checkpoint")  # in order of weight: the limit keeps the first
 
@@ -162,28 +163,45 @@ def process_identity(pid: int, proc: str = "/proc") -> tuple[int, int] | None:
     return (pid, fields[1]) if fields else None
 
 
-def _links(pid: int, proc: str) -> Iterator[tuple[str, str]]:
-    """(fd, link text) of every descriptor of ``pid`` (at most MAX_FDS_READ)."""
+Links = dict[str, str]  # fd -> its link's text when it may matter, "" for any other file
+
+
+def _relevant(target: str) -> str:
+    return target if target.startswith("/dev/nvidia") or file_kind(target) else ""
+
+
+def _links(pid: int, proc: str, known: Links | None = None) -> Links | None:
+    """The descriptors of ``pid`` (at most MAX_FDS_READ) and the links that may matter; the
+    link of a descriptor in ``known`` is not read again. None when it cannot be read."""
     try:
         dfd = os.open(f"{proc}/{pid}/fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:  # gone, or not ours to read
-        return
+        return None
+    out: Links = {}
     try:
         for fd in os.listdir(dfd)[:MAX_FDS_READ]:
-            with contextlib.suppress(OSError):
-                yield fd, os.readlink(fd, dir_fd=dfd)
+            if known is not None and fd in known:
+                out[fd] = known[fd]
+                continue
+            with contextlib.suppress(OSError):  # closed meanwhile
+                out[fd] = _relevant(os.readlink(fd, dir_fd=dfd))
+    except OSError:
+        return None
     finally:
         os.close(dfd)
+    return out
 
 
-def _look(pid: int, holders: Collection[int], proc: str) -> Found | None:
+def _look(pid: int, holders: Collection[int], proc: str, links: Links) -> Found | None:
     """The training signs of one process, or None when it shows none."""
     reasons: set[str] = set()
     events: list[str] = []
     checkpoints: list[str] = []
     minors: set[int] = set()
     uvm = False
-    for fd, target in _links(pid, proc):
+    for fd, target in links.items():
+        if not target:
+            continue
         if target.startswith("/dev/nvidia"):
             match = _NVIDIA_MINOR.fullmatch(target)
             if match:
@@ -218,6 +236,13 @@ def _look(pid: int, holders: Collection[int], proc: str) -> Found | None:
 
 
 def _ours(pid: int, uid: int, proc: str) -> bool:
+    """Whether ``pid`` runs as ``uid``: the owner of /proc/PID (its effective uid, what the
+    kernel checks before showing its descriptors) first, cheaply, then status's real Uid."""
+    try:
+        if os.stat(f"{proc}/{pid}").st_uid != uid:
+            return False
+    except OSError:
+        return False
     data = _read(f"{proc}/{pid}/status")
     return data is not None and status_uid(data.decode(errors="replace")) == uid
 
@@ -262,33 +287,60 @@ def _fold(found: dict[int, Found], skip_trees: Collection[int], proc: str) -> di
     return out
 
 
+class Scanner:
+    """Passes that remember each process's descriptors: a pass reads the links of new
+    descriptors only, and every link each ``full_every`` passes (a descriptor number closed
+    and reused for another file, or a pid reused by another process, is seen by then). The
+    links are most of a pass's cost; listing the descriptors is not avoidable."""
+
+    def __init__(self, full_every: int = FULL_EVERY, proc: str = "/proc") -> None:
+        self.full_every = max(1, full_every)
+        self.proc = proc
+        self.passes = 0
+        self._links: dict[int, Links] = {}
+
+    def scan(
+        self,
+        holders: Collection[int] = (),
+        skip_trees: Collection[int] = (),
+        all_users: bool | None = None,
+        clock: Callable[[], float] = time.thread_time,
+    ) -> ScanResult:
+        """One pass over every process: those of our user (all when ``all_users``, by
+        default when we are root) that hold a GPU (``holders``: NVML's pids) or write event
+        files or checkpoints. Skips this process and the trees under ``skip_trees``."""
+        c0, proc = clock(), self.proc
+        full = self.passes % self.full_every == 0
+        self.passes += 1
+        uid, me = os.getuid(), os.getpid()
+        every = os.geteuid() == 0 if all_users is None else all_users
+        found: dict[int, Found] = {}
+        fresh: dict[int, Links] = {}
+        others = 0
+        for name in os.listdir(proc):
+            if not name.isdigit() or int(name) == me or int(name) in skip_trees:
+                continue
+            pid = int(name)
+            if not every and not _ours(pid, uid, proc):
+                others += 1
+                continue
+            links = _links(pid, proc, None if full else self._links.get(pid))
+            if links is None:
+                continue
+            fresh[pid] = links
+            item = _look(pid, holders, proc, links)
+            if item is not None:
+                found[pid] = item
+        self._links = fresh
+        folded = _fold(found, set(skip_trees), proc)
+        return ScanResult(folded, set(fresh), others, clock() - c0, time.time())
+
+
 def scan(
     holders: Collection[int] = (),
     skip_trees: Collection[int] = (),
     all_users: bool | None = None,
     proc: str = "/proc",
-    clock: Callable[[], float] = time.thread_time,
 ) -> ScanResult:
-    """One pass over every process: those of our user (all when ``all_users``, by default
-    when we are root) that hold a GPU (``holders``: NVML's pids) or write event files or
-    checkpoints. Skips this process and the trees under ``skip_trees``."""
-    c0 = clock()
-    uid = os.getuid()
-    every = os.geteuid() == 0 if all_users is None else all_users
-    me = os.getpid()
-    found: dict[int, Found] = {}
-    looked: set[int] = set()
-    others = 0
-    for name in os.listdir(proc):
-        if not name.isdigit() or int(name) == me or int(name) in skip_trees:
-            continue
-        pid = int(name)
-        if not every and not _ours(pid, uid, proc):
-            others += 1
-            continue
-        looked.add(pid)
-        item = _look(pid, holders, proc)
-        if item is not None:
-            found[pid] = item
-    folded = _fold(found, set(skip_trees), proc)
-    return ScanResult(folded, looked, others, clock() - c0, time.time())
+    """One full pass (see ``Scanner.scan``), remembering nothing."""
+    return Scanner(1, proc).scan(holders, skip_trees, all_users)

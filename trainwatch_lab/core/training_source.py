@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from .model import GpuState, Sample, TrainingProcess
 from .threadwait import task_wait
-from .training import REASONS, Found, ScanResult, label, process_identity, scan
+from .training import REASONS, Found, Scanner, ScanResult, label, process_identity
 
 SCAN_EVERY_S = 3.0  # "within a few seconds": a script started now is listed by then
 CPU_SHARE = 0.01  # at most 1 % of one core on average, however many processes there are
@@ -107,6 +107,7 @@ class TrainingSource:
         self.cpu_s = 0.0
         self.last: ScanResult | None = None
         self._known: dict[Identity, Found] = {}
+        self._scanner = Scanner()
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._closed = False
@@ -125,7 +126,7 @@ class TrainingSource:
 
     def run_pass(self) -> ScanResult:
         """One pass, merged into what is known: new processes join, ended ones leave."""
-        result = scan(
+        result = self._scanner.scan(
             holders=self._ask(self.gpu_memory, {}),
             skip_trees=set(self._ask(self.skip_trees, ())),
             all_users=self.all_users,
