@@ -82,6 +82,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     timeout = 300  # an idle keep-alive connection (a scraper gone) is dropped after this
+    # headers and body leave in one write (flushed after each request), without Nagle's
+    # delay: two small writes on a kept-alive connection would wait for a delayed ACK
+    wbufsize = 256 * 1024
+    disable_nagle_algorithm = True
     server: _Server
 
     def do_GET(self) -> None:
