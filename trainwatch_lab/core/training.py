@@ -7,11 +7,13 @@ process counts when it holds a GPU (in NVML's process list, or with ``/dev/nvidi
 or has a TensorBoard event file (``events.out.tfevents.*``) or a checkpoint file open for
 writing (``fdinfo`` flags).
 
-One pass reads procfs only: ``status`` (Uid), the ``fd`` links (their text names the file;
-nothing behind it is ever looked at, so a dead mount cannot block the scan), ``fdinfo`` of the
-few candidate files, ``cmdline``, ``cwd`` and ``stat``. Only processes of our own user are
-looked at, every process when we run as root. The sampler source that runs passes on its own
-thread, within a CPU budget, is ``core.training_source``.
+One pass reads procfs only: the owner of ``/proc/PID`` and ``status`` (Uid), the ``fd`` links
+(their text names the file; nothing behind it is ever looked at, so a dead mount cannot block
+the scan), ``fdinfo`` of the few candidate files, ``cmdline``, ``cwd`` and ``stat``. Only
+processes of our own user are looked at, every process when we run as root; of another user's
+process nothing but the owner of its /proc directory is read. A ``Scanner`` reads the links of
+new descriptors only, and all of them every few passes (most of a pass's cost). The sampler
+source that runs passes on its own thread, within a CPU budget, is ``core.training_source``.
 """
 
 from __future__ import annotations
