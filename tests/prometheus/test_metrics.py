@@ -200,3 +200,13 @@ def test_a_real_sampler_tick_exposes_and_matches_node_exporter(
     size = next(f for f in ours if f.name == "node_filesystem_size_bytes").samples[0]
     same = [s for s in theirs["node_filesystem_size_bytes"].samples if s.labels == size.labels]
     assert same and same[0].value == size.value
+
+
+def test_the_readme_documents_every_metric_as_the_code_exports_it() -> None:
+    """The metric table in README.md is metrics_table()'s output: docs that cannot drift."""
+    from pathlib import Path
+
+    from trainwatch_lab.prometheus.names import metrics_table
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert metrics_table().strip() in readme
