@@ -206,3 +206,23 @@ def test_plan_appends_only_when_the_old_bytes_are_unchanged(tmp_path: Path) -> N
     (job,) = mp.plan(str(tmp_path), files, copied)
     assert not job.append and job.offset == 0
     time.sleep(0)
+
+
+def test_trainwatch_status_shows_each_mirror(dirs: tuple[Path, Path], capsys) -> None:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    local, share = dirs
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "trainwatch_lab")
+    try:
+        with Mirror(local, share, every=60) as m:
+            (local / "a.log").write_text("x")
+            assert m.sync(10)
+            capsys.readouterr()
+            shell.run_line_magic("trainwatch", "status")
+            out = capsys.readouterr().out
+        assert f"  mirror {local} -> {share}: in sync (1 file, last sync" in out, out
+        shell.run_line_magic("trainwatch", "status")
+        assert "mirror" not in capsys.readouterr().out  # closed: no longer listed
+    finally:
+        shell.run_line_magic("unload_ext", "trainwatch_lab")

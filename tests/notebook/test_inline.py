@@ -1,14 +1,23 @@
 """Which alerts go inline and when: once per condition, only while a cell runs, re-armed only
-after the condition has been gone a while. (Where they land in a real kernel, ipykernel 6 and
-7, is test_kernel.py.)"""
+after the condition has been gone a while; the fix as code for the object a variable names,
+and warnings from framework callbacks. (Where they land in a real kernel, ipykernel 6 and 7,
+is test_kernel.py.)"""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from trainwatch_lab.core.model import Alert, Sample
-from trainwatch_lab.notebook.inline import CellTracker, InlineAlerts, current_parent
-from trainwatch_lab.notebook.summary import ALERT_MIME
+from trainwatch_lab.fix import report as fix_report
+from trainwatch_lab.notebook.inline import (
+    CellTracker,
+    InlineAlerts,
+    attach,
+    current_parent,
+    detach,
+)
+from trainwatch_lab.notebook.summary import ALERT_MIME, alerts_bundle
 
 
 def alert(code: str, subject: str = "/data", severity: str = "warning") -> Alert:
@@ -102,3 +111,77 @@ def test_hooks_follow_real_cells(ipshell: Any) -> None:
             ipshell.user_ns.pop(name, None)
     # a terminal shell has no parent header: alerts print instead of attaching to a message
     assert current_parent(ipshell) is None
+
+
+# -- the fix as code, and warnings from framework callbacks --------------------------------
+class Bundles:
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+
+    def __call__(self, bundle: dict[str, Any], parent: Any) -> bool:
+        self.sent.append(bundle)
+        return True
+
+
+def summary_writer(logdir: str) -> Any:
+    """An object shaped and named like tensorboardX's SummaryWriter (no import needed)."""
+    cls = type("SummaryWriter", (), {"__module__": "tensorboardX.writer"})
+    obj = cls()
+    obj.logdir = logdir
+    return obj
+
+
+def test_an_alert_carries_the_fix_as_code_for_the_object_found(ipshell: Any) -> None:
+    share = "/mnt/share/runs/exp1"
+    tracker = CellTracker(ipshell)
+    sent = Bundles()
+    inline = InlineAlerts(tracker, sent)
+    ipshell.user_ns["writer"] = summary_writer(share)
+    try:
+        inline.learn()  # post_run_cell of the cell that made the writer
+        tracker.pre()
+        inline.on_sample(Sample(t=1, warnings=[alert("shared-mount", share), alert("gpu-stalled")]))
+        tracker.post()
+    finally:
+        ipshell.user_ns.pop("writer", None)
+    (bundle,) = sent.sent
+    code = (
+        "from trainwatch_lab.fix import local_mirror\n"
+        'writer = SummaryWriter(local_mirror("/mnt/share/runs/exp1"))'
+    )
+    items = bundle[ALERT_MIME]["alerts"]
+    assert [i["fix_code"] for i in items] == [code, None]
+    text = bundle["text/plain"]
+    assert "Fix as code:\n    from trainwatch_lab.fix import local_mirror\n    writer = " in text
+    html = bundle["text/html"]
+    assert html.count('class="tw-fix-code"') == 1 and "navigator.clipboard.writeText" in html
+    assert "writer = SummaryWriter(local_mirror(&quot;/mnt/share/runs/exp1&quot;))" in html
+    assert (
+        html.index('data-code="shared-mount"')
+        < html.index("tw-fix-code")
+        < html.index('data-code="gpu-stalled"')
+    )  # the code block follows its own alert
+
+
+def test_no_fix_code_leaves_the_bundle_as_it_was(ipshell: Any) -> None:
+    inline = InlineAlerts(CellTracker(ipshell), Bundles())
+    alerts = [alert("disk-almost-full", "/data")]
+    assert inline.bundle(alerts) == alerts_bundle(alerts)
+
+
+def test_framework_callbacks_report_under_the_running_cell(ipshell: Any, caplog: Any) -> None:
+    inline = attach(ipshell)
+    assert inline is not None
+    sent = Bundles()
+    inline.publish = sent
+    try:
+        # attach() counts the cell that loads it as running: a callback in trainer.fit()
+        assert fix_report.report([alert("shared-mount", "/mnt/share/logs")])
+        assert len(sent.sent) == 1
+        assert fix_report.report([alert("shared-mount", "/mnt/share/logs")])  # seen: not again
+        assert len(sent.sent) == 1
+    finally:
+        detach(ipshell)
+    with caplog.at_level(logging.WARNING, logger="trainwatch_lab"):
+        assert not fix_report.report([alert("disk-filling", "/ckpt")])  # no notebook: a log line
+    assert "trainwatch [disk-filling] disk-filling on /ckpt" in caplog.text

@@ -10,20 +10,29 @@ message then lands under that cell whatever the kernel's thread routing does.
 
 JupyterLab drops output for a cell that has finished, so alerts are only sent while a cell is
 running; the dashboard shows every warning anyway (widget state, not cell output).
+
+An alert about a directory that a notebook variable names (discover.py: ``writer.log_dir``)
+carries its fix as code for that object, with a copy button: ``writer =
+SummaryWriter(local_mirror("/mnt/share/runs/exp1"))``. Framework callbacks running inside a
+cell report through here too (fix.report), so their warnings land under that cell.
 """
 
 from __future__ import annotations
 
 import contextlib
+import html
 import logging
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..core.model import Alert, Sample
-from .summary import alert_text, alerts_bundle
+from ..fix import report as fix_report
+from .discover import Found, discover, fix_code
+from .summary import ALERT_MIME, alert_html, alert_text, alerts_bundle
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +115,45 @@ class CellTracker:
                 self.shell.events.unregister(event, fn)
 
 
+COPY_SCRIPT = (
+    "navigator.clipboard.writeText(this.parentElement.querySelector('pre').innerText);"
+    "this.textContent='Copied'"
+)
+
+
+def fix_code_html(code: str) -> str:
+    """The fix as a code block with a copy button (inline styles: shown outside the widget)."""
+    return (
+        f'<div class="tw-fix-code" data-fix-code="{html.escape(code, quote=True)}" '
+        'style="margin:0 0 6px 12px">'
+        f'<button type="button" class="tw-copy" title="Copy the fix" onclick="{COPY_SCRIPT}" '
+        'style="float:right;font-size:var(--jp-ui-font-size0)">Copy</button>'
+        '<pre style="margin:0;padding:4px 8px;background:var(--jp-cell-editor-background);'
+        f'font-family:var(--jp-code-font-family)">{html.escape(code)}</pre></div>'
+    )
+
+
+def bundle_with_fixes(alerts: list[Alert], codes: list[str | None]) -> dict[str, Any]:
+    """``alerts_bundle`` with each alert's fix as code, where there is one: after its text,
+    after its block in the HTML, and as ``fix_code`` in the JSON copy."""
+    bundle = alerts_bundle(alerts)
+    if not any(codes):
+        return bundle
+    texts, blocks = [], []
+    for a, code in zip(alerts, codes, strict=True):
+        text, block = f"trainwatch: {alert_text(a)}", alert_html(a)
+        if code:
+            text += "\n  Fix as code:\n" + "\n".join(f"    {line}" for line in code.splitlines())
+            block += fix_code_html(code)
+        texts.append(text)
+        blocks.append(block)
+    bundle["text/plain"] = "\n".join(texts)
+    bundle["text/html"] = f'<div class="tw-root tw-inline-alerts">{"".join(blocks)}</div>'
+    for item, code in zip(bundle[ALERT_MIME]["alerts"], codes, strict=True):
+        item["fix_code"] = code
+    return bundle
+
+
 def kernel_publisher(shell: Any) -> Publish | None:
     """Send display_data with an explicit parent over the kernel's IOPub (thread-safe:
     ipykernel's IOPub socket hands every send to its own IO thread). None outside a kernel."""
@@ -162,6 +210,38 @@ class InlineAlerts:
         self._lock = threading.Lock()
         self._last_seen: dict[tuple[str, str], float] = {}
         self.shown: list[Alert] = []  # every alert published inline, in order
+        self.found: dict[str, Found] = {}  # directory -> the variable that names it
+        self._ids: dict[str, int] = {}  # variable -> id(value) after the last cell
+
+    # -- what the notebook's variables name (main thread, after each cell) ------------
+    def learn(self, result: Any = None) -> None:
+        """``post_run_cell``: look at the variables the cell (re)assigned, as the magic does,
+        so that an alert can name the object and carry its fix as code."""
+        try:
+            ns = self.tracker.shell.user_ns
+            ids = {n: id(v) for n, v in list(ns.items()) if not n.startswith("_")}
+            changed = [n for n, i in ids.items() if self._ids.get(n) != i]
+            self._ids = ids
+            found = discover(ns, names=changed)
+        except Exception:  # never break the user's cell
+            return
+        with self._lock:
+            for f in found:
+                self.found[f.path] = f
+
+    def fix_codes(self, alerts: list[Alert]) -> list[str | None]:
+        with self._lock:
+            found = [self.found.get(a.subject) for a in alerts]
+        return [fix_code(f, a.code) if f else None for a, f in zip(alerts, found, strict=True)]
+
+    def bundle(self, alerts: list[Alert]) -> dict[str, Any]:
+        return bundle_with_fixes(alerts, self.fix_codes(alerts))
+
+    def report(self, alerts: list[Alert]) -> bool:
+        """fix.report's reporter (framework callbacks, any thread): new conditions go under
+        the running cell; False when no cell runs (the caller logs them instead)."""
+        fresh = self.new_conditions(alerts, time.time())
+        return self.show(fresh) if fresh else True
 
     def mark_shown(self, alerts: Iterable[Alert], now: float) -> None:
         """Alerts the caller already showed itself (the magic's immediate check)."""
@@ -189,7 +269,7 @@ class InlineAlerts:
             return
         from IPython.display import display
 
-        display(alerts_bundle(alerts), raw=True)
+        display(self.bundle(alerts), raw=True)
         self.mark_shown(alerts, now)
         with self._lock:
             self.shown.extend(alerts)
@@ -210,7 +290,7 @@ class InlineAlerts:
         if self.publish is None or not alerts:
             return False
         try:
-            delivered = self.publish(alerts_bundle(alerts), parent)
+            delivered = self.publish(self.bundle(alerts), parent)
         except Exception:
             log.exception("trainwatch: could not show %s", "; ".join(map(alert_text, alerts)))
             return False
@@ -243,6 +323,8 @@ def attach(shell: Any = None) -> InlineAlerts | None:
     tracker.register()
     tracker.pre()
     alerts = InlineAlerts(tracker, kernel_publisher(shell) or stream_publisher())
+    shell.events.register("post_run_cell", alerts.learn)
+    fix_report.add_reporter(alerts.report)
     _ATTACHED[shell] = alerts
     return alerts
 
@@ -251,3 +333,6 @@ def detach(shell: Any) -> None:
     alerts = _ATTACHED.pop(shell, None)
     if alerts is not None:
         alerts.tracker.unregister()
+        fix_report.remove_reporter(alerts.report)
+        with contextlib.suppress(ValueError):
+            shell.events.unregister("post_run_cell", alerts.learn)

@@ -15,6 +15,7 @@ import ast
 import atexit
 import contextlib
 import logging
+import sys
 import time
 import weakref
 from collections.abc import Sequence
@@ -92,6 +93,15 @@ def immediate_alerts(
     return [a for a in report.alerts if a.severity != "info"]
 
 
+def mirror_lines() -> list[str]:
+    """One status line per ``local_mirror`` of this kernel; none when nothing imported
+    fix.mirror (no mirror can exist then, and looking must not import it)."""
+    module = sys.modules.get("trainwatch_lab.fix.mirror")
+    if module is None:
+        return []
+    return [f"  {m.status().text()}" for m in module.active_mirrors()]
+
+
 # -- per-kernel state -----------------------------------------------------------------------
 
 
@@ -158,7 +168,8 @@ class KernelWatch:
 
         dash = self.dashboard
         if dash is None:
-            return "trainwatch: not running (start it with %trainwatch [PATH ...])"
+            idle = "trainwatch: not running (start it with %trainwatch [PATH ...])"
+            return "\n".join([idle, *mirror_lines()])
         opts = self.options or Options()
         latest = dash.sampler.latest
         lines = [
@@ -180,6 +191,7 @@ class KernelWatch:
         warnings = latest.warnings if latest else []
         lines.append(f"  {warning_count_text(a.severity for a in warnings)}")
         lines.extend(f"  [{a.severity}] {a.code}: {a.subject}" for a in warnings)
+        lines.extend(mirror_lines())
         return "\n".join(lines)
 
     # -- discovery (main thread, after each cell) -------------------------------------
