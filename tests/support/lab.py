@@ -117,6 +117,9 @@ def jupyter_lab(
         f"--ServerApp.root_dir={root_dir}",
         "--ServerApp.open_browser=False",
         "--LabApp.expose_app_in_browser=True",
+        # other tests' scripts would join the watched paths; a test that wants discovery
+        # passes --TrainWatch.watch_processes=True (the later flag wins)
+        "--TrainWatch.watch_processes=False",
         *extra_args,
     ]
     if os.geteuid() == 0:

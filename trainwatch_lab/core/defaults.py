@@ -86,6 +86,11 @@ class Defaults:
     gpu_starved_read_cv: float = 0.25  # reads "pinned": stdev/mean of the read rate below this
     gpu_starved_min_read_bps: float = 1e6  # ... at a rate that is more than a trickle
     disk_busy_util_pct: float = 60.0
+    # training processes outside the notebook (core.training_source)
+    training_scan_every_s: float = 3.0  # "within a few seconds": a script started now is listed
+    training_cpu_share: float = 0.01  # the scan's CPU, at most, however many processes run
+    max_training_processes: int = 8  # rows, each with its own I/O reader
+    max_training_paths: int = 16  # directories added on top of the user's (64 in all at most)
     # `trainwatch-lab serve`: Prometheus's exporter range 9100-9999 is allocated in full (the
     # wiki's list goes on from 10000, one port at a time); this one is far past that, below
     # Linux's ephemeral ports (32768+) and in no /etc/services entry

@@ -19,14 +19,15 @@ import threading
 from collections.abc import Callable, Collection, Iterable
 from typing import Any, Protocol
 
+from .defaults import DEFAULTS
 from .model import GpuState, Sample, TrainingProcess
 from .threadwait import task_wait
 from .training import REASONS, Found, Scanner, ScanResult, label, process_identity
 
-SCAN_EVERY_S = 3.0  # "within a few seconds": a script started now is listed by then
-CPU_SHARE = 0.01  # at most 1 % of one core on average, however many processes there are
-MAX_PROCESSES = 8  # rows, each with its own I/O reader; more is a cluster, not a desk
-MAX_PATHS = 16  # directories added, on top of what the user watches (64 at most in all)
+SCAN_EVERY_S = DEFAULTS.training_scan_every_s
+CPU_SHARE = DEFAULTS.training_cpu_share
+MAX_PROCESSES = DEFAULTS.max_training_processes
+MAX_PATHS = DEFAULTS.max_training_paths
 
 Identity = tuple[int, int]  # (pid, start ticks)
 OnPaths = Callable[[dict[str, set[int]]], None]  # watched dir -> the pids it came from
