@@ -434,10 +434,11 @@ def test_three_paths_two_gpus_light_and_dark(gpu_lab: LabServer, page: Any) -> N
         [
             "%load_ext trainwatch_lab",
             f"%trainwatch --logdir {logs} {ckpt} /dev/shm --interval 0.5",
-            "import os, time\nfor step in range(12):\n"
+            "import os, time\nfor step in range(24):  # checkpoints of 8 to 40 MiB\n"
             f"    with open({str(ckpt / 'step.pt')!r}, 'wb') as fh:\n"
-            "        fh.write(os.urandom(16 << 20)); os.fsync(fh.fileno())\n"
-            "    time.sleep(0.3)",
+            "        fh.write(os.urandom((8 + 32 * (step % 3 == 2)) << 20))\n"
+            "        os.fsync(fh.fileno())\n"
+            "    time.sleep(0.4)",
         ],
     )
     open_notebook(page, gpu_lab, "gpus.ipynb")

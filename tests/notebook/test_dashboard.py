@@ -19,7 +19,7 @@ from trainwatch_lab.core.history import History
 from trainwatch_lab.core.model import Alert, DiskRates, Headline, PathState, Sample
 from trainwatch_lab.core.sampler import Sampler
 from trainwatch_lab.notebook import dashboard_prefs as prefs
-from trainwatch_lab.notebook.charts import TimeChart
+from trainwatch_lab.notebook.charts import TimeChart, break_gaps
 from trainwatch_lab.notebook.dashboard import TrainWatch
 from trainwatch_lab.notebook.dashboard_charts import space_series
 from trainwatch_lab.notebook.dashboard_layout import follow_frontend_subshell
@@ -61,6 +61,16 @@ def test_time_ticks_are_round_local_times_with_distinct_labels(span: float) -> N
         assert len(label) in (5, 8)  # 24-hour clock, no am/pm
     if span >= 300:
         assert all(len(label) == 5 for label in labels)  # whole minutes: no ":00" noise
+
+
+def test_a_pause_in_the_samples_is_a_gap_in_the_line() -> None:
+    t = np.array([0.0, 1.0, 2.0, 10.0, 11.0])
+    ys = np.arange(10.0).reshape(2, 5)
+    bt, by = break_gaps(t, ys, 3.0)
+    assert bt.tolist() == [0.0, 1.0, 2.0, 3.0, 10.0, 11.0]
+    assert np.isnan(by[:, 3]).all() and by.shape == (2, 6)
+    steady_t, steady_y = break_gaps(t[:3], ys[:, :3], 3.0)
+    assert steady_t.tolist() == [0.0, 1.0, 2.0] and not np.isnan(steady_y).any()
 
 
 # -- the header ------------------------------------------------------------------------------

@@ -72,6 +72,17 @@ def downsample(
     return t[ends], out
 
 
+def break_gaps(t: np.ndarray, ys: np.ndarray, gap_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """A NaN point after each pause longer than ``gap_s``, so the line stops there: a cell
+    that held the GIL shows as a gap, not as a straight line drawn over seconds unseen."""
+    if t.size < 2:
+        return t, ys
+    at = np.flatnonzero(np.diff(t) > gap_s)
+    if at.size == 0:
+        return t, ys
+    return np.insert(t, at + 1, t[at] + gap_s / 3), np.insert(ys, at + 1, np.nan, axis=1)
+
+
 @dataclass(frozen=True)
 class Series:
     """One line: a label and how to compute it from History columns."""
@@ -217,7 +228,7 @@ class TimeChart:
         if not self.series or n == 0:
             return np.empty(0), np.empty((0, 0), dtype=np.float32), []
         ys = np.vstack([evaluate(s, cols, n) for s in self.series])
-        bx, by = downsample(t, ys, bucket_s, self.agg)
+        bx, by = break_gaps(*downsample(t, ys, bucket_s, self.agg), 3 * bucket_s)
         return bx, by.astype(np.float32), [s.label for s in self.series]
 
     def push(

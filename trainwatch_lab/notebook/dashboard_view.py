@@ -199,5 +199,7 @@ DASH_STYLE = """
 .trainwatch .tw-details { border-top: 1px solid var(--jp-border-color2); margin-top: 4px;
   padding-top: 4px; }
 .trainwatch .tw-scroll { overflow-x: auto; }
+.trainwatch table.tw-paths { width: 100%; }
+.trainwatch table.tw-paths td:first-child { word-break: break-all; min-width: 10em; }
 .trainwatch .tw-details .tw-gpu-note, .trainwatch .tw-note { margin: 2px 0; }
 """
