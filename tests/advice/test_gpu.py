@@ -104,11 +104,14 @@ def test_stalled_fires_after_the_duration_and_names_the_mount() -> None:
         "syscall": "write",
         "fd_path": "/mnt/share/logs/events.out.tfevents.1700000000.host",
     }
-    samples = [make(t, 0.0, paths=(share(responsive=False),), main_thread=mt) for t in range(40)]
+    samples = [
+        make(t, 0.0 if t else 80.0, paths=(share(responsive=False),), main_thread=mt)
+        for t in range(41)
+    ]
     results = run(samples, gpu_stalled)
     first = next(i for i, r in enumerate(results) if r)
-    assert first == 30  # 0 % since t=0; fires once 30 s have passed
-    assert all(results[i] for i in range(30, 40))
+    assert first == 31  # work at t=0, 0 % since t=1; fires once 30 s have passed
+    assert all(results[i] for i in range(31, 41))
     alert = results[-1][0]
     assert (alert.code, alert.severity, alert.subject) == ("gpu-stalled", "warning", "GPU 0")
     msg = alert.message
@@ -124,9 +127,9 @@ def test_stalled_fires_after_the_duration_and_names_the_mount() -> None:
 
 def test_stalled_needs_memory_held_by_the_watched_tree() -> None:
     paths = (share(),)
-    no_memory = [make(t, 0.0, proc_mem=0, paths=paths) for t in range(45)]
+    no_memory = [make(t, 0.0 if t else 80.0, proc_mem=0, paths=paths) for t in range(45)]
     assert not any(run(no_memory, gpu_stalled))
-    unknown_memory = [make(t, 0.0, proc_mem=None, paths=paths) for t in range(45)]
+    unknown_memory = [make(t, 0.0 if t else 80.0, proc_mem=None, paths=paths) for t in range(45)]
     assert not any(run(unknown_memory, gpu_stalled))
 
 
@@ -138,7 +141,7 @@ def test_stalled_restarts_counting_after_activity() -> None:
 
 def test_stalled_on_a_shared_mount_without_main_thread_info() -> None:
     samples = [
-        make(t, 2.0, paths=(share(p50=41.0), local_data()), disks=(disk(3, 0.2),))
+        make(t, 2.0 if t else 80.0, paths=(share(p50=41.0), local_data()), disks=(disk(3, 0.2),))
         for t in range(35)
     ]
     alert = run(samples, gpu_stalled)[-1][0]
@@ -151,7 +154,8 @@ def test_stalled_on_a_shared_mount_without_main_thread_info() -> None:
 
 def test_stalled_with_healthy_storage_says_so() -> None:
     samples = [
-        make(t, 0.0, paths=(local_data(),), disks=(disk(2, 0.3),), write_bps=1e5) for t in range(35)
+        make(t, 0.0 if t else 80.0, paths=(local_data(),), disks=(disk(2, 0.3),), write_bps=1e5)
+        for t in range(35)
     ]
     alert = run(samples, gpu_stalled)[-1][0]
     assert "storage looks healthy" in alert.message
@@ -218,7 +222,7 @@ def test_stalled_names_the_blocked_syscall_and_finds_the_mount_of_the_file() -> 
         "fd_path": "/mnt/share/logs/ckpt/last.pt",
     }
     other = local_data()  # the share is not the first path in sort order, but it is blocked
-    samples = [make(t, 0.0, paths=(other, share()), main_thread=mt) for t in range(35)]
+    samples = [make(t, 0.0 if t else 80.0, paths=(other, share()), main_thread=mt) for t in range(35)]
     msg = run(samples, gpu_stalled)[-1][0].message
     assert "blocked in train.py:save waiting for fsync() of /mnt/share/logs/ckpt/last.pt" in msg
     assert "(fuse.sshfs)" in msg and "/mnt/share/logs is on fuse.sshfs" in msg

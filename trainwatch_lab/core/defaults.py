@@ -86,6 +86,10 @@ class Defaults:
     gpu_starved_read_cv: float = 0.25  # reads "pinned": stdev/mean of the read rate below this
     gpu_starved_min_read_bps: float = 1e6  # ... at a rate that is more than a trickle
     disk_busy_util_pct: float = 60.0
+    # gpu-stalled fires only after real GPU work (at least this utilization) in the last
+    # minutes of a busy process: a model kept in memory while the user reads results is no stall
+    gpu_work_util_pct: float = 20.0
+    gpu_stalled_work_within_s: float = 300.0
     # training processes outside the notebook (core.training_source)
     training_scan_every_s: float = 3.0  # "within a few seconds": a script started now is listed
     training_cpu_share: float = 0.01  # the scan's CPU, at most, however many processes run

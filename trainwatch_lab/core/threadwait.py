@@ -96,17 +96,38 @@ def decode_syscall(text: str, machine: str = _MACHINE) -> tuple[str | None, int 
         return name, None
 
 
+# Where an idle kernel's (or server's) main thread waits for the next message: the selector
+# of asyncio (ipykernel 6+) or of tornado/zmq (ipykernel 5), called by the loop itself.
+_LOOP_CALLERS = ("asyncio/base_events.py", "/tornado/", "/zmq/")
+
+
+def in_event_loop(frame: Any) -> bool:
+    """Whether the main thread waits in the event loop for work (an idle notebook kernel), as
+    opposed to user code waiting in a selector (a DataLoader polling its workers): the waiting
+    frame is a selector's and its caller the loop's. Why: gpu-stalled fires only while the
+    process is busy; a model kept in GPU memory by an idle kernel is no stall."""
+    name = frame.f_code.co_filename.replace("\\", "/")
+    if not (name.endswith("selectors.py") or "/zmq/" in name or "/tornado/" in name):
+        return False
+    caller = frame.f_back
+    if caller is None:
+        return False
+    where = caller.f_code.co_filename.replace("\\", "/")
+    return any(part in where for part in _LOOP_CALLERS)
+
+
 def main_thread_wait(proc_root: str = "/proc/self") -> dict[str, Any] | None:
     """Frame, kernel state and the file being written by the main thread, or ``None``."""
     main = threading.main_thread()
     if main is threading.current_thread():
         return None  # called on the main thread itself: nothing to learn
     frame = sys._current_frames().get(main.ident) if main.ident is not None else None
-    info: dict[str, Any] = {"file": None, "line": None, "function": None}
+    info: dict[str, Any] = {"file": None, "line": None, "function": None, "idle_loop": False}
     if frame is not None:
         info["file"] = frame.f_code.co_filename
         info["line"] = frame.f_lineno
         info["function"] = frame.f_code.co_name
+        info["idle_loop"] = in_event_loop(frame)
     del frame
     tid = main.native_id or os.getpid()
     task = f"{proc_root}/task/{tid}"
