@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .defaults import DEFAULTS, Defaults
+from .gpu_procs import compute_processes
 from .model import GpuState, Sample
 
 log = logging.getLogger(__name__)
@@ -149,6 +150,8 @@ class _Gpu:
     pcie: tuple[float | None, float | None] = (None, None)
     pcie_at: float = -math.inf
     process_mem_bytes: int | None = None
+    procs_version: int = 0  # index in gpu_procs.VERSIONS of the call that answered last
+    mem_total: int | None = None
 
 
 class GpuSource:
@@ -349,7 +352,7 @@ class GpuSource:
         mem = self._query(gpu, "mem", "nvmlDeviceGetMemoryInfo")
         if mem is not None:
             state.mem_used_bytes = int(mem.used)
-            state.mem_total_bytes = int(mem.total)
+            state.mem_total_bytes = gpu.mem_total = int(mem.total)
         power = self._query(gpu, "power", "nvmlDeviceGetPowerUsage")
         state.power_w = power / 1000.0 if power is not None else None
         temp = self._query(gpu, "temp", "nvmlDeviceGetTemperature", 0)  # NVML_TEMPERATURE_GPU
@@ -373,15 +376,37 @@ class GpuSource:
         tree = _process_tree(self.pid)
         totals: dict[int, int] = {}
         for gpu in self._gpus:
-            procs = self._query(gpu, "procs", "nvmlDeviceGetComputeRunningProcesses")
+            procs = self._procs(gpu)
             if procs is None:
                 gpu.process_mem_bytes = None
                 continue
             mine = 0
-            for p in procs:
-                used = int(p.usedGpuMemory or 0)
-                totals[int(p.pid)] = totals.get(int(p.pid), 0) + used
-                if p.pid in tree:
+            for pid, used in procs:
+                totals[pid] = totals.get(pid, 0) + used
+                if pid in tree:
                     mine += used
             gpu.process_mem_bytes = mine
         self._proc_mem = totals
+
+    def _procs(self, gpu: _Gpu) -> list[tuple[int, int]] | None:
+        """The GPU's compute processes through the first call version the driver has."""
+        if gpu.lost or "procs" in gpu.unsupported:
+            return None
+        try:
+            procs, gpu.procs_version = compute_processes(
+                self._nvml, gpu.handle, gpu.procs_version, gpu.mem_total
+            )
+            self.nvml_calls += 2 if procs else 1  # the size query, then the fill
+            return procs
+        except self._nvml.NVMLError as exc:
+            self.nvml_calls += 1
+            code = getattr(exc, "value", None)
+            if code == _GPU_IS_LOST:
+                gpu.lost = True
+            elif code in _PERMANENT:
+                gpu.unsupported.add("procs")
+            return None
+        except Exception:  # a binding mismatch must not reach a cell
+            log.debug("NVML process list failed", exc_info=True)
+            gpu.unsupported.add("procs")
+            return None

@@ -21,6 +21,9 @@
  *   gpu0.procs=1234:1073741824,5678:2048   compute processes, pid:used bytes
  * Without $FAKE_NVML_SCRIPT, init fails with NVML_ERROR_DRIVER_NOT_LOADED.
  *
+ * Built with -DFAKE_NVML_NO_V3 it lacks nvmlDeviceGetComputeRunningProcesses_v3 (drivers before
+ * R510): pynvml 13's plain call then raises NVMLLibraryMismatchError.
+ *
  * Built with -DFAKE_NVML_OLD_DRIVER it lacks nvmlDeviceGetCurrentClocksEventReasons, like a
  * driver older than 535.
  *
@@ -353,23 +356,40 @@ int nvmlDeviceGetCurrentClocksThrottleReasons(void *h, unsigned long long *reaso
     DEV_CALL(h, U_REASONS, *reasons = d->reasons);
 }
 
+typedef struct { unsigned pid; unsigned long long used; } proc_v1;
+
+/* The process list in either entry layout: v2/v3 (24 bytes) or v1 (16 bytes). */
+#define FILL_PROCS(h, infos, EXTRA)                                                   \
+    DEV_CALL(h, U_PROCS, {                                                           \
+        if (d->nprocs == 0) {                                                        \
+            *count = 0;                                                              \
+        } else if (infos == NULL || *count < (unsigned)d->nprocs) {                  \
+            *count = (unsigned)d->nprocs;                                            \
+            rc_ = ERR_INSUFFICIENT_SIZE;                                             \
+        } else {                                                                     \
+            for (int i = 0; i < d->nprocs; i++) {                                    \
+                infos[i].pid = d->pids[i];                                           \
+                infos[i].used = d->pmem[i];                                          \
+                EXTRA;                                                               \
+            }                                                                        \
+            *count = (unsigned)d->nprocs;                                            \
+        }                                                                            \
+    })
+
+#define V2_EXTRA (infos[i].gpu_instance = 0xffffffffu, infos[i].compute_instance = 0xffffffffu)
+
+#ifndef FAKE_NVML_NO_V3 /* drivers before R510 have no _v3 */
 int nvmlDeviceGetComputeRunningProcesses_v3(void *h, unsigned *count, proc_v2 *infos) {
-    DEV_CALL(h, U_PROCS, {
-        if (d->nprocs == 0) {
-            *count = 0;
-        } else if (infos == NULL || *count < (unsigned)d->nprocs) {
-            *count = (unsigned)d->nprocs;
-            rc_ = ERR_INSUFFICIENT_SIZE;
-        } else {
-            for (int i = 0; i < d->nprocs; i++) {
-                infos[i].pid = d->pids[i];
-                infos[i].used = d->pmem[i];
-                infos[i].gpu_instance = 0xffffffffu;
-                infos[i].compute_instance = 0xffffffffu;
-            }
-            *count = (unsigned)d->nprocs;
-        }
-    });
+    FILL_PROCS(h, infos, V2_EXTRA);
+}
+#endif
+
+int nvmlDeviceGetComputeRunningProcesses_v2(void *h, unsigned *count, proc_v2 *infos) {
+    FILL_PROCS(h, infos, V2_EXTRA);
+}
+
+int nvmlDeviceGetComputeRunningProcesses(void *h, unsigned *count, proc_v1 *infos) {
+    FILL_PROCS(h, infos, (void)0);
 }
 
 unsigned long long fake_nvml_calls(void) {
