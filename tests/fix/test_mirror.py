@@ -3,6 +3,7 @@ rewrites), resuming, the status, bad input. The dead-share cases are test_mirror
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from trainwatch_lab.fix import mirror_plan as mp
-from trainwatch_lab.fix.mirror import Mirror, active_mirrors, local_mirror
+from trainwatch_lab.fix.mirror import STATUS_FILE, Mirror, active_mirrors, local_mirror
 from trainwatch_lab.fix.scratch import ROOT_ENV, local_refusal
 
 
@@ -133,6 +134,9 @@ def test_status_and_close(dirs: tuple[Path, Path]) -> None:
     assert m.close(10)
     assert m not in active_mirrors()
     assert (share / "a.txt").read_text() == "hello"
+    published = json.loads((local / STATUS_FILE).read_text())  # for the server's panel
+    assert published["pid"] == os.getpid() and published["bytes_pending"] == 0
+    assert sorted(os.listdir(share)) == ["a.txt"]  # bookkeeping is never copied
     assert m.status().state == "closed" and "closed" in m.status().text()
     assert os.fspath(m) == str(local) and str(m / "x") == str(local / "x")
 

@@ -186,10 +186,14 @@ def _copy_range(
     the share). ``create`` truncates ``dst`` first (a whole copy into a temporary name);
     ``rename_to`` then moves it over the real name, so a reader of the share sees the old
     file or the new one. ``mtime_ns`` marks a file fully copied (resuming compares it)."""
+    try:
+        fin = open(src, "rb")  # noqa: SIM115 - closed below
+    except FileNotFoundError:  # a local file gone since the scan (a writer's temp file)
+        return {"copied": 0, "end": offset, "gone": True}
     os.makedirs(os.path.dirname(dst), exist_ok=True)
     flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_TRUNC if create else 0)
     pos = offset
-    with open(src, "rb") as fin:
+    with fin:
         fd = os.open(dst, flags, 0o644)
         try:
             fin.seek(offset)
@@ -371,6 +375,13 @@ def op_remove(paths: list[str]) -> list[str]:
     return removed
 
 
+def op_quota(path: str, device: str | None = None) -> dict[str, Any]:
+    """The quotas that apply under ``path`` (core.quota): one ``quotactl`` per kind."""
+    from .quota import read_quotas
+
+    return read_quotas(path, device=device)
+
+
 OPS: dict[str, Callable[..., Any]] = {
     "ping": op_ping,
     "sleep": op_sleep,
@@ -385,6 +396,7 @@ OPS: dict[str, Callable[..., Any]] = {
     "saves": op_saves,
     "commit": op_commit,
     "remove": op_remove,
+    "quota": op_quota,
 }
 
 

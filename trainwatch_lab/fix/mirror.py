@@ -13,12 +13,12 @@ At exit a bounded final sync runs (atexit); the thread is a daemon and never hol
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import math
 import os
 import threading
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from ..core.mounts import mount_for_path, read_mounts
 from ..core.paths import normalise, printable
 from . import mirror_plan as mp
 from . import scratch
-from .space import fmt_size
+from .mirror_status import MirrorStatus
 
 log = logging.getLogger(__name__)
 
@@ -39,44 +39,7 @@ BATCH_BYTES = 4 * 1024 * 1024  # bytes per call through the guard ...
 MIN_RATE = 1024 * 1024  # ... each allowed the mount timeout plus 1 s per MiB
 LANE = "mirror"
 KEY = "{} (mirror)"
-
-
-@dataclass(frozen=True)
-class MirrorStatus:
-    """One look at a mirror, for ``%trainwatch status``, the dashboard and the panel."""
-
-    local: str
-    share: str
-    state: str  # starting | in-sync | copying | share-unresponsive | error | closed
-    last_sync: float | None  # time.time() of the last round that left nothing behind
-    lag_s: float  # the share lacks what was written in the last lag_s seconds (0: nothing)
-    bytes_pending: int
-    bytes_copied: int
-    files: int
-    error: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def text(self) -> str:
-        head = f"mirror {printable(self.local)} -> {printable(self.share)}: "
-        if self.state == "share-unresponsive":
-            return head + (
-                f"share not answering ({self.error}); {fmt_size(self.bytes_pending)} kept "
-                "locally, copied when it answers again"
-            )
-        if self.state == "error":
-            return head + f"{self.error}; {fmt_size(self.bytes_pending)} not copied yet"
-        if self.bytes_pending:
-            return (
-                head + f"copying, {fmt_size(self.bytes_pending)} pending, {self.lag_s:.0f} s behind"
-            )
-        if self.last_sync is None:
-            return head + self.state
-        ago = max(0.0, time.time() - self.last_sync)
-        files = f"{self.files} file{'' if self.files == 1 else 's'}"
-        what = "closed, all copied" if self.state == "closed" else "in sync"
-        return head + f"{what} ({files}, last sync {ago:.0f} s ago)"
+STATUS_FILE = f"{mp.LOCK_PREFIX}.json"  # the status for other processes, beside the logs
 
 
 def check_share(share: str, guard: MountGuard) -> None:
@@ -109,6 +72,9 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         if not isinstance(every, (int, float)) or not math.isfinite(every) or every <= 0:
             raise ValueError(f"every must be a positive number of seconds, not {every!r}")
         self.local, self.share = normalise(os.fspath(local)), normalise(os.fspath(share))
+        why = scratch.local_refusal(self.local)
+        if why is not None:
+            raise ValueError(f"local: {why}")
         for a, b in ((self.local, self.share), (self.share, self.local)):
             if a == b or a.startswith(b.rstrip(os.sep) + os.sep):
                 raise ValueError(f"the local directory and the share overlap: {a} is in {b}")
@@ -222,11 +188,24 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
             except Exception as exc:  # a bug must not end the mirror silently
                 log.exception("trainwatch: mirror round failed")
                 self._set_state("error", f"{type(exc).__name__}: {exc}")
+            self._publish()
             with self._cv:
                 self._served = max(self._served, wanted)
                 self._cv.notify_all()
             if stop:
                 return
+
+    def _publish(self) -> None:
+        """The status as JSON beside the logs (``.trainwatch-mirror.json``, never copied), for
+        readers in other processes (the Jupyter server's panel); replaced atomically."""
+        path = os.path.join(self.local, STATUS_FILE)
+        data = {**self.status().to_json(), "pid": os.getpid(), "every": self.every}
+        try:
+            with open(f"{path}.tmp", "w") as fh:
+                json.dump(data, fh)
+            os.replace(f"{path}.tmp", path)
+        except OSError:  # the status file is a convenience: never a reason to stop copying
+            log.debug("trainwatch: could not write %s", path, exc_info=True)
 
     def _timeout(self, nbytes: int) -> float | None:
         """A call's timeout; None once a closing deadline has passed."""
