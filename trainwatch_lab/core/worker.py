@@ -375,13 +375,6 @@ def op_remove(paths: list[str]) -> list[str]:
     return removed
 
 
-def op_quota(path: str, device: str | None = None) -> dict[str, Any]:
-    """The quotas that apply under ``path`` (core.quota): one ``quotactl`` per kind."""
-    from .quota import read_quotas
-
-    return read_quotas(path, device=device)
-
-
 OPS: dict[str, Callable[..., Any]] = {
     "ping": op_ping,
     "sleep": op_sleep,
@@ -396,7 +389,6 @@ OPS: dict[str, Callable[..., Any]] = {
     "saves": op_saves,
     "commit": op_commit,
     "remove": op_remove,
-    "quota": op_quota,
 }
 
 
