@@ -606,6 +606,9 @@ def _start_agent(args: argparse.Namespace, paths: list[str]) -> Any:
     sampler = make_sampler(
         paths,
         pid=args.pid,
+        # without --pid no process tree is exported: reading the agent's own would cost
+        # procfs reads every tick for nothing
+        process=args.pid is not None,
         interval=args.interval,
         probe=not args.no_probe,
         gpu=gpus != [],

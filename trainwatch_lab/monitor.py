@@ -1,15 +1,22 @@
-"""Builds the one Sampler every surface uses (CLI ``watch``, notebook, server).
+"""Builds the one Sampler every surface uses (CLI ``watch``/``serve``, notebook, server).
 
 Sources run in this order: paths (resolves mounts and devices), disks (reads the devices the
-paths resolved), process, gpus, main_thread (only while a GPU is underused), and with
+paths resolved), process (the tree of ``pid``), gpus, main_thread (only while a GPU is
+underused), the caller's own sources (``more_sources``: the server's kernels) and with
 ``processes`` the training processes found on the machine (core.training_source), which add
-their directories to the paths source. The Advisor evaluates every tick.
+their directories to the watched paths. The Advisor evaluates every tick.
+
+Every surface states what it needs here, rather than editing a built Sampler: the server
+keeps one History across restarts (``history``), watches no process of its own
+(``process=False``: it trains nothing) and follows discovered directories with its own
+bookkeeping (``Discovery.on_paths``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
 
 from .advice.advisor import Advisor
 from .core.defaults import DEFAULTS, Defaults
@@ -21,68 +28,114 @@ from .core.probe import local_baseline
 from .core.process import ProcessIOSource
 from .core.sampler import Sampler, Source
 from .core.threadwait import MainThreadSource
-from .core.training_source import FollowPaths, TrainingSource
+from .core.training_source import (
+    MAX_PATHS,
+    MAX_PROCESSES,
+    FollowPaths,
+    Identity,
+    OnPaths,
+    TrainingSource,
+)
+from .core.waits import WaitSource
+
+GpuMemory = Callable[[], dict[int, int]]  # pid -> GPU memory in bytes (GpuSource)
+MoreSources = Callable[[GpuMemory | None], Iterable[Source]]
 
 
-def _gpu_sources(pid: int | None, defaults: Defaults, gpu: bool) -> list[Source]:
+@dataclass(frozen=True)
+class Discovery:
+    """How training processes found on the machine are followed (``processes=``).
+
+    ``on_paths`` receives the directories to watch (dir -> the pids they came from); None
+    adds them to the sampler's own paths source. ``skip_trees`` names pids whose trees are
+    reported elsewhere (the server's kernels), ``hidden`` the identities a user hid."""
+
+    on_paths: OnPaths | None = None
+    skip_trees: Callable[[], Collection[int]] | None = None
+    hidden: Callable[[], Collection[Identity]] | None = None
+    max_processes: int = MAX_PROCESSES
+    max_paths: int = MAX_PATHS
+
+
+def _gpu_sources(pid: int | None, defaults: Defaults, gpu: bool, process: bool) -> list[Source]:
     """The GPUs, then where the main thread waits while one of them is underused (only when
-    ``pid`` is this process: it names what a slow GPU waits for). Without GPUs, neither."""
+    the watched process is this one: it names what a slow GPU waits for). Without GPUs,
+    neither; without a watched process, no main thread."""
     if not gpu:
         return []
-    return [
-        GpuSource(pid=pid, defaults=defaults),
+    sources: list[Source] = [GpuSource(pid=pid, defaults=defaults)]
+    if process:
         # both GPU rules that explain a slow GPU name where the loop waits: gpu-stalled
         # (near 0 %) and gpu-starved (a low mean)
-        MainThreadSource(
-            gpu_idle_below=max(defaults.gpu_idle_util_pct, defaults.gpu_starved_mean_util_pct)
-        ),
-    ]
+        sources.append(
+            MainThreadSource(
+                gpu_idle_below=max(defaults.gpu_idle_util_pct, defaults.gpu_starved_mean_util_pct)
+            )
+        )
+    return sources
 
 
 def make_sampler(
     paths: Iterable[str] = (),
     *,
     pid: int | None = None,
+    process: bool = True,
     interval: float = DEFAULTS.interval_s,
     probe: bool = True,
     gpu: bool = True,
+    waits: bool | None = None,
     defaults: Defaults = DEFAULTS,
+    history: History | None = None,
     history_capacity: int | None = None,
-    processes: bool = False,
+    processes: bool | Discovery = False,
+    more_sources: MoreSources | None = None,
 ) -> Sampler:
     """A ready (not started) Sampler watching ``paths`` and the process tree of ``pid``.
 
-    ``history_capacity`` defaults to ``defaults.history_s`` worth of samples at ``interval``.
-    ``processes``: also find training processes (scripts in terminals, tmux, nohup) and watch
-    their log and checkpoint directories and working directories (``watch``/``serve``).
+    ``process=False`` watches no process tree at all (no I/O rates, no main thread): a
+    server or an agent that trains nothing saves those reads every tick. ``history`` is
+    used as it is (a surface that restarts its sampler keeps its charts); otherwise a new
+    one holds ``history_capacity`` samples, by default ``defaults.history_s`` worth at
+    ``interval``. ``processes``: also find training processes (scripts in terminals, tmux,
+    nohup) and watch their log, checkpoint and working directories; a ``Discovery`` says
+    how. ``more_sources(gpu_memory)`` returns sources to run after the built-in ones, given
+    the GPU source's per-process memory reader (None without GPUs).
     """
     if not interval > 0 or not math.isfinite(interval):
         raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
-    if history_capacity is None:
-        history_capacity = capacity_for(defaults.history_s, interval, defaults)
+    if history is None:
+        if history_capacity is None:
+            history_capacity = capacity_for(defaults.history_s, interval, defaults)
+        history = History(capacity=history_capacity)
     paths = tuple(paths)
     paths_source = PathsSource(paths=paths, defaults=defaults, probe=probe)
-    sources: list[Source] = [
-        paths_source,
-        DiskStatsSource(),
-        ProcessIOSource(pid=pid),
-        *_gpu_sources(pid, defaults, gpu),
-    ]
+    sources: list[Source] = [paths_source, DiskStatsSource()]
+    if process:
+        sources.append(ProcessIOSource(pid=pid))
+    sources += _gpu_sources(pid, defaults, gpu, process)
+    gpus = next((s for s in sources if isinstance(s, GpuSource)), None)
+    gpu_memory = gpus.process_memory if gpus is not None else None
+    if more_sources is not None:
+        sources += more_sources(gpu_memory)
     if processes:
-        gpus = next((s for s in sources if isinstance(s, GpuSource)), None)
+        how = processes if isinstance(processes, Discovery) else Discovery()
         sources.append(
             TrainingSource(
-                on_paths=FollowPaths(paths_source, paths),
-                gpu_memory=gpus.process_memory if gpus is not None else None,
+                on_paths=how.on_paths or FollowPaths(paths_source, paths),
+                gpu_memory=gpu_memory,
+                skip_trees=how.skip_trees,
+                hidden=how.hidden,
+                max_processes=how.max_processes,
+                max_paths=how.max_paths,
             )
         )
+    # time lost to storage by path (core.waits): where ``pid`` names the training process
+    # (the notebook passes its own, ``watch``/``serve --pid`` another); not for an agent
+    tree = next((s for s in sources if isinstance(s, ProcessIOSource)), None)
+    if tree is not None and (waits if waits is not None else pid is not None):
+        sources.append(WaitSource(pid=pid, defaults=defaults, members=lambda: tree.members))
     advisor = Advisor(
         defaults=defaults,
         baseline=(lambda: local_baseline(defaults)) if probe else None,
     )
-    return Sampler(
-        sources,
-        interval=interval,
-        history=History(capacity=history_capacity),
-        evaluate=advisor,
-    )
+    return Sampler(sources, interval=interval, history=history, evaluate=advisor)

@@ -5,11 +5,14 @@ Defaults come from core.defaults so the panel, the CLI and the notebook never di
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from traitlets import Bool, Float, Int, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
 from ..core.defaults import DEFAULTS
 from ..core.training_source import MAX_PATHS, MAX_PROCESSES
+from ..prometheus.rules import WINDOW
 
 
 class TrainWatch(Configurable):
@@ -50,6 +53,31 @@ class TrainWatch(Configurable):
         config=True
     )
     gpu = Bool(True, help="Sample NVIDIA GPUs through NVML.").tag(config=True)
+    authenticate_prometheus = Bool(
+        True,
+        help="Require Jupyter's authentication (a token: Prometheus's `authorization` "
+        "setting) to scrape <base_url>/trainwatch-lab/metrics, as ServerApp."
+        "authenticate_prometheus does for Jupyter's own /metrics.",
+    ).tag(config=True)
+    scrape_lease_s = Float(
+        180.0,
+        help="A scrape of /trainwatch-lab/metrics keeps the sampler running this many "
+        "seconds (or three intervals between scrapes when that is longer), so the next "
+        "scrape finds rates and trends instead of a freshly started sampler.",
+    ).tag(config=True)
+    prometheus_url = Unicode(
+        "",
+        help="Prometheus's base URL (http://prometheus:9090). When set, the panel shows the "
+        "fleet: every host Prometheus scrapes (trainwatch agents, node_exporter, DCGM "
+        "exporter), read by this server, never by the browser.",
+    ).tag(config=True)
+    prometheus_timeout_s = Float(
+        2.0, help="How long the server waits for Prometheus before saying it did not answer."
+    ).tag(config=True)
+    fleet_rate_window = Unicode(
+        "1m",
+        help="Range of rate() in the fleet's disk numbers (at least 4 scrape intervals).",
+    ).tag(config=True)
 
     @validate("interval")
     def _check_interval(self, proposal: dict) -> float:
@@ -67,7 +95,29 @@ class TrainWatch(Configurable):
             raise TraitError(f"TrainWatch.{proposal['trait'].name} must be 0 or more, got {value}")
         return value
 
-    @validate("history_s", "stop_grace_s", "snapshot_wait_s")
+    @validate("prometheus_url")
+    def _check_url(self, proposal: dict) -> str:
+        value = proposal["value"].strip()
+        parts = urlsplit(value)
+        if value and (parts.scheme not in ("http", "https") or not parts.netloc):
+            raise TraitError(
+                f"TrainWatch.prometheus_url must be an http(s) URL like "
+                f"http://prometheus:9090, got {value!r}"
+            )
+        return value.rstrip("/")
+
+    @validate("fleet_rate_window")
+    def _check_window(self, proposal: dict) -> str:
+        value = proposal["value"]
+        if not WINDOW.match(value):
+            raise TraitError(
+                f"TrainWatch.fleet_rate_window must be a duration like 30s, 1m or 1h, got {value!r}"
+            )
+        return value
+
+    @validate(
+        "history_s", "stop_grace_s", "snapshot_wait_s", "scrape_lease_s", "prometheus_timeout_s"
+    )
     def _check_positive(self, proposal: dict) -> float:
         value = proposal["value"]
         if not value > 0:

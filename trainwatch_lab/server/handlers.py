@@ -200,7 +200,7 @@ class CheckHandler(BaseHandler):
 
 class PathsHandler(BaseHandler):
     def listing(self) -> dict[str, Any]:
-        latest = self.hub.history.latest
+        latest = self.hub.latest
         states = latest.paths if latest is not None else {}
         return {
             "paths": [
@@ -278,7 +278,7 @@ class ProcessesHandler(BaseHandler):
     {"pid": N}`` shows it again."""
 
     def listing(self) -> dict[str, Any]:
-        latest = self.hub.history.latest
+        latest = self.hub.latest
         rows = latest.processes if latest is not None else []
         hidden = sorted({pid for pid, _ in self.hub.hidden_processes()})
         return {"processes": [p.to_json() for p in rows], "hidden": hidden}
@@ -346,7 +346,7 @@ class StreamHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
         self._loop = asyncio.get_running_loop()
         self._acquired = True
         await self.hub.acquire()
-        latest = self.hub.history.latest
+        latest = self.hub.latest
         if latest is not None and self.hub.running:
             self._send(dumps(latest.to_json()), latest.t)
         self._unlisten = self.hub.add_listener(self._on_sample)

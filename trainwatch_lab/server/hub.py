@@ -1,15 +1,15 @@
-"""The one Sampler of the server process, shared by every browser tab.
+"""The one Sampler of the server process, shared by every browser tab and every scrape.
 
-It starts on the first client (WebSocket or REST call) and stops ``stop_grace_s`` after the last
-one left, so an idle JupyterLab costs nothing. Sampler start/stop/close can block (thread joins,
-helper processes, NVML), so they run in a small executor, never on the event loop; samples are
-serialised on the sampler thread and hopped to the loop with ``call_soon_threadsafe``.
+It starts on the first client (WebSocket, REST call or Prometheus scrape) and stops once
+nobody holds its lease (server.lease: a connected client, the grace period after a REST
+call or the last client, the next scrape due), so an idle JupyterLab costs nothing. What is
+watched and why lives apart (server.watched) and survives restarts, as does the history.
+Sampler start/stop/close can block (thread joins, helper processes, NVML), so they run in a
+small executor, never on the event loop; samples are serialised on the sampler thread and
+hopped to the loop with ``call_soon_threadsafe``.
 
-Watched paths carry roles: ``root`` (the Jupyter root dir), ``kernel:<id>`` (a kernel's working
-directory), ``process:<pid>`` (a directory of a training process found on the machine:
-core.training_source) and ``user`` (added in the panel). A path is watched while it has a role;
-a path the user removed is not re-added automatically until they add it again, and a process
-the user hid is neither listed nor watched until they show it again.
+Surfaces read ``latest``: the sample the hub's subscriber received, with its warnings and
+headline. ``history.latest`` may be a tick whose warnings are still being evaluated.
 """
 
 from __future__ import annotations
@@ -19,30 +19,29 @@ import contextlib
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from ..core.defaults import DEFAULTS, Defaults
+from ..core.defaults import DEFAULTS
+from ..core.diskstats import DiskCounters
 from ..core.history import History, capacity_for
 from ..core.model import Sample, json_safe
-from ..core.paths import normalise
-from ..core.sampler import Sampler
+from ..core.sampler import Sampler, Source
 from ..core.training import process_identity
-from ..core.training_source import TrainingSource
-from ..monitor import make_sampler
+from ..monitor import Discovery, GpuMemory, make_sampler
+from ..prometheus.metrics import disk_counters
 from .config import TrainWatch
 from .kernels import KernelsSource, kernel_pids
+from .lease import Lease
+from .watched import WatchedPaths, path_key
 
 log = logging.getLogger(__name__)
 
-SERVER_SELF_SOURCES = frozenset({"process", "main_thread"})
-
 Listener = Callable[[Sample, str], None]  # called on the sampler thread with (sample, json text)
 
-
-path_key = normalise  # the agreed key (handlers import it under this name)
+__all__ = ["Hub", "dumps", "path_key"]
 
 
 def dumps(obj: Any) -> str:
@@ -53,21 +52,13 @@ def dumps(obj: Any) -> str:
         return json.dumps(json_safe(obj), allow_nan=False, separators=(",", ":"))
 
 
-def build_sampler(
-    paths: list[str], interval: float, probe: bool, gpu: bool, defaults: Defaults
-) -> Sampler:
-    """The same Sampler every surface uses; the GPU source attributes memory to this server's
-    process tree, which holds the kernels it started."""
-    return make_sampler(paths, interval=interval, probe=probe, gpu=gpu, defaults=defaults)
-
-
 class Hub:
     def __init__(
         self,
         config: TrainWatch,
         root_dir: str | None = None,
         kernel_manager: Any = None,
-        sampler_factory: Callable[..., Sampler] = build_sampler,
+        sampler_factory: Callable[..., Sampler] = make_sampler,
     ) -> None:
         self.config = config
         self.defaults = replace(DEFAULTS, interval_s=config.interval, history_s=config.history_s)
@@ -75,10 +66,14 @@ class Hub:
         self.sampler_factory = sampler_factory
         self.history = History(capacity=capacity_for(config.history_s, config.interval))
         self.sampler: Sampler | None = None
-        self.clients = 0
+        self.latest: Sample | None = None  # the last sample handed to subscribers
+        self.lease = Lease(config.stop_grace_s, config.scrape_lease_s)
+        initial = [(p, "user") for p in config.paths]
+        if config.watch_root_dir and root_dir:
+            initial.insert(0, (root_dir, "root"))
+        self.paths = WatchedPaths(initial)
+        self.paths.on_change = self._path_changed
         self.starts = 0  # how many times a sampler was started (tests, diagnostics)
-        self._roles: dict[str, set[str]] = {}
-        self._dismissed: set[str] = set()
         self._hidden: set[tuple[int, int]] = set()  # (pid, start ticks) hidden in the panel
         self._lock = threading.RLock()
         self._listeners: list[Listener] = []
@@ -89,10 +84,11 @@ class Hub:
         self._run = 0  # sampler generation; a snapshot waits for a sample of the current one
         self._fresh_run = -1
         self._waiters: list[asyncio.Future[None]] = []
-        if config.watch_root_dir and root_dir:
-            self._roles.setdefault(path_key(root_dir), set()).add("root")
-        for p in config.paths:
-            self._roles.setdefault(path_key(p), set()).add("user")
+
+    @property
+    def clients(self) -> int:
+        """Streaming clients connected now."""
+        return self.lease.clients
 
     # -- threads ---------------------------------------------------------------------
     async def in_executor(self, fn: Callable[..., Any], *args: Any, timeout: float | None = None):
@@ -145,44 +141,42 @@ class Hub:
             self._loop = asyncio.get_running_loop()
         return self._state_lock
 
+    def _kernels(self, gpu_memory: GpuMemory | None) -> list[Source]:
+        """Per-kernel I/O and GPU memory (and their working directories, when watched)."""
+        if self.kernel_manager is None:
+            return []
+        on_dirs = self._kernel_dirs if self.config.watch_kernel_dirs else None
+        return [KernelsSource(self.kernel_manager, gpu_memory=gpu_memory, on_dirs=on_dirs)]
+
     def _create_and_start(self) -> Sampler:
+        config = self.config
+        discovery = Discovery(
+            on_paths=self._process_dirs,
+            # kernels are this server's own: the kernels source reports them
+            skip_trees=lambda: kernel_pids(self.kernel_manager),
+            hidden=self.hidden_processes,
+            max_processes=config.max_processes,
+            max_paths=config.max_process_paths,
+        )
         sampler = self.sampler_factory(
             self.watched(),
-            interval=self.config.interval,
-            probe=self.config.probe,
-            gpu=self.config.gpu,
+            # the Jupyter server trains nothing: per-kernel I/O comes from the kernels source
+            process=False,
+            interval=config.interval,
+            probe=config.probe,
+            gpu=config.gpu,
             defaults=self.defaults,
+            history=self.history,  # the charts survive restarts of the sampler
+            processes=discovery if config.watch_processes else False,
+            more_sources=self._kernels,
         )
-        sampler.history = self.history  # history survives restarts of the sampler
-        # "process" and "main_thread" would describe the Jupyter server itself, which trains
-        # nothing: per-kernel I/O comes from the kernels source instead
-        sampler.sources = [s for s in sampler.sources if s.name not in SERVER_SELF_SOURCES]
-        gpus = sampler.find_source("gpus")
-        gpu_memory = getattr(gpus, "process_memory", None)
-        if self.kernel_manager is not None:
-            sampler.sources.append(
-                KernelsSource(
-                    self.kernel_manager,
-                    gpu_memory=gpu_memory if callable(gpu_memory) else None,
-                    on_dirs=self._kernel_dirs if self.config.watch_kernel_dirs else None,
-                )
-            )
-        if self.config.watch_processes:
-            sampler.sources.append(
-                TrainingSource(
-                    on_paths=self._process_dirs,
-                    gpu_memory=gpu_memory if callable(gpu_memory) else None,
-                    # kernels are this server's own: the kernels source reports them
-                    skip_trees=lambda: kernel_pids(self.kernel_manager),
-                    hidden=self.hidden_processes,
-                    max_processes=self.config.max_processes,
-                    max_paths=self.config.max_process_paths,
-                )
-            )
         sampler.subscribe(self._on_sample)
         return sampler.start()
 
     async def ensure_running(self) -> Sampler:
+        """Start the sampler if needed; the caller holds the lease for the grace period
+        (a REST call), and longer if it holds it otherwise (a client, a scrape)."""
+        self.lease.hold(self.config.stop_grace_s)
         async with self._lock_for_loop():
             self._cancel_stop()
             if self.sampler is None:
@@ -191,20 +185,18 @@ class Hub:
                 self.starts += 1
                 log.info("trainwatch sampler started (interval %.3g s)", self.config.interval)
             sampler = self.sampler
-        if self.clients == 0:  # REST-only use: stop again once nobody asks
-            self._schedule_stop()
+        self._schedule_stop()
         return sampler
 
     async def acquire(self) -> None:
         """A streaming client arrived."""
-        self.clients += 1
+        self.lease.acquire()
         await self.ensure_running()
 
     def release(self) -> None:
         """A streaming client left; stop after the grace period if it was the last."""
-        self.clients = max(0, self.clients - 1)
-        if self.clients == 0:
-            self._schedule_stop()
+        self.lease.release()
+        self._schedule_stop()
 
     def _cancel_stop(self) -> None:
         if self._stop_handle is not None:
@@ -212,20 +204,27 @@ class Hub:
             self._stop_handle = None
 
     def _schedule_stop(self) -> None:
+        """Look again when the lease runs out (never while a client holds it)."""
         self._cancel_stop()
+        left = self.lease.remaining()
+        if left is None:
+            return
         loop = self._loop or asyncio.get_event_loop()
         self._stop_handle = loop.call_later(
-            self.config.stop_grace_s, lambda: asyncio.ensure_future(self.stop_if_idle())
+            left + 0.01, lambda: asyncio.ensure_future(self.stop_if_idle())
         )
 
     async def stop_if_idle(self) -> None:
         async with self._lock_for_loop():
             self._stop_handle = None
-            if self.clients > 0 or self.sampler is None:
+            if self.sampler is None:
+                return
+            if self.lease.held:  # held again meanwhile (a scrape, a REST call)
+                self._schedule_stop()
                 return
             sampler, self.sampler = self.sampler, None
         await self.in_executor(sampler.close)
-        log.info("trainwatch sampler stopped (no client left)")
+        log.info("trainwatch sampler stopped (nobody asked for samples)")
 
     async def shutdown(self) -> None:
         self._cancel_stop()
@@ -255,6 +254,7 @@ class Hub:
 
     def _on_sample(self, sample: Sample) -> None:  # sampler thread
         run = self._run
+        self.latest = sample  # finished: warnings and headline evaluated
         with self._lock:
             listeners = list(self._listeners)
         text = dumps(sample.to_json()) if listeners else ""
@@ -274,101 +274,62 @@ class Hub:
             if not fut.done():
                 fut.set_result(None)
 
-    async def fresh_sample(self) -> Sample | None:
-        """The latest sample of the running sampler (waits for its first one)."""
+    async def fresh_sample(self, wait_s: float | None = None) -> Sample | None:
+        """The latest sample of the running sampler (waits for its first one, at most
+        ``wait_s``, by default ``snapshot_wait_s``)."""
         await self.ensure_running()
         if self._fresh_run != self._run:
             fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiters.append(fut)
             try:
-                await asyncio.wait_for(fut, self.config.snapshot_wait_s)
+                await asyncio.wait_for(fut, wait_s or self.config.snapshot_wait_s)
             except asyncio.TimeoutError:
                 return None
-        return self.history.latest
+        return self.latest
+
+    async def scrape(self, wait_s: float) -> tuple[Sample | None, Mapping[str, DiskCounters]]:
+        """What a Prometheus scrape exports: the latest finished sample and the disk counters
+        read with it, from memory. A scrape holds the lease until the next one is due; only
+        the first scrape of a stopped sampler waits (``wait_s`` at most) for a sample."""
+        self.lease.scraped()
+        sample = await self.fresh_sample(wait_s)
+        sampler = self.sampler
+        reader = disk_counters(sampler) if sampler is not None else None
+        return sample, (reader() if reader is not None else {})
 
     # -- watched paths ---------------------------------------------------------------
     def watched(self) -> list[str]:
-        with self._lock:
-            return sorted(self._roles)
+        return self.paths.paths()
 
     def roles(self) -> dict[str, list[str]]:
-        with self._lock:
-            return {p: sorted(r) for p, r in sorted(self._roles.items())}
+        return self.paths.roles()
 
-    def _paths_source(self) -> Any:
+    def _path_changed(self, key: str, watched: bool) -> None:
+        """Tell the running paths source when a path appears or vanishes."""
         sampler = self.sampler
-        return sampler.find_source("paths") if sampler is not None else None
-
-    def _set_role(self, key: str, role: str, on: bool) -> None:
-        """Add/remove one role; tell the running paths source when a path appears/vanishes."""
-        with self._lock:
-            roles = self._roles.get(key)
-            before = bool(roles)
-            if on:
-                self._roles.setdefault(key, set()).add(role)
-            elif roles is not None:
-                roles.discard(role)
-                if not roles:
-                    del self._roles[key]
-            after = bool(self._roles.get(key))
-        source = self._paths_source()
-        if source is None or before == after:
+        source: Any = sampler.find_source("paths") if sampler is not None else None
+        if source is None:
             return
-        if after:
+        if watched:
             source.add(key)
         else:
             source.remove(key)
 
     def add_user_path(self, path: str) -> str:
-        key = path_key(path)
-        with self._lock:
-            self._dismissed.discard(key)
-        self._set_role(key, "user", True)
-        return key
+        return self.paths.add_user_path(path)
 
     def remove_path(self, path: str) -> bool:
         """Stop watching ``path`` whatever put it there; auto-roles will not bring it back."""
-        key = path_key(path)
-        with self._lock:
-            roles = set(self._roles.get(key, ()))
-            if not roles:
-                return False
-            self._dismissed.add(key)
-        for role in roles:
-            self._set_role(key, role, False)
-        return True
+        return self.paths.remove(path)
 
     def _kernel_dirs(self, dirs: dict[str, str]) -> None:  # sampler thread
-        with self._lock:
-            current = {
-                (p, r) for p, rs in self._roles.items() for r in rs if r.startswith("kernel:")
-            }
-            wanted = {
-                (path_key(d), f"kernel:{kid}")
-                for kid, d in dirs.items()
-                if path_key(d) not in self._dismissed
-            }
-        for key, role in current - wanted:
-            self._set_role(key, role, False)
-        for key, role in wanted - current:
-            self._set_role(key, role, True)
+        self.paths.sync("kernel:", ((d, f"kernel:{kid}") for kid, d in dirs.items()))
 
     def _process_dirs(self, dirs: dict[str, set[int]]) -> None:  # sampler thread
         """Directories of training processes: one ``process:<pid>`` role per process."""
-        with self._lock:
-            current = {
-                (p, r) for p, rs in self._roles.items() for r in rs if r.startswith("process:")
-            }
-            wanted = {
-                (path_key(d), f"process:{pid}")
-                for d, pids in dirs.items()
-                for pid in pids
-                if path_key(d) not in self._dismissed
-            }
-        for key, role in current - wanted:
-            self._set_role(key, role, False)
-        for key, role in wanted - current:
-            self._set_role(key, role, True)
+        self.paths.sync(
+            "process:", ((d, f"process:{pid}") for d, pids in dirs.items() for pid in pids)
+        )
 
     # -- training processes ----------------------------------------------------------
     def hidden_processes(self) -> set[tuple[int, int]]:
@@ -378,7 +339,7 @@ class Hub:
     def hide_process(self, pid: int) -> bool:
         """Hide a listed training process: its row and its directories go (procfs reads
         only: safe on the event loop). False when no such process is listed."""
-        latest = self.history.latest
+        latest = self.latest
         listed = latest is not None and any(p.pid == pid for p in latest.processes)
         identity = process_identity(pid)
         if not listed or identity is None:

@@ -1,0 +1,84 @@
+"""The server's watched paths and why each is watched, apart from the sampler's lifecycle.
+
+Paths carry roles: ``root`` (the Jupyter root dir), ``kernel:<id>`` (a kernel's working
+directory), ``process:<pid>`` (a directory of a training process found on the machine:
+core.training_source) and ``user`` (added in the panel). A path is watched while it has a
+role; a path the user removed is not re-added automatically until they add it again.
+Kernel and process roles are updated from the sampler thread, the user's from the event
+loop: one lock guards the table, and ``on_change`` (the running paths source) is told when
+a path appears or vanishes, outside the lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+
+from ..core.paths import normalise
+
+path_key = normalise  # the agreed key (handlers import it under this name)
+OnChange = Callable[[str, bool], None]  # (path, watched now)
+
+
+class WatchedPaths:
+    def __init__(self, initial: Iterable[tuple[str, str]] = ()) -> None:
+        self._roles: dict[str, set[str]] = {}
+        self._dismissed: set[str] = set()
+        self._lock = threading.RLock()
+        self.on_change: OnChange | None = None
+        for path, role in initial:
+            self._roles.setdefault(path_key(path), set()).add(role)
+
+    def paths(self) -> list[str]:
+        with self._lock:
+            return sorted(self._roles)
+
+    def roles(self) -> dict[str, list[str]]:
+        with self._lock:
+            return {p: sorted(r) for p, r in sorted(self._roles.items())}
+
+    def _set_role(self, key: str, role: str, on: bool) -> None:
+        with self._lock:
+            roles = self._roles.get(key)
+            before = bool(roles)
+            if on:
+                self._roles.setdefault(key, set()).add(role)
+            elif roles is not None:
+                roles.discard(role)
+                if not roles:
+                    del self._roles[key]
+            after = bool(self._roles.get(key))
+        if before != after and self.on_change is not None:
+            self.on_change(key, after)
+
+    def add_user_path(self, path: str) -> str:
+        key = path_key(path)
+        with self._lock:
+            self._dismissed.discard(key)
+        self._set_role(key, "user", True)
+        return key
+
+    def remove(self, path: str) -> bool:
+        """Stop watching ``path`` whatever put it there; auto-roles will not bring it back."""
+        key = path_key(path)
+        with self._lock:
+            roles = set(self._roles.get(key, ()))
+            if not roles:
+                return False
+            self._dismissed.add(key)
+        for role in roles:
+            self._set_role(key, role, False)
+        return True
+
+    def sync(self, prefix: str, wanted: Iterable[tuple[str, str]]) -> None:
+        """Make the roles starting with ``prefix`` exactly ``wanted`` ((path, role) pairs),
+        leaving out paths the user removed (sampler thread: kernels, processes)."""
+        with self._lock:
+            current = {(p, r) for p, rs in self._roles.items() for r in rs if r.startswith(prefix)}
+            target = {
+                (path_key(p), role) for p, role in wanted if path_key(p) not in self._dismissed
+            }
+        for key, role in current - target:
+            self._set_role(key, role, False)
+        for key, role in target - current:
+            self._set_role(key, role, True)
