@@ -8,10 +8,12 @@ the bus for ~20 ms in the driver) every ``gpu_pcie_every_s``. Every failure - no
 driver, no devices, a function this GPU does not support, a GPU that fell off the bus - ends as
 data (``None`` fields, ``GpuState.lost``, ``sample.notes["gpus"]``), never as an exception.
 
-Devices are labelled as the watched process's CUDA sees them: ``CUDA_VISIBLE_DEVICES`` (indices
-or UUID prefixes) decides which GPUs are reported and their ``index``; ``nvml_index`` is the
-physical one. CUDA's default enumeration order (fastest first) is assumed to match NVML's PCI
-order, which holds on the usual machines with identical GPUs (or CUDA_DEVICE_ORDER=PCI_BUS_ID).
+In a container with its own PID namespace process memory is matched by open device files
+(core.gpu_container). Devices are labelled as the watched process's CUDA sees them:
+``CUDA_VISIBLE_DEVICES`` (indices or UUID prefixes) decides which GPUs are reported and their
+``index``; ``nvml_index`` is the physical one. CUDA's default enumeration order (fastest
+first) is assumed to match NVML's PCI order, which holds on the usual machines with identical
+GPUs (or CUDA_DEVICE_ORDER=PCI_BUS_ID).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import gpu_container
 from .defaults import DEFAULTS, Defaults
 from .gpu_procs import compute_processes
 from .model import GpuState, Sample
@@ -152,6 +155,7 @@ class _Gpu:
     process_mem_bytes: int | None = None
     procs_version: int = 0  # index in gpu_procs.VERSIONS of the call that answered last
     mem_total: int | None = None
+    minor: int | None = None  # /dev/nvidia<minor>, read once when NVML's PIDs are not ours
 
 
 class GpuSource:
@@ -172,6 +176,8 @@ class GpuSource:
         self._procs_at = -math.inf
         self._proc_mem: dict[int, int] = {}
         self._reasons_fn = "nvmlDeviceGetCurrentClocksEventReasons"
+        self._host_pids: bool | None = None  # NVML's PIDs are the host's, not ours
+        self._proc_note: str | None = None  # how process memory was attributed
         self._lock = threading.Lock()
 
     # -- public ----------------------------------------------------------------------
@@ -189,6 +195,8 @@ class GpuSource:
             if now - self._procs_at >= self.defaults.gpu_processes_every_s:
                 self._refresh_processes(now)
             sample.gpus.extend(self._read(g, now) for g in self._gpus)
+            if self._proc_note:
+                sample.notes["gpu_processes"] = self._proc_note
 
     def process_memory(self) -> dict[int, int]:
         """pid -> GPU memory in bytes over the visible GPUs, from the latest process read."""
@@ -374,6 +382,10 @@ class GpuSource:
         """Who holds GPU memory, and how much of it belongs to the watched process tree."""
         self._procs_at = now
         tree = _process_tree(self.pid)
+        if self._host_pids is None:
+            self._host_pids = gpu_container.nested_pid_namespace()
+        if self._host_pids and self._refresh_by_device(tree):
+            return
         totals: dict[int, int] = {}
         for gpu in self._gpus:
             procs = self._procs(gpu)
@@ -387,6 +399,32 @@ class GpuSource:
                     mine += used
             gpu.process_mem_bytes = mine
         self._proc_mem = totals
+
+    def _refresh_by_device(self, tree: set[int]) -> bool:
+        """In a container: NVML's host PIDs matched to ours through open /dev/nvidia<minor>.
+        False (nothing changed) when no process here holds one: NVML's PIDs are then used."""
+        holders = gpu_container.device_holders()
+        if not holders:
+            self._proc_note = gpu_container.NVML_PIDS_NOTE
+            return False
+        totals: dict[int, int] = {}
+        exact = True
+        for gpu in self._gpus:
+            procs = self._procs(gpu)
+            if gpu.minor is None and procs is not None:
+                gpu.minor = self._query(gpu, "minor", "nvmlDeviceGetMinorNumber")
+            if procs is None or gpu.minor is None:
+                gpu.process_mem_bytes = None
+                continue
+            local = [pid for pid, minors in holders.items() if gpu.minor in minors]
+            shares, whole = gpu_container.attribute(procs, local)
+            exact = exact and whole
+            for pid, used in shares.items():
+                totals[pid] = totals.get(pid, 0) + used
+            gpu.process_mem_bytes = sum(used for pid, used in shares.items() if pid in tree)
+        self._proc_mem = totals
+        self._proc_note = gpu_container.note(exact)
+        return True
 
     def _procs(self, gpu: _Gpu) -> list[tuple[int, int]] | None:
         """The GPU's compute processes through the first call version the driver has."""

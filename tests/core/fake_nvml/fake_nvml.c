@@ -9,7 +9,7 @@
  * Script format, one `key=value` per line, `#` comments:
  *   init=0                 return code of nvmlInitWithFlags (9 = driver not loaded)
  *   count=2                device count (default: highest gpuN seen + 1)
- *   gpu0.uuid=GPU-...      gpu0.name=...
+ *   gpu0.uuid=GPU-...      gpu0.name=...       gpu0.minor=0 (/dev/nvidia0; default: N)
  *   gpu0.util=37           gpu0.mem_util=12
  *   gpu0.util_seq=0,80,10  successive utilization reads cycle through these (overrides util)
  *   gpu0.mem_total=BYTES   gpu0.mem_used=BYTES
@@ -53,6 +53,7 @@ enum {
 typedef struct {
     int index;
     int seen;
+    unsigned minor;
     char uuid[96];
     char name[96];
     unsigned util, mem_util;
@@ -89,6 +90,7 @@ static int loaded;
 static void dev_defaults(fake_dev *d, int i) {
     memset(d, 0, sizeof *d);
     d->index = i;
+    d->minor = (unsigned)i;
     snprintf(d->uuid, sizeof d->uuid, "GPU-%08x-1111-2222-3333-44444444444%d", 0xfa4e0000u + i,
              i % 10);
     snprintf(d->name, sizeof d->name, "Fake GPU %d", i);
@@ -136,6 +138,7 @@ static void parse_seq(fake_dev *d, const char *list) {
 static void set_field(fake_dev *d, const char *key, const char *val) {
     unsigned long long n = strtoull(val, NULL, 0);
     if (!strcmp(key, "uuid")) snprintf(d->uuid, sizeof d->uuid, "%s", val);
+    else if (!strcmp(key, "minor")) d->minor = (unsigned)n;
     else if (!strcmp(key, "name")) snprintf(d->name, sizeof d->name, "%s", val);
     else if (!strcmp(key, "util")) d->util = (unsigned)n;
     else if (!strcmp(key, "mem_util")) d->mem_util = (unsigned)n;
@@ -282,6 +285,8 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned index, void **device) {
 }
 
 int nvmlDeviceGetIndex(void *h, unsigned *index) { DEV_CALL(h, 0, *index = (unsigned)d->index); }
+
+int nvmlDeviceGetMinorNumber(void *h, unsigned *minor) { DEV_CALL(h, 0, *minor = d->minor); }
 
 int nvmlDeviceGetName(void *h, char *name, unsigned length) {
     DEV_CALL(h, 0, {
