@@ -259,3 +259,24 @@ def test_space_watch_answers_from_its_latest_readings(tmpfs_mount) -> None:
         assert refusal.directory == str(disk / "ckpt")
     finally:
         watch.close()
+
+
+def test_a_paused_share_is_refused_without_calling_save(
+    sshfs_mount, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every touch of the directory but the save itself goes through the mount guard: a share
+    that does not answer costs the timeout and an error, never a hang."""
+    from trainwatch_lab.core.guard import MountUnresponsive
+    from trainwatch_lab.fix import checkpoint
+
+    monkeypatch.setattr(checkpoint, "PLAN_TIMEOUT_S", 1.0)
+    called: list[str] = []
+    sshfs_mount.pause()
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(MountUnresponsive, match=r"no answer within 1\.0 s"):
+            save_checkpoint(called.append, sshfs_mount.path / "ckpt" / "m.pt")
+        assert time.monotonic() - t0 < 3.0
+    finally:
+        sshfs_mount.resume()
+    assert called == []

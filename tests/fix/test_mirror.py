@@ -230,3 +230,12 @@ def test_trainwatch_status_shows_each_mirror(dirs: tuple[Path, Path], capsys) ->
         assert "mirror" not in capsys.readouterr().out  # closed: no longer listed
     finally:
         shell.run_line_magic("unload_ext", "trainwatch_lab")
+
+
+def test_the_package_exports_the_fixes_lazily() -> None:
+    import trainwatch_lab
+    from trainwatch_lab.fix import checkpoint, mirror
+
+    assert trainwatch_lab.local_mirror is mirror.local_mirror
+    assert trainwatch_lab.save_checkpoint is checkpoint.save_checkpoint
+    assert {"local_mirror", "save_checkpoint"} <= set(trainwatch_lab.__all__)

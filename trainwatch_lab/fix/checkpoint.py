@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 
 PARTIAL = ".tw-partial-"  # hidden: checkpoint scans and TensorBoard never take it for a save
 SAVE_KEY = "{} (save)"  # its own guard key: a long fsync never marks the mount stuck
+# the listing weighs each earlier save (a directory of files on a slow share takes a while);
+# a share that does not answer in this long would not take the save either
+PLAN_TIMEOUT_S = 10.0
 COMMIT_BASE_S = 30.0  # fsync of a big file on a busy share takes a while ...
 COMMIT_BYTES_PER_S = 20 * 1024 * 1024  # ... plus this long per byte of the last save
 _PARTIAL_NAME = re.compile(r"\.tw-partial-([0-9a-f]{6})-(\d+)-[0-9a-f]{8}-")
@@ -168,7 +171,8 @@ def save_checkpoint(
     plan = g.call(
         key,
         "saves",
-        what="statvfs",
+        timeout=PLAN_TIMEOUT_S,
+        what="statvfs and listing",
         directory=directory,
         pattern=series_pattern(name),
         partial_prefix=PARTIAL,
