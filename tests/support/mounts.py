@@ -177,16 +177,22 @@ def loop_ext4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[...
     need(os.path.exists("/dev/loop-control"), "needs /dev/loop-control (loop devices)")
     made: list[tuple[Path, str]] = []
 
-    def make(size_mb: int = 32, reserved_pct: int = 0) -> Mounted:
+    def make(
+        size_mb: int = 32,
+        reserved_pct: int = 0,
+        mkfs_args: tuple[str, ...] = (),
+        options: str | None = None,
+    ) -> Mounted:
         base = tmp_path_factory.mktemp("loop")
         image, mp = base / "disk.img", base / "mnt"
         mp.mkdir()
         with open(image, "wb") as fh:
             fh.truncate(size_mb * 1024 * 1024)
-        run(["mkfs.ext4", "-q", "-F", "-m", str(reserved_pct), "-E", "nodiscard", str(image)])
+        mkfs = ["mkfs.ext4", "-q", "-F", "-m", str(reserved_pct), "-E", "nodiscard", *mkfs_args]
+        run([*mkfs, str(image)])
         dev = _losetup(image)
         try:
-            run(["mount", dev, str(mp)])
+            run(["mount", *(["-o", options] if options else []), dev, str(mp)])
         except Exception:
             subprocess.run(["losetup", "-d", dev], capture_output=True, timeout=15)
             raise

@@ -197,6 +197,21 @@ def almost_full_limit(p: PathState, defaults: Defaults) -> float | None:
     return limit
 
 
+def _room(path: str, p: PathState) -> str:
+    """Where the space is counted: "on /data (ext4 /dev/sda1)", or the quota that binds
+    there ("in your quota on /mnt/lustre") when that leaves less than the filesystem."""
+    if p.quota:
+        return f"in {p.quota['name']} (for {path})"
+    return f"on {_on(path, p)}"
+
+
+QUOTA_FIX = " Or ask for a bigger quota (quota -s / lfs quota -h show it)."
+
+
+def _full_error(p: PathState) -> str:
+    return "Disk quota exceeded" if p.quota else "No space left on device"
+
+
 def _inodes_low(p: PathState, defaults: Defaults) -> float | None:
     """Share of inodes left when under ``full_fraction`` (many small files also end in
     ENOSPC with bytes to spare); None when fine or unknown (btrfs reports no inodes)."""
@@ -223,7 +238,7 @@ def disk_almost_full(ctx: Context) -> Iterator[Alert]:
             shares.append(share)
             parts.append(
                 f"Only {fmt_bytes(p.avail_bytes)} of {fmt_bytes(p.total_bytes)} "
-                f"({fmt_pct(share)}) is free on {_on(path, p)}."
+                f"({fmt_pct(share)}) is free {_room(path, p)}."
             )
             fixes.append(
                 f"Free at least {fmt_bytes(limit - p.avail_bytes)} (old runs, old checkpoints) "
@@ -234,7 +249,7 @@ def disk_almost_full(ctx: Context) -> Iterator[Alert]:
             shares.append(inodes)
             parts.append(
                 f"Only {p.inodes_free:,} of {p.inodes_total:,} inodes ({fmt_pct(inodes)}) are "
-                f"left on {_on(path, p)}: every new file needs one."
+                f"left {_room(path, p)}: every new file needs one."
             )
             fixes.append(
                 "Delete or pack small files (old event files, per-step images; tar or a "
@@ -245,7 +260,7 @@ def disk_almost_full(ctx: Context) -> Iterator[Alert]:
             severity="critical" if min(shares) < d.full_critical_fraction else "warning",
             subject=path,
             message=" ".join(parts),
-            fix=" ".join(fixes),
+            fix=" ".join(fixes) + (QUOTA_FIX if p.quota else ""),
         )
 
 
@@ -268,7 +283,8 @@ def disk_filling(ctx: Context) -> Iterator[Alert]:
             message=(
                 f"{_on(path, p)} is filling at "
                 f"{fmt_rate(fill.rate_bps)} (for {fmt_duration(fill.trend_s)} now): "
-                f"{fmt_bytes(p.avail_bytes)} left, full in about "
+                f"{fmt_bytes(p.avail_bytes)} left{' ' + _room(path, p) if p.quota else ''}, "
+                "full in about "
                 f"{fmt_duration(ttf)} (around {fmt_clock(ctx.sample.t + ttf)}) at this rate."
             ),
             fix=(
@@ -298,19 +314,20 @@ def checkpoint_wont_fit(ctx: Context) -> Iterator[Alert]:
             else:
                 when = f" Saves come every {every}; the next one is due now."
         name = os.path.basename(ck.newest_path)
+        where = f" {_room(path, p)}" if p.quota else ""
         yield Alert(
             code="checkpoint-wont-fit",
             severity="critical",
             subject=path,
             message=(
                 f"The newest checkpoint in {path} ({name}) is {fmt_bytes(ck.newest_bytes)} but "
-                f"only {fmt_bytes(p.avail_bytes)} is free; the next save will fail with "
-                f"'No space left on device' and can leave a truncated file.{when}"
+                f"only {fmt_bytes(p.avail_bytes)} is free{where}; the next save will fail with "
+                f"'{_full_error(p)}' and can leave a truncated file.{when}"
             ),
             fix=(
                 f"Free at least {fmt_bytes(ck.newest_bytes - p.avail_bytes)} (delete older "
                 "checkpoints) or keep fewer checkpoints (save_top_k / save_total_limit), or "
-                "save to a disk with more room."
+                "save to a disk with more room." + (QUOTA_FIX if p.quota else "")
             ),
         )
 

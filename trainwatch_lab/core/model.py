@@ -160,6 +160,10 @@ class PathState:
     # where a path found by process discovery came from, one line per reason:
     # "pid 4242 `python train.py --lr 3e-4`, event file" (core.training); empty otherwise
     labels: list[str] = field(default_factory=list)
+    # the quota that binds here (core.quota): {kind, id, name, limit_bytes, used_bytes,
+    # inode_limit, inodes_used}; set only when it leaves less than the filesystem, and then
+    # avail_bytes (and the inode figures) are what it leaves
+    quota: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

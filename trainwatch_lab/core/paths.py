@@ -41,6 +41,7 @@ from .mounts import (
     read_mounts,
 )
 from .probe import READ_ONLY, probe_with_evidence
+from .quota import apply_quota, binding, read_quotas
 from .space import scan_checkpoints, space_fields
 from .worker import inspect_answer
 
@@ -55,6 +56,8 @@ CHECKPOINT_IDLE_RESCAN_S = 30.0
 PROBE_RETRY_S = 10.0  # a failed probe is retried this soon, not after probe_every_s
 INSPECT_WHAT = "statvfs"  # the user reads "no answer within 2.0 s (statvfs)"
 SCAN_LANE = "checkpoints"
+# a filesystem that answered "no quota" is asked again this much later (quotas turned on)
+QUOTA_RECHECK_S = 60.0
 
 
 def scan_key(mountpoint: str) -> str:
@@ -335,6 +338,20 @@ def apply_inspect(state: PathState, raw: dict[str, Any]) -> None:
     apply_space(state, os.statvfs_result(tuple(raw["statvfs"])))
 
 
+def quota_device(entry: MountEntry) -> str | None:
+    """The block device ``quotactl`` needs on kernels before ``quotactl_fd`` (5.14)."""
+    return entry.source if entry.source.startswith("/dev/") else None
+
+
+def read_quota(entry: MountEntry, raw: dict[str, Any]) -> dict[str, Any]:
+    """``read_quotas`` where ``raw`` (a local look) was made, from this thread: for mounts
+    that cannot hang only. A failure is "no quota" with the reason, never a path error."""
+    try:
+        return read_quotas(raw["target"], device=quota_device(entry))
+    except OSError as exc:
+        return {"quotas": [], "none": f"cannot read it: {_describe(exc)}"}
+
+
 def probes_allowed(state: PathState) -> bool:
     """Whether a probe may write for this path: storage that takes writes (never a kernel
     pseudo-filesystem, a device node, a FIFO or a socket, never read-only)."""
@@ -377,6 +394,8 @@ def inspect_path(
                 timeout=defaults.mount_timeout_s,
                 what=INSPECT_WHAT,
                 path=key,
+                quota=True,
+                device=quota_device(entry),
             )
         except OSError as exc:  # ELOOP, ENAMETOOLONG...: no such path can exist here
             state.error = _describe(exc)
@@ -391,6 +410,8 @@ def inspect_path(
         apply_inspect(state, raw)
         if state.error is not None:  # no such path can exist (a file is in the way)
             return state
+        if not (state.read_only or state.kind == "pseudo") and raw.get("quota"):
+            apply_quota(state, binding(raw["quota"], actual.mountpoint))
         if raw["exists"] and raw["is_dir"] and state.kind != "pseudo":
             # no checkpoint information is all a failed scan costs, never "unresponsive"
             with contextlib.suppress(MountUnresponsive, OSError, WorkerUnavailable, WorkerFailed):
@@ -429,6 +450,9 @@ class _Watch:
     scanned_mtime: int | None = None  # st_mtime_ns when the last scan started
     scan_thread: threading.Thread | None = None
     asked: Future[None] | None = None  # the guarded inspect of the latest tick that asked
+    quota_none_until: float = 0.0  # (monotonic) no quota here: not asked again before then
+    quota_note: str | None = None  # "no quota" said once: the next sample's notes carry it
+    quota_said: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -633,6 +657,8 @@ class PathsSource:
                     timeout=self.defaults.mount_timeout_s,
                     what=INSPECT_WHAT,
                     path=watch.key,
+                    quota=time.monotonic() >= watch.quota_none_until,
+                    device=quota_device(entry),
                 )
             except MountUnresponsive as exc:
                 state.responsive, state.error = False, str(exc)
@@ -649,6 +675,7 @@ class PathsSource:
                 self._facts_of(actual, mounts).apply(state)
             watch.real = resolved_path(raw, watch.key)
         apply_inspect(state, raw)
+        self._quota(watch, state, actual, raw, here=mtime is not None)
         with watch.lock:
             if mtime is None or mtime != watch.dir_mtime:
                 watch.dir_changed_at = time.monotonic()
@@ -657,6 +684,30 @@ class PathsSource:
         self._after_look(
             watch, state, actual, raw["exists"] and raw["is_dir"], mounts, here=mtime is not None
         )
+
+    def _quota(
+        self, watch: _Watch, state: PathState, entry: MountEntry, raw: dict[str, Any], here: bool
+    ) -> None:
+        """Space left under the quota that binds (core.quota), read each tick where there is
+        one: one ``quotactl`` per kind, from here when looked at locally, else by the mount's
+        helper in the same round trip as the look (``inspect``'s ``quota``). No quota (or
+        no way to read it) changes nothing, is said once, and is asked again only every
+        QUOTA_RECHECK_S."""
+        if state.read_only or state.kind == "pseudo" or time.monotonic() < watch.quota_none_until:
+            return
+        if not (raw["is_dir"] or raw.get("file_type") == "file"):
+            return  # never open a FIFO or a device
+        answer = raw.get("quota") if not here else read_quota(entry, raw)
+        if answer is None:
+            return  # not asked this time
+        quota = binding(answer, entry.mountpoint)
+        if quota is None:
+            watch.quota_none_until = time.monotonic() + QUOTA_RECHECK_S
+            if not watch.quota_said:
+                watch.quota_said = True
+                watch.quota_note = f"no quota on {entry.mountpoint}: {answer.get('none')}"
+            return
+        apply_quota(state, quota)
 
     def _after_look(
         self,
@@ -761,6 +812,9 @@ class PathsSource:
                 if state.read_only:
                     state.probe = ProbeResult(None, None, 0, error=READ_ONLY)
             sample.paths[watch.key] = state
+            if watch.quota_note is not None:
+                note, watch.quota_note = watch.quota_note, None
+                sample.notes["quota"] = "; ".join(filter(None, (sample.notes.get("quota"), note)))
 
     def close(self) -> None:
         with self._lock:

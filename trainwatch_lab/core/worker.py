@@ -88,13 +88,20 @@ def inspect_answer(target: str, st: os.stat_result, exists: bool, realpath: str)
     }
 
 
-def op_inspect(path: str, checkpoints: bool = False) -> dict[str, Any]:
+def op_inspect(
+    path: str, checkpoints: bool = False, quota: bool = False, device: str | None = None
+) -> dict[str, Any]:
     """One round trip per tick: existence, the device, the real path, statvfs and (when
-    asked) the checkpoints in the directory."""
+    asked) the checkpoints in the directory and the quotas there (``op_quota``)."""
     target, st = nearest_existing(path)
     result = inspect_answer(target, st, target == path, os.path.realpath(target))
     if checkpoints and result["exists"] and result["is_dir"]:
         result["checkpoints"] = op_scan_checkpoints(path)
+    if quota and (result["is_dir"] or result["file_type"] == "file"):  # never open a FIFO
+        try:
+            result["quota"] = op_quota(target, device)
+        except OSError as exc:
+            result["quota"] = {"quotas": [], "none": f"cannot read it: {exc.strerror or exc}"}
     return result
 
 
@@ -375,6 +382,13 @@ def op_remove(paths: list[str]) -> list[str]:
     return removed
 
 
+def op_quota(path: str, device: str | None = None) -> dict[str, Any]:
+    """The quotas that apply under ``path`` (core.quota): one ``quotactl`` per kind."""
+    from .quota import read_quotas
+
+    return read_quotas(path, device=device)
+
+
 OPS: dict[str, Callable[..., Any]] = {
     "ping": op_ping,
     "sleep": op_sleep,
@@ -389,6 +403,7 @@ OPS: dict[str, Callable[..., Any]] = {
     "saves": op_saves,
     "commit": op_commit,
     "remove": op_remove,
+    "quota": op_quota,
 }
 
 
