@@ -191,9 +191,9 @@ def test_not_supported_field_is_none_and_not_asked_again(
     assert g["power_w"] is None and g["temp_c"] is None and g["clock_reasons"] == []
     assert g["util_pct"] == 42 and g["mem_used_bytes"] == 10 * GIB
     assert g["power_limit_w"] == pytest.approx(700)
-    # after the first tick only utilization and memory are asked: 2 calls per tick
-    assert ticks[2]["fake_calls"] - ticks[1]["fake_calls"] == 2
-    assert ticks[2]["nvml_calls"] - ticks[1]["nvml_calls"] == 2
+    # after the first tick only utilization, memory, ECC and the event set: 4 calls per tick
+    assert ticks[2]["fake_calls"] - ticks[1]["fake_calls"] == 4
+    assert ticks[2]["nvml_calls"] - ticks[1]["nvml_calls"] == 4
 
 
 def test_gpu_lost_mid_run(fake_nvml: FakeNvml, drivers: list[Driver]) -> None:
@@ -208,9 +208,9 @@ def test_gpu_lost_mid_run(fake_nvml: FakeNvml, drivers: list[Driver]) -> None:
     assert g1["lost"] is True and g1["util_pct"] is None and g1["uuid"] == gpu(1)["uuid"]
     after = d.tick()
     assert after["sample"]["gpus"][1]["lost"] is True
-    # the lost GPU is never asked again: 5 calls per tick for GPU 0 only
-    assert after["fake_calls"] - during["fake_calls"] == 5
-    assert after["nvml_calls"] - during["nvml_calls"] == 5
+    # the lost GPU is never asked again: 6 calls per tick for GPU 0 only, and the event set
+    assert after["fake_calls"] - during["fake_calls"] == 6 + 1
+    assert after["nvml_calls"] - during["nvml_calls"] == 6 + 1
 
 
 def test_counter_matches_the_library_and_calls_per_tick(
@@ -220,7 +220,8 @@ def test_counter_matches_the_library_and_calls_per_tick(
     d = start(drivers, fake_nvml.env(), **SLOW)
     first, second = d.tick(), d.tick()
     assert first["nvml_calls"] == first["fake_calls"]
-    assert second["fake_calls"] - first["fake_calls"] == 2 * 5  # util, mem, power, temp, reasons
+    # util, mem, power, temp, reasons, ECC per GPU; one non-blocking wait on the event set
+    assert second["fake_calls"] - first["fake_calls"] == 2 * 6 + 1
     closed = d.close()
     assert closed["fake_calls"] == closed["nvml_calls"]  # nvmlShutdown counted too
 
@@ -269,4 +270,4 @@ def test_old_driver_without_clock_event_reasons(
     first, second, third = d.tick(), d.tick(), d.tick()
     assert first["sample"]["gpus"][0]["clock_reasons"] == ["hw_slowdown"]
     assert third["sample"]["gpus"][0]["clock_reasons"] == ["hw_slowdown"]
-    assert third["fake_calls"] - second["fake_calls"] == 5  # no failed lookup per tick
+    assert third["fake_calls"] - second["fake_calls"] == 6 + 1  # no failed lookup per tick

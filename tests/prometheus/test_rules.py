@@ -271,6 +271,62 @@ CASES = [
 ]
 
 
+# -- GPU health (issue 16, item 8) ------------------------------------------------------------
+def throttled_gpu(instance: str, util: float, reason: str) -> list[dict[str, str]]:
+    """A GPU ``util`` % busy with one clock-event ``reason`` holding the whole time."""
+    g = {"instance": instance, "gpu": "0", "UUID": f"GPU-{instance}", "modelName": "H200"}
+    return [
+        series("trainwatch_gpu_utilization_percent", f"{util:g}x300", **g),
+        series("trainwatch_gpu_clock_event_reason", "1x300", **g, reason=reason),
+    ]
+
+
+def health_cases() -> list[dict[str, Any]]:
+    """gpu-throttled: thermal is a warning, the power cap alone info, an idle GPU nothing;
+    gpu-error: the agent's verdict."""
+    labels = {"job": "tw", "gpu": "0", "modelName": "H200"}
+    error = {"code": "gpu-error", "severity": "critical", "subject": "GPU 0"}
+    return [
+        case(
+            "TrainwatchGpuThrottled",
+            [
+                *throttled_gpu("a", 95, "hw_thermal"),
+                *throttled_gpu("b", 95, "sw_power_cap"),
+                *throttled_gpu("c", 3, "hw_thermal"),  # idle: lowering clocks is no news
+            ],
+            "2m",
+            [
+                {"instance": "a", "UUID": "GPU-a", "severity": "warning"} | labels,
+                {"instance": "b", "UUID": "GPU-b", "severity": "info"} | labels,
+            ],
+            quiet_at=("30s",),  # held, but not for a minute yet
+        ),
+        case(
+            "TrainwatchGpuError",
+            [
+                series("trainwatch_warning", "1x300", instance="a", **error),
+                series("trainwatch_warning", "0x300", instance="b", **error),
+            ],
+            "5s",
+            [{"instance": "a", "job": "tw", "subject": "GPU 0"}],
+        ),
+    ]
+
+
+CODES.update({"gpu-throttled", "gpu-error"})
+CASES.extend(health_cases())
+
+
+def test_gpu_health_rules_follow_the_defaults() -> None:
+    other = dataclasses.replace(DEFAULTS, gpu_throttled_for_s=120.0, gpu_throttled_busy_pct=80.0)
+    text = rules_yaml(other)
+    assert "trainwatch_gpu_utilization_percent >= 80" in text and "for: 120s" in text
+    assert [r["labels"]["severity"] for r in alert_rules() if r["alert"].endswith("Throttled")] == [
+        "warning",
+        "info",
+    ]
+
+
 def render(template: str, labels: dict[str, str], value: str) -> str:
     """What Prometheus's template makes of an annotation, for the few constructs we use."""
     text = re.sub(

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from .advisor import Detector
 from .gpu import GPU_DETECTORS
+from .gpu_health import GPU_HEALTH_DETECTORS
 from .storage import STORAGE_DETECTORS
 
 
 def all_detectors() -> list[Detector]:
-    return [*STORAGE_DETECTORS, *GPU_DETECTORS]
+    return [*STORAGE_DETECTORS, *GPU_DETECTORS, *GPU_HEALTH_DETECTORS]

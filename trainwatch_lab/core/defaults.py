@@ -90,6 +90,14 @@ class Defaults:
     # minutes of a busy process: a model kept in memory while the user reads results is no stall
     gpu_work_util_pct: float = 20.0
     gpu_stalled_work_within_s: float = 300.0
+    # gpu-throttled: thermal/power clock-event reasons held this long while the GPU is at least
+    # this busy (an idle GPU lowering its clocks is no news; a minute is no passing spike)
+    gpu_throttled_for_s: float = 60.0
+    gpu_throttled_busy_pct: float = 50.0
+    # gpu-error: an XID stays reported this long (the driver sends it once); volatile
+    # uncorrectable ECC errors above this count are an error (any one is)
+    gpu_error_keep_s: float = 600.0
+    gpu_ecc_uncorrected_max: int = 0
     # training processes outside the notebook (core.training_source)
     training_scan_every_s: float = 3.0  # "within a few seconds": a script started now is listed
     training_cpu_share: float = 0.01  # the scan's CPU, at most, however many processes run

@@ -29,6 +29,7 @@ from typing import Any
 
 from . import gpu_container
 from .defaults import DEFAULTS, Defaults
+from .gpu_health import MEMORY_ERROR_UNCORRECTED, VOLATILE_ECC, XidEvents
 from .gpu_procs import compute_processes
 from .model import GpuState, Sample
 
@@ -155,6 +156,7 @@ class _Gpu:
     process_mem_bytes: int | None = None
     procs_version: int = 0  # index in gpu_procs.VERSIONS of the call that answered last
     mem_total: int | None = None
+    xids: list[int] = field(default_factory=list)  # XID events drained this tick
     minor: int | None = None  # /dev/nvidia<minor>, read once when NVML's PIDs are not ours
 
 
@@ -178,6 +180,7 @@ class GpuSource:
         self._reasons_fn = "nvmlDeviceGetCurrentClocksEventReasons"
         self._host_pids: bool | None = None  # NVML's PIDs are the host's, not ours
         self._proc_note: str | None = None  # how process memory was attributed
+        self._xid = XidEvents()
         self._lock = threading.Lock()
 
     # -- public ----------------------------------------------------------------------
@@ -194,6 +197,7 @@ class GpuSource:
                 return
             if now - self._procs_at >= self.defaults.gpu_processes_every_s:
                 self._refresh_processes(now)
+            self._drain_xids()
             sample.gpus.extend(self._read(g, now) for g in self._gpus)
             if self._proc_note:
                 sample.notes["gpu_processes"] = self._proc_note
@@ -210,6 +214,8 @@ class GpuSource:
             self._static_at = -math.inf
             self._retry_at = -math.inf
         if nvml is not None:
+            self._xid.close(self._call_on(nvml))
+            self._xid = XidEvents()
             try:
                 self.nvml_calls += 1
                 nvml.nvmlShutdown()
@@ -248,6 +254,24 @@ class GpuSource:
     def _call(self, fn: str, *args: Any) -> Any:
         self.nvml_calls += 1
         return getattr(self._nvml, fn)(*args)
+
+    def _call_on(self, nvml: Any) -> Any:
+        def call(fn: str, *args: Any) -> Any:
+            self.nvml_calls += 1
+            return getattr(nvml, fn)(*args)
+
+        return call
+
+    def _drain_xids(self) -> None:
+        """Hand this tick's XID events to their GPUs (registered as they are first seen)."""
+        by_uuid = {g.uuid: g for g in self._gpus}
+        for g in self._gpus:
+            g.xids = []
+            if not g.lost:
+                self._xid.register(self._nvml, self._call, g.handle, g.uuid)
+        for uuid, xid in self._xid.drain(self._nvml, self._call):
+            if uuid in by_uuid:
+                by_uuid[uuid].xids.append(xid)
 
     def _refresh_static(self, now: float) -> None:
         """Enumerate devices, apply CUDA_VISIBLE_DEVICES, read names and power limits."""
@@ -366,6 +390,10 @@ class GpuSource:
         temp = self._query(gpu, "temp", "nvmlDeviceGetTemperature", 0)  # NVML_TEMPERATURE_GPU
         state.temp_c = float(temp) if temp is not None else None
         state.clock_reasons = self._clock_reasons(gpu)
+        state.xid_errors = list(gpu.xids)
+        state.ecc_uncorrected = self._query(
+            gpu, "ecc", "nvmlDeviceGetTotalEccErrors", MEMORY_ERROR_UNCORRECTED, VOLATILE_ECC
+        )
         if now - gpu.pcie_at >= self.defaults.gpu_pcie_every_s:
             gpu.pcie_at = now
             tx = self._query(gpu, "pcie", "nvmlDeviceGetPcieThroughput", 0)  # TX_BYTES, KB/s

@@ -238,6 +238,8 @@ class GpuState:
     clock_reasons: list[str] = field(default_factory=list)
     process_mem_bytes: int | None = None  # held by the watched process tree
     lost: bool = False
+    xid_errors: list[int] = field(default_factory=list)  # XID events NVML reported this tick
+    ecc_uncorrected: int | None = None  # volatile uncorrectable ECC errors (since driver load)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

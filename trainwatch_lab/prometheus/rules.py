@@ -10,7 +10,8 @@ a probe with local storage measured at the same moment, ``mount-unresponsive`` i
 that timed out; Prometheus cannot redo either.
 
 ``gpu-starved`` sees the disk-busy half of the agent's rule (reads pinned at a ceiling needs
-the process's history); ``gpu-throttled`` and ``gpu-error`` are planned and have no rule.
+the process's history); ``gpu-throttled`` reads the clock-event reasons and utilization,
+``gpu-error`` the agent's verdict (XID events and ECC counts are not exported).
 The YAML is written by hand (a list of plain mappings, strings JSON-quoted, which YAML
 reads as they are): no YAML library needed.
 """
@@ -336,6 +337,7 @@ def alert_rules(defaults: Defaults = DEFAULTS, rate_window: str = "1m") -> list[
         *_filling(defaults),
         *_devices(defaults, rate_window),
         *_gpus(defaults, rate_window),
+        *_gpu_health(defaults),
     ]
 
 
@@ -371,3 +373,66 @@ def rules_yaml(defaults: Defaults = DEFAULTS, rate_window: str = "1m") -> str:
     for rule in alert_rules(defaults, rate_window):
         lines.extend(_emit_rule(rule))
     return "\n".join(lines) + "\n"
+
+
+# -- GPU health (issue 16): appended --------------------------------------------------------
+THERMAL_REASONS = "sw_thermal|hw_thermal|hw_slowdown|hw_power_brake"
+GPU_LABELS = "instance, job, gpu, UUID, modelName"
+
+
+def _held(reasons: str, d: Defaults) -> str:
+    """A GPU at least ``gpu_throttled_busy_pct`` busy with one of ``reasons`` holding."""
+    return (
+        f'max by ({GPU_LABELS}) (trainwatch_gpu_clock_event_reason{{reason=~"{reasons}"}})\n'
+        f"  and on(instance, gpu, UUID) trainwatch_gpu_utilization_percent"
+        f" >= {d.gpu_throttled_busy_pct:g}"
+    )
+
+
+def _gpu_health(d: Defaults) -> list[Rule]:
+    """gpu-throttled (thermal/brake: warning; the power cap alone: info) and gpu-error."""
+    lasted = fmt_duration(d.gpu_throttled_for_s)
+    subject = "GPU {{ $labels.gpu }}"
+    where = f"GPU {{{{ $labels.gpu }}}} ({{{{ $labels.modelName }}}}) on {ON}"
+    return [
+        _rule(
+            "TrainwatchGpuThrottled",
+            "gpu-throttled",
+            "warning",
+            _held(THERMAL_REASONS, d),
+            subject,
+            f"GPU {{{{ $labels.gpu }}}} on {ON} runs hot or power-braked",
+            f"{where} has run with lowered clocks (thermal slowdown or the power brake) for "
+            f"{lasted} while over {d.gpu_throttled_busy_pct:g} % busy: training runs slower "
+            "than this GPU can.",
+            "Cool the GPU: check its fans and the airflow through the chassis (`nvidia-smi -q "
+            "-d TEMPERATURE,PERFORMANCE`), and ask the machine's owner when it is rented.",
+            for_s=d.gpu_throttled_for_s,
+        ),
+        _rule(
+            "TrainwatchGpuThrottled",
+            "gpu-throttled",
+            "info",
+            f"({_held('sw_power_cap', d)})\n  unless on(instance, gpu, UUID) "
+            f'trainwatch_gpu_clock_event_reason{{reason=~"{THERMAL_REASONS}"}}',
+            subject,
+            f"GPU {{{{ $labels.gpu }}}} on {ON} sits at its power limit",
+            f"{where} has held its power cap for {lasted} while over "
+            f"{d.gpu_throttled_busy_pct:g} % busy: clocks are lowered to stay within the limit.",
+            "Check the limit against the default with `nvidia-smi -q -d POWER` (a lowered one "
+            "can be raised with `nvidia-smi -pl`); at the default this is the GPU flat out.",
+            for_s=d.gpu_throttled_for_s,
+        ),
+        _rule(
+            "TrainwatchGpuError",
+            "gpu-error",
+            "critical",
+            'trainwatch_warning{code="gpu-error"} == 1',
+            "{{ $labels.subject }}",
+            f"{{{{ $labels.subject }}}} on {ON} reported errors",
+            f"The agent on {ON} saw XID errors or uncorrectable ECC errors on "
+            "{{ $labels.subject }}: its results and the GPU itself cannot be trusted.",
+            "Check `sudo dmesg | grep -i xid` and `nvidia-smi -q -d ECC,PAGE_RETIREMENT`; move "
+            "the job to another GPU and tell the machine's owner when the XID is a hardware one.",
+        ),
+    ]

@@ -19,6 +19,9 @@
  *   gpu0.unsupported=power,temp   these return NVML_ERROR_NOT_SUPPORTED
  *     (names: util mem power power_limit temp pcie reasons procs)
  *   gpu0.procs=1234:1073741824,5678:2048   compute processes, pid:used bytes
+ *   gpu0.xids=79,48        XID errors so far: each is delivered once through the event set
+ *   gpu0.ecc_uncorrected=2 volatile uncorrectable ECC errors
+ *     (unsupported names also: ecc events)
  * Without $FAKE_NVML_SCRIPT, init fails with NVML_ERROR_DRIVER_NOT_LOADED.
  *
  * Built with -DFAKE_NVML_NO_V3 it lacks nvmlDeviceGetComputeRunningProcesses_v3 (drivers before
@@ -41,13 +44,13 @@
 
 enum {
     OK = 0, ERR_UNINITIALIZED = 1, ERR_INVALID_ARGUMENT = 2, ERR_NOT_SUPPORTED = 3,
-    ERR_INSUFFICIENT_SIZE = 7, ERR_DRIVER_NOT_LOADED = 9, ERR_GPU_IS_LOST = 15,
+    ERR_INSUFFICIENT_SIZE = 7, ERR_DRIVER_NOT_LOADED = 9, ERR_TIMEOUT = 10, ERR_GPU_IS_LOST = 15,
     ERR_UNKNOWN = 999
 };
 
 enum {
     U_UTIL = 1, U_MEM = 2, U_POWER = 4, U_POWER_LIMIT = 8, U_TEMP = 16, U_PCIE = 32,
-    U_REASONS = 64, U_PROCS = 128
+    U_REASONS = 64, U_PROCS = 128, U_ECC = 256, U_EVENTS = 512
 };
 
 typedef struct {
@@ -66,6 +69,9 @@ typedef struct {
     unsigned unsupported;
     int nprocs;
     unsigned pids[MAX_PROCS];
+    int nxids;
+    unsigned xids[64];
+    unsigned long long ecc_uncorrected;
     unsigned long long pmem[MAX_PROCS];
 } fake_dev;
 
@@ -101,7 +107,8 @@ static void dev_defaults(fake_dev *d, int i) {
 static unsigned unsupported_mask(const char *list) {
     static const struct { const char *name; unsigned bit; } names[] = {
         {"util", U_UTIL}, {"mem", U_MEM}, {"power", U_POWER}, {"power_limit", U_POWER_LIMIT},
-        {"temp", U_TEMP}, {"pcie", U_PCIE}, {"reasons", U_REASONS}, {"procs", U_PROCS}};
+        {"temp", U_TEMP}, {"pcie", U_PCIE}, {"reasons", U_REASONS}, {"procs", U_PROCS},
+        {"ecc", U_ECC}, {"events", U_EVENTS}};
     unsigned mask = 0;
     char buf[256];
     snprintf(buf, sizeof buf, "%s", list);
@@ -135,6 +142,14 @@ static void parse_seq(fake_dev *d, const char *list) {
         d->seq[d->nseq++] = (unsigned)strtoul(tok, NULL, 0);
 }
 
+static void parse_xids(fake_dev *d, const char *list) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", list);
+    d->nxids = 0;
+    for (char *tok = strtok(buf, ", "); tok && d->nxids < 64; tok = strtok(NULL, ", "))
+        d->xids[d->nxids++] = (unsigned)strtoul(tok, NULL, 0);
+}
+
 static void set_field(fake_dev *d, const char *key, const char *val) {
     unsigned long long n = strtoull(val, NULL, 0);
     if (!strcmp(key, "uuid")) snprintf(d->uuid, sizeof d->uuid, "%s", val);
@@ -154,6 +169,8 @@ static void set_field(fake_dev *d, const char *key, const char *val) {
     else if (!strcmp(key, "lost")) d->lost = n != 0;
     else if (!strcmp(key, "unsupported")) d->unsupported = unsupported_mask(val);
     else if (!strcmp(key, "procs")) parse_procs(d, val);
+    else if (!strcmp(key, "xids")) parse_xids(d, val);
+    else if (!strcmp(key, "ecc_uncorrected")) d->ecc_uncorrected = n;
 }
 
 /* Re-read the script when it changed; caller holds the lock. */
@@ -257,6 +274,7 @@ const char *nvmlErrorString(int result) {
     case ERR_NOT_SUPPORTED: return "Not Supported";
     case ERR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
     case ERR_GPU_IS_LOST: return "GPU is lost";
+    case ERR_TIMEOUT: return "Timeout";
     default: return "Unknown Error";
     }
 }
@@ -395,6 +413,76 @@ int nvmlDeviceGetComputeRunningProcesses_v2(void *h, unsigned *count, proc_v2 *i
 
 int nvmlDeviceGetComputeRunningProcesses(void *h, unsigned *count, proc_v1 *infos) {
     FILL_PROCS(h, infos, (void)0);
+}
+
+/* XID events: one process-wide set; delivered[i] counts gpu i's XIDs handed out so far (kept
+ * across script reloads, like a driver's event queue). */
+static int event_set_live, registered[MAX_GPUS], delivered[MAX_GPUS];
+static int event_set_token;
+
+typedef struct {
+    void *device;
+    unsigned long long type, data;
+    unsigned gpu_instance, compute_instance;
+} event_data;
+
+int nvmlEventSetCreate(void **set) {
+    pthread_mutex_lock(&lock);
+    calls++;
+    int rc = initialized ? OK : ERR_UNINITIALIZED;
+    if (rc == OK) {
+        event_set_live = 1;
+        *set = &event_set_token;
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+int nvmlDeviceRegisterEvents(void *h, unsigned long long types, void *set) {
+    DEV_CALL(h, U_EVENTS, {
+        if (set != &event_set_token || !event_set_live) rc_ = ERR_INVALID_ARGUMENT;
+        else if (types & 0x8) registered[d - devs] = 1;
+    });
+}
+
+int nvmlEventSetWait_v2(void *set, event_data *data, unsigned timeout_ms) {
+    (void)timeout_ms; /* never blocks: the monitor only polls with 0 */
+    pthread_mutex_lock(&lock);
+    calls++;
+    reload();
+    int rc = !initialized ? ERR_UNINITIALIZED
+             : (set != &event_set_token || !event_set_live) ? ERR_INVALID_ARGUMENT
+             : ERR_TIMEOUT;
+    for (int i = 0; rc == ERR_TIMEOUT && i < dev_count; i++) {
+        if (registered[i] && delivered[i] < devs[i].nxids) {
+            memset(data, 0, sizeof *data);
+            data->device = &devs[i];
+            data->type = 0x8;
+            data->data = devs[i].xids[delivered[i]++];
+            rc = OK;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+int nvmlEventSetFree(void *set) {
+    pthread_mutex_lock(&lock);
+    calls++;
+    int rc = set == &event_set_token && event_set_live ? OK : ERR_INVALID_ARGUMENT;
+    if (rc == OK) {
+        event_set_live = 0;
+        memset(registered, 0, sizeof registered);
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+int nvmlDeviceGetTotalEccErrors(void *h, int type, int counter, unsigned long long *count) {
+    DEV_CALL(h, U_ECC, {
+        if (type != 1 || counter != 0) rc_ = ERR_NOT_SUPPORTED; /* only what we ask for */
+        else *count = d->ecc_uncorrected;
+    });
 }
 
 unsigned long long fake_nvml_calls(void) {
