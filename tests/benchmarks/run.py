@@ -33,6 +33,7 @@ GROUPS = {
     "traffic": "bench_traffic",
     "memory": "bench_memory",
     "agent": "bench_agent",
+    "mirror": "bench_mirror",
 }
 
 
