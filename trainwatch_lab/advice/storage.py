@@ -19,9 +19,11 @@ from .advisor import Context, Detector
 from .text import fmt_bytes, fmt_clock, fmt_duration, fmt_ms, fmt_pct, fmt_rate
 
 LOCAL_FIX = (
-    "Write logs and checkpoints to local disk (e.g. /tmp/runs) and copy them to the share "
-    "in the background (e.g. rsync every few minutes); if they must go there, lower the "
-    "logging frequency (TensorBoard flush_secs, Lightning log_every_n_steps)."
+    "Write logs and checkpoints to local disk and copy them to the share in the background: "
+    "`SummaryWriter(local_mirror(share_dir))` (from trainwatch_lab import local_mirror), or "
+    "`trainwatch-lab mirror /tmp/runs SHARE` (an rsync every few minutes, without re-sending "
+    "growing files); if they must go there, lower the logging frequency (TensorBoard "
+    "flush_secs, Lightning log_every_n_steps)."
 )
 FASTER_DISK_FIX = (
     "Write step-by-step logs and checkpoints to a faster disk (local NVMe, or /dev/shm for "
