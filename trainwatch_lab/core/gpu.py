@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import gpu_container
+from . import gpu_container, gpu_numbering
 from .defaults import DEFAULTS, Defaults
 from .gpu_health import MEMORY_ERROR_UNCORRECTED, VOLATILE_ECC, XidEvents
 from .gpu_procs import compute_processes
@@ -110,9 +110,9 @@ def visible_devices(spec: str | None, uuids: Sequence[str]) -> list[int]:
     return out
 
 
-def _cuda_visible_devices(pid: int) -> str | None:
-    """CUDA_VISIBLE_DEVICES as the watched process sees it (its own environment when we may
-    read it, ours otherwise: a server and the kernels it starts usually share it)."""
+def _cuda_visible_devices(pid: int, name: str = "CUDA_VISIBLE_DEVICES") -> str | None:
+    """CUDA_VISIBLE_DEVICES (or another ``name``) as the watched process sees it (its own
+    environment when we may read it, ours otherwise: a server and its kernels share it)."""
     if pid != os.getpid():
         try:
             with open(f"/proc/{pid}/environ", "rb") as f:
@@ -121,10 +121,10 @@ def _cuda_visible_devices(pid: int) -> str | None:
             pass
         else:
             for item in env:
-                if item.startswith(b"CUDA_VISIBLE_DEVICES="):
+                if item.startswith(name.encode() + b"="):
                     return item.split(b"=", 1)[1].decode(errors="replace")
             return None
-    return os.environ.get("CUDA_VISIBLE_DEVICES")
+    return os.environ.get(name)
 
 
 def _process_tree(pid: int) -> set[int]:
@@ -157,6 +157,8 @@ class _Gpu:
     procs_version: int = 0  # index in gpu_procs.VERSIONS of the call that answered last
     mem_total: int | None = None
     xids: list[int] = field(default_factory=list)  # XID events drained this tick
+    pci_bus_id: str | None = None
+    index_basis: str = gpu_numbering.BY_PCI_ORDER
     minor: int | None = None  # /dev/nvidia<minor>, read once when NVML's PIDs are not ours
 
 
@@ -325,7 +327,15 @@ class GpuSource:
                     gpu.name = name
                 limit = self._query(gpu, "power_limit", "nvmlDeviceGetEnforcedPowerLimit")
                 gpu.power_limit_w = limit / 1000.0 if limit is not None else None
+                if gpu.pci_bus_id is None:
+                    info = self._query(gpu, "pci_info", "nvmlDeviceGetPciInfo_v3")
+                    gpu.pci_bus_id = gpu_numbering.bus_id(info) if info is not None else None
             gpus.append(gpu)
+        bases = gpu_numbering.index_basis(
+            spec, _cuda_visible_devices(self.pid, "CUDA_DEVICE_ORDER"), [g.name for g in gpus]
+        )
+        for gpu, basis in zip(gpus, bases, strict=True):
+            gpu.index_basis = basis
         self._gpus = gpus
         if not gpus:
             self._reason = f"CUDA_VISIBLE_DEVICES={spec!r} hides all {count} NVIDIA GPUs"
@@ -376,6 +386,8 @@ class GpuSource:
             name=gpu.name,
             power_limit_w=gpu.power_limit_w,
             process_mem_bytes=gpu.process_mem_bytes,
+            pci_bus_id=gpu.pci_bus_id,
+            index_basis=gpu.index_basis,
         )
         util = self._query(gpu, "util", "nvmlDeviceGetUtilizationRates")
         if util is not None:

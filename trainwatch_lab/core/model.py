@@ -240,6 +240,11 @@ class GpuState:
     lost: bool = False
     xid_errors: list[int] = field(default_factory=list)  # XID events NVML reported this tick
     ecc_uncorrected: int | None = None  # volatile uncorrectable ECC errors (since driver load)
+    # which physical GPU this row is (core.gpu_numbering): its PCI bus id (with uuid and
+    # nvml_index, what `nvidia-smi -i` takes), and what ``index`` rests on: "uuid",
+    # "pci-order" or "assumed" (mixed models in CUDA's fastest-first order)
+    pci_bus_id: str | None = None
+    index_basis: str = "pci-order"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

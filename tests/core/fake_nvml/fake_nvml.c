@@ -15,6 +15,8 @@
  *   gpu0.mem_total=BYTES   gpu0.mem_used=BYTES
  *   gpu0.power_mw=250000   gpu0.power_limit_mw=700000   gpu0.temp=45
  *   gpu0.pcie_tx_kbs=100   gpu0.pcie_rx_kbs=200         gpu0.reasons=0x1
+ *   gpu0.bus_id=00000000:41:00.0   (default 00000000:<0x18+N>:00.0)
+ *   gpu0.no_permission=1   nvmlDeviceGetHandleByIndex refuses it (NVML_ERROR_NO_PERMISSION)
  *   gpu0.lost=1            every call on this device returns NVML_ERROR_GPU_IS_LOST
  *   gpu0.unsupported=power,temp   these return NVML_ERROR_NOT_SUPPORTED
  *     (names: util mem power power_limit temp pcie reasons procs)
@@ -43,7 +45,7 @@
 #define MAX_PROCS 64
 
 enum {
-    OK = 0, ERR_UNINITIALIZED = 1, ERR_INVALID_ARGUMENT = 2, ERR_NOT_SUPPORTED = 3,
+    OK = 0, ERR_UNINITIALIZED = 1, ERR_INVALID_ARGUMENT = 2, ERR_NOT_SUPPORTED = 3, ERR_NO_PERMISSION = 4,
     ERR_INSUFFICIENT_SIZE = 7, ERR_DRIVER_NOT_LOADED = 9, ERR_TIMEOUT = 10, ERR_GPU_IS_LOST = 15,
     ERR_UNKNOWN = 999
 };
@@ -57,6 +59,8 @@ typedef struct {
     int index;
     int seen;
     unsigned minor;
+    char bus_id[32];
+    int no_permission; /* the handle itself is refused, like a device in another cgroup */
     char uuid[96];
     char name[96];
     unsigned util, mem_util;
@@ -97,6 +101,7 @@ static void dev_defaults(fake_dev *d, int i) {
     memset(d, 0, sizeof *d);
     d->index = i;
     d->minor = (unsigned)i;
+    snprintf(d->bus_id, sizeof d->bus_id, "00000000:%02X:00.0", 0x18 + i);
     snprintf(d->uuid, sizeof d->uuid, "GPU-%08x-1111-2222-3333-44444444444%d", 0xfa4e0000u + i,
              i % 10);
     snprintf(d->name, sizeof d->name, "Fake GPU %d", i);
@@ -154,6 +159,8 @@ static void set_field(fake_dev *d, const char *key, const char *val) {
     unsigned long long n = strtoull(val, NULL, 0);
     if (!strcmp(key, "uuid")) snprintf(d->uuid, sizeof d->uuid, "%s", val);
     else if (!strcmp(key, "minor")) d->minor = (unsigned)n;
+    else if (!strcmp(key, "bus_id")) snprintf(d->bus_id, sizeof d->bus_id, "%s", val);
+    else if (!strcmp(key, "no_permission")) d->no_permission = n != 0;
     else if (!strcmp(key, "name")) snprintf(d->name, sizeof d->name, "%s", val);
     else if (!strcmp(key, "util")) d->util = (unsigned)n;
     else if (!strcmp(key, "mem_util")) d->mem_util = (unsigned)n;
@@ -274,6 +281,7 @@ const char *nvmlErrorString(int result) {
     case ERR_NOT_SUPPORTED: return "Not Supported";
     case ERR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
     case ERR_GPU_IS_LOST: return "GPU is lost";
+    case ERR_NO_PERMISSION: return "Insufficient Permissions";
     case ERR_TIMEOUT: return "Timeout";
     default: return "Unknown Error";
     }
@@ -296,6 +304,7 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned index, void **device) {
     int rc = !initialized ? ERR_UNINITIALIZED
              : index >= (unsigned)dev_count ? ERR_INVALID_ARGUMENT
              : devs[index].lost ? ERR_GPU_IS_LOST
+             : devs[index].no_permission ? ERR_NO_PERMISSION
              : OK;
     if (rc == OK) *device = &devs[index];
     pthread_mutex_unlock(&lock);
@@ -303,6 +312,21 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned index, void **device) {
 }
 
 int nvmlDeviceGetIndex(void *h, unsigned *index) { DEV_CALL(h, 0, *index = (unsigned)d->index); }
+
+typedef struct {
+    char legacy[16];
+    unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
+    char bus_id[32];
+} pci_info;
+
+int nvmlDeviceGetPciInfo_v3(void *h, pci_info *p) {
+    DEV_CALL(h, 0, {
+        memset(p, 0, sizeof *p);
+        snprintf(p->bus_id, sizeof p->bus_id, "%s", d->bus_id);
+        snprintf(p->legacy, sizeof p->legacy, "%.15s", d->bus_id + 4);
+        p->bus = (unsigned)(0x18 + d->index);
+    });
+}
 
 int nvmlDeviceGetMinorNumber(void *h, unsigned *minor) { DEV_CALL(h, 0, *minor = d->minor); }
 
