@@ -222,7 +222,9 @@ def test_stalled_names_the_blocked_syscall_and_finds_the_mount_of_the_file() -> 
         "fd_path": "/mnt/share/logs/ckpt/last.pt",
     }
     other = local_data()  # the share is not the first path in sort order, but it is blocked
-    samples = [make(t, 0.0 if t else 80.0, paths=(other, share()), main_thread=mt) for t in range(35)]
+    samples = [
+        make(t, 0.0 if t else 80.0, paths=(other, share()), main_thread=mt) for t in range(35)
+    ]
     msg = run(samples, gpu_stalled)[-1][0].message
     assert "blocked in train.py:save waiting for fsync() of /mnt/share/logs/ckpt/last.pt" in msg
     assert "(fuse.sshfs)" in msg and "/mnt/share/logs is on fuse.sshfs" in msg
