@@ -63,6 +63,34 @@ def _interval(text: str) -> float:
     return value
 
 
+def _add_notify(parser: argparse.ArgumentParser) -> None:
+    """``--notify URL [--notify-format F]`` of watch and serve (checked before anything starts)."""
+    parser.add_argument(
+        "--notify",
+        metavar="URL",
+        help=(
+            "POST to this webhook when a warning starts and when it clears, at most once per "
+            "warning per 10 min (default: none; e.g. --notify https://hooks.slack.com/...)"
+        ),
+    )
+    parser.add_argument(
+        "--notify-format",
+        default="json",
+        metavar="F",
+        help="json, slack, dingtalk, feishu or wecom (default: json)",
+    )
+
+
+def _notifier(args: argparse.Namespace) -> Any:
+    """The Notifier of --notify (None without), or UsageError for a bad URL or format."""
+    from .advice.notify import make_notifier
+
+    try:
+        return make_notifier(args.notify, args.notify_format)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
 TOP_EPILOG = """\
 examples:
   trainwatch-lab check /mnt/share/runs ~/data   is this storage fit for training logs?
@@ -192,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print one JSON object per sample per line (default: a table per sample)",
     )
+    _add_notify(watch)
     _add_prometheus_commands(sub)
     _add_mirror_command(sub)
     return parser
@@ -420,7 +449,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
     # no path: what trains on this machine is what to watch (an agent on a cluster node)
     processes = args.processes or not paths
+    notifier = _notifier(args)
     sampler = make_sampler(paths, interval=args.interval, processes=processes)
+    if notifier is not None:
+        sampler.subscribe(notifier)
     samples: queue.Queue[Sample] = queue.Queue(maxsize=1000)
 
     def enqueue(sample: Sample) -> None:
@@ -460,6 +492,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
         previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
         try:
             sampler.close()
+            if notifier is not None:
+                notifier.close()
         finally:
             if in_main:
                 signal.signal(signal.SIGINT, previous_int)
@@ -566,6 +600,7 @@ def _add_prometheus_commands(sub: Any) -> None:
         metavar="DIR",
         help="write a Prometheus file_sd target file for this agent into DIR, removed on exit",
     )
+    _add_notify(serve)
     rules = sub.add_parser(
         "rules",
         help="print Prometheus alerting rules that mirror the warnings (YAML)",
@@ -592,7 +627,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
     return 0
 
 
-def _start_agent(args: argparse.Namespace, paths: list[str]) -> Any:
+def _start_agent(args: argparse.Namespace, paths: list[str], notifier: Any = None) -> Any:
     """A started agent, or UsageError (one line) for a port in use or an unusable --file-sd."""
     from .monitor import make_sampler
     from .prometheus.agent import Agent, parse_listen
@@ -614,6 +649,8 @@ def _start_agent(args: argparse.Namespace, paths: list[str]) -> Any:
         gpu=gpus != [],
         processes=args.processes or not paths,
     )
+    if notifier is not None:
+        sampler.subscribe(notifier)
     agent = Agent(
         sampler,
         host,
@@ -640,7 +677,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     def on_signal(signum: int, frame: Any) -> None:
         stop.set()
 
-    agent = _start_agent(args, paths)
+    notifier = _notifier(args)
+    try:
+        agent = _start_agent(args, paths, notifier)
+    except BaseException:
+        if notifier is not None:
+            notifier.close()
+        raise
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         sys.stderr.write(
@@ -650,6 +693,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         stop.wait()  # a signal's handler sets it: no polling, no CPU while idle
     finally:
         agent.stop()
+        if notifier is not None:
+            notifier.close()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return 0

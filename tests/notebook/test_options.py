@@ -96,7 +96,7 @@ def test_help_lists_every_option_with_its_default_and_an_example() -> None:
 def test_usage_line_comes_from_the_table() -> None:
     assert usage_line() == (
         "%trainwatch [PATH ...] [--logdir PATH] [--interval S] [--window SPAN] "
-        "[--gpu 0,1|none] [--no-probe]"
+        "[--gpu 0,1|none] [--no-probe] [--notify URL] [--notify-format F]"
     )
     joined = " ".join(line.strip() for line in help_text().splitlines()[4:6])
     assert joined == usage_line()  # wrapped between two [...], never inside one

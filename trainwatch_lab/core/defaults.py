@@ -107,6 +107,15 @@ class Defaults:
     # wiki's list goes on from 10000, one port at a time); this one is far past that, below
     # Linux's ephemeral ports (32768+) and in no /etc/services entry
     serve_port: int = 10917
+    # notifications (advice.notify, issue 17): a webhook hears of a warning when it starts and
+    # when it clears, at most once per warning per this long; a failing target is retried with
+    # backoff on the notifier's own thread, which holds at most notify_queue messages
+    notify_repeat_s: float = 600.0
+    notify_timeout_s: float = 10.0  # one POST; a hanging webhook costs this, never a sample
+    notify_retries: int = 5  # attempts after the first
+    notify_backoff_s: float = 2.0  # first wait before a retry, doubled each time ...
+    notify_backoff_max_s: float = 120.0  # ... up to this
+    notify_queue: int = 100
 
 
 DEFAULTS = Defaults()

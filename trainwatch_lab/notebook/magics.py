@@ -27,6 +27,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import display
 
+from ..advice.notify import make_notifier
 from ..advice.text import warning_count_text
 from ..core.defaults import DEFAULTS, Defaults
 from ..core.model import Alert
@@ -117,6 +118,7 @@ class KernelWatch:
         self.discovered: dict[str, Found] = {}
         self._seen_ids: dict[str, int] = {}  # variable -> id(value) after the last cell
         self.started_at: float | None = None
+        self.notifier: Any = None  # --notify of the live dashboard
         shell.events.register("post_run_cell", self.post_run_cell)
         atexit.register(self.stop)  # kernel shutdown: release the sampler's helper processes
 
@@ -147,6 +149,8 @@ class KernelWatch:
         previous, self.dashboard = self.dashboard, dash
         if previous is not None:
             previous.stop("replaced by a newer %trainwatch")
+        self._close_notifier()
+        self.notifier = _subscribe_notifier(dash.sampler, opts)
         self.options = opts
         self.started_at = time.time()
         dash.start()
@@ -158,10 +162,16 @@ class KernelWatch:
 
     def stop(self) -> str:
         dash, self.dashboard = self.dashboard, None
+        self._close_notifier()
         if dash is None:
             return "trainwatch: not running (start it with %trainwatch [PATH ...])"
         dash.stop("stopped")
         return f"trainwatch: stopped after {dash.samples} samples"
+
+    def _close_notifier(self) -> None:
+        notifier, self.notifier = self.notifier, None
+        if notifier is not None:
+            notifier.close(timeout=0)
 
     def status(self) -> str:
         from .summary import latency_text, mount_text
@@ -242,6 +252,7 @@ class KernelWatch:
             owned = True
             if self.inline is not None:
                 sampler.subscribe(self.inline.on_sample)
+        notifier = _subscribe_notifier(sampler, opts)
         watched = list(
             dict.fromkeys(
                 paths + [p for p in self.discovered] + (dash.paths() if not owned else [])
@@ -263,11 +274,22 @@ class KernelWatch:
             summary = watch.finish()
             if owned:
                 sampler.close()
+            if notifier is not None:
+                notifier.close(timeout=0)
             if handle is not None:
                 handle.update(summary)
             else:
                 display(summary)
             watch.close()
+
+
+def _subscribe_notifier(sampler: Any, opts: Options) -> Any:
+    """The ``--notify`` Notifier on ``sampler`` (options.py checked the URL), or None."""
+    if not opts.notify_url:
+        return None
+    notifier = make_notifier(opts.notify_url, opts.notify_format)
+    sampler.subscribe(notifier)
+    return notifier
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from typing import Literal
 
 from IPython.core.error import UsageError
 
+from ..advice.notify import FORMATS, check_target
 from ..core.defaults import DEFAULTS, parse_gpu_selection
 from .settings import MAX_WINDOW_S, MIN_WINDOW_S, check_settings
 
@@ -94,6 +95,20 @@ FLAGS: tuple[Flag, ...] = (
         "do not write the latency probe (4 KiB writes + fsync to a hidden file, removed)",
         "probe",
         "%trainwatch /mnt/share --no-probe",
+    ),
+    Flag(
+        "--notify",
+        "URL",
+        "webhook told when a warning starts and when it clears, at most every 10 min",
+        "none",
+        "%trainwatch runs --notify https://hooks.slack.com/services/...",
+    ),
+    Flag(
+        "--notify-format",
+        "F",
+        f"the --notify body: {', '.join(FORMATS)}",
+        "json",
+        "%trainwatch --notify https://open.feishu.cn/... --notify-format feishu",
     ),
 )
 BY_NAME = {f.name: f for f in FLAGS}
@@ -175,6 +190,8 @@ class Options:
     gpus: list[int] | None = None  # None: all GPUs
     gpu: bool = True
     probe: bool = True
+    notify_url: str | None = None
+    notify_format: str = "json"
 
     @property
     def all_paths(self) -> list[str]:
@@ -293,6 +310,14 @@ def _options(values: dict[str, str | bool], paths: list[str]) -> Options:
         opts.interval = parse_interval(interval)
     if isinstance(window := values.get("--window"), str):
         opts.window = parse_duration(window, "--window")
+    url, fmt = values.get("--notify"), values.get("--notify-format", "json")
+    try:
+        if isinstance(url, str):
+            opts.notify_url, opts.notify_format = check_target(url, str(fmt))
+        else:
+            opts.notify_format = check_target("http://x", str(fmt))[1]
+    except ValueError as exc:
+        raise UsageError(f"trainwatch: {exc}") from None
     if isinstance(gpu := values.get("--gpu"), str):
         gpus = parse_gpus(gpu)
         opts.gpu = gpus != []

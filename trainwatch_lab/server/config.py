@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from traitlets import Bool, Float, Int, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
+from ..advice.notify import FORMATS, check_target
 from ..core.defaults import DEFAULTS
 from ..core.training_source import MAX_PATHS, MAX_PROCESSES
 from ..prometheus.rules import WINDOW
@@ -78,6 +79,30 @@ class TrainWatch(Configurable):
         "1m",
         help="Range of rate() in the fleet's disk numbers (at least 4 scrape intervals).",
     ).tag(config=True)
+
+    notify_url = Unicode(
+        "",
+        help="Webhook POSTed to when a warning of severity warning or above starts and when "
+        "it clears, at most once per warning per 10 min (only while the server samples).",
+    ).tag(config=True)
+    notify_format = Unicode(
+        "json", help=f"Body of the notify_url POST: one of {', '.join(FORMATS)}."
+    ).tag(config=True)
+
+    @validate("notify_url")
+    def _check_notify_url(self, proposal: dict) -> str:
+        value = proposal["value"].strip()
+        try:
+            return check_target(value)[0] if value else ""
+        except ValueError as exc:
+            raise TraitError(f"TrainWatch.notify_url: {exc}") from None
+
+    @validate("notify_format")
+    def _check_notify_format(self, proposal: dict) -> str:
+        try:
+            return check_target("http://x", proposal["value"])[1]
+        except ValueError as exc:
+            raise TraitError(f"TrainWatch.notify_format: {exc}") from None
 
     @validate("interval")
     def _check_interval(self, proposal: dict) -> float:

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
+from ..advice.notify import make_notifier
 from ..core.defaults import DEFAULTS
 from ..core.diskstats import DiskCounters
 from ..core.history import History, capacity_for
@@ -84,6 +85,7 @@ class Hub:
         self._run = 0  # sampler generation; a snapshot waits for a sample of the current one
         self._fresh_run = -1
         self._waiters: list[asyncio.Future[None]] = []
+        self.notifier = make_notifier(config.notify_url, config.notify_format)
 
     @property
     def clients(self) -> int:
@@ -171,6 +173,8 @@ class Hub:
             more_sources=self._kernels,
         )
         sampler.subscribe(self._on_sample)
+        if self.notifier is not None:  # word when nobody looks (issue 17)
+            sampler.subscribe(self.notifier)
         return sampler.start()
 
     async def ensure_running(self) -> Sampler:
@@ -231,6 +235,8 @@ class Hub:
         sampler, self.sampler = self.sampler, None
         if sampler is not None:
             await self.in_executor(sampler.close)
+        if self.notifier is not None:
+            self.notifier.close(timeout=0)
         self._executor.shutdown(wait=False)
 
     def close_now(self) -> None:
@@ -238,6 +244,8 @@ class Hub:
         sampler, self.sampler = self.sampler, None
         if sampler is not None:
             sampler.close()
+        if self.notifier is not None:
+            self.notifier.close(timeout=0)
         self._executor.shutdown(wait=False)
 
     # -- samples ---------------------------------------------------------------------
