@@ -23,17 +23,19 @@ import math
 import os
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-from . import gpu_container, gpu_numbering
+from . import gpu_container, gpu_static
 from .defaults import DEFAULTS, Defaults
 from .gpu_health import MEMORY_ERROR_UNCORRECTED, VOLATILE_ECC, XidEvents
 from .gpu_procs import compute_processes
+from .gpu_static import TrackedGpu as _Gpu
+from .gpu_static import visible_devices
 from .model import GpuState, Sample
 
 log = logging.getLogger(__name__)
+
+__all__ = ["CLOCK_REASONS", "GpuSource", "decode_clock_reasons", "visible_devices"]
 
 # nvmlClocksEventReason* bits (nvml.h), decoded to stable names for charts and messages.
 CLOCK_REASONS: tuple[tuple[int, str], ...] = (
@@ -72,61 +74,6 @@ def decode_clock_reasons(mask: int) -> list[str]:
     return names
 
 
-def _uuid_key(text: str) -> str:
-    text = text.strip().lower()
-    return text[4:] if text.startswith("gpu-") else text
-
-
-def visible_devices(spec: str | None, uuids: Sequence[str]) -> list[int]:
-    """Physical (NVML) indices in the order CUDA numbers them under ``CUDA_VISIBLE_DEVICES``.
-
-    Follows CUDA's parsing: unset means all devices; entries are indices or (unique prefixes
-    of) UUIDs with or without the ``GPU-`` prefix; parsing stops at the first entry that names
-    no device (a bad index, an unknown or ambiguous UUID, a MIG instance, a repeat).
-    """
-    if spec is None:
-        return list(range(len(uuids)))
-    keys = [_uuid_key(u) for u in uuids]
-    out: list[int] = []
-    for raw in spec.split(","):
-        token = raw.strip()
-        if not token:
-            break
-        if token.lstrip("+-").isdigit():
-            idx = int(token)
-            if not 0 <= idx < len(uuids):
-                break
-        elif token.lower().startswith("mig-"):
-            break
-        else:
-            want = _uuid_key(token)
-            matches = [i for i, k in enumerate(keys) if want and k.startswith(want)]
-            if len(matches) != 1:
-                break
-            idx = matches[0]
-        if idx in out:
-            break
-        out.append(idx)
-    return out
-
-
-def _cuda_visible_devices(pid: int, name: str = "CUDA_VISIBLE_DEVICES") -> str | None:
-    """CUDA_VISIBLE_DEVICES (or another ``name``) as the watched process sees it (its own
-    environment when we may read it, ours otherwise: a server and its kernels share it)."""
-    if pid != os.getpid():
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            pass
-        else:
-            for item in env:
-                if item.startswith(name.encode() + b"="):
-                    return item.split(b"=", 1)[1].decode(errors="replace")
-            return None
-    return os.environ.get(name)
-
-
 def _process_tree(pid: int) -> set[int]:
     """The watched pid and all its descendants (DataLoader workers, subprocesses)."""
     pids = {pid}
@@ -137,29 +84,6 @@ def _process_tree(pid: int) -> set[int]:
     except Exception:  # gone, no permission, psutil missing: the pid alone
         pass
     return pids
-
-
-@dataclass(slots=True)
-class _Gpu:
-    """What we keep per visible GPU between ticks."""
-
-    index: int
-    nvml_index: int
-    handle: Any
-    uuid: str
-    name: str = "?"
-    power_limit_w: float | None = None
-    lost: bool = False
-    unsupported: set[str] = field(default_factory=set)
-    pcie: tuple[float | None, float | None] = (None, None)
-    pcie_at: float = -math.inf
-    process_mem_bytes: int | None = None
-    procs_version: int = 0  # index in gpu_procs.VERSIONS of the call that answered last
-    mem_total: int | None = None
-    xids: list[int] = field(default_factory=list)  # XID events drained this tick
-    pci_bus_id: str | None = None
-    index_basis: str = gpu_numbering.BY_PCI_ORDER
-    minor: int | None = None  # /dev/nvidia<minor>, read once when NVML's PIDs are not ours
 
 
 class GpuSource:
@@ -276,69 +200,7 @@ class GpuSource:
                 by_uuid[uuid].xids.append(xid)
 
     def _refresh_static(self, now: float) -> None:
-        """Enumerate devices, apply CUDA_VISIBLE_DEVICES, read names and power limits."""
-        nvml = self._nvml
-        self._static_at = now
-        try:
-            count = self._call("nvmlDeviceGetCount")
-        except nvml.NVMLError as exc:
-            self._gpus = []
-            self._reason = f"NVML could not count GPUs: {exc}"
-            return
-        if count == 0:
-            self._gpus = []
-            self._reason = "NVML found no NVIDIA GPU"
-            return
-        previous = {g.nvml_index: g for g in self._gpus}
-        handles: list[Any] = []
-        uuids: list[str] = []
-        for i in range(count):
-            old = previous.get(i)
-            if old is not None and old.lost:  # never query a lost GPU again
-                handles.append(None)
-                uuids.append(old.uuid)
-                continue
-            try:
-                handle = self._call("nvmlDeviceGetHandleByIndex", i)
-                uuid = self._call("nvmlDeviceGetUUID", handle)
-            except nvml.NVMLError as exc:
-                handle, uuid = None, old.uuid if old else f"nvml-{i}"
-                if getattr(exc, "value", None) == _GPU_IS_LOST and old is not None:
-                    old.lost = True
-            handles.append(handle)
-            uuids.append(uuid)
-        spec = _cuda_visible_devices(self.pid)
-        order = visible_devices(spec, uuids)
-        gpus: list[_Gpu] = []
-        for cuda_index, i in enumerate(order):
-            old = previous.get(i)
-            if old is not None and old.uuid == uuids[i]:
-                old.index = cuda_index
-                if handles[i] is not None:
-                    old.handle = handles[i]
-                gpu = old
-            elif handles[i] is None:
-                continue  # lost before we ever saw it
-            else:
-                gpu = _Gpu(index=cuda_index, nvml_index=i, handle=handles[i], uuid=uuids[i])
-            if not gpu.lost:
-                name = self._query(gpu, "name", "nvmlDeviceGetName")
-                if name is not None:
-                    gpu.name = name
-                limit = self._query(gpu, "power_limit", "nvmlDeviceGetEnforcedPowerLimit")
-                gpu.power_limit_w = limit / 1000.0 if limit is not None else None
-                if gpu.pci_bus_id is None:
-                    info = self._query(gpu, "pci_info", "nvmlDeviceGetPciInfo_v3")
-                    gpu.pci_bus_id = gpu_numbering.bus_id(info) if info is not None else None
-            gpus.append(gpu)
-        bases = gpu_numbering.index_basis(
-            spec, _cuda_visible_devices(self.pid, "CUDA_DEVICE_ORDER"), [g.name for g in gpus]
-        )
-        for gpu, basis in zip(gpus, bases, strict=True):
-            gpu.index_basis = basis
-        self._gpus = gpus
-        if not gpus:
-            self._reason = f"CUDA_VISIBLE_DEVICES={spec!r} hides all {count} NVIDIA GPUs"
+        gpu_static.refresh(self, now)
 
     # -- the fast fields -------------------------------------------------------------
     def _query(self, gpu: _Gpu, what: str, fn: str, *args: Any) -> Any:
