@@ -1,17 +1,21 @@
 """Real processes for the Prometheus tests: ``trainwatch-lab serve`` agents (as other hosts if
-asked), Debian's Prometheus and node_exporter on free ports of 127.0.0.1, each stopped at the
-end of its test. A missing binary skips on a laptop and fails under CI=true (tests/support/env).
+asked), Debian's Prometheus and node_exporter on free ports of 127.0.0.1, a static "DCGM
+exporter" (DCGM's metric names and labels, as a host without our agent exports them), each
+stopped at the end of its test. A missing binary skips on a laptop and fails under CI=true
+(tests/support/env). The fixtures serve tests/server too (the fleet endpoint, the panel).
 """
 
 from __future__ import annotations
 
 import contextlib
+import http.server
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -118,6 +122,21 @@ class Prometheus:
     port: int
     sd_dir: Path
 
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        stop(self.proc)
+
+    def add_target(self, target: str, **labels: str) -> None:
+        """Announce ``host:port`` through file_sd, as ``serve --file-sd`` does."""
+        body = json.dumps([{"targets": [target], "labels": labels}])
+        name = target.replace(":", "-").replace("[", "").replace("]", "")
+        tmp = self.sd_dir / f".{name}.tmp"
+        tmp.write_text(body)
+        tmp.rename(self.sd_dir / f"static-{name}.json")
+
     def api(self, path: str, **params: str) -> Any:
         query = urllib.parse.urlencode(params)
         status, body = http_get(f"http://127.0.0.1:{self.port}/api/v1/{path}?{query}")
@@ -145,14 +164,39 @@ scrape_configs:
     file_sd_configs:
       - files: ["{sd}/*.json"]
         refresh_interval: 1s
-"""
+{extra}"""
 
 
 @pytest.fixture
-def prometheus(tmp_path: Path) -> Iterator[Prometheus]:
+def prometheus(start_prometheus: Callable[..., Prometheus]) -> Prometheus:
     """Debian's Prometheus on a free port of 127.0.0.1, its own storage, 1 s scrape and
     evaluation intervals, our rules (``trainwatch-lab rules --rate-window 5s``) loaded, and
     every agent that writes a file_sd target into ``.sd_dir`` scraped."""
+    return start_prometheus()
+
+
+@pytest.fixture
+def start_prometheus(tmp_path: Path) -> Iterator[Callable[..., Prometheus]]:
+    """``start_prometheus(extra="")``: the ``prometheus`` fixture's server, with ``extra``
+    (more ``scrape_configs`` entries, YAML indented by two) appended to its configuration."""
+    started: list[tuple[subprocess.Popen[bytes], Any]] = []
+
+    def start(extra: str = "") -> Prometheus:
+        home = tmp_path / f"prometheus-{len(started)}"
+        home.mkdir()
+        proc, log, server = _start_prometheus(home, extra)
+        started.append((proc, log))
+        return server
+
+    yield start
+    for proc, log in started:
+        stop(proc)
+        log.close()
+
+
+def _start_prometheus(
+    tmp_path: Path, extra: str
+) -> tuple[subprocess.Popen[bytes], Any, Prometheus]:
     binary = need_tool("prometheus")
     sd = tmp_path / "sd"
     sd.mkdir()
@@ -166,7 +210,7 @@ def prometheus(tmp_path: Path) -> Iterator[Prometheus]:
     )
     rules.write_text(out.stdout)
     config = tmp_path / "prometheus.yml"
-    config.write_text(PROMETHEUS_YML.format(rules=rules, sd=sd))
+    config.write_text(PROMETHEUS_YML.format(rules=rules, sd=sd, extra=extra))
     port = free_port()
     log = (tmp_path / "prometheus.log").open("wb")
     proc = subprocess.Popen(
@@ -181,36 +225,46 @@ def prometheus(tmp_path: Path) -> Iterator[Prometheus]:
         stderr=subprocess.STDOUT,
     )
     server = Prometheus(proc, port, sd)
-    try:
-        ready = wait_until(lambda: _answers(f"http://127.0.0.1:{port}/-/ready"), timeout=30)
-        assert ready, (tmp_path / "prometheus.log").read_text()[-2000:]
-        yield server
-    finally:
+    ready = wait_until(lambda: _answers(f"http://127.0.0.1:{port}/-/ready"), timeout=30)
+    if not ready:
         stop(proc)
         log.close()
+        raise AssertionError((tmp_path / "prometheus.log").read_text()[-2000:])
+    return proc, log, server
 
 
 @pytest.fixture
-def node_exporter() -> Iterator[str]:
+def node_exporter(node_exporter_on: Callable[[str], str]) -> str:
     """Debian's node_exporter with only its diskstats and filesystem collectors; its URL."""
+    return f"http://{node_exporter_on('127.0.0.1')}/metrics"
+
+
+@pytest.fixture
+def node_exporter_on() -> Iterator[Callable[[str], str]]:
+    """``node_exporter_on(host)``: ``host:port`` of a node_exporter (diskstats and filesystem
+    collectors) listening on ``host`` (127.0.0.3: another host of the fleet)."""
     binary = need_tool("prometheus-node-exporter")
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            binary,
-            "--collector.disable-defaults",
-            "--collector.diskstats",
-            "--collector.filesystem",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}/metrics"
-    try:
-        assert wait_until(lambda: _answers(url), timeout=20)
-        yield url
-    finally:
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(host: str) -> str:
+        port = free_port(host)
+        proc = subprocess.Popen(
+            [
+                binary,
+                "--collector.disable-defaults",
+                "--collector.diskstats",
+                "--collector.filesystem",
+                f"--web.listen-address={host}:{port}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        started.append(proc)
+        assert wait_until(lambda: _answers(f"http://{host}:{port}/metrics"), timeout=20)
+        return f"{host}:{port}"
+
+    yield start
+    for proc in started:
         stop(proc)
 
 
@@ -228,3 +282,49 @@ def wait_for(predicate: Callable[[], Any], timeout: float, step: float = 0.5) ->
         if value or time.monotonic() > deadline:
             return value
         time.sleep(step)
+
+
+# DCGM exporter's names and labels (dcgm-exporter's default counters), for a host that runs
+# it and node_exporter but not our agent: one GPU at 0 % holding memory
+DCGM_LABELS = (
+    'gpu="0",UUID="GPU-{uuid}",device="nvidia0",modelName="NVIDIA A100-SXM4-80GB",Hostname="{host}"'
+)
+DCGM_TEXT = (
+    "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n"
+    "# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"
+    f"DCGM_FI_DEV_GPU_UTIL{{{{{DCGM_LABELS}}}}} {{util}}\n"
+    "# HELP DCGM_FI_DEV_FB_USED Framebuffer memory used (in MiB).\n"
+    "# TYPE DCGM_FI_DEV_FB_USED gauge\n"
+    f"DCGM_FI_DEV_FB_USED{{{{{DCGM_LABELS}}}}} {{fb}}\n"
+)
+
+
+@pytest.fixture
+def fake_dcgm() -> Iterator[Callable[..., str]]:
+    """``fake_dcgm(host="127.0.0.3", util=0, fb_mib=20000)``: ``host:port`` of a static
+    /metrics in DCGM exporter's names (no GPU needed), served until the test ends."""
+    servers: list[http.server.ThreadingHTTPServer] = []
+
+    def start(host: str = "127.0.0.3", util: float = 0, fb_mib: float = 20000) -> str:
+        body = DCGM_TEXT.format(uuid="8f6b2c1e", host=host, util=util, fb=fb_mib).encode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        server = http.server.ThreadingHTTPServer((host, free_port(host)), Handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"{host}:{server.server_address[1]}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()

@@ -1,4 +1,5 @@
-"""Jupyter Server entry point: one Hub per server, its handlers, and a clean shutdown."""
+"""Jupyter Server entry point: one Hub per server, its handlers (REST, WebSocket, /metrics,
+the fleet), and a clean shutdown."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import atexit
 import weakref
 from typing import Any
 
+from . import fleet, scrape
 from .config import TrainWatch
 from .handlers import handlers
 from .hub import Hub
@@ -25,11 +27,18 @@ def load_jupyter_server_extension(serverapp: Any) -> Hub:
         kernel_manager=getattr(serverapp, "kernel_manager", None),
     )
     web_app.settings[SETTINGS_KEY] = hub
-    web_app.add_handlers(".*$", handlers(web_app.settings["base_url"]))
+    web_app.settings[fleet.SETTINGS_KEY] = fleet.make_fleet(config, hub.defaults)
+    base_url = web_app.settings["base_url"]
+    web_app.add_handlers(
+        ".*$", handlers(base_url) + scrape.routes(base_url) + fleet.routes(base_url)
+    )
     _on_shutdown(hub)
     serverapp.log.info(
-        "trainwatch_lab: endpoints under %strainwatch-lab/api/ (sampler starts on first client)",
-        web_app.settings["base_url"],
+        "trainwatch_lab: endpoints under %strainwatch-lab/api/, metrics at %strainwatch-lab/"
+        "metrics%s (sampler starts on first client)",
+        base_url,
+        base_url,
+        f", the fleet from {config.prometheus_url}" if config.prometheus_url else "",
     )
     return hub
 

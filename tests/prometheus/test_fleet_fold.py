@@ -1,0 +1,204 @@
+"""prometheus.fleet on recorded answers of Prometheus's HTTP API: one entry per host however
+many exporters it runs, the warnings node_exporter's and DCGM's numbers allow for a host
+without our agent (never doubled for one with it), the busiest disk, the least free
+filesystem, down and gone hosts, and one host's chart lines on a shared time axis."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from trainwatch_lab.core.defaults import DEFAULTS, GIB
+from trainwatch_lab.prometheus.fleet import (
+    chart_lines,
+    chart_specs,
+    fold,
+    grid,
+    host_of,
+    host_selector,
+    instant_queries,
+)
+
+NOW = 1_700_000_000.0
+
+
+def vec(name: str, value: float, **labels: str) -> dict[str, Any]:
+    return {"metric": {"__name__": name, **labels}, "value": [NOW, repr(float(value))]}
+
+
+def fs(instance: str, mountpoint: str, avail: float, size: float, **more: str):
+    labels = {"instance": instance, "mountpoint": mountpoint, "device": more.get("device", "sda1")}
+    labels["fstype"] = more.get("fstype", "ext4")
+    return vec("node_filesystem_avail_bytes", avail, **labels), vec(
+        "node_filesystem_size_bytes", size, **labels
+    )
+
+
+@pytest.mark.parametrize(
+    ("instance", "host"),
+    [
+        ("node1:9100", "node1"),
+        ("10.0.0.7:10917", "10.0.0.7"),
+        ("[fe80::1]:9100", "[fe80::1]"),
+        ("node1", "node1"),
+        ("node1.example.org:9400", "node1.example.org"),
+    ],
+)
+def test_a_host_is_its_instance_without_the_port(instance: str, host: str) -> None:
+    assert host_of(instance) == host
+
+
+def test_every_query_names_the_thresholds_of_the_defaults() -> None:
+    queries = instant_queries("2m")
+    assert "[2m]" in queries["disk_util"] and ">= 0.8" in queries["disk_saturated"]
+    assert ">= 0.01" in queries["disk_saturated"]  # await 10 ms
+    assert "[30s]) < 5" in queries["dcgm_stalled"]
+
+
+def test_one_entry_per_host_worst_first() -> None:
+    a_avail, a_size = fs("gpu01:10917", "/data", 500 * GIB, 1000 * GIB)
+    n_avail, n_size = fs("gpu01:9100", "/", 50 * GIB, 100 * GIB)
+    full_avail, full_size = fs("gpu02:9100", "/scratch", 0.5 * GIB, 100 * GIB, device="nvme0n1")
+    results = {
+        "up": [
+            vec("up", 1, instance="gpu01:10917", job="trainwatch", hostname="gpu01.cluster"),
+            vec("up", 1, instance="gpu01:9100", job="node"),
+            vec("up", 1, instance="gpu02:9100", job="node"),
+            vec("up", 0, instance="gpu02:9400", job="dcgm"),
+            vec("up", 0, instance="gpu03:9100", job="node"),
+        ],
+        "scraped": [
+            vec("up", NOW - 3, instance="gpu01:10917"),
+            vec("up", NOW - 1, instance="gpu01:9100"),
+            vec("up", NOW - 2, instance="gpu02:9100"),
+            vec("up", NOW - 2, instance="gpu02:9400"),
+        ],
+        "seen": [
+            vec("", NOW - 600, instance="gpu03:9100"),
+            vec("", NOW - 900, instance="gpu04:9100"),
+        ],
+        "agent": [vec("trainwatch_sample_timestamp_seconds", NOW, instance="gpu01:10917")],
+        "warnings": [
+            vec(
+                "trainwatch_warning",
+                1,
+                instance="gpu01:10917",
+                code="shared-mount",
+                severity="warning",
+                subject="/mnt/share/runs",
+            ),
+        ],
+        "gpu": [
+            vec(
+                "trainwatch_gpu_utilization_percent", 80, instance="gpu01:10917", gpu="0", UUID="G0"
+            ),
+            vec(
+                "trainwatch_gpu_utilization_percent", 40, instance="gpu01:10917", gpu="1", UUID="G1"
+            ),
+        ],
+        "dcgm": [vec("DCGM_FI_DEV_GPU_UTIL", 99, instance="gpu01:9400", gpu="0", UUID="G0")],
+        "dcgm_stalled": [vec("DCGM_FI_DEV_GPU_UTIL", 0, instance="gpu02:9400", gpu="3")],
+        "disk_util": [
+            vec("", 0.25, instance="gpu01:9100", device="sda"),
+            vec("", 0.30, instance="gpu01:10917", device="sda"),
+            vec("", 0.95, instance="gpu02:9100", device="nvme0n1"),
+            vec("", 0.10, instance="gpu02:9100", device="sdb"),
+        ],
+        "disk_bytes": [vec("", 2e8, instance="gpu02:9100", device="nvme0n1")],
+        "disk_saturated": [vec("", 0.95, instance="gpu02:9100", device="nvme0n1")],
+        "fs_avail": [a_avail, n_avail, full_avail],
+        "fs_size": [a_size, n_size, full_size],
+    }
+    hosts = fold(results)
+    assert [h["host"] for h in hosts] == ["gpu02", "gpu01", "gpu03", "gpu04"]
+    gpu02, gpu01, gpu03, gpu04 = hosts
+
+    # node_exporter + a DCGM exporter that is down: partial; its warnings from their numbers
+    assert gpu02["status"] == "partial" and gpu02["agent"] is False
+    codes = [(w["code"], w["severity"], w["subject"]) for w in gpu02["warnings"]]
+    assert codes == [
+        ("disk-almost-full", "critical", "/scratch"),  # 0.5 % free: under 1 %
+        ("disk-saturated", "warning", "nvme0n1"),
+        ("gpu-stalled", "warning", "GPU 3"),
+    ]
+    assert gpu02["worst"] == "critical"
+    full = gpu02["warnings"][0]
+    assert full["message"] == (
+        "Only 512 MiB of 100 GiB (0.5 %) is free on /scratch (ext4 nvme0n1)."
+    )
+    assert gpu02["disk"] == {"device": "nvme0n1", "util_pct": 95.0, "bytes_per_s": 2e8}
+    assert gpu02["space"]["mountpoint"] == "/scratch" and gpu02["space"]["free_pct"] == 0.5
+    assert gpu02["last_seen"] == NOW - 2  # the scrape of the exporter that answers
+
+    # our agent + node_exporter: one host, the agent's warnings only, our GPU numbers
+    assert gpu01["name"] == "gpu01.cluster" and gpu01["status"] == "up" and gpu01["agent"]
+    assert [i["instance"] for i in gpu01["instances"]] == ["gpu01:10917", "gpu01:9100"]
+    assert [w["code"] for w in gpu01["warnings"]] == ["shared-mount"]
+    assert gpu01["gpu"] == {"count": 2, "util_pct": 60.0, "source": "trainwatch"}
+    assert gpu01["disk"]["device"] == "sda" and gpu01["disk"]["util_pct"] == 30.0
+    assert gpu01["space"]["mountpoint"] == "/" and gpu01["last_seen"] == NOW - 1
+
+    # down (a target that does not answer) and gone (no target any more): last seen
+    assert (gpu03["status"], gpu03["last_seen"]) == ("down", NOW - 600)
+    assert (gpu04["status"], gpu04["last_seen"], gpu04["instances"]) == ("gone", NOW - 900, [])
+
+
+@pytest.mark.parametrize(
+    ("avail", "size", "severity"),
+    [
+        (50 * GIB, 100 * GIB, None),
+        (9 * GIB, 100 * GIB, "warning"),  # under 10 %
+        (1.5 * GIB, 10 * GIB, "warning"),  # 15 % free, but under 2 GiB on a 10 GiB disk
+        (0.225 * GIB, 1.5 * GIB, None),  # 15 %: "under 2 GiB" counts on larger disks only
+        (1.9 * GIB, 30 * GIB, "warning"),  # 6 %... and under 2 GiB
+        (3 * GIB, 1000 * GIB, "critical"),  # 0.3 %
+        (10 * 1024**2, 64 * 1024**2, None),  # a tiny tmpfs at 15 % is fine
+    ],
+)
+def test_disk_almost_full_uses_the_advisors_thresholds(avail, size, severity) -> None:
+    a, s = fs("n1:9100", "/data", avail, size)
+    hosts = fold({"up": [vec("up", 1, instance="n1:9100")], "fs_avail": [a], "fs_size": [s]})
+    warned = [w["severity"] for w in hosts[0]["warnings"] if w["code"] == "disk-almost-full"]
+    assert warned == ([severity] if severity else [])
+    assert DEFAULTS.full_fraction == 0.10 and DEFAULTS.full_bytes == 2 * GIB
+
+
+def test_nothing_known_is_nothing_listed() -> None:
+    assert fold({}) == []
+    assert fold({"up": [{"metric": {}, "value": [NOW, "1"]}]}) == []  # no instance label
+
+
+@pytest.mark.parametrize("bad", ["", "a b", "n1`) or up", 'n1"}', "x" * 300])
+def test_a_host_that_is_not_one_is_refused(bad: str) -> None:
+    with pytest.raises(ValueError, match="not a host"):
+        host_selector(bad)
+
+
+def test_the_selector_matches_the_host_on_any_port_and_only_it() -> None:
+    assert host_selector("10.0.0.7") == r"instance=~`10\.0\.0\.7(:[0-9]+)?`"
+    specs = chart_specs("gpu01", 60)
+    assert [s["id"] for s in specs] == ["gpu", "disk_util", "disk_rate", "space"]
+    assert all("instance=~`gpu01(:[0-9]+)?`" in q for s in specs for q in s["queries"])
+    assert "[60s]" in specs[1]["queries"][0]
+
+
+def test_chart_lines_share_one_time_axis() -> None:
+    start, end, step = grid(3600, NOW)
+    assert (end - start, step, end) == (3600, 15, NOW)
+    count = round((end - start) / step) + 1
+    spec = chart_specs("gpu01", 60)[0]
+    ours = [
+        {"metric": {"gpu": "1"}, "values": [[start + 15, "50"], [end, "NaN"]]},
+        {"metric": {"gpu": "0"}, "values": [[start, "10"], [end, "90"]]},
+    ]
+    chart = chart_lines(spec, [ours, [{"metric": {"gpu": "0"}, "values": []}]], start, step, count)
+    assert chart["title"] == "GPU utilization" and chart["unit"] == "%"
+    assert [s["label"] for s in chart["series"]] == ["GPU 0", "GPU 1"]
+    zero, one = (s["values"] for s in chart["series"])
+    assert len(zero) == count and zero[0] == 10.0 and zero[-1] == 90.0 and zero[1] is None
+    assert one[1] == 50.0 and one[-1] is None  # NaN is no value
+    # our agent's answer is empty: DCGM's lines
+    dcgm = [{"metric": {"gpu": "2"}, "values": [[end, "7"]]}]
+    chart = chart_lines(spec, [[], dcgm], start, step, count)
+    assert [s["label"] for s in chart["series"]] == ["GPU 2"]

@@ -1,0 +1,158 @@
+"""The fleet for the panel: every host Prometheus scrapes, and one host's charts.
+
+``GET api/fleet`` lists one entry per host (prometheus.fleet.fold: worst warning and the
+warnings, GPU utilization, the busiest disk, the least free filesystem, last seen);
+``GET api/fleet/range?host=H&window=S`` returns that host's charts over the last S seconds
+from ``query_range``. Without ``c.TrainWatch.prometheus_url`` the listing says so
+(``"prometheus": null``) and the panel hides its Fleet section. Prometheus down, slow or
+refusing is a 502 with one line; bad parameters a 400 with one line; nothing waits longer
+than ``c.TrainWatch.prometheus_timeout_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from typing import Any
+
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.utils import url_path_join
+from tornado import web
+
+from ..core.defaults import Defaults
+from ..prometheus.fleet import (
+    HOST_RE,
+    MAX_WINDOW_S,
+    MIN_WINDOW_S,
+    chart_lines,
+    chart_specs,
+    fold,
+    grid,
+    instant_queries,
+)
+from .config import TrainWatch
+from .handlers import API, BadRequest, BaseHandler, parse_float
+from .promclient import PrometheusClient, PrometheusError
+
+SETTINGS_KEY = "trainwatch_fleet"
+CACHE_S = 2.0  # panels in many tabs share one listing (and one round of queries)
+NOT_SET = "no Prometheus is configured: set c.TrainWatch.prometheus_url"
+UNITS = {"s": 1, "m": 60, "h": 3600}
+
+
+def seconds(window: str) -> float:
+    """``30s``/``1m``/``2h`` (a validated c.TrainWatch.fleet_rate_window) in seconds."""
+    m = re.fullmatch(r"(\d+)([smh])", window)
+    return float(int(m.group(1)) * UNITS[m.group(2)]) if m else 60.0
+
+
+class Fleet:
+    """Reads the fleet from Prometheus; one listing in flight at a time, reused for
+    ``CACHE_S``."""
+
+    def __init__(self, config: TrainWatch, defaults: Defaults) -> None:
+        self.url = config.prometheus_url
+        self.client = PrometheusClient(self.url, config.prometheus_timeout_s)
+        self.rate_window = config.fleet_rate_window
+        self.defaults = defaults
+        self._cached: tuple[float, dict[str, Any]] | None = None
+        self._pending: asyncio.Future[dict[str, Any]] | None = None
+
+    async def hosts(self) -> dict[str, Any]:
+        cached = self._cached
+        if cached is not None and time.monotonic() - cached[0] < CACHE_S:
+            return cached[1]
+        if self._pending is None or self._pending.done():
+            self._pending = asyncio.ensure_future(self._hosts())
+        return await asyncio.shield(self._pending)
+
+    async def _hosts(self) -> dict[str, Any]:
+        at = time.time()
+        q = self.client.query
+        queries = instant_queries(self.rate_window, self.defaults)
+        answers = await self.client.gather({n: q(e, at) for n, e in queries.items()})
+        listing = {"prometheus": self.url, "t": at, "hosts": fold(answers, self.defaults)}
+        self._cached = (time.monotonic(), listing)
+        return listing
+
+    async def charts(self, host: str, window_s: float) -> dict[str, Any]:
+        start, end, step = grid(window_s, time.time())
+        count = round((end - start) / step) + 1
+        specs = chart_specs(host, max(seconds(self.rate_window), step))
+        q = self.client.query_range
+        calls = {
+            f"{spec['id']}:{i}": q(expr, start, end, step)
+            for spec in specs
+            for i, expr in enumerate(spec["queries"])
+        }
+        answers = await self.client.gather(calls)
+        charts = [
+            chart_lines(
+                spec,
+                [answers[f"{spec['id']}:{i}"] for i in range(len(spec["queries"]))],
+                start,
+                step,
+                count,
+            )
+            for spec in specs
+        ]
+        return {
+            "host": host,
+            "window_s": window_s,
+            "step_s": step,
+            "t": [start + i * step for i in range(count)],
+            "charts": charts,
+        }
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class FleetBase(BaseHandler):
+    @property
+    def fleet(self) -> Fleet | None:
+        return self.settings.get(SETTINGS_KEY)
+
+    async def answer(self, call: Any) -> None:
+        try:
+            self.send_json(await call)
+        except PrometheusError as exc:
+            self.bad(str(exc), 502)
+
+
+class FleetHandler(FleetBase):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.only()
+        if self.fleet is None:
+            return self.send_json({"prometheus": None, "hosts": []})
+        await self.answer(self.fleet.hosts())
+
+
+class FleetRangeHandler(FleetBase):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.only("host", "window")
+        host = self.arg("host")
+        if host is None:
+            raise BadRequest("missing parameter 'host'")
+        if not HOST_RE.match(host):
+            raise BadRequest(f"'host' must be a host name or address from GET fleet, got {host!r}")
+        window = parse_float("window", self.arg("window"), MIN_WINDOW_S, MAX_WINDOW_S) or 3600.0
+        if self.fleet is None:
+            return self.bad(NOT_SET, 404)
+        await self.answer(self.fleet.charts(host, window))
+
+
+def make_fleet(config: TrainWatch, defaults: Defaults) -> Fleet | None:
+    return Fleet(config, defaults) if config.prometheus_url else None
+
+
+def routes(base_url: str) -> list[tuple[str, type]]:
+    return [
+        (url_path_join(base_url, API, "fleet"), FleetHandler),
+        (url_path_join(base_url, API, "fleet", "range"), FleetRangeHandler),
+    ]

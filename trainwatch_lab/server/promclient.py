@@ -1,0 +1,106 @@
+"""Prometheus's HTTP API from the server, never from the browser, never blocking the loop.
+
+Tornado's non-blocking client (DNS on the loop's resolver thread), every call bounded by one
+deadline: Prometheus down, slow or not Prometheus at all becomes one ``PrometheusError``
+line that the endpoint and the panel show as it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlencode
+
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+
+USER_AGENT = "trainwatch-lab (Jupyter server extension)"
+
+
+class PrometheusError(Exception):
+    """One line saying what went wrong, naming the Prometheus asked."""
+
+
+class PrometheusClient:
+    def __init__(self, url: str, timeout_s: float) -> None:
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+        self._http: AsyncHTTPClient | None = None
+
+    @property
+    def http(self) -> AsyncHTTPClient:
+        if self._http is None:  # bound to the running loop: made on first use
+            self._http = AsyncHTTPClient(force_instance=True, max_clients=32)
+        return self._http
+
+    def close(self) -> None:
+        if self._http is not None:
+            self._http.close()
+            self._http = None
+
+    def late(self) -> PrometheusError:
+        return PrometheusError(
+            f"Prometheus at {self.url} did not answer within {self.timeout_s:g} s"
+        )
+
+    async def gather(self, calls: Mapping[str, Any]) -> dict[str, Any]:
+        """Await every call of ``calls`` (name -> awaitable) at once, within the deadline."""
+        names = list(calls)
+        try:
+            answers = await asyncio.wait_for(
+                asyncio.gather(*(calls[n] for n in names)), self.timeout_s
+            )
+        except asyncio.TimeoutError:
+            raise self.late() from None
+        return dict(zip(names, answers, strict=True))
+
+    async def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        params = {"query": expr} if at is None else {"query": expr, "time": f"{at:.3f}"}
+        return (await self._get("query", params))["result"]
+
+    async def query_range(
+        self, expr: str, start: float, end: float, step: float
+    ) -> list[dict[str, Any]]:
+        params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+        return (await self._get("query_range", params))["result"]
+
+    async def _get(self, endpoint: str, params: dict[str, str]) -> dict[str, Any]:
+        request = HTTPRequest(
+            f"{self.url}/api/v1/{endpoint}?{urlencode(params)}",
+            connect_timeout=self.timeout_s,
+            request_timeout=self.timeout_s,
+            headers={"Accept": "application/json", "User-Agent": USER_AGENT},
+            follow_redirects=False,
+        )
+        try:
+            response = await self.http.fetch(request, raise_error=False)
+        except (ConnectionError, socket.gaierror, OSError) as exc:
+            why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            raise PrometheusError(f"Prometheus at {self.url} is not reachable: {why}") from None
+        if response.code == 599:  # tornado: no HTTP answer (timeout, connection closed)
+            error = response.error
+            if isinstance(error, HTTPClientError) and "Timeout" in str(error):
+                raise self.late()
+            why = getattr(error, "strerror", None) or str(error)
+            raise PrometheusError(f"Prometheus at {self.url} is not reachable: {why}")
+        return self._data(response.code, response.body or b"")
+
+    def _data(self, code: int, body: bytes) -> dict[str, Any]:
+        """``data`` of an API answer, or the one line to show."""
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            payload = None
+        if not isinstance(payload, dict) or "status" not in payload:
+            raise PrometheusError(
+                f"{self.url} answered HTTP {code} but not as Prometheus's HTTP API "
+                "(check c.TrainWatch.prometheus_url)"
+            )
+        if payload["status"] != "success":
+            raise PrometheusError(
+                f"Prometheus at {self.url} refused a query (HTTP {code}): "
+                f"{payload.get('error') or payload.get('errorType') or 'no reason given'}"
+            )
+        return payload.get("data") or {"result": []}
