@@ -98,6 +98,23 @@ class Defaults:
     # uncorrectable ECC errors above this count are an error (any one is)
     gpu_error_keep_s: float = 600.0
     gpu_ecc_uncorrected_max: int = 0
+    # time lost to storage (core.waits, issue 15): observations of the watched process's
+    # main thread per second (its sleep time itself is exact, from schedstat: these only say
+    # what it slept on); chosen from the accuracy/cost curve of tests/benchmarks/bench_waits.py
+    wait_rate_hz: float = 20.0
+    wait_pool_min: int = 20  # sleeping observations behind a split, pooled over ticks ...
+    wait_pool_s: float = 10.0  # ... from this far back at most
+    wait_max_workers: int = 32  # worker processes looked at (in turn, one per observation)
+    wait_idle_stop_s: float = 5.0  # the sampling thread stops when no tick asked for this long
+    # io-bound: TensorFlow's input-pipeline analysis calls 5 % of step time waiting on input
+    # "moderately" and 20 % "highly" input-bound; the same cut-offs for time lost to storage
+    io_bound_moderate: float = 0.05  # info
+    io_bound_high: float = 0.20  # warning
+    io_bound_window_s: float = 60.0  # averaged over this long: one checkpoint is no verdict
+    io_bound_min_s: float = 10.0  # measured time in that window before any verdict
+    # worker processes that spend this much of their time waiting on storage feed the loop
+    # slower than they could (a verdict on its own: the loop's wait is on a pipe, not a file)
+    io_bound_workers: float = 0.50
     # training processes outside the notebook (core.training_source)
     training_scan_every_s: float = 3.0  # "within a few seconds": a script started now is listed
     training_cpu_share: float = 0.01  # the scan's CPU, at most, however many processes run

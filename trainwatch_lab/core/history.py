@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from .defaults import DEFAULTS, Defaults
-from .model import Sample
+from .model import ProcessIO, Sample
 
 SeriesKey = tuple[str, str, str]
 NAN = float("nan")
@@ -64,6 +64,23 @@ def flatten(sample: Sample) -> Iterator[tuple[SeriesKey, float]]:
         yield ("proc", str(pr.pid), "write_chars_s"), pr.write_chars_s
         yield ("proc", str(pr.pid), "read_bytes_s"), pr.read_bytes_s
         yield ("proc", str(pr.pid), "write_bytes_s"), pr.write_bytes_s
+        yield from _waits(pr)
+
+
+def _waits(pr: ProcessIO) -> Iterator[tuple[SeriesKey, float]]:
+    """Time lost to storage (core.waits): ``("wait", path, "main")`` and ``"workers"``, and
+    per system call ``"main:fsync"``, so a cell or a chart window can total them."""
+    for side, waits, calls in (
+        ("main", pr.waits, pr.wait_calls),
+        ("workers", pr.worker_waits, pr.worker_wait_calls),
+    ):
+        for path, fraction in waits.items():
+            yield ("wait", path, side), fraction
+        for path, by_call in calls.items():
+            for call, fraction in by_call.items():
+                yield ("wait", path, f"{side}:{call}"), fraction
+    if pr.waits_elsewhere is not None:
+        yield ("proc", str(pr.pid), "wait_elsewhere"), pr.waits_elsewhere
 
 
 def capacity_for(seconds: float, interval: float, defaults: Defaults = DEFAULTS) -> int:

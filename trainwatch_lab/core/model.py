@@ -188,6 +188,22 @@ class ProcessIO:
     read_bytes_s: float
     write_bytes_s: float
     main_thread: dict[str, Any] | None = None  # where the main thread waits (GPU issue)
+    # time lost to storage (core.waits): watched path -> fraction (0-1) of the last interval
+    # the main thread slept in a system call on a file under it; every watched path is a
+    # key while measured (0.0 included), none while not (wait_samples == 0, see notes)
+    waits: dict[str, float] = field(default_factory=dict)
+    # ... the same for its worker processes (DataLoader workers), averaged over them
+    worker_waits: dict[str, float] = field(default_factory=dict)
+    # per watched path, its fraction split by system call ({"fsync": 0.29, "write": 0.02})
+    wait_calls: dict[str, dict[str, float]] = field(default_factory=dict)
+    worker_wait_calls: dict[str, dict[str, float]] = field(default_factory=dict)
+    # per watched path, the file waited on most (the main thread's, else the workers')
+    wait_files: dict[str, str] = field(default_factory=dict)
+    # ``waits`` over the charts' window (Defaults.window_s, 10 min): what a panel shows
+    waits_window: dict[str, float] = field(default_factory=dict)
+    waits_elsewhere: float | None = None  # the main thread on files under no watched path
+    wait_samples: int = 0  # observations of the main thread behind this interval's figures
+    wait_workers: int = 0  # worker processes measured
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -190,6 +190,9 @@ class ProcessIOSource:
         # (parent pid, start ticks) per pid, read from /proc/PID/stat when its io file was
         # opened: while that descriptor still reads, it is the same process
         self._ident: dict[int, tuple[int, int]] = {}
+        # the pids of the tree at the last reading, the watched one first (core.waits looks
+        # at its workers among them)
+        self.members: tuple[int, ...] = ()
 
     def _read_tree(self, sample: Sample) -> dict[Key, _Seen] | None:
         """Counters of the watched process and its descendants, read straight from /proc
@@ -230,6 +233,7 @@ class ProcessIOSource:
             key = keys[pid] = (pid, start)
             raw.append((key, counts, ppid))
         self._ident = ident_now
+        self.members = tuple(keys)
         return {key: _Seen(counts, keys.get(ppid)) for key, counts, ppid in raw}
 
     def collect(self, sample: Sample) -> None:

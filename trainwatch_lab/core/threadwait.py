@@ -16,6 +16,7 @@ import os
 import platform
 import sys
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from .model import Sample
@@ -30,21 +31,36 @@ _FD_SYSCALLS: dict[str, dict[int, str]] = {
         18: "pwrite64",
         19: "readv",
         20: "writev",
+        5: "fstat",
+        8: "lseek",
+        40: "sendfile",
+        72: "fcntl",
+        73: "flock",
         74: "fsync",
         75: "fdatasync",
         77: "ftruncate",
+        78: "getdents",
+        138: "fstatfs",
+        217: "getdents64",
+        221: "fadvise64",
         277: "sync_file_range",
         285: "fallocate",
         295: "preadv",
         296: "pwritev",
         306: "syncfs",
+        326: "copy_file_range",
         327: "preadv2",
         328: "pwritev2",
     },
     "aarch64": {
+        25: "fcntl",
+        32: "flock",
+        44: "fstatfs",
         57: "close",
         46: "ftruncate",
         47: "fallocate",
+        61: "getdents64",
+        62: "lseek",
         63: "read",
         64: "write",
         65: "readv",
@@ -53,10 +69,14 @@ _FD_SYSCALLS: dict[str, dict[int, str]] = {
         68: "pwrite64",
         69: "preadv",
         70: "pwritev",
+        71: "sendfile",
+        80: "fstat",
         82: "fsync",
         83: "fdatasync",
         84: "sync_file_range",
+        223: "fadvise64",
         267: "syncfs",
+        285: "copy_file_range",
         286: "preadv2",
         287: "pwritev2",
     },
@@ -64,6 +84,58 @@ _FD_SYSCALLS: dict[str, dict[int, str]] = {
 _MACHINE = {"amd64": "x86_64", "arm64": "aarch64"}.get(
     platform.machine().lower(), platform.machine()
 )
+
+# System calls that name a file by a path argument: (name, index of the path argument,
+# index of the directory fd it is relative to, or None: the working directory). A sleeping
+# ``openat``/``statx``/``rename`` on a network share is a round trip like a write.
+_PATH_SYSCALLS: dict[str, dict[int, tuple[str, int, int | None]]] = {
+    "x86_64": {
+        2: ("open", 0, None),
+        4: ("stat", 0, None),
+        6: ("lstat", 0, None),
+        21: ("access", 0, None),
+        76: ("truncate", 0, None),
+        82: ("rename", 0, None),
+        83: ("mkdir", 0, None),
+        84: ("rmdir", 0, None),
+        85: ("creat", 0, None),
+        86: ("link", 0, None),
+        87: ("unlink", 0, None),
+        89: ("readlink", 0, None),
+        90: ("chmod", 0, None),
+        137: ("statfs", 0, None),
+        257: ("openat", 1, 0),
+        258: ("mkdirat", 1, 0),
+        262: ("newfstatat", 1, 0),
+        263: ("unlinkat", 1, 0),
+        264: ("renameat", 1, 0),
+        265: ("linkat", 1, 0),
+        267: ("readlinkat", 1, 0),
+        268: ("fchmodat", 1, 0),
+        269: ("faccessat", 1, 0),
+        316: ("renameat2", 1, 0),
+        332: ("statx", 1, 0),
+        437: ("openat2", 1, 0),
+        439: ("faccessat2", 1, 0),
+    },
+    "aarch64": {
+        34: ("mkdirat", 1, 0),
+        35: ("unlinkat", 1, 0),
+        37: ("linkat", 1, 0),
+        38: ("renameat", 1, 0),
+        43: ("statfs", 0, None),
+        48: ("faccessat", 1, 0),
+        53: ("fchmodat", 1, 0),
+        56: ("openat", 1, 0),
+        78: ("readlinkat", 1, 0),
+        79: ("newfstatat", 1, 0),
+        276: ("renameat2", 1, 0),
+        291: ("statx", 1, 0),
+        437: ("openat2", 1, 0),
+        439: ("faccessat2", 1, 0),
+    },
+}
+AT_FDCWD = -100
 
 
 def _read(path: str) -> str | None:
@@ -114,6 +186,73 @@ def in_event_loop(frame: Any) -> bool:
         return False
     where = caller.f_code.co_filename.replace("\\", "/")
     return any(part in where for part in _LOOP_CALLERS)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """The system call a sleeping thread is in, and what names its file: ``fd``, or a path
+    at ``path_at`` in the thread's memory, relative to ``dirfd`` (AT_FDCWD: the cwd)."""
+
+    name: str
+    fd: int | None = None
+    path_at: int | None = None
+    dirfd: int | None = None
+
+
+NOT_IN_SYSCALL = Call("no system call")  # asleep outside one: a page fault, a stop
+
+
+def _int32(word: str) -> int:
+    """A C ``int`` argument from its register word in hex (AT_FDCWD is 0xff...ff9c)."""
+    value = int(word, 16) & 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def decode_call(text: str, machine: str = _MACHINE) -> Call | None:
+    """What /proc/.../syscall says a thread is in; None while it runs (or is runnable: the
+    kernel answers "running" for any task not asleep) or when the text is unreadable."""
+    parts = text.split()
+    if not parts or not parts[0].lstrip("-").isdigit():
+        return None
+    nr = int(parts[0])
+    if nr < 0:
+        return NOT_IN_SYSCALL
+    args = parts[1:7]
+    try:
+        name = _FD_SYSCALLS.get(machine, {}).get(nr)
+        if name is not None:
+            return Call(name, fd=_int32(args[0]))
+        spec = _PATH_SYSCALLS.get(machine, {}).get(nr)
+        if spec is not None:
+            name, at, dirfd = spec
+            return Call(
+                name,
+                path_at=int(args[at], 16),
+                dirfd=None if dirfd is None else _int32(args[dirfd]),
+            )
+    except (IndexError, ValueError):
+        pass
+    return Call(name or f"syscall {nr}")
+
+
+def read_c_string(fd: int, address: int, limit: int = 4096) -> str | None:
+    """A NUL-terminated string at ``address`` of the process whose /proc/PID/mem ``fd`` is
+    (its memory, never a file it names). Reads page by page: a string that ends near the end
+    of a mapping must not make a read cross into an unmapped page."""
+    data = b""
+    while len(data) < limit:
+        chunk = min(4096 - (address + len(data)) % 4096, limit - len(data))
+        try:
+            piece = os.pread(fd, chunk, address + len(data))
+        except (OSError, OverflowError, ValueError):
+            return None
+        end = piece.find(b"\0")
+        if end >= 0:
+            return os.fsdecode(data + piece[:end])
+        if not piece:
+            return None
+        data += piece
+    return None
 
 
 def main_thread_wait(proc_root: str = "/proc/self") -> dict[str, Any] | None:

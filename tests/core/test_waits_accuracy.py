@@ -1,0 +1,94 @@
+"""Issue 15, item 4: the time lost to storage, checked against a loop that times itself.
+
+The loop (tests/core/waitloop.py) runs in a child process and records every storage call it
+makes; the Sampler watches it from here as ``trainwatch-lab watch --pid`` does
+(``make_sampler(pid=child)``). Over the measured ticks, the reported fraction must stay
+within 5 percentage points of the loop's own figure over the same span.
+"""
+
+from __future__ import annotations
+
+import json
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+
+from tests.core import waitloop
+from tests.core.waitloop import truth
+from tests.support.env import need
+from trainwatch_lab.core.model import Sample
+from trainwatch_lab.monitor import make_sampler
+
+SECONDS = 10.0
+TOLERANCE = 0.05
+
+
+def watch_loop(mode: str, where: Path, duty: float, out: Path) -> tuple[list[Sample], list]:
+    """Run the loop for SECONDS and sample it at 1 s from here; (samples, its calls)."""
+    child = waitloop.start(mode, str(where), duty, SECONDS, str(out))
+    try:
+        sampler = make_sampler([str(where)], pid=child.pid, interval=1.0, probe=False, gpu=False)
+        samples: list[Sample] = []
+        sampler.subscribe(samples.append)
+        with sampler:
+            assert child.wait(timeout=SECONDS + 60) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    return samples, json.loads(out.read_text())
+
+
+def reported(samples: list[Sample], path: str) -> tuple[float, float, float]:
+    """(start, end, fraction): the measured ticks' fractions, weighted by their intervals."""
+    spans = [
+        (before.t, now.t, now.process.waits[path])
+        for before, now in pairwise(samples)
+        if now.process is not None and path in now.process.waits
+    ]
+    assert len(spans) >= SECONDS - 3, [s.process for s in samples]
+    start, end = spans[0][0], spans[-1][1]
+    return start, end, sum((b - a) * f for a, b, f in spans) / (end - start)
+
+
+def check(samples: list[Sample], calls: list, path: str) -> tuple[float, float]:
+    start, end, fraction = reported(samples, path)
+    expected = truth(calls, start, end)
+    assert abs(fraction - expected) <= TOLERANCE, (fraction, expected)
+    return fraction, expected
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("duty", [0.05, 0.3, 0.7])
+def test_fsync_on_a_slow_share(slow_sshfs_mount, tmp_path: Path, duty: float) -> None:
+    where = Path(slow_sshfs_mount.path)
+    samples, calls = watch_loop("fsync", where, duty, tmp_path / "calls.json")
+    check(samples, calls, str(where))
+    last = next(s.process for s in reversed(samples) if s.process and s.process.wait_calls)
+    calls_by_name = last.wait_calls[str(where)]
+    assert max(calls_by_name, key=calls_by_name.get) in ("fsync", "write")
+    assert last.wait_files[str(where)] == str(where / "loop.log")
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("duty", [0.05, 0.3, 0.7])
+def test_reads_from_a_cold_local_disk(loop_ext4, tmp_path: Path, duty: float) -> None:
+    disk = loop_ext4(size_mb=160)
+    data = Path(disk.path) / "data.bin"
+    with open(data, "wb") as fh:
+        for _ in range(128):
+            fh.write(bytes(1 << 20))
+    with waitloop.read_iops_limit(disk.device, 250) as limited:
+        need(limited, "needs the blkio throttle (cgroup v1) to make the loop device slow")
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        samples, calls = watch_loop("read", Path(disk.path), duty, tmp_path / "calls.json")
+    check(samples, calls, str(disk.path))
+    last = next(s.process for s in reversed(samples) if s.process and s.process.wait_calls)
+    assert "pread64" in last.wait_calls[str(disk.path)]
+
+
+def test_a_cpu_only_loop_reads_near_zero(tmp_path: Path) -> None:
+    samples, calls = watch_loop("cpu", tmp_path, 1.0, tmp_path / "calls.json")
+    _, _, fraction = reported(samples, str(tmp_path))
+    assert calls == [] and fraction < 0.01
