@@ -11,6 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .background import SaveHandle, SaveInFlight, SaveStatus, checkpoint_status
     from .checkpoint import save_checkpoint
     from .mirror import Mirror, MirrorStatus, active_mirrors, local_mirror
     from .space import CheckpointWontFit, SpaceWatch
@@ -21,6 +22,10 @@ _WHERE = {
     "MirrorStatus": "mirror",
     "active_mirrors": "mirror",
     "save_checkpoint": "checkpoint",
+    "SaveHandle": "background",
+    "SaveInFlight": "background",
+    "SaveStatus": "background",
+    "checkpoint_status": "background",
     "CheckpointWontFit": "space",
     "SpaceWatch": "space",
 }
@@ -28,8 +33,12 @@ __all__ = [
     "CheckpointWontFit",
     "Mirror",
     "MirrorStatus",
+    "SaveHandle",
+    "SaveInFlight",
+    "SaveStatus",
     "SpaceWatch",
     "active_mirrors",
+    "checkpoint_status",
     "local_mirror",
     "save_checkpoint",
 ]

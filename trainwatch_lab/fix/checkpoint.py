@@ -21,12 +21,13 @@ import re
 import secrets
 import socket
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, overload
 
 from ..core.guard import MountGuard, default_guard
 from ..core.mounts import mount_for_path, read_mounts
 from ..core.paths import normalise, printable
 from ..core.space import space_fields
+from .background import SaveHandle, claim, run_claimed, start_claimed
 from .space import fmt_size, wont_fit
 
 log = logging.getLogger(__name__)
@@ -148,13 +149,35 @@ def _room(
     return saves[: len(saves) - len(doomed)]
 
 
+@overload
+def save_checkpoint(
+    save: Callable[[str], object],
+    path: str | os.PathLike[str],
+    *,
+    keep: int | None = ...,
+    guard: MountGuard | None = ...,
+    background: Literal[False] = ...,
+    if_busy: str = ...,
+) -> str: ...
+@overload
+def save_checkpoint(
+    save: Callable[[str], object],
+    path: str | os.PathLike[str],
+    *,
+    keep: int | None = ...,
+    guard: MountGuard | None = ...,
+    background: Literal[True],
+    if_busy: str = ...,
+) -> SaveHandle: ...
 def save_checkpoint(
     save: Callable[[str], object],
     path: str | os.PathLike[str],
     *,
     keep: int | None = None,
     guard: MountGuard | None = None,
-) -> str:
+    background: bool = False,
+    if_busy: str = "wait",
+) -> str | SaveHandle:
     """Run ``save(tmp)`` so that ``path`` ends up holding the whole save or what it held
     before, never a part of one; returns ``path`` (normalised).
 
@@ -163,8 +186,29 @@ def save_checkpoint(
     checks pass). Raises ``CheckpointWontFit`` (an OSError, ENOSPC) before calling ``save``
     when the last save of the series (names differing only in their digits) is larger than
     the free space; ``keep=N`` then keeps the newest N saves of the series.
+
+    ``background=True`` returns a ``SaveHandle`` at once and saves on its own thread (hand
+    it a state the loop leaves alone). One save is in flight at a time: another one waits
+    for it (``if_busy="wait"``) or raises ``SaveInFlight`` (``"refuse"``).
     """
     directory, name = _validate(save, path, keep)
+    dst = os.path.join(directory, name)
+    claim(if_busy)  # bad arguments were refused above, before anything waits
+
+    def now() -> str:
+        return _save_now(save, directory, name, keep, guard)
+
+    return start_claimed(now, dst) if background else run_claimed(now, dst)
+
+
+def _save_now(
+    save: Callable[[str], object],
+    directory: str,
+    name: str,
+    keep: int | None,
+    guard: MountGuard | None,
+) -> str:
+    """The save itself, in the one save slot: plan, room, write, commit, keep."""
     dst = os.path.join(directory, name)
     g = guard if guard is not None else default_guard()
     key = SAVE_KEY.format(mount_for_path(directory, read_mounts()).mountpoint)
