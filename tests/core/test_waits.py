@@ -83,6 +83,7 @@ def test_split_divides_the_sleep_time_by_the_shares() -> None:
     assert out.calls == {"/mnt/share/runs": pytest.approx({"fsync": 0.25, "write": 0.05})}
     assert out.files == {"/mnt/share/runs": "/mnt/share/runs/ev"}
     assert out.elsewhere == pytest.approx(0.15)
+    assert out.other == pytest.approx(0.05)
 
 
 BLOCKED = r"""
@@ -195,6 +196,7 @@ def test_a_wait_on_a_pipe_is_no_storage(tmp_path: Path) -> None:
         child.wait()
     assert proc is not None and proc.waits == {str(tmp_path): 0.0}
     assert proc.waits_elsewhere == 0.0 and proc.wait_calls == {}
+    assert proc.wait_other == pytest.approx(1.0, abs=0.05)  # asleep, on no file
 
 
 def test_workers_are_counted_apart(locked: Path) -> None:

@@ -81,6 +81,8 @@ def _waits(pr: ProcessIO) -> Iterator[tuple[SeriesKey, float]]:
                 yield ("wait", path, f"{side}:{call}"), fraction
     if pr.waits_elsewhere is not None:
         yield ("proc", str(pr.pid), "wait_elsewhere"), pr.waits_elsewhere
+    if pr.wait_other is not None:
+        yield ("proc", str(pr.pid), "wait_other"), pr.wait_other
 
 
 def capacity_for(seconds: float, interval: float, defaults: Defaults = DEFAULTS) -> int:

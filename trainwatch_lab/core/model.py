@@ -202,6 +202,8 @@ class ProcessIO:
     # ``waits`` over the charts' window (Defaults.window_s, 10 min): what a panel shows
     waits_window: dict[str, float] = field(default_factory=dict)
     waits_elsewhere: float | None = None  # the main thread on files under no watched path
+    # ... asleep on no file at all: a pipe or queue (its DataLoader workers), a lock, a GPU
+    wait_other: float | None = None
     wait_samples: int = 0  # observations of the main thread behind this interval's figures
     wait_workers: int = 0  # worker processes measured
 

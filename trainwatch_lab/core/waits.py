@@ -250,6 +250,7 @@ class Split:
     calls: dict[str, dict[str, float]] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
     elsewhere: float = 0.0
+    other: float = 0.0  # asleep on no file: a pipe or queue (its workers), a lock, the GPU
 
 
 def split(sleep: float, shares: dict[Key, float], watched: Sequence[str]) -> Split:
@@ -258,9 +259,10 @@ def split(sleep: float, shares: dict[Key, float], watched: Sequence[str]) -> Spl
     out = Split(waits={p: 0.0 for p in watched})
     by_file: dict[str, Counter[str]] = {}
     for (file, call), share in sorted(shares.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
-        if file is None:
-            continue
         part = sleep * share
+        if file is None:
+            out.other += part
+            continue
         path = owner(file, watched)
         if path is None:
             out.elsewhere += part
@@ -389,7 +391,7 @@ class WaitSource:
         watched = sorted(sample.paths)
         main = split(main_sleep, self._shares("main"), watched)
         proc.waits, proc.wait_calls, proc.wait_files = main.waits, main.calls, main.files
-        proc.waits_elsewhere = main.elsewhere
+        proc.waits_elsewhere, proc.wait_other = main.elsewhere, main.other
         proc.wait_samples = taken.main_n
         proc.waits_window = self._window(now, main.waits)
         if sleeps and taken.workers_n:

@@ -1,0 +1,117 @@
+"""io-bound: firing and not firing on constructed samples, with the fix that fits the call."""
+
+from __future__ import annotations
+
+from trainwatch_lab.advice.advisor import Advisor, Context
+from trainwatch_lab.advice.io_bound import io_bound, kind_of
+from trainwatch_lab.core.defaults import DEFAULTS
+from trainwatch_lab.core.history import History
+from trainwatch_lab.core.model import Alert, PathState, ProcessIO, Sample
+
+T0 = 1_800_000_000.0
+SHARE = "/mnt/share/runs"
+DATA = "/data"
+
+
+def proc(
+    main: dict[str, dict[str, float]],
+    workers: dict[str, dict[str, float]] | None = None,
+    other: float = 0.0,
+) -> ProcessIO:
+    """The watched process with per-path fractions split by system call."""
+    p = ProcessIO(4242, 3, 0, 0, 0, 0)
+    p.wait_samples, p.wait_other = 20, other
+    p.wait_calls = {path: calls for path, calls in main.items() if calls}
+    p.waits = {path: sum(calls.values()) for path, calls in main.items()}
+    p.wait_files = {SHARE: f"{SHARE}/events.out.tfevents.1"}
+    if workers is not None:
+        p.worker_wait_calls = {path: calls for path, calls in workers.items() if calls}
+        p.worker_waits = {path: sum(calls.values()) for path, calls in workers.items()}
+        p.wait_workers = 4
+    return p
+
+
+def run(seconds: int, make: object) -> list[Alert]:
+    history = History(capacity=600)
+    alerts: list[Alert] = []
+    for i in range(seconds + 1):
+        sample = Sample(
+            t=T0 + i, paths={SHARE: PathState(SHARE), DATA: PathState(DATA)}, process=make(i)
+        )
+        history.append(sample)
+        alerts = list(io_bound(Context(sample, history, DEFAULTS, None)))
+    return alerts
+
+
+def test_fsync_of_logs_on_a_share_is_highly_io_bound() -> None:
+    alerts = run(30, lambda i: proc({SHARE: {"fsync": 0.28, "write": 0.03}, DATA: {}}))
+    assert [(a.code, a.severity, a.subject) for a in alerts] == [("io-bound", "warning", SHARE)]
+    message = alerts[0].message
+    assert "pid 4242" in message and "31 % of the last 30 s" in message
+    assert f"mostly in fsync() of {SHARE}/events.out.tfevents.1" in message
+    assert "highly I/O-bound" in message
+    assert "local_mirror('/mnt/share/runs')" in alerts[0].fix
+    assert "trainwatch-lab mirror /tmp/runs /mnt/share/runs" in alerts[0].fix
+
+
+def test_moderately_io_bound_reads_are_an_info_with_the_data_fix() -> None:
+    alerts = run(30, lambda i: proc({SHARE: {}, DATA: {"pread64": 0.08}}))
+    assert [(a.severity, a.subject) for a in alerts] == [("info", DATA)]
+    assert "moderately" in alerts[0].message
+    assert "num_workers" in alerts[0].fix and "faster disk" in alerts[0].fix
+
+
+def test_one_checkpoint_is_no_verdict_and_short_runs_wait() -> None:
+    def spike(i: int) -> ProcessIO:  # 3 s of 90 % once in a minute: 4.5 %
+        return proc({SHARE: {"write": 0.9 if 10 <= i < 13 else 0.0}, DATA: {}})
+
+    assert run(60, spike) == []
+    steady = lambda i: proc({SHARE: {"fsync": 0.5}, DATA: {}})  # noqa: E731
+    assert run(int(DEFAULTS.io_bound_min_s) - 1, steady) == []  # not measured long enough
+    assert run(int(DEFAULTS.io_bound_min_s) + 1, steady) != []
+
+
+def test_unmeasured_process_says_nothing() -> None:
+    quiet = ProcessIO(4242, 1, 0, 0, 0, 0)  # wait_samples == 0: no ptrace access
+    assert run(30, lambda i: quiet) == []
+    assert run(30, lambda i: None) == []
+
+
+def test_workers_waiting_on_reads_while_the_loop_waits_for_them() -> None:
+    def starved(i: int) -> ProcessIO:
+        return proc({SHARE: {}, DATA: {}}, workers={DATA: {"read": 0.7}, SHARE: {}}, other=0.4)
+
+    alerts = run(30, starved)
+    assert [(a.severity, a.subject) for a in alerts] == [("warning", DATA)]
+    assert "worker processes of pid 4242 (4)" in alerts[0].message
+    assert "40 % of the time on something other than a file" in alerts[0].message
+    assert "num_workers" in alerts[0].fix
+    busy = run(
+        30,
+        lambda i: proc({SHARE: {}, DATA: {}}, workers={DATA: {"read": 0.7}, SHARE: {}}),
+    )
+    assert [a.severity for a in busy] == ["info"]  # the loop never waited for them
+
+
+def test_the_fix_follows_the_call() -> None:
+    assert kind_of("fdatasync") == "sync" and kind_of("close") == "sync"
+    assert kind_of("pwrite64") == "write" and kind_of("preadv2") == "read"
+    assert kind_of("flock") == "lock"
+    assert kind_of("openat") == kind_of("statx") == kind_of("getdents64") == "meta"
+    alerts = run(30, lambda i: proc({SHARE: {"statx": 0.1, "openat": 0.15}, DATA: {}}))
+    assert "list the files once" in alerts[0].fix
+    locks = run(30, lambda i: proc({SHARE: {"flock": 0.3}, DATA: {}}))
+    assert "HDF5_USE_FILE_LOCKING=FALSE" in locks[0].fix
+
+
+def test_the_advisor_runs_it_by_default() -> None:
+    advisor = Advisor()
+    history = History(capacity=600)
+    codes: list[str] = []
+    for i in range(31):
+        sample = Sample(
+            t=T0 + i, paths={SHARE: PathState(SHARE)}, process=proc({SHARE: {"fsync": 0.3}})
+        )
+        history.append(sample)
+        codes = [a.code for a in advisor(sample, history)]
+    assert "io-bound" in codes
