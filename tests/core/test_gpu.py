@@ -191,9 +191,10 @@ def test_not_supported_field_is_none_and_not_asked_again(
     assert g["power_w"] is None and g["temp_c"] is None and g["clock_reasons"] == []
     assert g["util_pct"] == 42 and g["mem_used_bytes"] == 10 * GIB
     assert g["power_limit_w"] == pytest.approx(700)
-    # after the first tick only utilization, memory, ECC and the event set: 4 calls per tick
-    assert ticks[2]["fake_calls"] - ticks[1]["fake_calls"] == 4
-    assert ticks[2]["nvml_calls"] - ticks[1]["nvml_calls"] == 4
+    # after the first tick only utilization (the rates and the sample buffer, empty here),
+    # memory, ECC and the event set: 5 calls per tick
+    assert ticks[2]["fake_calls"] - ticks[1]["fake_calls"] == 5
+    assert ticks[2]["nvml_calls"] - ticks[1]["nvml_calls"] == 5
 
 
 def test_gpu_lost_mid_run(fake_nvml: FakeNvml, drivers: list[Driver]) -> None:
@@ -208,9 +209,9 @@ def test_gpu_lost_mid_run(fake_nvml: FakeNvml, drivers: list[Driver]) -> None:
     assert g1["lost"] is True and g1["util_pct"] is None and g1["uuid"] == gpu(1)["uuid"]
     after = d.tick()
     assert after["sample"]["gpus"][1]["lost"] is True
-    # the lost GPU is never asked again: 6 calls per tick for GPU 0 only, and the event set
-    assert after["fake_calls"] - during["fake_calls"] == 6 + 1
-    assert after["nvml_calls"] - during["nvml_calls"] == 6 + 1
+    # the lost GPU is never asked again: 7 calls per tick for GPU 0 only, and the event set
+    assert after["fake_calls"] - during["fake_calls"] == 7 + 1
+    assert after["nvml_calls"] - during["nvml_calls"] == 7 + 1
 
 
 def test_counter_matches_the_library_and_calls_per_tick(
@@ -220,8 +221,10 @@ def test_counter_matches_the_library_and_calls_per_tick(
     d = start(drivers, fake_nvml.env(), **SLOW)
     first, second = d.tick(), d.tick()
     assert first["nvml_calls"] == first["fake_calls"]
-    # util, mem, power, temp, reasons, ECC per GPU; one non-blocking wait on the event set
-    assert second["fake_calls"] - first["fake_calls"] == 2 * 6 + 1
+    # util (rates, an empty sample buffer), mem, power, temp, reasons, ECC per GPU; one
+    # non-blocking wait on the event set
+    assert second["fake_calls"] - first["fake_calls"] == 2 * 7 + 1
+    assert second["nvml_calls"] - first["nvml_calls"] == 2 * 7 + 1
     closed = d.close()
     assert closed["fake_calls"] == closed["nvml_calls"]  # nvmlShutdown counted too
 
@@ -262,12 +265,15 @@ def test_no_gpu_machine_through_sampler_and_advice() -> None:
 def test_old_driver_without_clock_event_reasons(
     fake_nvml: FakeNvml, drivers: list[Driver], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """Drivers before 535 only export the "Throttle" name: fall back to it, once."""
+    """Drivers before 535 only export the "Throttle" name and no nvmlDeviceGetTemperatureV:
+    fall back to the old names, once."""
     old = build(tmp_path_factory.mktemp("old_nvml"), "FAKE_NVML_OLD_DRIVER")
     fake = FakeNvml(old, fake_nvml.script)
-    fake.write([gpu(0, reasons=0x8)])
+    fake.write([gpu(0, reasons=0x8, temp=61)])
     d = start(drivers, fake.env(), **SLOW)
     first, second, third = d.tick(), d.tick(), d.tick()
     assert first["sample"]["gpus"][0]["clock_reasons"] == ["hw_slowdown"]
     assert third["sample"]["gpus"][0]["clock_reasons"] == ["hw_slowdown"]
-    assert third["fake_calls"] - second["fake_calls"] == 6 + 1  # no failed lookup per tick
+    assert first["sample"]["gpus"][0]["temp_c"] == third["sample"]["gpus"][0]["temp_c"] == 61
+    assert third["fake_calls"] - second["fake_calls"] == 7 + 1  # no failed lookup per tick
+    assert third["nvml_calls"] == third["fake_calls"]  # a missing symbol is no call

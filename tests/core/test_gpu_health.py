@@ -36,8 +36,8 @@ def test_ecc_count_and_boards_without_ecc_or_events(fake_nvml: FakeNvml) -> None
     g0, g1 = ticks[-1]["sample"]["gpus"]
     assert g0["ecc_uncorrected"] == 3 and g1["ecc_uncorrected"] is None
     assert all(t["sample"]["gpus"][1]["xid_errors"] == [] for t in ticks)
-    # per tick: util, mem, power, temp, reasons, ECC on gpu0 (not asked again on gpu1), and
-    # one non-blocking wait on the event set
-    assert ticks[2]["fake_calls"] - ticks[1]["fake_calls"] == 5 + 1 + 5 + 1
+    # per tick: util (rates and an empty sample buffer), mem, power, temp, reasons, ECC on gpu0
+    # (not asked again on gpu1), and one non-blocking wait on the event set
+    assert ticks[2]["fake_calls"] - ticks[1]["fake_calls"] == 6 + 1 + 6 + 1
     assert closed["fake_calls"] == closed["nvml_calls"]  # the event set is freed, counted
     assert "Traceback" not in d.stderr

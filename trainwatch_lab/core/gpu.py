@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any
 
-from . import gpu_container, gpu_static
+from . import gpu_container, gpu_static, gpu_util
 from .defaults import DEFAULTS, Defaults
 from .gpu_health import MEMORY_ERROR_UNCORRECTED, VOLATILE_ECC, XidEvents
 from .gpu_procs import compute_processes
@@ -56,6 +56,17 @@ _NO_PERMISSION = 4
 _FUNCTION_NOT_FOUND = 13
 _GPU_IS_LOST = 15
 _PERMANENT = {_NOT_SUPPORTED, _NO_PERMISSION, _FUNCTION_NOT_FOUND}
+
+# Calls NVML renamed: the newest name first. The "Throttle" reasons call predates driver 535;
+# it and nvmlDeviceGetTemperature are deprecated in NVML 13 and go in CUDA 14, while drivers
+# before ~550 lack nvmlDeviceGetTemperatureV (same arguments through pynvml).
+VERSIONED: dict[str, tuple[str, ...]] = {
+    "temp": ("nvmlDeviceGetTemperatureV", "nvmlDeviceGetTemperature"),
+    "reasons": (
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+    ),
+}
 
 
 def decode_clock_reasons(mask: int) -> list[str]:
@@ -103,7 +114,8 @@ class GpuSource:
         self._static_at = -math.inf
         self._procs_at = -math.inf
         self._proc_mem: dict[int, int] = {}
-        self._reasons_fn = "nvmlDeviceGetCurrentClocksEventReasons"
+        # the newest name first; a driver without it (FUNCTION_NOT_FOUND) moves on for good
+        self._fns: dict[str, list[str]] = {k: list(v) for k, v in VERSIONED.items()}
         self._host_pids: bool | None = None  # NVML's PIDs are the host's, not ours
         self._proc_note: str | None = None  # how process memory was attributed
         self._xid = XidEvents()
@@ -205,40 +217,57 @@ class GpuSource:
     # -- the fast fields -------------------------------------------------------------
     def _query(self, gpu: _Gpu, what: str, fn: str, *args: Any) -> Any:
         """One NVML call on one GPU; ``None`` when unsupported (then never asked again) or
-        failing; a lost GPU is marked and never queried again."""
+        failing; a lost GPU is marked and never queried again. ``fn`` "" means the first name
+        in ``VERSIONED[what]`` this driver has."""
         if gpu.lost or what in gpu.unsupported:
             return None
+        name = fn or self._fns[what][0]
         try:
-            return self._call(fn, gpu.handle, *args)
-        except self._nvml.NVMLError as exc:
-            code = getattr(exc, "value", None)
-            if code == _GPU_IS_LOST:
-                gpu.lost = True
-                log.info("GPU %s (%s) is lost: NVML stops querying it", gpu.index, gpu.uuid)
-            elif code in _PERMANENT:
-                gpu.unsupported.add(what)
+            return self._call(name, gpu.handle, *args)
+        except (self._nvml.NVMLError, AttributeError) as exc:  # AttributeError: old pynvml
+            code = getattr(exc, "value", _FUNCTION_NOT_FOUND)
+            if code == _FUNCTION_NOT_FOUND and not fn and len(self._fns[what]) > 1:
+                self.nvml_calls -= 1  # no such symbol: the driver was not called
+                self._fns[what].pop(0)
+                return self._query(gpu, what, fn, *args)
+            self._failed(gpu, what, code)
             return None
         except Exception:  # a binding mismatch must not reach a cell
-            log.debug("NVML %s failed", fn, exc_info=True)
+            log.debug("NVML %s failed", name, exc_info=True)
             gpu.unsupported.add(what)
             return None
 
-    def _clock_reasons(self, gpu: _Gpu) -> list[str]:
-        if gpu.lost or "reasons" in gpu.unsupported:
-            return []
+    def _failed(self, gpu: _Gpu, what: str, code: int | None) -> None:
+        """Lost: never asked again; unsupported: this field never again; else transient
+        (UNKNOWN, TIMEOUT, ...): asked again next tick."""
+        if code == _GPU_IS_LOST:
+            gpu.lost = True
+            log.info("GPU %s (%s) is lost: NVML stops querying it", gpu.index, gpu.uuid)
+        elif code in _PERMANENT:
+            gpu.unsupported.add(what)
+
+    def _util(self, gpu: _Gpu, state: GpuState) -> None:
+        """Utilization: the mean of the driver's samples since the last tick where it has
+        new ones (core.gpu_util), else the UtilizationRates reading."""
+        util = self._query(gpu, "util", "nvmlDeviceGetUtilizationRates")
+        if util is not None:
+            state.util_pct = float(util.gpu)
+            state.mem_util_pct = float(util.memory)
+        if gpu.lost or "samples" in gpu.unsupported:
+            return
         try:
-            mask = self._call(self._reasons_fn, gpu.handle)
+            mean, gpu.samples_at_us = gpu_util.mean_since(self._nvml, gpu.handle, gpu.samples_at_us)
         except self._nvml.NVMLError as exc:
-            code = getattr(exc, "value", None)
-            if code == _FUNCTION_NOT_FOUND and "Event" in self._reasons_fn:
-                self._reasons_fn = "nvmlDeviceGetCurrentClocksThrottleReasons"  # driver < 535
-                return self._clock_reasons(gpu)
-            if code == _GPU_IS_LOST:
-                gpu.lost = True
-            elif code in _PERMANENT:
-                gpu.unsupported.add("reasons")
-            return []
-        return decode_clock_reasons(int(mask))
+            self.nvml_calls += 1
+            self._failed(gpu, "samples", getattr(exc, "value", None))
+            return
+        except Exception:  # a binding mismatch must not reach a cell
+            log.debug("NVML samples failed", exc_info=True)
+            gpu.unsupported.add("samples")
+            return
+        self.nvml_calls += 1 if mean is None else 2  # the size query, then the fill
+        if mean is not None:
+            state.util_pct = mean
 
     def _read(self, gpu: _Gpu, now: float) -> GpuState:
         state = GpuState(
@@ -251,19 +280,17 @@ class GpuSource:
             pci_bus_id=gpu.pci_bus_id,
             index_basis=gpu.index_basis,
         )
-        util = self._query(gpu, "util", "nvmlDeviceGetUtilizationRates")
-        if util is not None:
-            state.util_pct = float(util.gpu)
-            state.mem_util_pct = float(util.memory)
+        self._util(gpu, state)
         mem = self._query(gpu, "mem", "nvmlDeviceGetMemoryInfo")
         if mem is not None:
             state.mem_used_bytes = int(mem.used)
             state.mem_total_bytes = gpu.mem_total = int(mem.total)
         power = self._query(gpu, "power", "nvmlDeviceGetPowerUsage")
         state.power_w = power / 1000.0 if power is not None else None
-        temp = self._query(gpu, "temp", "nvmlDeviceGetTemperature", 0)  # NVML_TEMPERATURE_GPU
+        temp = self._query(gpu, "temp", "", 0)  # NVML_TEMPERATURE_GPU
         state.temp_c = float(temp) if temp is not None else None
-        state.clock_reasons = self._clock_reasons(gpu)
+        mask = self._query(gpu, "reasons", "")
+        state.clock_reasons = decode_clock_reasons(int(mask)) if mask is not None else []
         state.xid_errors = list(gpu.xids)
         state.ecc_uncorrected = self._query(
             gpu, "ecc", "nvmlDeviceGetTotalEccErrors", MEMORY_ERROR_UNCORRECTED, VOLATILE_ECC

@@ -41,6 +41,7 @@ class TrackedGpu:
     pci_bus_id: str | None = None
     index_basis: str = gpu_numbering.BY_PCI_ORDER
     minor: int | None = None  # /dev/nvidia<minor>, read once when NVML's PIDs are not ours
+    samples_at_us: int | None = None  # newest utilization sample seen (core.gpu_util)
 
 
 def _uuid_key(text: str) -> str:

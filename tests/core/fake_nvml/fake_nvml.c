@@ -15,6 +15,15 @@
  *   gpu0.mem_total=BYTES   gpu0.mem_used=BYTES
  *   gpu0.power_mw=250000   gpu0.power_limit_mw=700000   gpu0.temp=45
  *   gpu0.pcie_tx_kbs=100   gpu0.pcie_rx_kbs=200         gpu0.reasons=0x1
+ *   gpu0.pcie_ms=20        each PCIe throughput read blocks this long, like the driver's bus
+ *                          sampling (default 20; 0 for none)
+ *   gpu0.duty=200/800      a kernel busy 200 ms of every 1000 (wall clock): the utilization
+ *                          sample buffer (nvmlDeviceGetSamples) holds one sample per sample_ms
+ *                          (default 100) with the busy share of that period; GetUtilizationRates
+ *                          then answers the latest sample only, as the driver's 1/6-1 s window
+ *                          does. Without duty the buffer stays empty (NVML_ERROR_NOT_FOUND)
+ *   gpu0.fail=util:2:999   the next 2 calls of util answer 999 (UNKNOWN; 10 = TIMEOUT), then
+ *                          it recovers: a transient driver error (any unsupported name)
  *   gpu0.bus_id=00000000:41:00.0   (default 00000000:<0x18+N>:00.0)
  *   gpu0.no_permission=1   nvmlDeviceGetHandleByIndex refuses it (NVML_ERROR_NO_PERMISSION)
  *   gpu0.lost=1            every call on this device returns NVML_ERROR_GPU_IS_LOST
@@ -29,8 +38,11 @@
  * Built with -DFAKE_NVML_NO_V3 it lacks nvmlDeviceGetComputeRunningProcesses_v3 (drivers before
  * R510): pynvml 13's plain call then raises NVMLLibraryMismatchError.
  *
- * Built with -DFAKE_NVML_OLD_DRIVER it lacks nvmlDeviceGetCurrentClocksEventReasons, like a
- * driver older than 535.
+ * Built with -DFAKE_NVML_OLD_DRIVER it lacks nvmlDeviceGetCurrentClocksEventReasons and
+ * nvmlDeviceGetTemperatureV, like a driver older than 535.
+ *
+ * Built with -DFAKE_NVML_NO_DEPRECATED it lacks nvmlDeviceGetTemperature and
+ * nvmlDeviceGetCurrentClocksThrottleReasons (deprecated in NVML 13, gone in CUDA 14).
  *
  * fake_nvml_calls() returns how many NVML functions were called (the benchmark checks the
  * monitor's own counter against it); fake_nvml_reset_calls() zeroes it.
@@ -40,13 +52,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
 
 #define MAX_GPUS 64
 #define MAX_PROCS 64
 
 enum {
     OK = 0, ERR_UNINITIALIZED = 1, ERR_INVALID_ARGUMENT = 2, ERR_NOT_SUPPORTED = 3, ERR_NO_PERMISSION = 4,
-    ERR_INSUFFICIENT_SIZE = 7, ERR_DRIVER_NOT_LOADED = 9, ERR_TIMEOUT = 10, ERR_GPU_IS_LOST = 15,
+    ERR_NOT_FOUND = 6, ERR_INSUFFICIENT_SIZE = 7, ERR_DRIVER_NOT_LOADED = 9, ERR_TIMEOUT = 10, ERR_GPU_IS_LOST = 15,
     ERR_UNKNOWN = 999
 };
 
@@ -77,6 +91,10 @@ typedef struct {
     unsigned xids[64];
     unsigned long long ecc_uncorrected;
     unsigned long long pmem[MAX_PROCS];
+    unsigned pcie_ms;
+    unsigned duty_on_ms, duty_off_ms, sample_ms;
+    unsigned fail_what;
+    int fail_left, fail_rc;
 } fake_dev;
 
 typedef struct { unsigned long long total, free, used; } mem_v1;
@@ -107,6 +125,8 @@ static void dev_defaults(fake_dev *d, int i) {
     snprintf(d->name, sizeof d->name, "Fake GPU %d", i);
     d->mem_total = 80ULL << 30;
     d->power_limit_mw = 700000;
+    d->pcie_ms = 20;
+    d->sample_ms = 100;
 }
 
 static unsigned unsupported_mask(const char *list) {
@@ -178,6 +198,14 @@ static void set_field(fake_dev *d, const char *key, const char *val) {
     else if (!strcmp(key, "procs")) parse_procs(d, val);
     else if (!strcmp(key, "xids")) parse_xids(d, val);
     else if (!strcmp(key, "ecc_uncorrected")) d->ecc_uncorrected = n;
+    else if (!strcmp(key, "pcie_ms")) d->pcie_ms = (unsigned)n;
+    else if (!strcmp(key, "sample_ms")) d->sample_ms = n ? (unsigned)n : 100;
+    else if (!strcmp(key, "duty")) sscanf(val, "%u/%u", &d->duty_on_ms, &d->duty_off_ms);
+    else if (!strcmp(key, "fail")) {
+        char what[32] = "";
+        if (sscanf(val, "%31[^:]:%d:%d", what, &d->fail_left, &d->fail_rc) == 3)
+            d->fail_what = unsupported_mask(what);
+    }
 }
 
 /* Re-read the script when it changed; caller holds the lock. */
@@ -235,16 +263,20 @@ static int enter_dev(void *handle, fake_dev **out, unsigned need_supported) {
     if (d < devs || d >= devs + dev_count) return ERR_INVALID_ARGUMENT;
     if (d->lost) return ERR_GPU_IS_LOST;
     if (d->unsupported & need_supported) return ERR_NOT_SUPPORTED;
+    if ((d->fail_what & need_supported) && d->fail_left > 0) {
+        d->fail_left--;
+        return d->fail_rc;
+    }
     *out = d;
     return OK;
 }
 
-#define DEV_CALL(handle, bit, body)                 \
+#define DEV_CALL(handle, bit, ...)                  \
     do {                                            \
         pthread_mutex_lock(&lock);                  \
         fake_dev *d = NULL;                         \
         int rc_ = enter_dev(handle, &d, bit);       \
-        if (rc_ == OK) { body; }                    \
+        if (rc_ == OK) { __VA_ARGS__; }             \
         pthread_mutex_unlock(&lock);                \
         return rc_;                                 \
     } while (0)
@@ -361,9 +393,30 @@ int nvmlDeviceGetMemoryInfo_v2(void *h, mem_v2 *m) {
     });
 }
 
+static unsigned long long now_us(void) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (unsigned long long)tv.tv_sec * 1000000ULL + (unsigned long long)tv.tv_usec;
+}
+
+/* Busy microseconds of the duty cycle in [0, t). */
+static unsigned long long busy_until(const fake_dev *d, unsigned long long t) {
+    unsigned long long on = d->duty_on_ms * 1000ULL, cycle = on + d->duty_off_ms * 1000ULL;
+    unsigned long long rest = t % cycle;
+    return t / cycle * on + (rest < on ? rest : on);
+}
+
+/* Busy percentage of the sample period ending at t. */
+static unsigned duty_sample(const fake_dev *d, unsigned long long t) {
+    unsigned long long period = d->sample_ms * 1000ULL;
+    return (unsigned)((busy_until(d, t) - busy_until(d, t - period)) * 100ULL / period);
+}
+
 int nvmlDeviceGetUtilizationRates(void *h, util_t *u) {
     DEV_CALL(h, U_UTIL, {
-        u->gpu = d->nseq ? d->seq[d->seq_pos++ % d->nseq] : d->util;
+        unsigned long long period = d->sample_ms * 1000ULL;
+        u->gpu = d->duty_on_ms ? duty_sample(d, now_us() / period * period)
+                 : d->nseq ? d->seq[d->seq_pos++ % d->nseq] : d->util;
         u->memory = d->mem_util;
     });
 }
@@ -378,15 +431,57 @@ int nvmlDeviceGetPowerManagementLimit(void *h, unsigned *mw) {
     DEV_CALL(h, U_POWER_LIMIT, *mw = d->power_limit_mw);
 }
 
+typedef struct { unsigned version; int sensor; int temperature; } temp_v1;
+
+#ifndef FAKE_NVML_OLD_DRIVER /* nvmlDeviceGetTemperatureV came with R550-era drivers */
+int nvmlDeviceGetTemperatureV(void *h, temp_v1 *t) {
+    DEV_CALL(h, U_TEMP, {
+        if (t->version != 0x100000Cu) rc_ = 25; /* NVML_ERROR_ARGUMENT_VERSION_MISMATCH */
+        else if (t->sensor != 0) rc_ = ERR_NOT_SUPPORTED;
+        else t->temperature = (int)d->temp;
+    });
+}
+#endif
+
+#ifndef FAKE_NVML_NO_DEPRECATED /* deprecated in NVML 13, to be removed in CUDA 14 */
 int nvmlDeviceGetTemperature(void *h, int sensor, unsigned *temp) {
     DEV_CALL(h, U_TEMP, {
         if (sensor != 0) rc_ = ERR_NOT_SUPPORTED;
         else *temp = d->temp;
     });
 }
+#endif
+
+typedef struct { unsigned long long ts; unsigned long long value; } sample_t;
+
+/* The utilization sample buffer: one sample per sample_ms, the last 120 kept (a ring, like
+ * the driver's); only samples newer than last_ts; NOT_FOUND when there is none. */
+int nvmlDeviceGetSamples(void *h, int type, unsigned long long last_ts, int *value_type,
+                         unsigned *count, sample_t *samples) {
+    DEV_CALL(h, U_UTIL, {
+        unsigned long long period = d->sample_ms * 1000ULL, now = now_us() / period * period;
+        unsigned long long first = now - 119 * period;
+        if (last_ts + period > first) first = (last_ts / period + 1) * period;
+        unsigned n = d->duty_on_ms && first <= now ? (unsigned)((now - first) / period + 1) : 0;
+        if (type != 1) rc_ = ERR_NOT_SUPPORTED;
+        else if (n == 0) rc_ = ERR_NOT_FOUND;
+        else if (samples == NULL) *count = n;
+        else {
+            if (*count < n) n = *count;
+            for (unsigned i = 0; i < n; i++) {
+                samples[i].ts = first + i * period;
+                samples[i].value = duty_sample(d, samples[i].ts); /* uiVal in the union */
+            }
+            *count = n;
+            *value_type = 1; /* NVML_VALUE_TYPE_UNSIGNED_INT */
+        }
+    });
+}
 
 int nvmlDeviceGetPcieThroughput(void *h, int counter, unsigned *kbs) {
     DEV_CALL(h, U_PCIE, {
+        struct timespec pause = {0, (long)d->pcie_ms * 1000000L};
+        if (d->pcie_ms) nanosleep(&pause, NULL); /* the driver samples the bus this long */
         if (counter == 0) *kbs = d->pcie_tx;
         else if (counter == 1) *kbs = d->pcie_rx;
         else rc_ = ERR_INVALID_ARGUMENT;
@@ -399,9 +494,11 @@ int nvmlDeviceGetCurrentClocksEventReasons(void *h, unsigned long long *reasons)
 }
 #endif
 
+#ifndef FAKE_NVML_NO_DEPRECATED
 int nvmlDeviceGetCurrentClocksThrottleReasons(void *h, unsigned long long *reasons) {
     DEV_CALL(h, U_REASONS, *reasons = d->reasons);
 }
+#endif
 
 typedef struct { unsigned pid; unsigned long long used; } proc_v1;
 
