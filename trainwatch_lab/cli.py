@@ -118,6 +118,7 @@ examples:
   trainwatch-lab watch --json /data > samples.jsonl        one JSON object per sample per line
   trainwatch-lab watch                                     the training processes found here
   trainwatch-lab watch --processes /data                   /data and those processes' dirs
+  trainwatch-lab watch --pid 4242 /mnt/share/runs          a script's time lost to storage
 """
 
 
@@ -219,6 +220,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--json",
         action="store_true",
         help="print one JSON object per sample per line (default: a table per sample)",
+    )
+    watch.add_argument(
+        "--pid",
+        type=_pid,
+        metavar="PID",
+        help=(
+            "watch this process: its I/O and the share of its time spent waiting on each "
+            "PATH (default: none; e.g. --pid 4242)"
+        ),
     )
     _add_notify(watch)
     _add_prometheus_commands(sub)
@@ -391,6 +401,7 @@ class _WatchPrinter:
             rows.append([name, p.fstype or "?", fmt_bytes(p.avail_bytes), used, rate, ttf])
         out.write(_table(rows, right={2, 3, 4, 5}, indent="  ") + "\n")
         _print_processes(sample, out)
+        _print_waits(sample, out)
         for g in sample.gpus:
             util = "?" if g.util_pct is None else f"{g.util_pct:.0f} %"
             mem = f"{fmt_bytes(g.mem_used_bytes)} of {fmt_bytes(g.mem_total_bytes)}"
@@ -416,6 +427,26 @@ def _print_processes(sample: Sample, out: TextIO) -> None:
             where = f" of {mt['fd_path']}" if mt.get("fd_path") else ""
             facts.append(f"blocked in {mt['syscall']}(){where}")
         out.write(f"  pid {p.pid} {printable(p.command)}: {printable('; '.join(facts))}\n")
+
+
+def _print_waits(sample: Sample, out: TextIO) -> None:
+    """``watch --pid``: the share of the last interval the process waited on each path."""
+    pr = sample.process
+    if pr is None or not pr.wait_samples:
+        return
+    for who, waits, calls in (
+        (f"pid {pr.pid}", pr.waits, pr.wait_calls),
+        (f"its {pr.wait_workers} workers", pr.worker_waits, pr.worker_wait_calls),
+    ):
+        if not waits:
+            continue
+        parts = []
+        for path, fraction in sorted(waits.items(), key=lambda kv: -kv[1]):
+            top = max(calls.get(path, {}).items(), key=lambda kv: kv[1], default=None)
+            parts.append(f"{path} {fmt_pct(fraction)}" + (f" ({top[0]})" if top else ""))
+        if who.startswith("pid") and pr.waits_elsewhere:
+            parts.append(f"other files {fmt_pct(pr.waits_elsewhere)}")
+        out.write(f"  {who} waiting on storage: {printable(', '.join(parts))}\n")
 
 
 def _json_line(sample: Sample) -> None:
@@ -450,7 +481,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     # no path: what trains on this machine is what to watch (an agent on a cluster node)
     processes = args.processes or not paths
     notifier = _notifier(args)
-    sampler = make_sampler(paths, interval=args.interval, processes=processes)
+    sampler = make_sampler(paths, pid=args.pid, interval=args.interval, processes=processes)
     if notifier is not None:
         sampler.subscribe(notifier)
     samples: queue.Queue[Sample] = queue.Queue(maxsize=1000)

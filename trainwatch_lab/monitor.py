@@ -99,7 +99,9 @@ def make_sampler(
     ``interval``. ``processes``: also find training processes (scripts in terminals, tmux,
     nohup) and watch their log, checkpoint and working directories; a ``Discovery`` says
     how. ``more_sources(gpu_memory)`` returns sources to run after the built-in ones, given
-    the GPU source's per-process memory reader (None without GPUs).
+    the GPU source's per-process memory reader (None without GPUs). ``waits``: measure the
+    share of its time the process loses to each watched path (core.waits, a thread sampling
+    at ``defaults.wait_rate_hz``); by default exactly when ``pid`` is given.
     """
     if not interval > 0 or not math.isfinite(interval):
         raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
