@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import math
+import re
+import subprocess
+import sys
+from pathlib import Path
 
 from trainwatch_lab.core.defaults import MIB
 from trainwatch_lab.core.history import History
@@ -227,3 +231,81 @@ def test_snapshots_and_alert_bundle_are_readable_without_widgets() -> None:
     assert set(bundle) == {"text/plain", "text/html", "application/vnd.trainwatch.alert+json"}
     assert "Fix: copy later" in bundle["text/plain"]
     assert snapshot_text(None).endswith("waiting for the first sample")
+
+
+SHARE = "/mnt/share/runs"
+
+
+def waits_history(seconds: int, share: float, fsync_share: float) -> History:
+    """A kernel that loses ``share`` of each second to SHARE, ``fsync_share`` in fsync."""
+    h = History(capacity=200)
+    for i in range(seconds + 1):
+        p = ProcessIO(
+            pid=7, pids=1, read_chars_s=0, write_chars_s=0, read_bytes_s=0, write_bytes_s=0
+        )
+        p.wait_samples = 20
+        p.waits = {SHARE: share, PATH: 0.0}
+        p.wait_calls = {SHARE: {"fsync": fsync_share, "write": share - fsync_share}}
+        h.append(
+            Sample(t=T0 + i, process=p, paths={SHARE: PathState(SHARE), PATH: PathState(PATH)})
+        )
+    return h
+
+
+def test_the_cell_summary_says_the_time_lost_to_storage() -> None:
+    s = summarize_cell(waits_history(50, 0.31, 0.25), T0 + 4, T0 + 46, [SHARE, PATH], [])
+    line = "this cell spent 31 % of 42 s waiting on /mnt/share/runs, mostly fsync"
+    assert s.waits_lines() == [line]  # PATH: 0 %, no line of its own
+    assert f"\n  {line}\n" in s.to_text()
+    assert f'<div class="tw-waits">{line}</div>' in s.to_html()
+
+
+def test_the_cell_summary_without_waits() -> None:
+    quiet = summarize_cell(waits_history(10, 0.0, 0.0), T0 + 2, T0 + 8, [SHARE, PATH], [])
+    assert quiet.waits_lines() == [
+        "this cell spent no measurable time waiting on the watched paths (6 s)"
+    ]
+    unmeasured = summarize_cell(history(), T0 + 0.5, T0 + 4, [PATH], [])
+    assert unmeasured.waits is None and unmeasured.waits_lines() == []
+    assert "waiting on" not in unmeasured.to_text()
+
+
+IN_KERNEL = r"""
+import fcntl, os, sys, threading, time
+from trainwatch_lab.notebook.dashboard import new_sampler
+from trainwatch_lab.notebook.summary import summarize_cell
+
+share = sys.argv[1]
+lock = os.path.join(share, "lock")
+open(lock, "w").close()
+holder = os.open(lock, os.O_RDWR)
+fcntl.flock(holder, fcntl.LOCK_EX)
+sampler = new_sampler([share], interval=0.5, probe=False, gpu=False).start()
+time.sleep(1.2)  # two ticks: the waits are measured from the second on
+start = time.time()
+threading.Timer(3.0, os.close, (holder,)).start()  # a cell blocked 3 s on the lock ...
+fcntl.flock(os.open(lock, os.O_RDWR), fcntl.LOCK_EX)
+time.sleep(1.0)  # ... then 1 s of something else
+end = sampler.tick_now(5.0).t
+print(summarize_cell(sampler.history, start, end, [share], []).to_text())
+sampler.close()
+"""
+
+
+def test_a_kernel_cell_blocked_on_its_share(tmp_path) -> None:
+    """The whole path in one process, as in a kernel: its sampler, its main thread, the
+    cell's summary."""
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", IN_KERNEL, str(tmp_path)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    found = re.search(
+        rf"this cell spent (\d+) % of (\S+) s waiting on {tmp_path}, mostly flock", out.stdout
+    )
+    assert found, out.stdout
+    assert abs(int(found[1]) / 100 - 3.0 / float(found[2])) <= 0.1, out.stdout

@@ -258,6 +258,17 @@ class FilesystemSummary:
 
 
 @dataclass
+class WaitSummary:
+    """Time the watched process lost to one watched path during the cell (core.waits)."""
+
+    path: str
+    side: str  # "main": the training loop's thread; "workers": its worker processes
+    fraction: float  # of the measured time
+    seconds: float  # measured
+    call: str | None  # the system call most of it went to
+
+
+@dataclass
 class CellSummary:
     """What a ``%%trainwatch`` cell did to storage and GPU, from the History of its run."""
 
@@ -270,6 +281,7 @@ class CellSummary:
     gpu_note: str | None = None
     process_write_bytes: float | None = None  # this kernel and its children: pages dirtied
     process_write_chars: float | None = None  # ... every write() call (network/FUSE included)
+    waits: list[WaitSummary] | None = None  # None: not measured (no watched process)
 
     def samples_text(self) -> str:
         if not self.samples:
@@ -289,8 +301,24 @@ class CellSummary:
         proc = _process_text(self)
         if proc:
             lines.append(f"  {proc}")
+        lines += [f"  {line}" for line in self.waits_lines()]
         lines += ["  " + alert_text(a) for a in self.warnings] or ["  no warnings raised"]
         return "\n".join(lines)
+
+    def waits_lines(self) -> list[str]:
+        """``this cell spent 31 % of 42 s waiting on /mnt/share/runs, mostly fsync``."""
+        if self.waits is None:
+            return []
+        cell = fmt_duration(self.seconds)
+        shown = [w for w in self.waits if w.fraction >= WAIT_SHOWN]
+        if not shown:
+            return [f"this cell spent no measurable time waiting on the watched paths ({cell})"]
+        lines = []
+        for w in shown:
+            who = "this cell" if w.side == "main" else "its worker processes"
+            text = f"{who} spent {fmt_pct(w.fraction)} of {cell} waiting on {w.path}"
+            lines.append(text + (f", mostly {w.call}" if w.call else ""))
+        return lines
 
     def to_html(self) -> str:
         dev = "".join(
@@ -314,6 +342,7 @@ class CellSummary:
         proc = _process_text(self)
         if proc:
             paths += f'<tr><td class="tw-muted">this kernel</td><td>{esc(proc)}</td></tr>'
+        waits = "".join(f'<div class="tw-waits">{esc(line)}</div>' for line in self.waits_lines())
         warnings = "".join(alert_html(a) for a in self.warnings) or (
             '<div class="tw-muted">no warnings raised</div>'
         )
@@ -327,7 +356,7 @@ class CellSummary:
             '<table class="tw-table"><tr><th>GPU</th><th>mean util</th><th>idle</th></tr>'
             f"{gpu}</table>"
             '<table class="tw-table"><tr><th>watched paths</th><th>written</th></tr>'
-            f"{paths}</table>{warnings}</div>"
+            f"{paths}</table>{waits}{warnings}</div>"
         )
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
@@ -531,6 +560,35 @@ def _process_totals(window: _Window, history: History) -> tuple[float | None, fl
     return chars, dirtied
 
 
+# a path whose share of the cell is below this gets no line of its own (half a percent: less
+# than the sampling can tell from zero over a short cell)
+WAIT_SHOWN = 0.005
+
+
+def _wait_rows(window: _Window, history: History, paths: Sequence[str]) -> list[WaitSummary] | None:
+    """Per watched path and side, the cell's share of measured time spent waiting there,
+    integrated from the per-interval fractions (history series ``wait:<path>:<side>``)."""
+    keys = history.keys("wait")
+    if not keys:
+        return None
+    rows = []
+    for side in ("main", "workers"):
+        for path in paths:
+            if (key := ("wait", path, side)) not in keys:
+                continue
+            vals = window.values(*key)
+            seconds = sum(t - prev for prev, t in pairwise(window.times) if t in vals)
+            waited = window.total(*key)
+            if not seconds or waited is None:
+                continue
+            calls = {k[2]: window.total(*k) or 0.0 for k in keys if k[1] == path}
+            calls = {f.partition(":")[2]: v for f, v in calls.items() if f.startswith(side + ":")}
+            top = max(calls, key=calls.__getitem__, default=None)
+            rows.append(WaitSummary(path, side, waited / seconds, seconds, top))
+    rows.sort(key=lambda w: (w.side != "main", -w.fraction))
+    return rows if rows or any(k[2] == "main" for k in keys) else None
+
+
 def summarize_cell(
     history: History,
     start: float,
@@ -556,6 +614,7 @@ def summarize_cell(
     summary.filesystems = _filesystem_rows(window, latest, paths, written)
     summary.gpus = _gpu_rows(window, history, gpu_indices, defaults)
     summary.process_write_chars, summary.process_write_bytes = _process_totals(window, history)
+    summary.waits = _wait_rows(window, history, paths)
     return summary
 
 
