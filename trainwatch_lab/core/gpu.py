@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any
 
-from . import gpu_container, gpu_static, gpu_util
+from . import gpu_container, gpu_mig, gpu_static, gpu_util
 from .defaults import DEFAULTS, Defaults
 from .gpu_health import MEMORY_ERROR_UNCORRECTED, VOLATILE_ECC, XidEvents
 from .gpu_procs import compute_processes
@@ -139,6 +139,8 @@ class GpuSource:
             sample.gpus.extend(self._read(g, now) for g in self._gpus)
             if self._proc_note:
                 sample.notes["gpu_processes"] = self._proc_note
+            if any(g.mig_mode for g in self._gpus):
+                sample.notes["gpu_mig"] = gpu_mig.NOTE
 
     def process_memory(self) -> dict[int, int]:
         """pid -> GPU memory in bytes over the visible GPUs, from the latest process read."""
@@ -304,6 +306,9 @@ class GpuSource:
                 tx * 1024.0 if tx is not None else None,
             )
         state.pcie_rx_bps, state.pcie_tx_bps = gpu.pcie
+        state.mig_mode = gpu.mig_mode
+        if gpu.mig and not gpu.lost:
+            state.mig = gpu_mig.read_memory(self, gpu.mig)
         state.lost = gpu.lost
         return state
 

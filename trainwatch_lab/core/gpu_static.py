@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import gpu_numbering
+from . import gpu_mig, gpu_numbering
 
 _GPU_IS_LOST = 15  # nvml.h
 
@@ -42,6 +42,8 @@ class TrackedGpu:
     index_basis: str = gpu_numbering.BY_PCI_ORDER
     minor: int | None = None  # /dev/nvidia<minor>, read once when NVML's PIDs are not ours
     samples_at_us: int | None = None  # newest utilization sample seen (core.gpu_util)
+    mig_mode: bool | None = None
+    mig: list[gpu_mig.MigInstance] = field(default_factory=list)
 
 
 def _uuid_key(text: str) -> str:
@@ -49,12 +51,16 @@ def _uuid_key(text: str) -> str:
     return text[4:] if text.startswith("gpu-") else text
 
 
-def visible_devices(spec: str | None, uuids: Sequence[str]) -> list[int]:
+def visible_devices(
+    spec: str | None, uuids: Sequence[str], mig: Mapping[str, int] | None = None
+) -> list[int]:
     """Physical (NVML) indices in the order CUDA numbers them under ``CUDA_VISIBLE_DEVICES``.
 
     Follows CUDA's parsing: unset means all devices; entries are indices or (unique prefixes
     of) UUIDs with or without the ``GPU-`` prefix; parsing stops at the first entry that names
-    no device (a bad index, an unknown or ambiguous UUID, a MIG instance, a repeat).
+    no device (a bad index, an unknown or ambiguous UUID, a repeat). A MIG instance
+    (``MIG-<uuid>`` with ``mig``: MIG UUID -> parent index, or the old
+    ``MIG-GPU-<uuid>/gi/ci``) stands for its parent GPU.
     """
     if spec is None:
         return list(range(len(uuids)))
@@ -69,7 +75,10 @@ def visible_devices(spec: str | None, uuids: Sequence[str]) -> list[int]:
             if not 0 <= idx < len(uuids):
                 break
         elif token.lower().startswith("mig-"):
-            break
+            found = _mig_parent(token, keys, mig or {})
+            if found is None:
+                break
+            idx = found
         else:
             want = _uuid_key(token)
             matches = [i for i, k in enumerate(keys) if want and k.startswith(want)]
@@ -80,6 +89,17 @@ def visible_devices(spec: str | None, uuids: Sequence[str]) -> list[int]:
             break
         out.append(idx)
     return out
+
+
+def _mig_parent(token: str, keys: Sequence[str], mig: Mapping[str, int]) -> int | None:
+    """The parent index of a MIG token, ``None`` when unknown or ambiguous."""
+    want = gpu_mig.key(token)
+    if want.startswith("gpu-"):  # MIG-GPU-<parent uuid>/<gi>/<ci> (drivers before R470)
+        parent = _uuid_key(want.split("/", 1)[0])
+        matches = [i for i, k in enumerate(keys) if k == parent]
+    else:
+        matches = [i for k, i in mig.items() if want and gpu_mig.key(k).startswith(want)]
+    return matches[0] if len(matches) == 1 else None
 
 
 def cuda_visible_devices(pid: int, name: str = "CUDA_VISIBLE_DEVICES") -> str | None:
@@ -116,9 +136,10 @@ def refresh(src: Any, now: float) -> None:
         return
     previous = {g.nvml_index: g for g in src._gpus}
     handles, uuids = _enumerate(src, count, previous)
+    migs = _mig_owners(src, handles, uuids, previous)
     spec = cuda_visible_devices(src.pid)
     gpus: list[TrackedGpu] = []
-    for cuda_index, i in enumerate(visible_devices(spec, uuids)):
+    for cuda_index, i in enumerate(visible_devices(spec, uuids, migs)):
         old = previous.get(i)
         if old is not None and old.uuid == uuids[i]:
             old.index = cuda_index
@@ -164,6 +185,24 @@ def _enumerate(
         handles.append(handle)
         uuids.append(uuid)
     return handles, uuids
+
+
+def _mig_owners(
+    src: Any, handles: list[Any], uuids: list[str], previous: dict[int, TrackedGpu]
+) -> dict[str, int]:
+    """MIG UUID -> parent NVML index over every GPU (CUDA_VISIBLE_DEVICES may name any)."""
+    owners: dict[str, int] = {}
+    for i, handle in enumerate(handles):
+        if handle is None:
+            continue
+        old = previous.get(i)
+        probe = old if old is not None and old.uuid == uuids[i] else None
+        probe = probe or TrackedGpu(index=-1, nvml_index=i, handle=handle, uuid=uuids[i])
+        probe.handle = handle
+        probe.mig_mode, probe.mig = gpu_mig.enumerate_instances(src, probe)
+        previous[i] = probe
+        owners.update((inst.uuid, i) for inst in probe.mig)
+    return owners
 
 
 def _read_static(src: Any, gpu: TrackedGpu) -> None:

@@ -263,6 +263,10 @@ class GpuState:
     # "pci-order" or "assumed" (mixed models in CUDA's fastest-first order)
     pci_bus_id: str | None = None
     index_basis: str = "pci-order"
+    # MIG (core.gpu_mig): None where the driver cannot say; per instance its uuid, gpu and
+    # compute instance ids and memory (NVML gives no utilization for MIG instances)
+    mig_mode: bool | None = None
+    mig: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

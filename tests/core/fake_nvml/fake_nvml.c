@@ -22,6 +22,11 @@
  *                          (default 100) with the busy share of that period; GetUtilizationRates
  *                          then answers the latest sample only, as the driver's 1/6-1 s window
  *                          does. Without duty the buffer stays empty (NVML_ERROR_NOT_FOUND)
+ *   gpu0.mig=2             MIG mode on with 2 instances (MIG-<hex>-...-<k>, a share of the
+ *                          memory each, gpu instance k+1, compute instance 0); the parent
+ *                          then has no utilization (NOT_SUPPORTED) and refuses memory and
+ *                          processes (NO_PERMISSION), as for an unprivileged user
+ *   gpu0.mig_used=A,B      memory used in each instance (bytes)
  *   gpu0.fail=util:2:999   the next 2 calls of util answer 999 (UNKNOWN; 10 = TIMEOUT), then
  *                          it recovers: a transient driver error (any unsupported name)
  *   gpu0.bus_id=00000000:41:00.0   (default 00000000:<0x18+N>:00.0)
@@ -95,6 +100,8 @@ typedef struct {
     unsigned duty_on_ms, duty_off_ms, sample_ms;
     unsigned fail_what;
     int fail_left, fail_rc;
+    int nmig, is_mig, gi;
+    unsigned long long mig_used[7];
 } fake_dev;
 
 typedef struct { unsigned long long total, free, used; } mem_v1;
@@ -108,6 +115,7 @@ typedef struct {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static fake_dev devs[MAX_GPUS];
+static fake_dev migs[MAX_GPUS][7]; /* MIG device handles, built from their parent */
 static int dev_count;
 static int init_rc = ERR_DRIVER_NOT_LOADED;
 static int initialized;
@@ -199,6 +207,14 @@ static void set_field(fake_dev *d, const char *key, const char *val) {
     else if (!strcmp(key, "xids")) parse_xids(d, val);
     else if (!strcmp(key, "ecc_uncorrected")) d->ecc_uncorrected = n;
     else if (!strcmp(key, "pcie_ms")) d->pcie_ms = (unsigned)n;
+    else if (!strcmp(key, "mig")) d->nmig = n > 7 ? 7 : (int)n;
+    else if (!strcmp(key, "mig_used")) {
+        char buf[512];
+        snprintf(buf, sizeof buf, "%s", val);
+        int k = 0;
+        for (char *tok = strtok(buf, ", "); tok && k < 7; tok = strtok(NULL, ", "))
+            d->mig_used[k++] = strtoull(tok, NULL, 0);
+    }
     else if (!strcmp(key, "sample_ms")) d->sample_ms = n ? (unsigned)n : 100;
     else if (!strcmp(key, "duty")) sscanf(val, "%u/%u", &d->duty_on_ms, &d->duty_off_ms);
     else if (!strcmp(key, "fail")) {
@@ -250,6 +266,16 @@ static void reload(void) {
     }
     fclose(f);
     dev_count = count >= 0 ? (count > MAX_GPUS ? MAX_GPUS : count) : highest + 1;
+    for (int i = 0; i < dev_count; i++)
+        for (int k = 0; k < devs[i].nmig; k++) {
+            fake_dev *m = &migs[i][k];
+            dev_defaults(m, i);
+            m->is_mig = 1;
+            m->gi = k + 1;
+            m->mem_total = devs[i].mem_total / (unsigned long long)devs[i].nmig;
+            m->mem_used = devs[i].mig_used[k];
+            snprintf(m->uuid, sizeof m->uuid, "MIG-%08x-aaaa-bbbb-cccc-%012d", 0xfa4e0000u + i, k);
+        }
     loaded_st = st;
     loaded = 1;
 }
@@ -260,9 +286,13 @@ static int enter_dev(void *handle, fake_dev **out, unsigned need_supported) {
     reload();
     if (!initialized) return ERR_UNINITIALIZED;
     fake_dev *d = (fake_dev *)handle;
-    if (d < devs || d >= devs + dev_count) return ERR_INVALID_ARGUMENT;
-    if (d->lost) return ERR_GPU_IS_LOST;
+    int is_mig = d >= &migs[0][0] && d < &migs[0][0] + MAX_GPUS * 7;
+    if (!is_mig && (d < devs || d >= devs + dev_count)) return ERR_INVALID_ARGUMENT;
+    if (is_mig && devs[d->index].nmig <= d->gi - 1) return ERR_INVALID_ARGUMENT;
+    if (d->lost || (is_mig && devs[d->index].lost)) return ERR_GPU_IS_LOST;
     if (d->unsupported & need_supported) return ERR_NOT_SUPPORTED;
+    if ((d->nmig || is_mig) && (need_supported & U_UTIL)) return ERR_NOT_SUPPORTED;
+    if (d->nmig && (need_supported & (U_MEM | U_PROCS))) return ERR_NO_PERMISSION;
     if ((d->fail_what & need_supported) && d->fail_left > 0) {
         d->fail_left--;
         return d->fail_rc;
@@ -358,6 +388,30 @@ int nvmlDeviceGetPciInfo_v3(void *h, pci_info *p) {
         snprintf(p->legacy, sizeof p->legacy, "%.15s", d->bus_id + 4);
         p->bus = (unsigned)(0x18 + d->index);
     });
+}
+
+int nvmlDeviceGetMigMode(void *h, unsigned *current, unsigned *pending) {
+    DEV_CALL(h, 0, *current = *pending = d->nmig ? 1u : 0u);
+}
+
+int nvmlDeviceGetMaxMigDeviceCount(void *h, unsigned *count) {
+    DEV_CALL(h, 0, *count = d->nmig ? 7u : 0u);
+}
+
+int nvmlDeviceGetMigDeviceHandleByIndex(void *h, unsigned index, void **mig) {
+    DEV_CALL(h, 0, {
+        if (d->is_mig || !d->nmig) rc_ = ERR_INVALID_ARGUMENT;
+        else if (index >= (unsigned)d->nmig) rc_ = ERR_NOT_FOUND; /* an empty slot */
+        else *mig = &migs[d->index][index];
+    });
+}
+
+int nvmlDeviceGetGpuInstanceId(void *h, unsigned *id) {
+    DEV_CALL(h, 0, { if (d->is_mig) *id = (unsigned)d->gi; else rc_ = ERR_NOT_SUPPORTED; });
+}
+
+int nvmlDeviceGetComputeInstanceId(void *h, unsigned *id) {
+    DEV_CALL(h, 0, { if (d->is_mig) *id = 0; else rc_ = ERR_NOT_SUPPORTED; });
 }
 
 int nvmlDeviceGetMinorNumber(void *h, unsigned *minor) { DEV_CALL(h, 0, *minor = d->minor); }
