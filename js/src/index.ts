@@ -77,6 +77,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
       const windowS = Number(settings.get('historyWindow').composite) || 600;
       stream.setInterval(refresh);
       panel.setWindow(windowS, Math.max(1, refresh));
+      panel.fleet.configure(
+        Number(settings.get('fleetWindow').composite) || 3600,
+        Number(settings.get('fleetRefreshInterval').composite) || 15
+      );
     };
     if (settingRegistry) {
       settingRegistry

@@ -5,6 +5,8 @@
  * the chart axes (rounded ticks, 24-hour times) and the reconnection backoff.
  */
 
+import type { TrainingProcessJSON } from './processes';
+
 // -- JSON shapes (trainwatch_lab/core/model.py: Sample.to_json) ----------------------------
 
 export type Severity = 'info' | 'warning' | 'critical';
@@ -116,6 +118,8 @@ export interface SampleJSON {
   notes?: Record<string, string>;
   warnings: AlertJSON[];
   kernels?: Record<string, KernelJSON>;
+  /** training processes found on the machine: scripts in terminals, tmux, nohup */
+  processes?: TrainingProcessJSON[];
   headline?: HeadlineJSON | null;
 }
 

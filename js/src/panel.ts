@@ -2,6 +2,7 @@ import { Panel, Widget } from '@lumino/widgets';
 import { Message } from '@lumino/messaging';
 
 import { ISeriesSpec, TimeChart } from './chart';
+import { FleetSection } from './fleetView';
 import {
   activeWarnings,
   AlertJSON,
@@ -30,6 +31,7 @@ import {
   WatchedPathJSON,
   watchedDevices
 } from './model';
+import { hideProcess, renderProcesses } from './processes';
 import { requestAPI } from './request';
 import { StreamClient } from './stream';
 
@@ -135,6 +137,10 @@ export class TrainWatchPanel extends Panel {
   private _spaceNote = new Block('jp-TrainWatch-note');
   private _pathsBlock = new Block('jp-TrainWatch-paths');
   private _kernels = new Block('jp-TrainWatch-kernels');
+  private _processesTitle = section('Training processes');
+  private _processes = new Block('jp-TrainWatch-processes');
+  /** Every host Prometheus scrapes (hidden without c.TrainWatch.prometheus_url). */
+  readonly fleet = new FleetSection();
   private _pathInput: HTMLInputElement;
   private _addButton: HTMLButtonElement;
   private _pathError: HTMLDivElement;
@@ -191,8 +197,11 @@ export class TrainWatchPanel extends Panel {
     form.node.append(formNode, this._pathError);
     this.addWidget(form);
 
+    this.addWidget(this._processesTitle);
+    this.addWidget(this._processes);
     this.addWidget(section('Kernels'));
     this.addWidget(this._kernels);
+    this.addWidget(this.fleet);
 
     stream.sampleReceived.connect(this._onSample, this);
     stream.historyReceived.connect(this._onHistory, this);
@@ -249,6 +258,7 @@ export class TrainWatchPanel extends Panel {
     for (const chart of this._charts()) {
       chart.restyle();
     }
+    this.fleet.restyle();
   }
 
   async refreshPaths(): Promise<void> {
@@ -367,6 +377,7 @@ export class TrainWatchPanel extends Panel {
       this._renderCharts(sample);
     }
     this._renderPaths(sample);
+    this._renderProcesses(sample);
     this._renderKernels(sample);
   }
 
@@ -684,6 +695,28 @@ export class TrainWatchPanel extends Panel {
       list.appendChild(row);
     }
     node.appendChild(list);
+  }
+
+  /** Training processes found on the machine (scripts in terminals, tmux, nohup). */
+  private _renderProcesses(sample: SampleJSON | null): void {
+    const processes = sample?.processes ?? [];
+    this._processesTitle.setHidden(!processes.length);
+    this._processes.setHidden(!processes.length);
+    renderProcesses(this._processes.node, processes, pid => void this.hideProcess(pid));
+  }
+
+  /** Hide a training process: its row and the directories it made the panel watch go. */
+  async hideProcess(pid: number): Promise<void> {
+    try {
+      await hideProcess(pid);
+    } catch (error) {
+      this._pathError.textContent = (error as Error).message;
+      return;
+    }
+    if (this._latest?.processes) {
+      this._latest.processes = this._latest.processes.filter(p => p.pid !== pid);
+    }
+    await this.refreshPaths();
   }
 
   private _renderKernels(sample: SampleJSON | null): void {

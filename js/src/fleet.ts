@@ -1,0 +1,143 @@
+/**
+ * The fleet's data in the panel: the JSON of ``GET fleet`` and ``GET fleet/range``
+ * (trainwatch_lab/prometheus/fleet.py computes every number) and the words of one row. Free
+ * of DOM and JupyterLab so it can be unit-tested in node; fleetView.ts lays it out.
+ */
+
+import { Aligned, formatBytes, formatDuration, formatMBs, Severity } from './model';
+
+/** A warning of a host: an agent's carries code, severity and subject only. */
+export interface FleetWarningJSON {
+  code: string;
+  severity: Severity;
+  subject: string;
+  message: string;
+  fix: string;
+}
+
+/** One host of ``GET fleet`` (trainwatch_lab/prometheus/fleet.py: fold). */
+export interface FleetHostJSON {
+  /** the instance without its port: what ``fleet/range?host=`` takes */
+  host: string;
+  /** its ``hostname`` label (our agents' file_sd targets), else the host */
+  name: string;
+  instances: { instance: string; job: string; up: boolean }[];
+  /** up: every exporter answers; partial; down; gone: no target names it any more */
+  status: 'up' | 'partial' | 'down' | 'gone';
+  /** runs a trainwatch agent (its own warnings), else node_exporter/DCGM only */
+  agent: boolean;
+  last_seen: number | null;
+  worst: Severity | null;
+  warnings: FleetWarningJSON[];
+  gpu: { count: number; util_pct: number; source: string } | null;
+  disk: { device: string; util_pct: number; bytes_per_s: number | null } | null;
+  space: {
+    mountpoint: string;
+    device: string;
+    fstype: string;
+    avail_bytes: number;
+    size_bytes: number;
+    free_pct: number;
+  } | null;
+}
+
+/** ``GET fleet``: ``prometheus`` is null when c.TrainWatch.prometheus_url is not set. */
+export interface FleetJSON {
+  prometheus: string | null;
+  t?: number;
+  hosts: FleetHostJSON[];
+}
+
+export interface FleetChartJSON {
+  id: string;
+  title: string;
+  unit: string;
+  range: [number, number] | null;
+  series: { label: string; values: (number | null)[] }[];
+}
+
+/** ``GET fleet/range``: charts on one time axis. */
+export interface FleetRangeJSON {
+  host: string;
+  window_s: number;
+  step_s: number;
+  t: number[];
+  charts: FleetChartJSON[];
+}
+
+/** The windows a reader picks from (seconds, label). */
+export const FLEET_WINDOWS: [number, string][] = [
+  [300, '5 min'],
+  [900, '15 min'],
+  [3600, '1 h'],
+  [6 * 3600, '6 h'],
+  [24 * 3600, '24 h'],
+  [7 * 86400, '7 days']
+];
+
+/** The label of a window, also for one the settings named that is not in the list. */
+export function windowLabel(seconds: number): string {
+  const known = FLEET_WINDOWS.find(([s]) => s === seconds);
+  return known ? known[1] : formatDuration(seconds);
+}
+
+const pct = (v: number) => `${Math.round(v)} %`;
+
+/** How the host answers: "up", "2 of 3 exporters answer", "down, last seen 5 min ago". */
+export function statusText(host: FleetHostJSON, nowS: number): string {
+  const ago =
+    host.last_seen !== null
+      ? `last seen ${formatDuration(Math.max(0, nowS - host.last_seen))} ago`
+      : 'never seen';
+  switch (host.status) {
+    case 'up':
+      return 'up';
+    case 'partial': {
+      const up = host.instances.filter(i => i.up).length;
+      return `${up} of ${host.instances.length} exporters answer`;
+    }
+    case 'down':
+      return `down, ${ago}`;
+    default:
+      return `gone, ${ago}`;
+  }
+}
+
+/** The numbers of one row, in reading order: GPU, the busiest disk, the least free space. */
+export function hostFacts(host: FleetHostJSON): string[] {
+  const facts: string[] = [];
+  if (host.gpu) {
+    const n = host.gpu.count > 1 ? ` (${host.gpu.count} GPUs)` : '';
+    facts.push(`GPU ${pct(host.gpu.util_pct)}${n}`);
+  }
+  if (host.disk) {
+    const rate =
+      host.disk.bytes_per_s !== null ? `, ${formatMBs(host.disk.bytes_per_s / 1e6)}` : '';
+    facts.push(`${host.disk.device} ${pct(host.disk.util_pct)} busy${rate}`);
+  }
+  if (host.space) {
+    facts.push(
+      `${formatBytes(host.space.avail_bytes)} free on ${host.space.mountpoint} (${pct(host.space.free_pct)})`
+    );
+  }
+  return facts.length ? facts : ['no numbers yet'];
+}
+
+/** One warning in a line: its message, else (an agent's) code and subject. */
+export function warningLine(w: FleetWarningJSON): string {
+  return w.message || `${w.code} · ${w.subject}`;
+}
+
+/** The warnings line of a row: the worst first, "+ N more" for the rest. */
+export function warningsText(host: FleetHostJSON): string {
+  if (!host.warnings.length) {
+    return '';
+  }
+  const more = host.warnings.length - 1;
+  return `${warningLine(host.warnings[0])}${more ? ` (+ ${more} more)` : ''}`;
+}
+
+/** A chart of ``fleet/range`` as uPlot wants it: the shared axis, then one column a line. */
+export function chartData(range: FleetRangeJSON, chart: FleetChartJSON): Aligned {
+  return [range.t, ...chart.series.map(s => s.values)];
+}

@@ -1,0 +1,317 @@
+import { Panel, Widget } from '@lumino/widgets';
+import { Message } from '@lumino/messaging';
+
+import { TimeChart } from './chart';
+import {
+  chartData,
+  FLEET_WINDOWS,
+  FleetHostJSON,
+  FleetJSON,
+  FleetRangeJSON,
+  hostFacts,
+  statusText,
+  warningLine,
+  warningsText,
+  windowLabel
+} from './fleet';
+import { formatClock, niceIncrs } from './model';
+import { requestAPI } from './request';
+
+const PERCENT_INCRS = niceIncrs([1, 2, 2.5, 5], 0, 2);
+
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  className = '',
+  text = ''
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  node.className = className;
+  node.textContent = text;
+  return node;
+}
+
+class Block extends Widget {
+  constructor(className: string) {
+    super();
+    this.addClass(className);
+  }
+}
+
+/**
+ * The Fleet section of the panel: one row per host Prometheus scrapes (``GET fleet``, read
+ * by the server from c.TrainWatch.prometheus_url), the worst first; a click on a row shows
+ * that host's charts over the chosen window (``GET fleet/range``). Hidden when the server has
+ * no Prometheus URL. Prometheus down or slow: the server's one line, in place of the rows'
+ * freshness, never a spinner that waits forever. Polls only while the panel is visible.
+ */
+export class FleetSection extends Panel {
+  private _head = new Block('jp-TrainWatch-fleetHead');
+  private _status = el('div', 'jp-TrainWatch-fleetStatus');
+  private _error = el('div', 'jp-TrainWatch-error jp-TrainWatch-fleetError');
+  private _rows = new Block('jp-TrainWatch-fleetRows');
+  private _detailTitle = new Block('jp-TrainWatch-fleetDetailTitle');
+  private _detail = new Panel();
+  private _charts = new Map<string, TimeChart>();
+  private _select: HTMLSelectElement;
+  private _hosts: FleetHostJSON[] = [];
+  private _selected: string | null = null;
+  private _windowS = 3600;
+  private _refreshS = 15;
+  private _timer: number | null = null;
+  private _enabled: boolean | null = null; // null: not asked yet
+  private _loading = false;
+  private _answeredAt: number | null = null; // when Prometheus last answered (its clock)
+
+  constructor() {
+    super();
+    this.addClass('jp-TrainWatch-fleet');
+    this.id = 'trainwatch-lab-fleet';
+    this._select = el('select', 'jp-mod-styled jp-TrainWatch-fleetWindow');
+    this._select.setAttribute('aria-label', 'Fleet chart window');
+    this._select.onchange = () => this.setWindow(Number(this._select.value));
+    this._head.node.append(el('h3', 'jp-TrainWatch-sectionTitle', 'Fleet'), this._select);
+    this._error.setAttribute('role', 'alert');
+    this._rows.node.append(this._status, this._error);
+    this._detail.addClass('jp-TrainWatch-fleetDetail');
+    this._detail.addWidget(this._detailTitle);
+    this._detail.hide();
+    this.addWidget(this._head);
+    this.addWidget(this._rows);
+    this.addWidget(this._detail);
+    this._fillSelect();
+    this.hide(); // until the server says it has a Prometheus
+  }
+
+  /** The hosts of the last listing (the browser test reads them). */
+  get hosts(): FleetHostJSON[] {
+    return this._hosts;
+  }
+
+  get selected(): string | null {
+    return this._selected;
+  }
+
+  /** The window of the charts and how often to ask again (settings). */
+  configure(windowS: number, refreshS: number): void {
+    this._refreshS = Math.max(5, refreshS || 15);
+    this._restartTimer();
+    this.setWindow(windowS || 3600);
+  }
+
+  setWindow(seconds: number): void {
+    this._windowS = seconds;
+    this._fillSelect();
+    if (this._selected) {
+      void this._loadRange(this._selected);
+    }
+  }
+
+  /** Ask the server now (the first call decides whether the section shows at all). */
+  async refresh(): Promise<void> {
+    if (this._enabled === false || this._loading) {
+      return;
+    }
+    this._loading = true;
+    try {
+      const data = await requestAPI<FleetJSON>('fleet');
+      this._enabled = data.prometheus !== null;
+      this.setHidden(!this._enabled);
+      this._hosts = data.hosts;
+      this._showError(null);
+      this._renderRows(data);
+    } catch (error) {
+      const status = (error as { status?: number }).status;
+      if (this._enabled === null && status === 404) {
+        this._enabled = false; // a server without the fleet endpoint
+        this.hide();
+        return;
+      }
+      this._enabled = true;
+      this.show();
+      this._showError((error as Error).message);
+    } finally {
+      this._loading = false;
+    }
+    if (this._selected) {
+      await this._loadRange(this._selected);
+    }
+  }
+
+  protected onAfterAttach(msg: Message): void {
+    super.onAfterAttach(msg);
+    this._restartTimer();
+    void this.refresh();
+  }
+
+  protected onBeforeDetach(msg: Message): void {
+    this._stopTimer();
+    super.onBeforeDetach(msg);
+  }
+
+  dispose(): void {
+    this._stopTimer();
+    super.dispose();
+  }
+
+  private _restartTimer(): void {
+    this._stopTimer();
+    if (!this.isAttached) {
+      return;
+    }
+    this._timer = window.setInterval(() => {
+      // hidden panel: no requests (this section itself may be hidden only while disabled)
+      if (this.parent?.isVisible) {
+        void this.refresh();
+      }
+    }, this._refreshS * 1000);
+  }
+
+  private _stopTimer(): void {
+    if (this._timer !== null) {
+      window.clearInterval(this._timer);
+      this._timer = null;
+    }
+  }
+
+  private _fillSelect(): void {
+    const options = FLEET_WINDOWS.some(([s]) => s === this._windowS)
+      ? FLEET_WINDOWS
+      : [...FLEET_WINDOWS, [this._windowS, windowLabel(this._windowS)] as [number, string]];
+    this._select.textContent = '';
+    for (const [seconds, label] of options) {
+      const option = el('option', '', label);
+      option.value = String(seconds);
+      option.selected = seconds === this._windowS;
+      this._select.appendChild(option);
+    }
+  }
+
+  /** Prometheus's one line; the rows and charts stay, faded, as its last answer. */
+  private _showError(message: string | null): void {
+    this._error.textContent = message ?? '';
+    this.node.dataset.error = message ? 'true' : 'false';
+    this.toggleClass('jp-mod-stale', !!message);
+    if (message && this._answeredAt !== null) {
+      this._status.textContent = `${this._hosts.length} hosts · last answer at ${formatClock(this._answeredAt)}`;
+    }
+  }
+
+  private _renderRows(data: FleetJSON): void {
+    const node = this._rows.node;
+    node
+      .querySelectorAll('.jp-TrainWatch-fleetList, .jp-TrainWatch-empty')
+      .forEach(n => n.remove());
+    const at = data.t ?? Date.now() / 1000;
+    this._answeredAt = at;
+    this._status.textContent = `${data.hosts.length} host${data.hosts.length === 1 ? '' : 's'} · Prometheus at ${formatClock(at)}`;
+    this._status.title = data.prometheus ?? '';
+    if (!data.hosts.length) {
+      node.appendChild(el('div', 'jp-TrainWatch-empty', 'Prometheus scrapes no host yet.'));
+      return;
+    }
+    const list = el('ul', 'jp-TrainWatch-fleetList');
+    for (const host of data.hosts) {
+      list.appendChild(this._row(host, at));
+    }
+    node.appendChild(list);
+    if (this._selected && !data.hosts.some(h => h.host === this._selected)) {
+      this._selectHost(null);
+    }
+  }
+
+  private _row(host: FleetHostJSON, nowS: number): HTMLLIElement {
+    const row = el('li', `jp-TrainWatch-fleetRow jp-mod-${host.worst ?? 'ok'}`);
+    row.dataset.host = host.host;
+    row.dataset.status = host.status;
+    row.tabIndex = 0;
+    row.setAttribute('role', 'button');
+    row.setAttribute('aria-expanded', String(host.host === this._selected));
+    row.classList.toggle('jp-mod-selected', host.host === this._selected);
+    const head = el('div', 'jp-TrainWatch-fleetRowHead');
+    const name = el('span', 'jp-TrainWatch-fleetName', host.name);
+    name.title = host.instances
+      .map(i => `${i.instance} (${i.job}${i.up ? '' : ', down'})`)
+      .join('\n');
+    const status = el(
+      'span',
+      `jp-TrainWatch-fleetState jp-mod-${host.status}`,
+      statusText(host, nowS)
+    );
+    head.append(name, status);
+    row.append(head, el('div', 'jp-TrainWatch-fleetFacts', hostFacts(host).join(' · ')));
+    if (host.warnings.length) {
+      const warn = el('div', `jp-TrainWatch-fleetWarning jp-mod-${host.worst}`, warningsText(host));
+      warn.title = host.warnings.map(w => `${w.severity}: ${warningLine(w)}`).join('\n');
+      row.appendChild(warn);
+    }
+    const open = () => this._selectHost(this._selected === host.host ? null : host.host);
+    row.onclick = open;
+    row.onkeydown = event => {
+      if (event.key === 'Enter' || event.key === ' ') {
+        event.preventDefault();
+        open();
+      }
+    };
+    return row;
+  }
+
+  private _selectHost(host: string | null): void {
+    this._selected = host;
+    this._rows.node.querySelectorAll<HTMLElement>('.jp-TrainWatch-fleetRow').forEach(row => {
+      const on = row.dataset.host === host;
+      row.classList.toggle('jp-mod-selected', on);
+      row.setAttribute('aria-expanded', String(on));
+    });
+    this._detail.setHidden(host === null);
+    if (host) {
+      void this._loadRange(host);
+    }
+  }
+
+  private async _loadRange(host: string): Promise<void> {
+    const name = this._hosts.find(h => h.host === host)?.name ?? host;
+    this._detailTitle.node.textContent = `${name} · last ${windowLabel(this._windowS)}`;
+    const query = `fleet/range?host=${encodeURIComponent(host)}&window=${this._windowS}`;
+    let range: FleetRangeJSON;
+    try {
+      range = await requestAPI<FleetRangeJSON>(query);
+    } catch (error) {
+      this._showError((error as Error).message);
+      return;
+    }
+    if (host !== this._selected) {
+      return; // another row was clicked meanwhile
+    }
+    this._detail.node.dataset.host = host;
+    for (const chart of range.charts) {
+      let widget = this._charts.get(chart.id);
+      if (!widget) {
+        widget = new TimeChart({
+          title: chart.title,
+          unit: chart.unit,
+          range: chart.range ?? undefined,
+          incrs: chart.range ? PERCENT_INCRS : undefined,
+          floor: 1
+        });
+        this._charts.set(chart.id, widget);
+        this._detail.addWidget(widget);
+      }
+      const none =
+        chart.id === 'gpu'
+          ? `No GPU metrics from ${name} (neither a trainwatch agent nor DCGM exporter).`
+          : `No data from ${name} in this window.`;
+      widget.setEmpty(chart.series.length ? null : none);
+      widget.setSeries(
+        chart.series.map((s, i) => ({ key: `${chart.id}:${i}:${s.label}`, label: s.label })),
+        chartData(range, chart)
+      );
+    }
+  }
+
+  /** Re-read theme colours. */
+  restyle(): void {
+    for (const chart of this._charts.values()) {
+      chart.restyle();
+    }
+  }
+}
