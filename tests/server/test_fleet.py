@@ -26,6 +26,7 @@ from tests.prometheus.conftest import (  # noqa: F401  (fixtures)
     start_prometheus,
     wait_for,
 )
+from trainwatch_lab.server.promclient import shown
 
 API = ("trainwatch-lab", "api")
 TIMEOUT_S = 1.0
@@ -222,3 +223,10 @@ async def test_the_fleet_needs_jupyters_auth(jp_fetch, hub, prometheus_url):
             jp_fetch, *API, *parts, params={"host": "n1"}, headers={"Authorization": ""}
         )
         assert code == 403
+
+
+def test_a_password_in_the_url_is_never_shown() -> None:
+    assert (
+        shown("http://ops:s3cret@prom.example:9090/prom") == "http://ops:***@prom.example:9090/prom"
+    )
+    assert shown("https://prom.example") == "https://prom.example"

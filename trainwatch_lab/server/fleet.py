@@ -52,8 +52,8 @@ class Fleet:
     ``CACHE_S``."""
 
     def __init__(self, config: TrainWatch, defaults: Defaults) -> None:
-        self.url = config.prometheus_url
-        self.client = PrometheusClient(self.url, config.prometheus_timeout_s)
+        self.client = PrometheusClient(config.prometheus_url, config.prometheus_timeout_s)
+        self.url = self.client.url  # as shown: without a password
         self.rate_window = config.fleet_rate_window
         self.defaults = defaults
         self._cached: tuple[float, dict[str, Any]] | None = None

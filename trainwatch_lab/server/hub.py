@@ -300,7 +300,13 @@ class Hub:
         read with it, from memory. A scrape holds the lease until the next one is due; only
         the first scrape of a stopped sampler waits (``wait_s`` at most) for a sample."""
         self.lease.scraped()
-        sample = await self.fresh_sample(wait_s)
+        # a start stuck past the wait (a slow NVML, a helper process) goes on by itself:
+        # shielded, so a sampler it makes is kept, never leaked
+        first = asyncio.ensure_future(self.fresh_sample(wait_s))
+        try:
+            sample = await asyncio.wait_for(asyncio.shield(first), wait_s + 0.5)
+        except asyncio.TimeoutError:
+            sample = self.latest if self._fresh_run == self._run else None
         sampler = self.sampler
         reader = disk_counters(sampler) if sampler is not None else None
         return sample, (reader() if reader is not None else {})

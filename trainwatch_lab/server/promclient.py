@@ -12,7 +12,7 @@ import json
 import socket
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
@@ -23,9 +23,19 @@ class PrometheusError(Exception):
     """One line saying what went wrong, naming the Prometheus asked."""
 
 
+def shown(url: str) -> str:
+    """The URL as messages show it: without a password (``http://user:pw@prom`` works)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 class PrometheusClient:
     def __init__(self, url: str, timeout_s: float) -> None:
-        self.url = url.rstrip("/")
+        self.base = url.rstrip("/")
+        self.url = shown(self.base)  # what every message says
         self.timeout_s = timeout_s
         self._http: AsyncHTTPClient | None = None
 
@@ -68,7 +78,7 @@ class PrometheusClient:
 
     async def _get(self, endpoint: str, params: dict[str, str]) -> dict[str, Any]:
         request = HTTPRequest(
-            f"{self.url}/api/v1/{endpoint}?{urlencode(params)}",
+            f"{self.base}/api/v1/{endpoint}?{urlencode(params)}",
             connect_timeout=self.timeout_s,
             request_timeout=self.timeout_s,
             headers={"Accept": "application/json", "User-Agent": USER_AGENT},
