@@ -115,7 +115,7 @@ def test_stalled_fires_after_the_duration_and_names_the_mount() -> None:
     alert = results[-1][0]
     assert (alert.code, alert.severity, alert.subject) == ("gpu-stalled", "warning", "GPU 0")
     msg = alert.message
-    assert msg.startswith("GPU 0 has been at 0 % for 39 s while the training process")
+    assert msg.startswith("The training process (pid 4242) holds 2 GiB on GPU 0 at 0 % for 39 s")
     assert "holds 2 GiB" in msg
     assert "/mnt/share/logs is on fuse.sshfs, not answering within 2 s" in msg
     assert (

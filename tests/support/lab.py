@@ -118,8 +118,12 @@ def jupyter_lab(
         "--ServerApp.open_browser=False",
         "--LabApp.expose_app_in_browser=True",
         # other tests' scripts would join the watched paths; a test that wants discovery
-        # passes --TrainWatch.watch_processes=True (the later flag wins)
-        "--TrainWatch.watch_processes=False",
+        # passes --TrainWatch.watch_processes=True (traitlets refuses a flag given twice)
+        *(
+            []
+            if any("watch_processes" in a for a in extra_args)
+            else ["--TrainWatch.watch_processes=False"]
+        ),
         *extra_args,
     ]
     if os.geteuid() == 0:

@@ -125,10 +125,14 @@ def gpu_stalled(ctx: Context) -> Iterator[Alert]:
 def _alert(gpu: GpuState, actor: _Actor, ctx: Context, since: float, top: float) -> Alert:
     sample = ctx.sample
     ev = storage_evidence(ctx, since, holder=actor.holder)
+    # who first (issue 14: "pid 4242 (`python train.py`) holds 21 GiB on GPU 0 at 0 % for
+    # 35 s; its main thread is blocked in fsync() of ..."), then the evidence
     head = (
-        f"GPU {gpu.index} has been at {_pct(top)} for {fmt_duration(sample.t - since)} "
-        f"while {actor.label} holds {fmt_bytes(actor.mem)}"
+        f"{actor.label} holds {fmt_bytes(actor.mem)} on GPU {gpu.index} at {_pct(top)} for "
+        f"{fmt_duration(sample.t - since)}"
     )
+    if head.startswith("the "):  # "The python3 kernel (pid 88) running a cell holds ..."
+        head = "T" + head[1:]
     pid = actor.pid if actor.pid is not None else "<pid>"
     if ev.healthy:
         message = (
