@@ -56,3 +56,31 @@ def test_the_servers_sampler_tells_the_webhook() -> None:
         hook.close()
     (body,) = hook.bodies()
     assert body["msgtype"] == "text" and "disk-almost-full" in body["text"]["content"]
+
+
+@pytest.fixture
+def webhook():
+    hook = Webhook()
+    yield hook
+    hook.close()
+
+
+@pytest.fixture
+def jp_server_config(jp_server_config, webhook):
+    jp_server_config.TrainWatch.notify_url = webhook.url
+    return jp_server_config
+
+
+async def test_a_server_with_a_webhook_samples_with_no_client_connected(jp_serverapp) -> None:
+    """Word when you are away needs a sampler while nobody has the panel open."""
+    import asyncio
+
+    from trainwatch_lab.server.extension import SETTINGS_KEY
+
+    hub = jp_serverapp.web_app.settings[SETTINGS_KEY]
+    for _ in range(100):
+        if hub.sampler is not None and hub.sampler.ticks >= 2:
+            break
+        await asyncio.sleep(0.1)
+    assert hub.sampler is not None and hub.sampler.running and hub.sampler.ticks >= 2
+    assert hub.lease.clients == 1 and hub.lease.held  # the webhook's, never released

@@ -33,6 +33,12 @@ def load_jupyter_server_extension(serverapp: Any) -> Hub:
         ".*$", handlers(base_url) + scrape.routes(base_url) + fleet.routes(base_url)
     )
     _on_shutdown(hub)
+    if hub.notifier is not None:
+        # word when nobody looks (issue 17): the webhook holds the lease like a client that
+        # never leaves, so the sampler runs from the start with no panel open
+        from tornado.ioloop import IOLoop
+
+        IOLoop.current().add_callback(hub.acquire)
     serverapp.log.info(
         "trainwatch_lab: endpoints under %strainwatch-lab/api/, metrics at %strainwatch-lab/"
         "metrics%s (sampler starts on first client)",
