@@ -119,6 +119,7 @@ examples:
   trainwatch-lab watch                                     the training processes found here
   trainwatch-lab watch --processes /data                   /data and those processes' dirs
   trainwatch-lab watch --pid 4242 /mnt/share/runs          a script's time lost to storage
+  trainwatch-lab watch --notify URL --notify-format slack /data   a webhook hears of warnings
 """
 
 
@@ -544,6 +545,7 @@ examples:
   trainwatch-lab serve --pid 4242 --gpu 0,1 /data       a training process's I/O, two GPUs
   trainwatch-lab serve                                  the training processes found here
   trainwatch-lab serve --processes /data                /data and those processes' dirs
+  trainwatch-lab serve --notify URL --notify-format feishu /data   a webhook hears of warnings
 
 Stops cleanly on SIGTERM or Ctrl-C (exit 0); bad usage or a port in use: exit 2.
 """
