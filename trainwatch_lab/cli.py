@@ -77,7 +77,7 @@ def _add_notify(parser: argparse.ArgumentParser) -> None:
         "--notify-format",
         default="json",
         metavar="F",
-        help="json, slack, dingtalk, feishu or wecom (default: json)",
+        help="json, slack, dingtalk, feishu or wecom (default: json; e.g. --notify-format slack)",
     )
 
 
