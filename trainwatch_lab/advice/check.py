@@ -1,33 +1,23 @@
 """One-shot diagnosis of paths: ``trainwatch-lab check`` and the server's ``GET check``.
 
-Every path is inspected on its own daemon thread (each bounded by the mount guard), and the
-whole check has one deadline: a dead mount costs the timeout once, never a hang (a mount that
-answers may add the checkpoint scan's and the probe's budgets, each capped at the timeout).
-A path whose inspection did not come back in time is reported unresponsive from the mount
-table alone, which needs no syscall on the path.
+``core.inspection.inspect_paths`` inspects the paths concurrently under one deadline: a dead
+mount costs the timeout once, never a hang (a mount that answers may add the checkpoint
+scan's and the probe's budgets, each capped at the timeout); a path that did not come back in
+time is reported unresponsive from the mount table alone. Here: the verdict and the report.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.defaults import DEFAULTS, Defaults
-from ..core.guard import PROBE_LANE, MountGuard, default_guard
+from ..core.guard import MountGuard
 from ..core.history import History
+from ..core.inspection import inspect_paths
 from ..core.model import SEVERITY_RANK, Alert, PathState, ProbeResult, Sample, Verdict
-from ..core.mounts import mount_for_path, read_mounts
-from ..core.paths import (
-    SCAN_LANE,
-    SPECIAL_FILE_TYPES,
-    apply_mount,
-    inspect_path,
-    normalise,
-    scan_key,
-)
-from ..core.probe import local_baseline
+from ..core.paths import SPECIAL_FILE_TYPES, normalise
 from .advisor import Advisor
 from .storage import STATELESS_STORAGE_DETECTORS
 
@@ -101,35 +91,6 @@ class CheckReport:
         return {"paths": paths, "warnings": [a.to_json() for a in self.alerts]}
 
 
-def _from_mount_table(path: str, error: str, responsive: bool = False) -> PathState:
-    """A path whose inspection never came back (or failed): what /proc/self/mountinfo
-    alone tells."""
-    state = PathState(path=path, responsive=responsive, error=error)
-    try:
-        mounts = read_mounts()
-        apply_mount(state, mount_for_path(path, mounts), mounts)
-    except Exception:  # the mount table itself is unreadable: report what we have
-        pass
-    return state
-
-
-def _prestart(guard: MountGuard, keys: list[str], probe: bool) -> None:
-    """Start every helper process at once, so that their start-up times overlap."""
-    try:
-        mounts = read_mounts()
-    except OSError:
-        return
-    for key in keys:
-        try:
-            mountpoint = mount_for_path(key, mounts).mountpoint
-        except LookupError:
-            continue
-        guard.prestart(mountpoint)
-        guard.prestart(scan_key(mountpoint), SCAN_LANE)
-        if probe:
-            guard.prestart(mountpoint, PROBE_LANE)
-
-
 def run_check(
     paths: list[str] | tuple[str, ...],
     *,
@@ -154,39 +115,15 @@ def run_check(
     )
     extra = d.checkpoint_scan_budget_s + (d.probe_budget_s if probe else 0.0)
     deadline = started + limit + extra + SLACK_S
-    results: dict[str, PathState] = {}
-    baseline_box: list[ProbeResult | None] = []
-    guard = guard if guard is not None else default_guard()
-    _prestart(guard, keys, probe)
-
-    def inspect(key: str) -> None:
-        try:
-            results[key] = inspect_path(key, defaults=d, probe=probe, guard=guard)
-        except Exception as exc:  # a bug must not turn into a hang or a traceback
-            results[key] = _from_mount_table(key, f"{type(exc).__name__}: {exc}")
-
-    def measure_baseline() -> None:
-        try:
-            baseline_box.append(local_baseline(d, guard))
-        except Exception:
-            baseline_box.append(None)
-
-    threads = [
-        threading.Thread(target=inspect, args=(k,), name=f"trainwatch-check {k}", daemon=True)
-        for k in keys
-    ]
-    if probe:
-        threads.append(
-            threading.Thread(target=measure_baseline, name="trainwatch-baseline", daemon=True)
-        )
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
-
-    late = f"no answer within {limit:g} s"
-    states = [results.get(k) or _from_mount_table(k, late) for k in keys]
-    baseline = baseline_box[0] if baseline_box else None
+    inspection = inspect_paths(
+        keys,
+        deadline,
+        defaults=d,
+        probe=probe,
+        guard=guard,
+        late=f"no answer within {limit:g} s",
+    )
+    states, baseline = inspection.states, inspection.baseline
     sample = Sample(t=time.time(), paths={s.path: s for s in states})
     history = History(capacity=2)
     history.append(sample)
