@@ -1,32 +1,22 @@
 """The Advisor runs every detector over the newest Sample and its History.
 
-A detector is a plain function ``(ctx) -> Iterable[Alert]``. Detectors that need memory across
-ticks ("for 10 s", "since when") keep it in ``ctx.state[their name]``; nothing else is shared.
+Detectors and their ``Context`` are described in ``context.py``; the default list is
+``registry.all_detectors()``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..core.defaults import DEFAULTS, Defaults
 from ..core.fill import fill_filesystems
 from ..core.history import History
 from ..core.model import SEVERITY_RANK, Alert, ProbeResult, Sample
+from .context import Context, Detector
 from .headline import headline
 
-
-@dataclass
-class Context:
-    sample: Sample
-    history: History
-    defaults: Defaults
-    baseline: ProbeResult | None  # local-disk write+fsync latency, for slow-mount ratios
-    state: dict[str, Any] = field(default_factory=dict)
-
-
-Detector = Callable[[Context], Iterable[Alert]]
+__all__ = ["Advisor", "Context", "Detector"]  # Context, Detector: their old home, kept
 
 
 class Advisor:
@@ -39,6 +29,8 @@ class Advisor:
         baseline: Callable[[], ProbeResult | None] | None = None,
     ) -> None:
         if detectors is None:
+            # late only while io_bound.py still imports Context from here (issue 18.2): once it
+            # imports them from .context, this import moves to the top
             from .registry import all_detectors
 
             detectors = all_detectors()

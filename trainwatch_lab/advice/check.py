@@ -19,7 +19,7 @@ from ..core.inspection import inspect_paths
 from ..core.model import SEVERITY_RANK, Alert, PathState, ProbeResult, Sample, Verdict
 from ..core.paths import SPECIAL_FILE_TYPES, normalise
 from .advisor import Advisor
-from .storage import STATELESS_STORAGE_DETECTORS
+from .registry import stateless_detectors
 
 SLACK_S = 0.5  # what the check may take beyond its timeout (threads, process start)
 PATH_FIELDS = (
@@ -127,7 +127,7 @@ def run_check(
     sample = Sample(t=time.time(), paths={s.path: s for s in states})
     history = History(capacity=2)
     history.append(sample)
-    advisor = Advisor(detectors=STATELESS_STORAGE_DETECTORS, defaults=d, baseline=lambda: baseline)
+    advisor = Advisor(detectors=stateless_detectors(), defaults=d, baseline=lambda: baseline)
     alerts = advisor.evaluate(sample, history)
     return CheckReport(
         states=states,

@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Iterator
 
 from ..core.model import Alert
-from .advisor import Context, Detector
+from .context import Context, Detector
 from .gpu_evidence import (
     Evidence,
     _named,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..core.defaults import Defaults
 from ..core.history import History
 from ..core.model import GpuState, PathState, Sample, TrainingProcess
-from .advisor import Context
+from .context import Context
 from .storage import LOCAL_FIX, is_slow
 from .text import fmt_duration, fmt_ms, fmt_rate
 

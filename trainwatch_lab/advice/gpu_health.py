@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..core.model import Alert
-from .advisor import Context
+from .context import Context
 from .text import fmt_duration
 
 THERMAL = ("sw_thermal", "hw_thermal", "hw_slowdown")

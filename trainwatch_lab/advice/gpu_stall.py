@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..core.model import Alert, GpuState, Sample, TrainingProcess
-from .advisor import Context
+from .context import Context
 from .gpu_evidence import _named, _pct, _storage_fix, holder_of, storage_evidence
 from .text import fmt_bytes, fmt_duration
 

@@ -1,6 +1,6 @@
 """Storage rules: turn mounts, space, probe latency and disk counters into plain warnings.
 
-Each detector is ``fn(ctx) -> Iterable[Alert]`` (see advisor.py), emits at most one alert per
+Each detector is ``fn(ctx) -> Iterable[Alert]`` (see context.py), emits at most one alert per
 (code, subject), and puts the measured numbers in the message and an action in the fix.
 Thresholds come only from ``ctx.defaults``.
 """
@@ -15,7 +15,7 @@ from ..core.defaults import Defaults
 from ..core.fill import can_fill, is_trend
 from ..core.history import History
 from ..core.model import Alert, PathState, ProbeResult, Sample
-from .advisor import Context, Detector
+from .context import Context, Detector, stateless, stateless_only
 from .text import fmt_bytes, fmt_clock, fmt_duration, fmt_ms, fmt_pct, fmt_rate
 
 LOCAL_FIX = (
@@ -81,6 +81,7 @@ def _watched(sample: Sample) -> Iterator[tuple[str, PathState]]:
 # -- mounts ---------------------------------------------------------------------------
 
 
+@stateless
 def mount_unresponsive(ctx: Context) -> Iterator[Alert]:
     """The filesystem did not answer statfs/probe in time: anything touching it may hang."""
     for path, p in _watched(ctx.sample):
@@ -104,6 +105,7 @@ def mount_unresponsive(ctx: Context) -> Iterator[Alert]:
         )
 
 
+@stateless
 def shared_mount(ctx: Context) -> Iterator[Alert]:
     """A watched path on a network/shared filesystem: every fsync is a network round trip."""
     for path, p in _watched(ctx.sample):
@@ -166,6 +168,7 @@ def is_slow(p: PathState, baseline: ProbeResult | None, defaults: Defaults) -> b
     )
 
 
+@stateless
 def slow_mount(ctx: Context) -> Iterator[Alert]:
     for path, p in _watched(ctx.sample):
         if not p.responsive or not is_slow(p, ctx.baseline, ctx.defaults):
@@ -223,6 +226,7 @@ def _inodes_low(p: PathState, defaults: Defaults) -> float | None:
     return share if share < defaults.full_fraction else None
 
 
+@stateless
 def disk_almost_full(ctx: Context) -> Iterator[Alert]:
     d = ctx.defaults
     for path, p in _watched(ctx.sample):
@@ -296,6 +300,7 @@ def disk_filling(ctx: Context) -> Iterator[Alert]:
         )
 
 
+@stateless
 def checkpoint_wont_fit(ctx: Context) -> Iterator[Alert]:
     """The newest checkpoint is bigger than the free space: the next save dies with ENOSPC."""
     for path, p in _watched(ctx.sample):
@@ -404,10 +409,4 @@ STORAGE_DETECTORS: list[Detector] = [
 ]
 
 # Rules that need only the current sample (no history): what a one-shot ``check`` can run.
-STATELESS_STORAGE_DETECTORS: list[Detector] = [
-    mount_unresponsive,
-    shared_mount,
-    slow_mount,
-    disk_almost_full,
-    checkpoint_wont_fit,
-]
+STATELESS_STORAGE_DETECTORS: list[Detector] = stateless_only(STORAGE_DETECTORS)
