@@ -333,7 +333,15 @@ def test_cell_summaries_agree_and_never_reuse_the_previous_cell(kernel: Kernel, 
 # -- %%trainwatch: an error is shown from the user's code ---------------------------------
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-OUR_FRAMES = ("magics.py", "IPython/core", "run_cell_magic", "interactiveshell", "<trainwatch")
+OUR_FRAMES = (
+    "magics.py",
+    "kernel_watch.py",
+    "cell_run.py",
+    "IPython/core",
+    "run_cell_magic",
+    "interactiveshell",
+    "<trainwatch",
+)
 
 
 def error_frames(cell: Any) -> tuple[list[str], str]:

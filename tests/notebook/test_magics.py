@@ -13,8 +13,8 @@ from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
 from tests.core.fake_nvml import FakeNvml, fake_nvml, fake_nvml_lib
-from trainwatch_lab.notebook.magics import parse_options, state_for
-from trainwatch_lab.notebook.options import help_text
+from trainwatch_lab.notebook.magics import state_for
+from trainwatch_lab.notebook.options import help_text, parse_options
 
 from .conftest import sampler_threads, wait_for
 
@@ -322,7 +322,8 @@ def test_a_cell_error_is_shown_from_the_users_code(shell: Any, tmp_path: Path) -
     assert len(frames) == 2, shown  # line numbers as in the cell, the magic's line being 1
     assert frames[0].endswith(", line 5") and frames[1].endswith(", line 4, in f()")
     assert "----> 5 f()" in shown and "----> 4     return 1 / 0" in shown
-    for ours in ("magics.py", "IPython/core", "run_cell_magic", "<trainwatch cell>"):
+    ours_all = ("magics.py", "kernel_watch.py", "cell_run.py", "IPython/core", "run_cell_magic")
+    for ours in (*ours_all, "<trainwatch cell>"):
         assert ours not in shown
     with capture_output() as cap:  # %tb (and %debug) still get the whole traceback
         shell.run_line_magic("tb", "")
@@ -338,6 +339,7 @@ def test_a_syntax_error_in_the_cell_starts_nothing(shell: Any, tmp_path: Path) -
     assert "IndentationError: expected an indented block" in shown
     assert "UsageError: trainwatch: the cell was not run: syntax error (above)" in shown
     assert "magics.py" not in shown and "IPython/core" not in shown
+    assert "cell_run.py" not in shown
     assert cap.outputs == []  # no "watching this cell" strip
     assert sampler_threads() == [] and "x" not in shell.user_ns
 

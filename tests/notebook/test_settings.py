@@ -11,7 +11,7 @@ import pytest
 from IPython.core.error import UsageError
 
 from trainwatch_lab.notebook.dashboard import TrainWatch
-from trainwatch_lab.notebook.magics import parse_options
+from trainwatch_lab.notebook.options import parse_options
 from trainwatch_lab.notebook.settings import as_path_list, check_settings
 
 

@@ -1,0 +1,218 @@
+"""The per-kernel state behind ``%trainwatch`` / ``%%trainwatch``.
+
+One live dashboard (and so one sampler) per kernel: running ``%trainwatch`` again replaces
+it. After every cell we look for log/checkpoint directories the cell created (discover.py)
+and watch them too; one on a shared mount gets an alert right under that cell.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import sys
+import time
+from typing import Any
+
+from IPython.display import display
+
+from ..advice.notify import make_notifier
+from ..advice.text import warning_count_text
+from ..core.defaults import DEFAULTS, Defaults
+from ..core.paths import normalise
+from .cell_run import Body, run_body
+from .discover import Found, discover
+from .inline import InlineAlerts, attach, detach
+from .options import Options
+from .quick_check import check_and_show
+
+NOT_RUNNING = "trainwatch: not running (start it with %trainwatch [PATH ...])"
+
+
+def mirror_lines() -> list[str]:
+    """One status line per ``local_mirror`` of this kernel; none when nothing imported
+    fix.mirror (no mirror can exist then, and looking must not import it)."""
+    module = sys.modules.get("trainwatch_lab.fix.mirror")
+    if module is None:
+        return []
+    return [f"  {m.status().text()}" for m in module.active_mirrors()]
+
+
+def subscribe_notifier(sampler: Any, opts: Options) -> Any:
+    """The ``--notify`` Notifier on ``sampler`` (options.py checked the URL), or None."""
+    if not opts.notify_url:
+        return None
+    notifier = make_notifier(opts.notify_url, opts.notify_format)
+    sampler.subscribe(notifier)
+    return notifier
+
+
+class KernelWatch:
+    """Everything ``%load_ext trainwatch_lab`` adds to one kernel."""
+
+    def __init__(self, shell: Any, defaults: Defaults = DEFAULTS) -> None:
+        self.shell = shell
+        self.defaults = defaults
+        self.inline: InlineAlerts | None = attach(shell)
+        self.dashboard: Any = None  # the live TrainWatch
+        self.options: Options | None = None
+        self.discovered: dict[str, Found] = {}
+        self._seen_ids: dict[str, int] = {}  # variable -> id(value) after the last cell
+        self.started_at: float | None = None
+        self.notifier: Any = None  # --notify of the live dashboard
+        shell.events.register("post_run_cell", self.post_run_cell)
+        atexit.register(self.stop)  # kernel shutdown: release the sampler's helper processes
+
+    def close(self) -> None:
+        atexit.unregister(self.stop)
+        self.stop()
+        with contextlib.suppress(ValueError):
+            self.shell.events.unregister("post_run_cell", self.post_run_cell)
+        detach(self.shell)
+
+    # -- live dashboard ---------------------------------------------------------------
+    def start(self, opts: Options) -> Any:
+        from .dashboard import TrainWatch
+
+        paths = [normalise(p) for p in opts.all_paths]
+        paths += [p for p in self.discovered if p not in paths]
+        dash = TrainWatch(
+            paths,
+            interval=opts.interval,
+            window=opts.window,
+            probe=opts.probe,
+            gpus=opts.gpus,
+            gpu=opts.gpu,
+            inline=self.inline or False,
+            defaults=self.defaults,
+            start=False,
+        )
+        previous, self.dashboard = self.dashboard, dash
+        if previous is not None:
+            previous.stop("replaced by a newer %trainwatch")
+        self._close_notifier()
+        self.notifier = subscribe_notifier(dash.sampler, opts)
+        self.options = opts
+        self.started_at = time.time()
+        dash.start()
+        dash.show()
+        check_and_show(self.inline, paths, opts.probe, self.defaults)
+        return dash
+
+    def stop(self) -> str:
+        dash, self.dashboard = self.dashboard, None
+        self._close_notifier()
+        if dash is None:
+            return NOT_RUNNING
+        dash.stop("stopped")
+        return f"trainwatch: stopped after {dash.samples} samples"
+
+    def _close_notifier(self) -> None:
+        notifier, self.notifier = self.notifier, None
+        if notifier is not None:
+            notifier.close(timeout=0)
+
+    def status(self) -> str:
+        from .summary import latency_text, mount_text
+
+        dash = self.dashboard
+        if dash is None:
+            return "\n".join([NOT_RUNNING, *mirror_lines()])
+        opts = self.options or Options()
+        latest = dash.sampler.latest
+        lines = [
+            f"trainwatch: {'paused' if dash.paused else 'live'} since "
+            f"{time.strftime('%H:%M:%S', time.localtime(self.started_at or 0))}, every "
+            f"{dash.sampler.interval:g} s, window {opts.window:g} s, {dash.samples} samples"
+        ]
+        paths = dash.paths()
+        for p in paths:
+            state = latest.paths.get(p) if latest else None
+            found = self.discovered.get(p)
+            origin = f" (found: {found.where})" if found else ""
+            detail = f"{mount_text(state)}; {latency_text(state)}" if state else "no sample yet"
+            lines.append(f"  {p}{origin}: {detail}")
+        if not paths:
+            lines.append("  no watched paths")
+        if latest is not None and "gpus" in latest.notes:
+            lines.append(f"  GPU: {latest.notes['gpus']}")
+        warnings = latest.warnings if latest else []
+        lines.append(f"  {warning_count_text(a.severity for a in warnings)}")
+        lines.extend(f"  [{a.severity}] {a.code}: {a.subject}" for a in warnings)
+        lines.extend(mirror_lines())
+        return "\n".join(lines)
+
+    # -- discovery (main thread, after each cell) -------------------------------------
+    def post_run_cell(self, result: Any = None) -> None:
+        """Look at the variables this cell (re)assigned: a few, not the whole namespace, so
+        a notebook with thousands of variables pays microseconds per cell."""
+        try:
+            ns = self.shell.user_ns
+            ids = {n: id(v) for n, v in list(ns.items()) if not n.startswith("_")}
+            changed = [n for n, i in ids.items() if self._seen_ids.get(n) != i]
+            self._seen_ids = ids
+            found = discover(ns, names=changed)
+        except Exception:  # discovery must never break the user's cell
+            return
+        new = [f for f in found if f.path not in self.discovered]
+        if not new:
+            return
+        for f in new:
+            self.discovered[f.path] = f
+            if self.dashboard is not None:
+                with contextlib.suppress(Exception):
+                    self.dashboard.add_path(f.path)
+        probe = self.options.probe if self.options is not None else True
+        check_and_show(self.inline, [f.path for f in new], probe, self.defaults)
+
+    # -- %%trainwatch -----------------------------------------------------------------
+    def run_cell_watched(self, opts: Options, body: Body) -> Any:
+        from .cell import CellWatch
+
+        paths = [normalise(p) for p in opts.all_paths]
+        sampler, owned = self._cell_sampler(opts, paths)
+        notifier = subscribe_notifier(sampler, opts)
+        shared = self.dashboard.paths() if not owned else []
+        watched = list(dict.fromkeys(paths + list(self.discovered) + shared))
+        watch = CellWatch(sampler, watched, opts.gpus, self.defaults)
+        handle = display(watch.strip, display_id=True)
+        check_and_show(self.inline, paths, opts.probe, self.defaults)
+        sampler.start()
+        if owned:
+            watch.wait_for_baseline(2 * self.defaults.mount_timeout_s + 2 * opts.interval)
+        else:  # a running sampler's last sample may be an interval old: take one now
+            watch.take_baseline()
+        try:
+            return run_body(self.shell, body)
+        finally:
+            summary = watch.finish()
+            if owned:
+                sampler.close()
+            if notifier is not None:
+                notifier.close(timeout=0)
+            if handle is not None:
+                handle.update(summary)
+            else:
+                display(summary)
+            watch.close()
+
+    def _cell_sampler(self, opts: Options, paths: list[str]) -> tuple[Any, bool]:
+        """The sampler a ``%%trainwatch`` cell records from, and whether the cell owns it:
+        the live dashboard's (the cell's paths added to it), else a new one of its own."""
+        from .dashboard import new_sampler
+
+        dash = self.dashboard
+        if dash is not None and not dash.stopped:
+            for p in paths:
+                dash.add_path(p)
+            return dash.sampler, False
+        sampler = new_sampler(
+            paths + list(self.discovered),
+            interval=opts.interval,
+            probe=opts.probe,
+            gpu=opts.gpu,
+            window_s=opts.window,
+            defaults=self.defaults,
+        )
+        if self.inline is not None:
+            sampler.subscribe(self.inline.on_sample)
+        return sampler, True
