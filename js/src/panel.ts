@@ -1,43 +1,31 @@
 import { Panel, Widget } from '@lumino/widgets';
 import { Message } from '@lumino/messaging';
 
-import { ISeriesSpec, TimeChart } from './chart';
+import { TimeChart } from './chart';
 import { FleetSection } from './fleetView';
 import {
   activeWarnings,
   AlertJSON,
-  Aligned,
-  byteUnit,
-  fillNotes,
-  filesystems,
   formatBytes,
   formatClock,
   formatDuration,
   formatMBs,
   formatMs,
-  gpuEmptyReason,
   HistoryJSON,
   infoNotes,
   LiveState,
   liveState,
-  MIB_TO_MB,
-  niceIncrs,
   ringCapacity,
   SampleJSON,
-  seriesKey,
   SeriesRing,
-  shortPath,
-  usedPercent,
-  WatchedPathJSON,
-  watchedDevices
+  WatchedPathJSON
 } from './model';
+import { IChartInput, IPanelChart, PANEL_CHARTS } from './panelCharts';
 import { hideProcess, renderProcesses } from './processes';
 import { requestAPI } from './request';
 import { StreamClient } from './stream';
 
 const pct = (v: number) => `${Math.round(v)} %`;
-/** Steps of a 0–100 % axis: 0, 25, 50, 75, 100 in a short chart. */
-const PERCENT_INCRS = niceIncrs([1, 2, 2.5, 5], 0, 2);
 
 function el<K extends keyof HTMLElementTagNameMap>(
   tag: K,
@@ -67,6 +55,14 @@ function section(title: string): Block {
   const b = new Block('jp-TrainWatch-section');
   b.node.appendChild(el('h3', 'jp-TrainWatch-sectionTitle', title));
   return b;
+}
+
+/** A chart of the panel (PANEL_CHARTS), the section it is in and the note under it. */
+interface IChartSlot {
+  spec: IPanelChart;
+  chart: TimeChart;
+  section: Block;
+  note: Block | null;
 }
 
 /** What each state reads like in the header (the clock is the last sample's, 24-hour). */
@@ -112,29 +108,7 @@ export class TrainWatchPanel extends Panel {
   private _warnings = new Block('jp-TrainWatch-warnings');
   private _warningsShown: string | null = null;
   private _opened = new Set<string>(); // warnings the reader unfolded (code + subject)
-  private _gpuTitle = section('GPU');
-  private _gpuUtil = new TimeChart({
-    title: 'GPU utilization',
-    unit: '%',
-    range: [0, 100],
-    incrs: PERCENT_INCRS
-  });
-  private _gpuMem = new TimeChart({ title: 'GPU memory used', unit: 'GiB' });
-  private _diskRate = new TimeChart({ title: 'Disk throughput', unit: 'MB/s', floor: 1 });
-  private _diskAwait = new TimeChart({ title: 'Disk await', unit: 'ms', floor: 1 });
-  private _diskUtil = new TimeChart({
-    title: 'Disk busy',
-    unit: '%util',
-    range: [0, 100],
-    incrs: PERCENT_INCRS
-  });
-  private _space = new TimeChart({
-    title: 'Space used',
-    unit: '% per filesystem',
-    range: [0, 100],
-    incrs: PERCENT_INCRS
-  });
-  private _spaceNote = new Block('jp-TrainWatch-note');
+  private _chartSlots: IChartSlot[] = [];
   private _pathsBlock = new Block('jp-TrainWatch-paths');
   private _kernels = new Block('jp-TrainWatch-kernels');
   private _processesTitle = section('Training processes');
@@ -164,16 +138,7 @@ export class TrainWatchPanel extends Panel {
     this.addWidget(this._notes);
     this.addWidget(this._warningsTitle);
     this.addWidget(this._warnings);
-    this.addWidget(this._gpuTitle);
-    this.addWidget(this._gpuUtil);
-    this.addWidget(this._gpuMem);
-    this.addWidget(section('Disks under the watched paths'));
-    this.addWidget(this._diskRate);
-    this.addWidget(this._diskAwait);
-    this.addWidget(this._diskUtil);
-    this.addWidget(section('Space'));
-    this.addWidget(this._space);
-    this.addWidget(this._spaceNote);
+    this._addCharts(PANEL_CHARTS);
     this.addWidget(section('Watched paths'));
     this.addWidget(this._pathsBlock);
 
@@ -355,15 +320,26 @@ export class TrainWatchPanel extends Panel {
   }
 
   // -- drawing -------------------------------------------------------------------------------
+  /** Each chart of the table, after the title of the section it opens, a note under it. */
+  private _addCharts(specs: IPanelChart[]): void {
+    let current: Block | null = null;
+    for (const spec of specs) {
+      if (spec.section !== undefined || current === null) {
+        current = section(spec.section ?? '');
+        this.addWidget(current);
+      }
+      const chart = new TimeChart(spec.options);
+      this.addWidget(chart);
+      const note = spec.note ? new Block('jp-TrainWatch-note') : null;
+      if (note) {
+        this.addWidget(note);
+      }
+      this._chartSlots.push({ spec, chart, section: current, note });
+    }
+  }
+
   private _charts(): TimeChart[] {
-    return [
-      this._gpuUtil,
-      this._gpuMem,
-      this._diskRate,
-      this._diskAwait,
-      this._diskUtil,
-      this._space
-    ];
+    return this._chartSlots.map(s => s.chart);
   }
 
   private _render(): void {
@@ -528,114 +504,26 @@ export class TrainWatchPanel extends Panel {
   }
 
   private _renderCharts(sample: SampleJSON | null): void {
-    const ring = this._ring;
-    const win = this._windowS;
-    const columns = (keys: string[]) => ring.aligned(keys, win);
-    const show = (
-      chart: TimeChart,
-      specs: ISeriesSpec[],
-      data: Aligned,
-      empty: string | null,
-      unit?: string
-    ) => {
+    const input: IChartInput = {
+      sample,
+      columns: keys => this._ring.aligned(keys, this._windowS)
+    };
+    for (const { spec, chart, note } of this._chartSlots) {
+      const { specs, data, empty, unit, hidden } = spec.content(input);
+      if (hidden !== undefined) {
+        chart.setHidden(hidden);
+      }
       chart.setEmpty(specs.length ? empty : (empty ?? 'No data yet.'));
       chart.setSeries(specs, data, unit);
-    };
-    const scaled = (data: Aligned, factor: number): Aligned => [
-      data[0],
-      ...data
-        .slice(1)
-        .map(col => (col as (number | null)[]).map(v => (v === null ? null : v * factor)))
-    ];
-
-    // GPU: without one, the info note above says so once; nothing here repeats it
-    const gpus = sample?.gpus ?? [];
-    const noted = infoNotes(sample).some(n => n.code === 'gpu-unavailable');
-    const gpuReason = gpuEmptyReason(sample);
-    const noGpu = !!sample && !gpus.length;
-    this._gpuTitle.setHidden(noGpu && noted);
-    this._gpuUtil.setHidden(noGpu && noted);
-    this._gpuMem.setHidden(!gpus.length); // one "no GPU" line is enough
-    const gpuLabel = (i: number, name: string) => (gpus.length > 1 ? `${i}: ${name}` : name);
-    const utilSpecs = gpus.map(g => ({
-      key: seriesKey('gpu', String(g.index), 'util_pct'),
-      label: gpuLabel(g.index, g.name)
-    }));
-    show(this._gpuUtil, utilSpecs, columns(utilSpecs.map(s => s.key)), gpuReason);
-    const memSpecs = gpus.map(g => ({
-      key: seriesKey('gpu', String(g.index), 'mem_used_bytes'),
-      label: gpuLabel(g.index, g.name)
-    }));
-    const mem = columns(memSpecs.map(s => s.key));
-    const memTop = Math.max(
-      0,
-      ...gpus.map(g => g.mem_total_bytes ?? 0),
-      ...mem.slice(1).flatMap(c => (c as (number | null)[]).map(v => v ?? 0))
-    );
-    const { unit, divisor } = byteUnit(memTop);
-    show(this._gpuMem, memSpecs, scaled(mem, 1 / divisor), gpuReason, unit);
-
-    // disks under the watched paths, in decimal MB/s (the server's rmb_s/wmb_s are MiB/s)
-    const devices = sample ? watchedDevices(sample) : [];
-    const diskEmpty = sample
-      ? devices.length
-        ? null
-        : sample.notes?.disks || 'No block device found.'
-      : 'Waiting for data…';
-    const per = (fields: [string, string][]) =>
-      devices.flatMap(d =>
-        fields.map(([f, label]) => ({
-          key: seriesKey('disk', d, f),
-          label: label ? `${d} ${label}` : d
-        }))
-      );
-    const rate = per([
-      ['rmb_s', 'read'],
-      ['wmb_s', 'write']
-    ]);
-    show(this._diskRate, rate, scaled(columns(rate.map(s => s.key)), MIB_TO_MB), diskEmpty);
-    const wait = per([
-      ['r_await', 'read'],
-      ['w_await', 'write']
-    ]);
-    show(this._diskAwait, wait, columns(wait.map(s => s.key)), diskEmpty);
-    const util = per([['util', '']]);
-    show(this._diskUtil, util, columns(util.map(s => s.key)), diskEmpty);
-
-    // space used, one line per filesystem (paths on one filesystem see the same space)
-    const groups = sample ? filesystems(sample.paths) : [];
-    const keys = groups.flatMap(g =>
-      g.paths.flatMap(p => [
-        seriesKey('path', p, 'avail_bytes'),
-        seriesKey('path', p, 'total_bytes')
-      ])
-    );
-    const raw = columns(keys);
-    let col = 1;
-    const used = groups.map(g => {
-      const avail: (number | null)[][] = [];
-      const total: (number | null)[][] = [];
-      for (let i = 0; i < g.paths.length; i++) {
-        avail.push(raw[col++] as (number | null)[]);
-        total.push(raw[col++] as (number | null)[]);
+      if (note && spec.note) {
+        note.node.textContent = spec.note(sample);
       }
-      return usedPercent(avail, total);
-    });
-    show(
-      this._space,
-      groups.map(g => ({
-        key: `fs:${g.id}`,
-        label: shortPath(g.label),
-        title: `${g.label}: ${g.paths.join(', ')}`
-      })),
-      [raw[0], ...used],
-      sample && !groups.length
-        ? Object.keys(sample.paths).length
-          ? 'No free space measured yet.'
-          : 'No watched path. Add one below.'
-        : null
-    );
-    this._spaceNote.node.textContent = sample ? fillNotes(sample.paths).join('\n') : '';
+    }
+    // a section whose every chart is hidden (no GPU, said once in the notes) goes too
+    for (const { section: block } of this._chartSlots) {
+      const own = this._chartSlots.filter(s => s.section === block);
+      block.setHidden(own.every(s => s.chart.isHidden));
+    }
   }
 
   private _renderPaths(sample: SampleJSON | null): void {

@@ -1,0 +1,58 @@
+/** panelCharts.ts: the panel's chart table (DOM-free): order, sections, what each chart gets. */
+import { Aligned, SampleJSON } from '../src/model';
+import { IChartInput, PANEL_CHARTS } from '../src/panelCharts';
+
+/** Columns as the ring gives them: one time, then one column per key (the key's length). */
+function input(sample: SampleJSON | null, asked: string[][] = []): IChartInput {
+  return {
+    sample,
+    columns: (keys: string[]): Aligned => {
+      asked.push(keys);
+      return [[1], ...keys.map(k => [k.length])];
+    }
+  };
+}
+
+const bare: SampleJSON = { t: 1, disks: {}, paths: {}, gpus: [], warnings: [] };
+
+test('the charts, their sections and units, in panel order', () => {
+  expect(PANEL_CHARTS.map(c => [c.section ?? null, c.options.title, c.options.unit])).toEqual([
+    ['GPU', 'GPU utilization', '%'],
+    [null, 'GPU memory used', 'GiB'],
+    ['Disks under the watched paths', 'Disk throughput', 'MB/s'],
+    [null, 'Disk await', 'ms'],
+    [null, 'Disk busy', '%util'],
+    ['Space', 'Space used', '% per filesystem']
+  ]);
+  expect(PANEL_CHARTS.filter(c => c.note).map(c => c.options.title)).toEqual(['Space used']);
+});
+
+test('before the first sample: waiting, the GPU memory chart hidden', () => {
+  const got = PANEL_CHARTS.map(c => c.content(input(null)));
+  expect(got.map(c => c.hidden)).toEqual([false, true, undefined, undefined, undefined, undefined]);
+  expect(got[2].empty).toBe('Waiting for data…');
+  expect(got.every(c => c.specs.length === 0)).toBe(true);
+});
+
+test('no GPU noted in the info notes: both GPU charts hidden', () => {
+  const sample: SampleJSON = {
+    ...bare,
+    warnings: [
+      { code: 'gpu-unavailable', severity: 'info', subject: 'gpu', message: 'm', fix: 'f' }
+    ] as SampleJSON['warnings']
+  };
+  const [util, mem] = PANEL_CHARTS.map(c => c.content(input(sample)));
+  expect([util.hidden, mem.hidden]).toEqual([true, true]);
+});
+
+test('GPU series are keyed per index, memory in a byte unit', () => {
+  const sample: SampleJSON = {
+    ...bare,
+    gpus: [{ index: 0, name: 'H100', mem_total_bytes: 80 * 1024 ** 3 }] as SampleJSON['gpus']
+  };
+  const asked: string[][] = [];
+  const [util, mem] = PANEL_CHARTS.slice(0, 2).map(c => c.content(input(sample, asked)));
+  expect(asked).toEqual([['gpu:0:util_pct'], ['gpu:0:mem_used_bytes']]);
+  expect(util.specs).toEqual([{ key: 'gpu:0:util_pct', label: 'H100' }]);
+  expect([util.hidden, mem.hidden, mem.unit]).toEqual([false, false, 'GiB']);
+});
