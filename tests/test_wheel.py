@@ -27,7 +27,8 @@ def run(cmd: list[str], timeout: float = 600, **kwargs) -> str:
 
 def build_wheel(out: Path) -> Path:
     cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(out), str(REPO)]
-    if all(importlib.util.find_spec(m) for m in ("hatchling", "hatch_jupyter_builder")):
+    tools = ("hatchling", "hatch_jupyter_builder", "hatch_nodejs_version")
+    if all(importlib.util.find_spec(m) for m in tools):
         cmd.insert(4, "--no-build-isolation")  # the build tools are here: no download
     built = (REPO / "trainwatch_lab" / "labextension" / "static" / "style.js").exists()
     need(built or shutil.which("node") is not None, "needs Node.js to build js/ into the wheel")

@@ -1,14 +1,13 @@
 """trainwatch_lab: storage and GPU next to the running cell.
 
 ``import trainwatch_lab`` stays cheap: every Jupyter-side entry point imports its layer only
-when Jupyter calls it.
+when Jupyter calls it. The Jupyter entry points are defined here and nowhere else. The version
+is written once, in ``js/package.json``; ``__version__`` reads it from the installed metadata.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-
-__version__ = "0.1.0"
 
 if TYPE_CHECKING:  # pragma: no cover
     from .fix.checkpoint import save_checkpoint
@@ -18,7 +17,25 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["TrainWatch", "__version__", "local_mirror", "save_checkpoint"]
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("trainwatch_lab")
+    except PackageNotFoundError:  # a checkout on sys.path, never installed: read the source
+        import json
+        from pathlib import Path
+
+        package_json = Path(__file__).resolve().parents[1] / "js" / "package.json"
+        try:
+            return str(json.loads(package_json.read_text())["version"])
+        except (OSError, ValueError, KeyError):
+            return "0+unknown"
+
+
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        return _version()
     if name == "TrainWatch":
         from .notebook.dashboard import TrainWatch
 
@@ -48,7 +65,7 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 
 
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
-    return [{"module": "trainwatch_lab.server"}]
+    return [{"module": "trainwatch_lab"}]  # _load_jupyter_server_extension below
 
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:

@@ -10,16 +10,14 @@ from typing import Any
 from . import fleet, scrape
 from .config import TrainWatch
 from .handlers import handlers
-from .hub import Hub
+from .hub import SETTINGS_KEY, Hub
 
-SETTINGS_KEY = "trainwatch_hub"
+__all__ = ["SETTINGS_KEY", "load_jupyter_server_extension"]
 
 
 def load_jupyter_server_extension(serverapp: Any) -> Hub:
     """Register the endpoints; the sampler itself starts only when a client arrives."""
     web_app = serverapp.web_app
-    if SETTINGS_KEY in web_app.settings:  # loaded twice (both entry points): keep the first
-        return web_app.settings[SETTINGS_KEY]
     config = TrainWatch(parent=serverapp)
     hub = Hub(
         config,

@@ -24,7 +24,7 @@ from tornado.websocket import WebSocketClosedError, WebSocketHandler
 from ..advice.check import run_check
 from ..core.guard import MountUnresponsive, WorkerFailed, WorkerUnavailable
 from ..core.paths import Located, locate
-from .hub import Hub, dumps, path_key
+from .hub import SETTINGS_KEY, Hub, dumps, path_key
 
 API = "trainwatch-lab/api"
 # what an Authorizer is asked about (JupyterHub roles, read-only users): GET is "read" and
@@ -95,7 +95,7 @@ class BaseHandler(APIHandler):
 
     @property
     def hub(self) -> Hub:
-        return self.settings["trainwatch_hub"]
+        return self.settings[SETTINGS_KEY]
 
     def send_json(self, obj: Any, status: int = 200) -> None:
         self.set_status(status)
@@ -332,7 +332,7 @@ class StreamHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
 
     @property
     def hub(self) -> Hub:
-        return self.settings["trainwatch_hub"]
+        return self.settings[SETTINGS_KEY]
 
     async def get(self, *args: Any, **kwargs: Any) -> None:
         if self.current_user is None:

@@ -38,6 +38,8 @@ from .kernels import KernelsSource, kernel_pids
 from .lease import Lease
 from .watched import WatchedPaths, path_key
 
+SETTINGS_KEY = "trainwatch_hub"  # where the extension keeps the Hub in the tornado settings
+
 log = logging.getLogger(__name__)
 
 Listener = Callable[[Sample, str], None]  # called on the sampler thread with (sample, json text)

@@ -25,7 +25,7 @@ from ..core.diskstats import DiskCounters
 from ..core.model import Sample
 from ..prometheus.metrics import exposition
 from .handlers import AUTH_RESOURCE
-from .hub import Hub
+from .hub import SETTINGS_KEY, Hub
 
 try:
     from jupyter_server.auth.decorator import allow_unauthenticated
@@ -51,7 +51,7 @@ class MetricsHandler(JupyterHandler):
 
     @property
     def hub(self) -> Hub:
-        return self.settings["trainwatch_hub"]
+        return self.settings[SETTINGS_KEY]
 
     def _wait_s(self) -> float:
         announced = self.request.headers.get("X-Prometheus-Scrape-Timeout-Seconds")
