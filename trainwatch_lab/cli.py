@@ -24,7 +24,7 @@ from typing import Any, NoReturn, TextIO
 
 from .advice.text import fill_columns, fmt_bytes, fmt_ms, fmt_pct, fmt_rate
 from .core.defaults import DEFAULTS
-from .core.model import SEVERITY_RANK, Alert, Sample, json_safe
+from .core.model import SEVERITY_RANK, Alert, Sample, json_safe, path_devices
 from .core.paths import normalise, printable
 
 PROG = "trainwatch-lab"
@@ -366,7 +366,7 @@ class _WatchPrinter:
             if (name, text) not in self.noted:
                 self.noted.add((name, text))
                 out.write(f"  note ({name}): {text}\n")
-        devices = sorted({p.device for p in sample.paths.values() if p.device})
+        devices = path_devices(sample)
         rows = [["DEVICE", "r/s", "w/s", "rMB/s", "wMB/s", "r_await", "w_await", "aqu-sz", "%util"]]
         for dev in devices:
             d = sample.disks.get(dev)

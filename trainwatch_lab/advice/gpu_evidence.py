@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from ..core.defaults import Defaults
 from ..core.history import History
-from ..core.model import GpuState, PathState, Sample, TrainingProcess
+from ..core.model import GpuState, PathState, Sample, TrainingProcess, path_devices, watched_devices
 from .context import Context
 from .storage import LOCAL_FIX, is_slow
 from .text import fmt_duration, fmt_ms, fmt_rate
@@ -209,9 +209,8 @@ def storage_evidence(ctx: Context, since: float, holder: TrainingProcess | None 
             facts.append(f"write+fsync p50 {fmt_ms(culprit.probe.p50_ms)}")
         parts.append(f"{culprit.path} is on {', '.join(facts)}")
 
-    devices = {p.device for p in sample.paths.values() if p.device}
-    if not sample.paths:
-        devices = set(sample.disks)
+    # the devices under the watched paths; with no path at all, every disk
+    devices = set(path_devices(sample) if sample.paths else watched_devices(sample))
     disk_busy = False
     busiest: tuple[float, str, float | None] | None = None
     for dev in sorted(devices):

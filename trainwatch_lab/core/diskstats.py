@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
-from .model import DiskRates, Sample
+from .model import DiskRates, Sample, path_devices
 from .procfile import ProcFile
 
 log = logging.getLogger(__name__)
@@ -207,7 +207,7 @@ class DiskStatsSource:
                 self._noted = True
                 log.info("trainwatch: %s", NO_DISKSTATS_NOTE)
             return
-        watched = {p.device for p in sample.paths.values() if p.device}
+        watched = set(path_devices(sample))
         with self._lock:
             prev, prev_t = self._prev, self._prev_t
             self._prev, self._prev_t = cur, now

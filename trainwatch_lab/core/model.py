@@ -332,8 +332,12 @@ def json_safe(obj: Any) -> Any:
     return obj
 
 
+def path_devices(sample: Sample) -> list[str]:
+    """The block devices under the watched paths, sorted; none when no path has one."""
+    return sorted({p.device for p in sample.paths.values() if p.device})
+
+
 def watched_devices(sample: Sample) -> list[str]:
     """The block devices under the watched paths (every disk when no path has one): the
     devices every surface charts and sums, computed in one place."""
-    devices = sorted({p.device for p in sample.paths.values() if p.device})
-    return devices or sorted(sample.disks)
+    return path_devices(sample) or sorted(sample.disks)
