@@ -8,10 +8,12 @@ FILE``. Each iteration spins the CPU in Python, then makes its storage call and 
   page cache (posix_fadvise DONTNEED, not timed), so every read goes to the device;
 - ``cpu``: no storage call at all.
 
-The spin after a call lasts ``call * (1 - D) / D``, so the time inside storage calls is the
-fraction D of the wall time whatever a call costs. FILE gets the calls as
-``[start, end]`` wall-clock pairs (time.time()): the truth a measurement is checked against
-over any span. The loop writes ``ready`` to stdout when it starts, so the watcher can begin.
+The rest of an iteration lasts ``call * (1 - D) / D``, so the time inside storage calls is
+the fraction D of the wall time whatever a call costs; with ``--idle Q`` the fraction Q of
+it is a sleep on no file (time.sleep: the loop waiting on a queue or the GPU), the rest spin.
+FILE gets the calls as ``[start, end]`` wall-clock pairs (time.time()): the truth a
+measurement is checked against over any span. The loop writes ``ready`` to stdout when it
+starts, so the watcher can begin.
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ def storage_call(mode: str, fd: int, size: int, rng: random.Random) -> tuple[flo
     return start, done
 
 
-def run(mode: str, where: str, duty: float, seconds: float) -> list[tuple[float, float]]:
+def run(
+    mode: str, where: str, duty: float, seconds: float, idle: float = 0.0
+) -> list[tuple[float, float]]:
     rng = random.Random(15)
     fd, size = -1, 0
     if mode == "fsync":
@@ -69,7 +73,9 @@ def run(mode: str, where: str, duty: float, seconds: float) -> list[tuple[float,
                 continue
             start, done = storage_call(mode, fd, size, rng)
             calls.append((start, done))
-            spin((done - start) * (1 - duty) / duty)
+            whole = (done - start) / duty  # this iteration's length
+            time.sleep(whole * idle)  # asleep, but on no file (a queue, the GPU)
+            spin(whole * (1 - duty - idle))
     finally:
         if fd >= 0:
             os.close(fd)
@@ -86,7 +92,9 @@ ROOT = Path(__file__).resolve().parents[2]
 BLKIO_V1 = "/sys/fs/cgroup/blkio/blkio.throttle.read_iops_device"
 
 
-def start(mode: str, where: str, duty: float, seconds: float, out: str) -> subprocess.Popen[str]:
+def start(
+    mode: str, where: str, duty: float, seconds: float, out: str, idle: float = 0.0
+) -> subprocess.Popen[str]:
     """The loop in a child process, first in line for a CPU, once it said ``ready``.
 
     Why the priority: on a shared 2-CPU machine (load 4-6 while other suites run) a woken
@@ -94,7 +102,8 @@ def start(mode: str, where: str, duty: float, seconds: float, out: str) -> subpr
     call; it is CPU contention, not storage, and this test is about storage. A session of
     its own is an autogroup of its own, whose weight ``nice -10`` raises (plain nice only
     counts inside one autogroup)."""
-    loop_options = ["--duty", str(duty), "--seconds", str(seconds), "--out", out]
+    loop_options = ["--duty", str(duty), "--idle", str(idle), "--seconds", str(seconds)]
+    loop_options += ["--out", out]
     child = subprocess.Popen(
         [sys.executable, "-m", "tests.core.waitloop", mode, where, *loop_options],
         cwd=ROOT,
@@ -138,10 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("mode", choices=["fsync", "read", "cpu"])
     parser.add_argument("dir")
     parser.add_argument("--duty", type=float, default=0.3)
+    parser.add_argument("--idle", type=float, default=0.0, help="fraction asleep on no file")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    calls = run(args.mode, args.dir, args.duty, args.seconds)
+    calls = run(args.mode, args.dir, args.duty, args.seconds, args.idle)
     with open(args.out, "w") as fh:
         json.dump(calls, fh)
     return 0

@@ -101,7 +101,10 @@ class Defaults:
     # time lost to storage (core.waits, issue 15): observations of the watched process's
     # main thread per second (its sleep time itself is exact, from schedstat: these only say
     # what it slept on); chosen from the accuracy/cost curve of tests/benchmarks/bench_waits.py
-    wait_rate_hz: float = 20.0
+    wait_rate_hz: float = 10.0
+    # ... while the loop hardly sleeps (CPU-bound) or only idles on no file (a kernel between
+    # cells): nothing to tell apart, so a look a second, enough to notice the change
+    wait_quiet_rate_hz: float = 1.0
     wait_pool_min: int = 20  # sleeping observations behind a split, pooled over ticks ...
     wait_pool_s: float = 10.0  # ... from this far back at most
     wait_max_workers: int = 32  # worker processes looked at (in turn, one per observation)

@@ -36,21 +36,7 @@ from dataclasses import dataclass, field
 from .defaults import DEFAULTS, Defaults
 from .model import Sample
 from .procfile import ProcFiles, read_once
-from .threadwait import AT_FDCWD, decode_call, read_c_string
-
-Key = tuple[str | None, str]  # (the file slept on, or None: not storage; the system call)
-NOT_STORAGE = ("/proc/", "/sys/", "/dev/")
-
-
-def storage_file(link: str | None) -> str | None:
-    """The file an fd link or a path argument names, when it is one that storage holds: not
-    a pipe, socket or anon inode (``pipe:[123]``) and not a kernel or device file."""
-    if not link or not link.startswith("/"):
-        return None
-    link = link.removesuffix(" (deleted)")
-    if link.startswith(NOT_STORAGE) and not link.startswith("/dev/shm/"):
-        return None
-    return link
+from .waitlook import Eyes, Key
 
 
 def owner(file: str, watched: Sequence[str]) -> str | None:
@@ -75,15 +61,15 @@ class Taken:
 
 
 class WaitSampler:
-    """Looks where ``pid``'s main thread (and, in turn, one worker) is, ``rate_hz`` times a
-    second on its own thread; ``take`` hands over the counts. The thread stops by itself when
-    nobody took for ``idle_stop_s`` (a stopped Sampler must not keep it spinning)."""
+    """Looks where ``pid``'s main thread (and, in turn, one worker) is, once per ``period``
+    on its own thread; ``take`` hands over the counts. The thread stops by itself when
+    nobody took for ``idle_stop_s`` (a stopped Sampler must not keep it looking)."""
 
     def __init__(
         self, pid: int, rate_hz: float, idle_stop_s: float, rng: random.Random | None = None
     ) -> None:
         self.pid = pid
-        self.period = 1.0 / rate_hz
+        self.period = 1.0 / rate_hz  # the source changes it (the quiet rate)
         self.idle_stop_s = idle_stop_s
         self._rng = rng or random.Random()
         self._lock = threading.Lock()
@@ -91,42 +77,30 @@ class WaitSampler:
         self._workers: list[int] = []
         self._turn = 0
         self._asked = time.monotonic()
-        self._keep_going: threading.Lock | None = None
+        self._running: object | None = None  # the running thread's token: None stops it
         self._thread: threading.Thread | None = None
-        self._files = ProcFiles(limit=4)  # the main thread's syscall file, kept open
-        self._mem: dict[int, int] = {}  # pid -> /proc/PID/mem descriptor
-        self._links: dict[tuple[int, int], str] = {}  # (pid, fd) -> its last link seen
+        self._eyes = Eyes(pid)  # for ``look`` from outside the thread
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
         with self._lock:
             self._asked = time.monotonic()
-            if self._thread is not None and self._thread.is_alive():
+            if self._running is not None:
                 return
-            keep = self._keep_going = threading.Lock()
-            keep.acquire()
+            token = self._running = object()
             self._thread = threading.Thread(
-                target=self._run, args=(keep,), name="trainwatch-waits", daemon=True
+                target=self._run, args=(token,), name="trainwatch-waits", daemon=True
             )
             self._thread.start()
 
     def stop(self) -> None:
+        """The thread ends at its next wake (within a period), closing what it opened."""
         with self._lock:
-            keep, self._keep_going = self._keep_going, None
-            thread, self._thread = self._thread, None
-            if keep is not None and keep.locked():
-                keep.release()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(2.0)
-        self._files.close()
-        for fd in self._mem.values():
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self._mem.clear()
+            self._running = self._thread = None
+        self._eyes.close()
 
     def set_workers(self, pids: Sequence[int]) -> None:
-        with self._lock:
-            self._workers = list(pids)
+        self._workers = list(pids)  # replaced whole: the thread reads one list or the other
 
     def take(self) -> Taken:
         with self._lock:
@@ -134,41 +108,48 @@ class WaitSampler:
             self._asked = time.monotonic()
         return taken
 
-    def _run(self, keep: threading.Lock) -> None:
+    def _run(self, token: object) -> None:
+        """A look at a random moment of each period (stratified: no aliasing with a loop of
+        the same period). time.sleep rather than a timed lock: each wake is most of the
+        cost, and a plain sleep wakes cheaper; stopping waits for the wake instead."""
+        eyes = Eyes(self.pid)
         slot = time.monotonic()
-        while True:
-            at = slot + self._rng.random() * self.period
-            if keep.acquire(timeout=max(0.0, at - time.monotonic())):
-                return  # stop() released it
-            self.observe()
-            slot += self.period
-            now = time.monotonic()
-            if slot + self.period < now:  # fell behind (a busy machine): skip, don't burst
-                slot = now
-            if now - self._asked > self.idle_stop_s:
-                with self._lock:
-                    if self._keep_going is keep:
-                        self._thread = self._keep_going = None
-                return
+        try:
+            while True:
+                period = self.period
+                time.sleep(max(0.0, slot + self._rng.random() * period - time.monotonic()))
+                if self._running is not token:
+                    return
+                self.observe(eyes)
+                slot += period
+                now = time.monotonic()
+                if slot + period < now:  # fell behind (a busy machine): skip, don't burst
+                    slot = now
+                if now - self._asked > self.idle_stop_s:
+                    with self._lock:
+                        if self._running is token:
+                            self._running = self._thread = None
+                    return
+        finally:
+            eyes.close()
 
     # -- one observation ----------------------------------------------------------------
-    def observe(self) -> None:
-        """Look at the main thread and at the next worker, and count what they were in."""
+    def observe(self, eyes: Eyes | None = None) -> None:
+        """Look at the main thread and at the next worker, and count what they were in.
+        Why so lean: at 10 looks a second on a cold CPU cache, every line here costs."""
+        eyes = eyes or self._eyes
         try:
-            main = self.look(
-                self.pid, self._files.read(f"/proc/{self.pid}/task/{self.pid}/syscall")
-            )
+            data = eyes.syscall.read()
+            main = None if data[:1] == b"r" else eyes.look(self.pid, data)  # r: "running"
             error = None
         except OSError as exc:
             main, error = None, self._why(exc)
-        worker = None
-        with self._lock:
-            workers = self._workers
-            self._turn = (self._turn + 1) % max(1, len(workers))
-            pid = workers[self._turn] if workers else None
-        if pid is not None:
+        workers, worker, pid = self._workers, None, None
+        if workers:
+            self._turn = (self._turn + 1) % len(workers)
+            pid = workers[self._turn]
             with contextlib.suppress(OSError):  # a worker that just exited
-                worker = self.look(pid, read_once(f"/proc/{pid}/task/{pid}/syscall"))
+                worker = eyes.look(pid, read_once(f"/proc/{pid}/task/{pid}/syscall"))
         with self._lock:
             taken = self._taken
             taken.error = error
@@ -192,47 +173,7 @@ class WaitSampler:
 
     def look(self, pid: int, text: bytes) -> Key | None:
         """What a thread whose syscall file reads ``text`` sleeps on; None while it runs."""
-        call = decode_call(text.decode("ascii", "replace"))
-        if call is None:
-            return None
-        file = None
-        if call.fd is not None:
-            file = self._link(pid, call.fd)
-        elif call.path_at is not None:
-            file = self._path_argument(pid, call.path_at, call.dirfd)
-        return storage_file(file), call.name
-
-    def _link(self, pid: int, fd: int) -> str | None:
-        """The fd's link text (never the file behind it). A descriptor being closed is out
-        of the table already while ``close`` flushes it: the last link seen stands in."""
-        try:
-            link = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            return self._links.get((pid, fd))
-        if len(self._links) > 4096:
-            self._links.clear()
-        self._links[(pid, fd)] = link
-        return link
-
-    def _path_argument(self, pid: int, address: int, dirfd: int | None) -> str | None:
-        fd = self._mem.get(pid)
-        if fd is None:
-            try:
-                fd = self._mem[pid] = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
-            except OSError:
-                return None
-            if len(self._mem) > 8:  # workers come and go: keep few
-                for old in [p for p in self._mem if p != pid][:-4]:
-                    with contextlib.suppress(OSError):
-                        os.close(self._mem.pop(old))
-        path = read_c_string(fd, address)
-        if not path or path.startswith("/"):
-            return path
-        base = None
-        with contextlib.suppress(OSError):
-            where = "cwd" if dirfd in (None, AT_FDCWD) else f"fd/{dirfd}"
-            base = os.readlink(f"/proc/{pid}/{where}")
-        return os.path.normpath(os.path.join(base, path)) if base else None
+        return self._eyes.look(pid, text)
 
 
 @dataclass(slots=True)
@@ -301,6 +242,7 @@ class WaitSource:
         self._exe: dict[int, bool] = {}  # pid -> runs the watched process's executable
         self._last: float | None = None
         self._recent: deque[tuple[float, float, dict[str, float]]] = deque()  # t, dt, waits
+        self._quiet: set[Key] | None = None  # at the quiet rate: the idle key (or none)
 
     def _children(self) -> Sequence[int]:
         try:
@@ -362,6 +304,22 @@ class WaitSource:
             out[path] = sum(d * f for d, f in spans) / total if total else waits[path]
         return out
 
+    def _pace(self, sleep: float, taken: Taken, workers: Sequence[int]) -> None:
+        """Full rate while what the loop sleeps on is worth telling apart; the quiet rate
+        while it hardly sleeps (CPU-bound: nothing to split) or sleeps on one thing that is
+        no file (a kernel idle in its event loop between cells). Leaving quiet starts the
+        pool afresh: the old observations describe what no longer happens."""
+        keys = set(taken.main)
+        idle = sleep > 0.98 and len(keys) == 1 and next(iter(keys))[0] is None
+        if idle and self._quiet is not None and self._quiet != keys:
+            idle = False  # asleep on something else now
+        quiet = not workers and (sleep < 0.02 or idle)
+        if self._quiet is not None and not quiet:
+            self._pool = deque([self._pool[-1]])
+        self._quiet = (keys if idle else set()) if quiet else None
+        d = self.defaults
+        self.sampler.period = 1.0 / (d.wait_quiet_rate_hz if quiet else d.wait_rate_hz)
+
     def collect(self, sample: Sample) -> None:
         proc = sample.process
         if proc is None or proc.pid != self.pid:
@@ -388,6 +346,8 @@ class WaitSource:
             return  # the first tick, or the thread did not get to look (no interval yet)
         if main_sleep is None:  # no schedstat: the sampled share of sleeping observations
             main_sleep = taken.main.total() / taken.main_n
+        else:
+            self._pace(main_sleep, taken, workers)
         watched = sorted(sample.paths)
         main = split(main_sleep, self._shares("main"), watched)
         proc.waits, proc.wait_calls, proc.wait_files = main.waits, main.calls, main.files
