@@ -262,6 +262,33 @@ def test_the_sampler_threads_own_reads_are_not_the_jobs(tmp_path: Path) -> None:
     assert read_in_interval["other"] >= 4 * 1024 * 1024
 
 
+def test_reads_of_our_other_threads_are_not_the_jobs(tmp_path: Path) -> None:
+    """core.waits reads /proc ten times a second on a thread of its own: that thread's
+    reads (any thread trainwatch names ``trainwatch-*``) are not the job's either."""
+    blob = tmp_path / "blob"
+    blob.write_bytes(os.urandom(4 * 1024 * 1024))
+    ticks = iter(range(100))
+    source = ProcessIOSource(pid=os.getpid(), children=False, clock=lambda: float(next(ticks)))
+    go, done, leave = threading.Event(), threading.Event(), threading.Event()
+
+    def look() -> None:  # alive at both readings, as the sampling thread is
+        go.wait(10)
+        blob.read_bytes()
+        done.set()
+        leave.wait(10)
+
+    ours = threading.Thread(target=look, name="trainwatch-waits")
+    ours.start()
+    source.collect(Sample(t=0.0))
+    go.set()
+    done.wait(10)
+    sample = Sample(t=1.0)
+    source.collect(sample)
+    leave.set()
+    ours.join()
+    assert sample.process is not None and sample.process.read_chars_s < 512 * 1024
+
+
 def test_descendants_match_psutil_for_a_real_tree() -> None:
     """The /proc children walk finds the same tree as psutil's full scan of /proc."""
     import psutil

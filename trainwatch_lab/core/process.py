@@ -17,6 +17,7 @@ the mount guard's helper processes are left out of the tree.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -88,6 +89,17 @@ def _thread_counts(read: Read = read_once) -> Counts | None:
         return _parse_io(read(f"/proc/self/task/{threading.get_native_id()}/io"))
     except (OSError, ValueError):
         return None
+
+
+def _own_counts(read: Read = read_once) -> dict[int, Counts]:
+    """I/O of the calling thread and of every other thread trainwatch runs here (core.waits
+    reads /proc ten times a second: not the job's reads either), by thread id."""
+    me = threading.get_native_id()
+    counts = {me: c} if (c := _thread_counts(read)) is not None else {}
+    for tid in _our_thread_ids() - {me}:
+        with contextlib.suppress(OSError, ValueError):
+            counts[tid] = _parse_io(read_once(f"/proc/self/task/{tid}/io"))
+    return counts
 
 
 _HAS_CHILDREN_FILES = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
@@ -183,8 +195,8 @@ class ProcessIOSource:
         self._credit: dict[Key, tuple[Counts, int]] = {}
         self._prev_t: float | None = None
         self._prev_boot_clock = 0.0
-        self._prev_self: Counts | None = None
-        self._self_now: Counts | None = None
+        self._prev_self: dict[int, Counts] | None = None  # our threads' I/O, by thread id
+        self._self_now: dict[int, Counts] | None = None
         self._lock = threading.Lock()
         self._files = ProcFiles()  # descriptors kept for the tree's io files
         # (parent pid, start ticks) per pid, read from /proc/PID/stat when its io file was
@@ -212,7 +224,7 @@ class ProcessIOSource:
         for pid in pids:
             if pid == self.pid and ourselves:
                 # right before the process counters, so both cover the same interval
-                self._self_now = _thread_counts(self._files.read)
+                self._self_now = _own_counts(self._files.read)
             try:
                 data, opened = self._files.read_fresh(f"/proc/{pid}/io")
                 counts = _parse_io(data)
@@ -280,9 +292,10 @@ class ProcessIOSource:
                             self._credit[key] = (left, readings)
                     total = _add(total, delta)
             if self.pid == os.getpid():
-                own = self._self_now
-                if own is not None and self._prev_self is not None and prev_t is not None:
-                    total = _sub(total, _sub(own, self._prev_self))
+                own, before = self._self_now, self._prev_self
+                if own is not None and before is not None and prev_t is not None:
+                    for tid, counts in own.items():  # a thread new since: all of it
+                        total = _sub(total, _sub(counts, before.get(tid, ZERO)))
                 self._prev_self = own
             dt = (now - prev_t) if prev_t is not None else 0.0
             rates = [x / dt if dt > 0 else 0.0 for x in total]
