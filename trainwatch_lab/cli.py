@@ -439,14 +439,14 @@ def _print_waits(sample: Sample, out: TextIO) -> None:
         (f"pid {pr.pid}", pr.waits, pr.wait_calls),
         (f"its {pr.wait_workers} workers", pr.worker_waits, pr.worker_wait_calls),
     ):
-        if not waits:
-            continue
         parts = []
         for path, fraction in sorted(waits.items(), key=lambda kv: -kv[1]):
             top = max(calls.get(path, {}).items(), key=lambda kv: kv[1], default=None)
             parts.append(f"{path} {fmt_pct(fraction)}" + (f" ({top[0]})" if top else ""))
         if who.startswith("pid") and pr.waits_elsewhere:
             parts.append(f"other files {fmt_pct(pr.waits_elsewhere)}")
+        if not parts:
+            continue
         out.write(f"  {who} waiting on storage: {printable(', '.join(parts))}\n")
 
 
