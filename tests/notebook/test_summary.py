@@ -18,14 +18,10 @@ from trainwatch_lab.core.model import (
     ProcessIO,
     Sample,
 )
-from trainwatch_lab.notebook.summary import (
-    CellSummary,
-    DeviceSummary,
-    alerts_bundle,
-    snapshot_html,
-    snapshot_text,
-    summarize_cell,
-)
+from trainwatch_lab.notebook.alerts_html import alerts_bundle
+from trainwatch_lab.notebook.cell_report import CellSummary, DeviceSummary
+from trainwatch_lab.notebook.cell_summary import summarize_cell
+from trainwatch_lab.notebook.snapshot import snapshot_html, snapshot_text
 
 T0 = 1_700_000_000.0
 PATH = "/data/<run> & co"  # hostile characters must be escaped in HTML
@@ -273,7 +269,7 @@ def test_the_cell_summary_without_waits() -> None:
 IN_KERNEL = r"""
 import fcntl, os, sys, threading, time
 from trainwatch_lab.notebook.dashboard import new_sampler
-from trainwatch_lab.notebook.summary import summarize_cell
+from trainwatch_lab.notebook.cell_summary import summarize_cell
 
 share = sys.argv[1]
 lock = os.path.join(share, "lock")

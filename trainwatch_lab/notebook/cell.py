@@ -17,9 +17,11 @@ import ipywidgets as widgets
 
 from ..advice.text import fmt_duration, fmt_ms, fmt_rate, warning_count_text
 from ..core.defaults import DEFAULTS, MIB, Defaults
-from ..core.model import Alert, Sample
+from ..core.model import Alert, Sample, watched_devices
 from ..core.sampler import Sampler
-from .summary import STYLE, CellSummary, esc, summarize_cell, watched_devices
+from .alerts_html import STYLE, esc
+from .cell_report import CellSummary
+from .cell_summary import summarize_cell
 
 
 class Strip(widgets.HTML):

@@ -25,7 +25,7 @@ from bqplot import Axis, Figure, LinearScale, Lines
 from ipywidgets import HTML, Layout, VBox
 
 from ..core.history import History, SeriesKey
-from .summary import esc
+from .alerts_html import esc
 from .ticks import nice_axis, time_ticks
 
 MAX_POINTS = 120  # ~3 px per point on a 360 px plot; each point costs 4 B per line + 4 B

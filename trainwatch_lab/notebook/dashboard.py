@@ -31,6 +31,7 @@ from ..core.model import Sample
 from ..core.paths import normalise
 from ..core.sampler import Sampler
 from . import dashboard_prefs as prefs
+from .alerts_html import esc
 from .charts import MIN_SPAN_S, bucket_seconds, window_columns
 from .dashboard_charts import COMPACT, DETAILED, series_for
 from .dashboard_layout import WINDOW_CHOICES as WINDOW_CHOICES  # re-exported
@@ -41,7 +42,7 @@ from .export import ExportError, write_file
 from .inline import InlineAlerts, attach
 from .settings import MAX_HISTORY_SAMPLES as MAX_HISTORY_SAMPLES  # re-exported
 from .settings import check_settings
-from .summary import esc, snapshot_html, snapshot_text
+from .snapshot import snapshot_html, snapshot_text
 
 
 def new_sampler(

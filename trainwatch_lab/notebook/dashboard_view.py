@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from ..advice.text import fill_text
 from ..core.model import Headline, Sample
-from .summary import alert_html, esc, latency_text, mount_text, space_text
+from .alerts_html import alert_html, esc
+from .snapshot import latency_text, mount_text, space_text
 
 STALE_INTERVALS = 3
 STALE_MIN_S = 1.5  # below this, websocket jitter alone would flicker the header

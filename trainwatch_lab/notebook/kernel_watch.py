@@ -112,7 +112,7 @@ class KernelWatch:
             notifier.close(timeout=0)
 
     def status(self) -> str:
-        from .summary import latency_text, mount_text
+        from .snapshot import latency_text, mount_text
 
         dash = self.dashboard
         if dash is None:

@@ -1,0 +1,89 @@
+"""Alerts as text and HTML, and the one stylesheet of everything rendered without widgets.
+
+Inline alerts, the dashboard's no-widget fallback and the ``%%trainwatch`` cell summary all
+use these, so those frontends (nbconvert HTML, terminal IPython, a notebook opened untrusted)
+never get nothing. Colours are JupyterLab CSS variables only, so light and dark themes both
+read well.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..core.model import SEVERITY_RANK, Alert
+
+SEVERITY_LABEL = {"critical": "CRITICAL", "warning": "WARNING", "info": "info"}
+SEVERITY_ICON = {"critical": "⛔", "warning": "⚠️", "info": "ℹ️"}
+SEVERITY_COLOR = {
+    "critical": "var(--jp-error-color1)",
+    "warning": "var(--jp-warn-color1)",
+    "info": "var(--jp-info-color1)",
+}
+ALERT_MIME = "application/vnd.trainwatch.alert+json"
+
+STYLE = """
+.tw-root { font-family: var(--jp-ui-font-family); font-size: var(--jp-ui-font-size1);
+  color: var(--jp-ui-font-color1); }
+.tw-root .tw-muted { color: var(--jp-ui-font-color2); }
+.tw-root .tw-title { font-weight: 600; font-size: var(--jp-ui-font-size2); }
+.tw-root table.tw-table { border-collapse: collapse; margin: 2px 0; table-layout: auto; }
+.tw-root table.tw-table th, .tw-root table.tw-table td { padding: 2px 10px 2px 0;
+  text-align: left; border: none; border-bottom: 1px solid var(--jp-border-color2);
+  font-variant-numeric: tabular-nums; }
+.tw-root table.tw-table th { color: var(--jp-ui-font-color2); font-weight: 600; }
+.tw-root table.tw-table tr:nth-child(odd), .tw-root table.tw-table tr:hover {
+  background: transparent; }
+.tw-root .tw-alert { border-left: 4px solid var(--jp-border-color1); padding: 4px 8px;
+  margin: 4px 0; background: var(--jp-layout-color2); color: var(--jp-ui-font-color1); }
+.tw-root .tw-alert.tw-critical { border-left-color: var(--jp-error-color1); }
+.tw-root .tw-alert.tw-warning { border-left-color: var(--jp-warn-color1); }
+.tw-root .tw-alert.tw-info { border-left-color: var(--jp-info-color1); }
+.tw-root .tw-kind-shared, .tw-root .tw-kind-unknown { color: var(--jp-warn-color1);
+  font-weight: 600; }
+.tw-root .tw-kind-local, .tw-root .tw-kind-memory, .tw-root .tw-kind-overlay {
+  color: var(--jp-success-color1); }
+.tw-root.tw-strip { font-family: var(--jp-code-font-family);
+  font-size: var(--jp-code-font-size); color: var(--jp-ui-font-color1); }
+"""
+
+
+def esc(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+# -- alerts ------------------------------------------------------------------------------
+
+
+def alert_text(a: Alert) -> str:
+    return f"{SEVERITY_LABEL[a.severity]} [{a.code}] {a.message}\n  Fix: {a.fix}"
+
+
+def alert_html(a: Alert) -> str:
+    """One alert as a self-contained block (inline styles: it may be shown outside the widget)."""
+    color = SEVERITY_COLOR[a.severity]
+    return (
+        f'<div class="tw-alert tw-{esc(a.severity)}" data-code="{esc(a.code)}" '
+        f'data-severity="{esc(a.severity)}" style="border-left:4px solid {color};'
+        "padding:4px 8px;margin:4px 0;background:var(--jp-layout-color2);"
+        'color:var(--jp-ui-font-color1);font-family:var(--jp-ui-font-family)">'
+        f"<b>{SEVERITY_ICON[a.severity]} {SEVERITY_LABEL[a.severity]}</b> "
+        f'<code style="color:var(--jp-ui-font-color2)">{esc(a.code)}</code><br>'
+        f"{esc(a.message)}<br><b>Fix:</b> {esc(a.fix)}</div>"
+    )
+
+
+def alerts_bundle(alerts: Sequence[Alert], intro: str = "trainwatch") -> dict[str, Any]:
+    """A display bundle (text/plain + text/html + a JSON copy for tests and tools)."""
+    text = "\n".join(f"{intro}: {alert_text(a)}" for a in alerts)
+    body = "".join(alert_html(a) for a in alerts)
+    return {
+        "text/plain": text,
+        "text/html": f'<div class="tw-root tw-inline-alerts">{body}</div>',
+        ALERT_MIME: {"alerts": [a.to_json() for a in alerts]},
+    }
+
+
+def sort_alerts(alerts: Iterable[Alert]) -> list[Alert]:
+    return sorted(alerts, key=lambda a: (-SEVERITY_RANK[a.severity], a.code, a.subject))
