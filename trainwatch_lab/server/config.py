@@ -150,4 +150,3 @@ class TrainWatch(Configurable):
         return value
 
 
-TrainWatchConfig = TrainWatch  # the name the issue uses
