@@ -433,7 +433,7 @@ def _print_processes(sample: Sample, out: TextIO) -> None:
 def _print_waits(sample: Sample, out: TextIO) -> None:
     """``watch --pid``: the share of the last interval the process waited on each path."""
     pr = sample.process
-    if pr is None or not pr.wait_samples:
+    if pr is None or pr.waits_elsewhere is None:  # not measured
         return
     for who, waits, calls in (
         (f"pid {pr.pid}", pr.waits, pr.wait_calls),

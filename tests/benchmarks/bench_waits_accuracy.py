@@ -36,7 +36,8 @@ class _Factory:
 
 
 def _watch(mode: str, where: str, duty: float, seconds: float) -> tuple[float, float]:
-    """(reported, truth) over the measured ticks of one run, as the test computes them."""
+    """(reported, truth) over the measured ticks of one run, as the test computes them: a
+    tick the sampler did not measure is no tick of either."""
     out = tempfile.mktemp(suffix=".json")
     child = waitloop.start(mode, where, duty, seconds, out)
     samples: list[Sample] = []
@@ -57,9 +58,9 @@ def _watch(mode: str, where: str, duty: float, seconds: float) -> tuple[float, f
         for a, b in pairwise(samples)
         if b.process is not None and where in b.process.waits
     ]
-    start, end = spans[0][0], spans[-1][1]
-    reported = sum((y - x) * f for x, y, f in spans) / (end - start)
-    return reported, waitloop.truth(calls, start, end)
+    measured = sum(y - x for x, y, _ in spans)
+    reported = sum((y - x) * f for x, y, f in spans) / measured
+    return reported, sum((y - x) * waitloop.truth(calls, x, y) for x, y, _ in spans) / measured
 
 
 def _row(label: str, duty: float, reported: float, truth: float, judged: bool = True) -> Row:

@@ -167,7 +167,7 @@ def io_bound(ctx: Context) -> Iterator[Alert]:
     """Per watched path: the main thread's verdict, else its workers'."""
     sample = ctx.sample
     proc = sample.process
-    if proc is None or not proc.wait_samples:
+    if proc is None or not proc.waits:
         return
     for path in sorted(proc.waits):
         alert = _main_alert(ctx, sample, path)

@@ -190,7 +190,7 @@ class ProcessIO:
     main_thread: dict[str, Any] | None = None  # where the main thread waits (GPU issue)
     # time lost to storage (core.waits): watched path -> fraction (0-1) of the last interval
     # the main thread slept in a system call on a file under it; every watched path is a
-    # key while measured (0.0 included), none while not (wait_samples == 0, see notes)
+    # key while measured (0.0 included), none while not (see notes["waits"])
     waits: dict[str, float] = field(default_factory=dict)
     # ... the same for its worker processes (DataLoader workers), averaged over them
     worker_waits: dict[str, float] = field(default_factory=dict)
@@ -204,7 +204,7 @@ class ProcessIO:
     waits_elsewhere: float | None = None  # the main thread on files under no watched path
     # ... asleep on no file at all: a pipe or queue (its DataLoader workers), a lock, a GPU
     wait_other: float | None = None
-    wait_samples: int = 0  # observations of the main thread behind this interval's figures
+    wait_samples: int = 0  # looks at the main thread during this interval (10 a second)
     wait_workers: int = 0  # worker processes measured
 
     def to_json(self) -> dict[str, Any]:

@@ -60,6 +60,10 @@ class Taken:
     error: str | None = None  # why the main thread cannot be looked at
 
 
+# sleep below this without a look to split it is reported as none (a CPU-bound loop)
+UNSPLIT = 0.005
+
+
 class WaitSampler:
     """Looks where ``pid``'s main thread (and, in turn, one worker) is, once per ``period``
     on its own thread; ``take`` hands over the counts. The thread stops by itself when
@@ -342,14 +346,17 @@ class WaitSource:
         main_sleep = self._sleep(self.pid, now)
         sleeps = [s for w in workers if (s := self._sleep(w, now)) is not None]
         self._files.sweep()
-        if taken.main_n == 0:
-            return  # the first tick, or the thread did not get to look (no interval yet)
         if main_sleep is None:  # no schedstat: the sampled share of sleeping observations
+            if taken.main_n == 0:
+                return  # the first tick, or no look in this one: nothing to say
             main_sleep = taken.main.total() / taken.main_n
-        else:
+        else:  # exact; split by the pool even if a loaded machine left no look this tick
             self._pace(main_sleep, taken, workers)
+        shares = self._shares("main")
+        if not shares and main_sleep > UNSPLIT:
+            return  # asleep, but no look caught it yet: unknown, which is not 0
         watched = sorted(sample.paths)
-        main = split(main_sleep, self._shares("main"), watched)
+        main = split(main_sleep, shares, watched)
         proc.waits, proc.wait_calls, proc.wait_files = main.waits, main.calls, main.files
         proc.waits_elsewhere, proc.wait_other = main.elsewhere, main.other
         proc.wait_samples = taken.main_n
