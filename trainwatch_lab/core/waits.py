@@ -9,15 +9,16 @@ Two measurements, combined every tick:
    CPU and its time waiting for one (ns, CONFIG_SCHED_INFO); the rest of the wall time it was
    asleep. No sampling error there, so a CPU-only loop reads 0.
 2. What it slept on, sampled: a thread of ours (``WaitSampler``) reads
-   /proc/PID/task/TID/syscall ``rate`` times a second, at a random moment in each slot
-   (stratified sampling: a loop whose period matches ours cannot alias). The kernel answers
+   /proc/PID/task/TID/syscall ``wait_rate_hz`` (10) times a second, at a random moment in
+   each slot (stratified sampling: a loop whose period matches ours cannot alias); once a
+   second while there is nothing to tell apart (``wait_quiet_rate_hz``). The kernel answers
    "running", or the call and its arguments: an fd resolves through the /proc/PID/fd link, a
    path argument (openat, statx, rename) through /proc/PID/mem. Workers of the same
    executable (DataLoader workers) are looked at in turn, one per observation.
 
 A path's fraction is the sleep time times the share of sleeping observations that were on a
 file under it; observations pool over ticks until there are ``wait_pool_min`` of them, so a
-5 % duty cycle seen twice a second still gets its split. Only procfs is read, never the
+5 % duty cycle (a sleeping look every 2 s) still gets its split. Only procfs is read, never the
 files themselves: a dead mount cannot block the measurement. Reading another user's
 syscall file needs ptrace rights (root, or the same user where Yama allows it).
 """
