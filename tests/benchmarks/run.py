@@ -34,6 +34,7 @@ GROUPS = {
     "memory": "bench_memory",
     "agent": "bench_agent",
     "mirror": "bench_mirror",
+    "waits": "bench_waits",
 }
 
 

@@ -148,5 +148,3 @@ class TrainWatch(Configurable):
         if not value > 0:
             raise TraitError(f"TrainWatch.{proposal['trait'].name} must be positive, got {value}")
         return value
-
-
