@@ -15,6 +15,7 @@ from ..core.history import History
 from ..core.model import SEVERITY_RANK, Alert, ProbeResult, Sample
 from .context import Context, Detector
 from .headline import headline
+from .registry import all_detectors
 
 __all__ = ["Advisor", "Context", "Detector"]  # Context, Detector: their old home, kept
 
@@ -29,10 +30,6 @@ class Advisor:
         baseline: Callable[[], ProbeResult | None] | None = None,
     ) -> None:
         if detectors is None:
-            # late only while io_bound.py still imports Context from here (issue 18.2): once it
-            # imports them from .context, this import moves to the top
-            from .registry import all_detectors
-
             detectors = all_detectors()
         self.detectors = list(detectors)
         self.defaults = defaults

@@ -15,7 +15,7 @@ from itertools import pairwise
 
 from ..core.history import History
 from ..core.model import Alert, Sample
-from .advisor import Context, Detector
+from .context import Context, Detector
 from .text import fmt_duration, fmt_pct
 
 KINDS: dict[str, frozenset[str]] = {
