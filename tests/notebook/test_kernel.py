@@ -249,7 +249,9 @@ def summary_numbers(text: str, device: str, path: Path) -> dict[str, float]:
     """The numbers of one summary: its samples, its device, filesystem and kernel rows."""
     samples = re.search(r"^trainwatch: cell ran .+ \((\d+) samples?\)$", text, re.M)
     disk = re.search(rf"^  disk {device}: {SIZE} written during the cell", text, re.M)
-    rows = [line for line in text.splitlines() if str(path) in line]
+    rows = [  # the filesystem's row (the time-lost-to-storage line names the path too)
+        line for line in text.splitlines() if str(path) in line and "waiting on" not in line
+    ]
     assert samples and disk and len(rows) == 1, text  # one row for the filesystem
     fs = re.search(
         rf"space used on {re.escape(str(path))} {SIZE}; {SIZE} written to {device}\b", rows[0]
