@@ -19,6 +19,7 @@ import math
 import os
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -197,9 +198,16 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
 
     def _publish(self) -> None:
         """The status as JSON beside the logs (``.trainwatch-mirror.json``, never copied), for
-        readers in other processes (the Jupyter server's panel); replaced atomically."""
+        readers in other processes (the Jupyter server's panel); replaced atomically. The
+        last round of ``close`` publishes "closed" when it left nothing behind, so readers
+        stop listing the mirror (fix.mirror_files)."""
         path = os.path.join(self.local, STATUS_FILE)
-        data = {**self.status().to_json(), "pid": os.getpid(), "every": self.every}
+        status = self.status()
+        with self._cv:
+            closing = self._stop
+        if closing and status.bytes_pending == 0:
+            status = replace(status, state="closed")
+        data = {**status.to_json(), "pid": os.getpid(), "every": self.every}
         try:
             with open(f"{path}.tmp", "w") as fh:
                 json.dump(data, fh)

@@ -153,7 +153,7 @@ class SnapshotHandler(BaseHandler):
         sample = await self.hub.fresh_sample()
         if sample is None:
             return self.bad("no sample yet; the sampler is starting", 503)
-        self.send_json(sample.to_json())
+        self.send_json(self.hub.sample_json(sample))
 
 
 class HistoryHandler(BaseHandler):
@@ -348,7 +348,7 @@ class StreamHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
         await self.hub.acquire()
         latest = self.hub.latest
         if latest is not None and self.hub.running:
-            self._send(dumps(latest.to_json()), latest.t)
+            self._send(dumps(self.hub.sample_json(latest)), latest.t)
         self._unlisten = self.hub.add_listener(self._on_sample)
 
     def _on_sample(self, sample: Any, text: str) -> None:  # sampler thread

@@ -31,6 +31,7 @@ from ..core.history import History, capacity_for
 from ..core.model import Sample, json_safe
 from ..core.sampler import Sampler, Source
 from ..core.training import process_identity
+from ..fix.mirror_files import MirrorFiles
 from ..monitor import Discovery, GpuMemory, make_sampler
 from ..prometheus.metrics import disk_counters
 from .config import TrainWatch
@@ -88,6 +89,10 @@ class Hub:
         self._fresh_run = -1
         self._waiters: list[asyncio.Future[None]] = []
         self.notifier = make_notifier(config.notify_url, config.notify_format)
+        # the log mirrors of this machine (issue 13), read from their status files on the
+        # sampler thread: local disk only, never the share
+        self.mirror_files = MirrorFiles()
+        self.mirrors: list[dict[str, Any]] = []
 
     @property
     def clients(self) -> int:
@@ -262,12 +267,23 @@ class Hub:
 
         return remove
 
+    def sample_json(self, sample: Sample) -> dict[str, Any]:
+        """What the panel gets for a sample: the sample and the machine's log mirrors."""
+        return {**sample.to_json(), "mirrors": self.mirrors}
+
+    def _look_at_mirrors(self) -> None:  # sampler thread
+        try:
+            self.mirrors = [m.to_json() for m in self.mirror_files.look()]
+        except Exception:  # a convenience: never a reason to lose a sample
+            log.debug("trainwatch: reading the mirrors' status files failed", exc_info=True)
+
     def _on_sample(self, sample: Sample) -> None:  # sampler thread
         run = self._run
+        self._look_at_mirrors()
         self.latest = sample  # finished: warnings and headline evaluated
         with self._lock:
             listeners = list(self._listeners)
-        text = dumps(sample.to_json()) if listeners else ""
+        text = dumps(self.sample_json(sample)) if listeners else ""
         for listener in listeners:
             try:
                 listener(sample, text)

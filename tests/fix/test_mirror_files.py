@@ -1,0 +1,80 @@
+"""fix.mirror_files: the live mirrors of this machine, from the status files real mirrors
+publish (what the Jupyter server's panel lists); stale and closed ones left out."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from trainwatch_lab.fix.mirror import STATUS_FILE, local_mirror
+from trainwatch_lab.fix.mirror_files import MirrorFiles, read_published, status_files
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_running_mirror_is_listed_with_its_words_and_a_closed_one_is_not(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "scratch"
+    files = MirrorFiles(roots=[str(root)])
+    assert files.look() == []  # no mirror directory at all yet
+    with local_mirror(tmp_path / "share" / "exp1", every=60, local_root=root) as m:
+        (m / "events.out.tfevents.1").write_bytes(b"x" * 10)
+        assert m.sync(10)
+        (published,) = files.look()
+        assert published.pid == os.getpid() and published.every == 60
+        assert published.status.local == m.local and published.status.state == "in-sync"
+        data = published.to_json()
+        assert data["text"] == m.status().text()  # Python's words, as %trainwatch status
+        assert data["pid"] == os.getpid() and data["bytes_copied"] == 10
+    assert files.look() == []  # closed: its last status says so
+
+
+def test_pending_bytes_keep_their_lag_growing_and_a_dead_owner_is_stale(tmp_path: Path) -> None:
+    local = tmp_path / "scratch" / "trainwatch-mirror" / "exp1-abc"
+    local.mkdir(parents=True)
+    path = local / STATUS_FILE
+    status = {
+        "local": str(local), "share": "/mnt/share/exp1", "state": "share-unresponsive",
+        "last_sync": None, "lag_s": 5.0, "bytes_pending": 2048, "bytes_copied": 0, "files": 1,
+        "error": "statvfs did not answer in 2 s", "pid": os.getpid(), "every": 30.0,
+    }  # fmt: skip
+    path.write_text(json.dumps(status))
+    written = path.stat().st_mtime
+    got = read_published(str(path), now=written + 20)
+    assert got is not None and got.status.lag_s == 25.0  # still behind since it was written
+    assert "share not answering" in got.to_json()["text"]
+    path.write_text(json.dumps({**status, "pid": dead_pid()}))
+    assert read_published(str(path)) is None
+    assert MirrorFiles(roots=[str(tmp_path / "scratch")]).look() == []
+
+
+def test_junk_is_ignored_and_the_listing_is_bounded(tmp_path: Path) -> None:
+    base = tmp_path / "trainwatch-mirror"
+    for i, text in enumerate(["{not json", json.dumps([1, 2]), json.dumps({"pid": 1})]):
+        (base / f"d{i}").mkdir(parents=True)
+        (base / f"d{i}" / STATUS_FILE).write_text(text)
+        assert read_published(str(base / f"d{i}" / STATUS_FILE)) is None
+    (base / "stray-file").write_text("")
+    assert len(status_files([str(tmp_path)])) == 3
+    assert len(status_files([str(tmp_path)], limit=2)) == 2
+    (base / "d0" / STATUS_FILE).write_bytes(b" " * (65 * 1024))
+    assert read_published(str(base / "d0" / STATUS_FILE)) is None
+
+
+def test_roots_are_judged_again_only_after_a_minute(tmp_path: Path) -> None:
+    now = [0.0]
+    files = MirrorFiles(roots=[str(tmp_path)], clock=lambda: now[0])
+    assert files.roots() == [str(tmp_path)]
+    files._given = [str(tmp_path / "other")]
+    now[0] = 59.0
+    assert files.roots() == [str(tmp_path)]
+    now[0] = 60.0
+    assert files.roots() == [str(tmp_path / "other")]

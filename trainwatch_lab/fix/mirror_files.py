@@ -1,0 +1,138 @@
+"""The mirrors running on this machine, read from the status files they publish.
+
+Why: the panel lives in the Jupyter server, not in the kernel that owns a ``local_mirror``,
+so it cannot ask the Mirror object. Each mirror writes its status beside its logs after every
+round (``Mirror._publish``: ``.trainwatch-mirror.json``, with the owner's pid); the local side
+is on local disk by construction (fix.scratch refuses anything else), so reading those files
+is a directory listing and a few small reads, never a touch of the share. We look where
+``local_mirror`` puts them by default: ``<root>/trainwatch-mirror/*/`` for each scratch root
+(fix.scratch.candidates), roots on a network mount left out (judged from the mount table).
+A mirror made with an explicit ``local_root=`` elsewhere is found when that root is passed.
+
+A file whose owner process is gone is stale and left out, as is a closed mirror.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from .mirror import STATUS_FILE
+from .mirror_status import MirrorStatus
+from .scratch import MIRROR_DIR, candidates, local_refusal
+
+MAX_MIRRORS = 32  # mirrors listed at most (status files read per look)
+MAX_FILE_BYTES = 64 * 1024  # a status file is ~300 bytes: anything bigger is not ours
+ROOTS_EVERY_S = 60.0  # the mount table is read again this often to judge the roots
+_FIELDS = {f.name for f in fields(MirrorStatus)}
+_REQUIRED = _FIELDS - {"error"}
+
+
+@dataclass(frozen=True)
+class Published:
+    """One mirror's status as its owner last wrote it."""
+
+    status: MirrorStatus
+    pid: int
+    every: float | None
+    written_at: float  # the file's mtime
+
+    def to_json(self) -> dict[str, Any]:
+        """What the panel gets: the status, its owner, and the words (MirrorStatus.text)."""
+        return {
+            **self.status.to_json(),
+            "pid": self.pid,
+            "every": self.every,
+            "text": self.status.text(),
+        }
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (another user's counts: EPERM says it is there)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def read_published(path: str, now: float | None = None) -> Published | None:
+    """One status file; None when it is unreadable, not ours, stale (owner gone) or closed.
+    ``lag_s`` is brought up to now: what was pending when it was written is still behind."""
+    try:
+        with open(path, "rb") as fh:
+            written_at = os.fstat(fh.fileno()).st_mtime
+            raw = fh.read(MAX_FILE_BYTES + 1)
+        data = json.loads(raw) if len(raw) <= MAX_FILE_BYTES else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or not _REQUIRED.issubset(data):
+        return None
+    pid = data.get("pid")
+    if not isinstance(pid, int) or not pid_alive(pid) or data.get("state") == "closed":
+        return None
+    try:
+        status = MirrorStatus(**{k: v for k, v in data.items() if k in _FIELDS})
+    except TypeError:
+        return None
+    if status.bytes_pending:
+        since = max(0.0, (time.time() if now is None else now) - written_at)
+        status = MirrorStatus(**{**status.to_json(), "lag_s": status.lag_s + since})
+    every = data.get("every")
+    return Published(status, pid, every if isinstance(every, (int, float)) else None, written_at)
+
+
+def status_files(roots: Iterable[str], limit: int = MAX_MIRRORS) -> list[str]:
+    """The status files under ``<root>/trainwatch-mirror/*/`` that exist, at most ``limit``."""
+    found: list[str] = []
+    for root in roots:
+        base = os.path.join(root, MIRROR_DIR)
+        with contextlib.suppress(OSError), os.scandir(base) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                path = os.path.join(base, entry.name, STATUS_FILE)
+                if entry.is_dir(follow_symlinks=False) and os.path.isfile(path):
+                    found.append(path)
+                if len(found) >= limit:
+                    return found
+    return found
+
+
+def local_roots(roots: Sequence[str]) -> list[str]:
+    """``roots`` without those on a network mount (never listed: this runs every tick)."""
+    return [r for r in dict.fromkeys(roots) if local_refusal(r) is None]
+
+
+class MirrorFiles:
+    """The live mirrors of this machine, for a surface that asks every tick: the roots are
+    judged once a minute, the few status files read on each ``look``."""
+
+    def __init__(
+        self,
+        roots: Sequence[str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._given = list(roots) if roots is not None else None
+        self._clock = clock
+        self._roots: list[str] = []
+        self._judged = -float("inf")
+
+    def roots(self) -> list[str]:
+        now = self._clock()
+        if now - self._judged >= ROOTS_EVERY_S:
+            self._judged = now
+            self._roots = local_roots(self._given if self._given is not None else candidates())
+        return self._roots
+
+    def look(self) -> list[Published]:
+        now = time.time()
+        found = (read_published(p, now) for p in status_files(self.roots()))
+        return [p for p in found if p is not None]
