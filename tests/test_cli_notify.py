@@ -28,6 +28,11 @@ MIB = 1024 * 1024
             ("--notify", "https://example.com/x", "--notify-format", "teams"),
             "--notify-format must be one of json, slack, dingtalk, feishu, wecom",
         ),
+        (("--notify", "https://example.com/x#secret="), "must be secret=<the robot's"),
+        (
+            ("--notify", "https://example.com/x#secret=SECx", "--notify-format", "slack"),
+            "#secret= signs dingtalk and feishu robots only",
+        ),
     ],
 )
 def test_a_bad_target_is_one_line_and_exit_2(

@@ -3,6 +3,9 @@ fails first; the repeat limit with an injected clock; bad targets refused."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import json
 import threading
 import time
@@ -10,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, quote, urlsplit
 
 import pytest
 
@@ -252,3 +256,79 @@ def test_no_url_is_no_notifier_and_secrets_stay_out_of_logs() -> None:
     shown = redact("https://oapi.dingtalk.com/robot/send?access_token=s3cret")
     assert "s3cret" not in shown
     assert "KEY" not in redact("https://open.feishu.cn/open-apis/bot/v2/hook/KEY")
+
+
+# -- signed robots (advice.notify_sign): the signature checked by an independent computation --
+SECRET = "SEC0123456789abcdef+/=秘密"
+
+
+def _b64_hmac_sha256(key: bytes, msg: bytes) -> str:
+    return base64.b64encode(hmac.new(key, msg, hashlib.sha256).digest()).decode()
+
+
+def test_a_signed_dingtalk_robot_gets_timestamp_and_sign_in_the_url(webhook) -> None:
+    hook = webhook(reply=b'{"errcode":0,"errmsg":"ok"}')
+    before = time.time()
+    n = Notifier(f"{hook.url}#secret={quote(SECRET)}", "dingtalk", defaults=FAST)
+    try:
+        n(sample(SLOW))
+        assert wait_until(lambda: len(hook.requests) == 1, 5)
+    finally:
+        n.close()
+    path = hook.requests[0]["path"]
+    assert "SEC0123" not in path and "#" not in path  # the fragment is never sent
+    query = parse_qs(urlsplit(path).query)
+    assert query["key"] == ["abc"]  # the webhook's own query is kept, the signature appended
+    (stamp,) = query["timestamp"]
+    assert before * 1000 - 1 <= int(stamp) <= time.time() * 1000 + 1  # milliseconds, now
+    expected = _b64_hmac_sha256(SECRET.encode(), f"{stamp}\n{SECRET}".encode())
+    assert query["sign"] == [expected]  # parse_qs undid the urlencoding
+    assert "%2B" in path or "+" not in expected  # '+' in the base64 went out urlencoded
+    assert hook.bodies()[0]["msgtype"] == "text"
+
+
+def test_a_signed_feishu_robot_gets_timestamp_and_sign_in_the_body(webhook) -> None:
+    hook = webhook(reply=b'{"code":0,"msg":"success"}')
+    before = int(time.time())
+    n = Notifier(f"{hook.url}#secret={quote(SECRET)}", "feishu", defaults=FAST)
+    try:
+        n(sample(SLOW))
+        assert wait_until(lambda: n.sent == 1, 5)
+    finally:
+        n.close()
+    body = hook.bodies()[0]
+    assert isinstance(body["timestamp"], str) and before <= int(body["timestamp"]) <= time.time()
+    key = f"{body['timestamp']}\n{SECRET}".encode()
+    assert body["sign"] == _b64_hmac_sha256(key, b"")  # the key signs an empty message
+    assert body["msg_type"] == "text" and "slow-mount" in body["content"]["text"]
+    assert "timestamp" not in hook.requests[0]["path"]
+
+
+def test_unsigned_robots_carry_no_signature(webhook) -> None:
+    hook = webhook(reply=b'{"errcode":0}')
+    n = Notifier(hook.url, "dingtalk", defaults=FAST)
+    try:
+        n(sample(SLOW))
+        assert wait_until(lambda: len(hook.requests) == 1, 5)
+    finally:
+        n.close()
+    assert "sign=" not in hook.requests[0]["path"] and "sign" not in hook.bodies()[0]
+
+
+@pytest.mark.parametrize(
+    ("url", "fmt", "why"),
+    [
+        ("https://oapi.dingtalk.com/robot/send?access_token=t#secret=", "dingtalk", "secret="),
+        ("https://oapi.dingtalk.com/robot/send?access_token=t#token=x", "dingtalk", "secret="),
+        ("https://h.example/hook#secret=SECx&secret=SECy", "feishu", "secret="),
+        ("https://hooks.slack.com/services/T/B/X#secret=SECx", "slack", "dingtalk and feishu"),
+        ("https://h.example/hook#secret=SECx", "json", "dingtalk and feishu"),
+    ],
+)
+def test_a_bad_secret_is_refused_in_one_line_without_showing_it(
+    url: str, fmt: str, why: str
+) -> None:
+    with pytest.raises(ValueError, match=why) as info:
+        make_notifier(url, fmt)
+    assert "\n" not in str(info.value) and "SECx" not in str(info.value)
+    assert "SECx" not in redact(url)

@@ -14,6 +14,8 @@ Formats: ``json`` (the warning object plus state, host and time), ``slack`` (inc
 webhook ``{"text"}``), ``dingtalk`` and ``wecom`` (``{"msgtype": "text", "text":
 {"content"}}``), ``feishu`` (``{"msg_type": "text", "content": {"text"}}``). The robots
 answer HTTP 200 with an error code in the body; a non-zero code counts as a failure.
+A DingTalk or Feishu robot with signing on gets its secret as the URL's fragment,
+``...#secret=SEC...`` (advice.notify_sign).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from urllib.parse import urlsplit
 
 from ..core.defaults import DEFAULTS, Defaults
 from ..core.model import Alert, Sample
+from .notify_sign import check_signing, signed, split_secret
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +55,7 @@ def check_target(url: str, fmt: str = "json") -> tuple[str, str]:
     name = (fmt or "").strip().lower()
     if name not in FORMATS:
         raise ValueError(f"--notify-format must be one of {', '.join(FORMATS)}; got {fmt!r}")
+    split_secret(text)  # a malformed #secret= is refused here, where the URL is given
     return text, name
 
 
@@ -147,7 +151,9 @@ class Notifier:
         clock: Callable[[], float] = time.monotonic,
         host: str | None = None,
     ) -> None:
-        self.url, self.fmt = check_target(url, fmt)
+        target, self.fmt = check_target(url, fmt)
+        self.url, self._secret = split_secret(target)
+        check_signing(self.fmt, self._secret)
         self.defaults = defaults
         self.clock = clock
         self.host = host or socket.gethostname()
@@ -226,9 +232,10 @@ class Notifier:
 
     def post(self, body: dict[str, Any]) -> None:
         """One POST; raises on failure (``_Refused`` when a retry would not help)."""
+        url, body = signed(self.fmt, self.url, body, self._secret, time.time())
         data = json.dumps(body, ensure_ascii=False).encode()
         req = urllib.request.Request(
-            self.url,
+            url,
             data=data,
             method="POST",
             headers={"Content-Type": "application/json; charset=utf-8"},
