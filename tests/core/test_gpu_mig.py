@@ -66,3 +66,49 @@ def test_cuda_visible_devices_naming_a_mig_instance_is_not_all_hidden(
         d.close()
     assert "gpus" not in out["sample"]["notes"], out["sample"]["notes"]
     assert [(g["index"], g["nvml_index"]) for g in out["sample"]["gpus"]] == [(0, 1)]
+
+
+def test_processes_and_memory_per_instance_through_their_own_handles(
+    fake_nvml: FakeNvml,
+) -> None:
+    """The parent refuses processes and memory (no privilege): each instance row lists its
+    processes and what the watched tree holds there; the parent's figures are the sums."""
+    me, other = 4242, 5151
+    mig = {0: {me: GIB, other: 2 * GIB}, 1: {me: 512 * 1024**2}}
+    fake_nvml.write([gpu(0, mig=2, mig_used=f"{3 * GIB},{GIB}", mig_procs=mig)])
+    d = Driver(fake_nvml.env(), pid=me, gpu_processes_every_s=0, gpu_static_ttl_s=3600)
+    try:
+        out = [d.tick() for _ in range(2)][-1]
+    finally:
+        d.close()
+    assert "Traceback" not in d.stderr
+    g = out["sample"]["gpus"][0]
+    rows = g["mig"]
+    assert [(r["parent_uuid"], r["parent_index"]) for r in rows] == [(g["uuid"], 0)] * 2
+    assert [r["processes"] for r in rows] == [
+        [{"pid": me, "used_bytes": GIB}, {"pid": other, "used_bytes": 2 * GIB}],
+        [{"pid": me, "used_bytes": 512 * 1024**2}],
+    ]
+    assert [r["process_mem_bytes"] for r in rows] == [GIB, 512 * 1024**2]
+    assert [r["util_pct"] for r in rows] == [None, None]
+    assert g["process_mem_bytes"] == GIB + 512 * 1024**2
+    assert (g["mem_used_bytes"], g["mem_total_bytes"]) == (4 * GIB, 80 * GIB)
+    assert out["process_memory"] == {str(me): GIB + 512 * 1024**2, str(other): 2 * GIB}
+    assert out["nvml_calls"] == out["fake_calls"]
+
+
+def test_mig_switched_off_reads_the_gpu_as_usual_again(fake_nvml: FakeNvml) -> None:
+    """Nothing was marked unsupported for good while MIG was on."""
+    fake_nvml.write([gpu(0, mig=2)])
+    d = Driver(fake_nvml.env(), gpu_processes_every_s=0, gpu_static_ttl_s=0)
+    try:
+        on = d.tick()["sample"]
+        fake_nvml.write([gpu(0, procs={77: GIB})])
+        off = [d.tick() for _ in range(2)][-1]["sample"]
+    finally:
+        d.close()
+    assert on["gpus"][0]["util_pct"] is None and on["gpus"][0]["mig_mode"] is True
+    g = off["gpus"][0]
+    assert (g["mig_mode"], g["mig"], g["util_pct"]) == (False, [], 50)
+    assert g["mem_used_bytes"] == 10 * GIB
+    assert "gpu_mig" not in off["notes"]

@@ -282,11 +282,15 @@ class GpuSource:
             pci_bus_id=gpu.pci_bus_id,
             index_basis=gpu.index_basis,
         )
-        self._util(gpu, state)
-        mem = self._query(gpu, "mem", "nvmlDeviceGetMemoryInfo")
-        if mem is not None:
-            state.mem_used_bytes = int(mem.used)
-            state.mem_total_bytes = gpu.mem_total = int(mem.total)
+        if gpu.mig_mode and not gpu.lost:  # the parent refuses these: the instances say
+            state.mig = gpu_mig.read_rows(self, gpu)
+            state.mem_used_bytes, state.mem_total_bytes = gpu_mig.parent_memory(state.mig)
+        else:
+            self._util(gpu, state)
+            mem = self._query(gpu, "mem", "nvmlDeviceGetMemoryInfo")
+            if mem is not None:
+                state.mem_used_bytes = int(mem.used)
+                state.mem_total_bytes = gpu.mem_total = int(mem.total)
         power = self._query(gpu, "power", "nvmlDeviceGetPowerUsage")
         state.power_w = power / 1000.0 if power is not None else None
         temp = self._query(gpu, "temp", "", 0)  # NVML_TEMPERATURE_GPU
@@ -307,8 +311,6 @@ class GpuSource:
             )
         state.pcie_rx_bps, state.pcie_tx_bps = gpu.pcie
         state.mig_mode = gpu.mig_mode
-        if gpu.mig and not gpu.lost:
-            state.mig = gpu_mig.read_memory(self, gpu.mig)
         state.lost = gpu.lost
         return state
 
@@ -332,6 +334,7 @@ class GpuSource:
                 if pid in tree:
                     mine += used
             gpu.process_mem_bytes = mine
+            gpu_mig.attribute(gpu, tree)
         self._proc_mem = totals
 
     def _refresh_by_device(self, tree: set[int]) -> bool:
@@ -361,12 +364,21 @@ class GpuSource:
         return True
 
     def _procs(self, gpu: _Gpu) -> list[tuple[int, int]] | None:
-        """The GPU's compute processes through the first call version the driver has."""
+        """The GPU's compute processes through the first call version the driver has (on a
+        MIG-enabled GPU, its instances')."""
+        if gpu.mig_mode and not gpu.lost:
+            return gpu_mig.read_processes(self, gpu, lambda h, total: self._procs_of(gpu, h, total))
+        return self._procs_of(gpu, gpu.handle, gpu.mem_total)
+
+    def _procs_of(
+        self, gpu: _Gpu, handle: Any, mem_total: int | None
+    ) -> list[tuple[int, int]] | None:
+        """The compute processes of ``handle`` (the GPU's own, or one of its MIG instances')."""
         if gpu.lost or "procs" in gpu.unsupported:
             return None
         try:
             procs, gpu.procs_version = compute_processes(
-                self._nvml, gpu.handle, gpu.procs_version, gpu.mem_total
+                self._nvml, handle, gpu.procs_version, mem_total
             )
             self.nvml_calls += 2 if procs else 1  # the size query, then the fill
             return procs

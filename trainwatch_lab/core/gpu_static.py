@@ -199,7 +199,10 @@ def _mig_owners(
         probe = old if old is not None and old.uuid == uuids[i] else None
         probe = probe or TrackedGpu(index=-1, nvml_index=i, handle=handle, uuid=uuids[i])
         probe.handle = handle
+        before = probe.mig_mode
         probe.mig_mode, probe.mig = gpu_mig.enumerate_instances(src, probe)
+        if before is not None and before != probe.mig_mode:  # repartitioned: ask afresh
+            probe.unsupported -= gpu_mig.PARENT_REFUSES
         previous[i] = probe
         owners.update((inst.uuid, i) for inst in probe.mig)
     return owners

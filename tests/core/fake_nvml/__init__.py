@@ -95,6 +95,12 @@ class FakeNvml:
             for key, value in dev.items():
                 if key == "procs":
                     value = ",".join(f"{pid}:{used}" for pid, used in dict(value).items())
+                elif key == "mig_procs":  # {instance: {pid: used}}
+                    value = ",".join(
+                        f"{k}/{pid}:{used}"
+                        for k, procs in dict(value).items()
+                        for pid, used in procs.items()
+                    )
                 lines.append(f"gpu{i}.{key}={value}")
         self._version += 1
         tmp = self.script.with_name(f"{self.script.name}.{self._version}.tmp")

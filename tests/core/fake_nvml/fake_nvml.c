@@ -27,6 +27,9 @@
  *                          then has no utilization (NOT_SUPPORTED) and refuses memory and
  *                          processes (NO_PERMISSION), as for an unprivileged user
  *   gpu0.mig_used=A,B      memory used in each instance (bytes)
+ *   gpu0.mig_procs=0/1234:1073741824,1/5678:2048   compute processes of MIG instance K
+ *                          (K/pid:used bytes), answered through the instance's own handle
+ *                          with its gpu instance id, as the driver does for an unprivileged user
  *   gpu0.fail=util:2:999   the next 2 calls of util answer 999 (UNKNOWN; 10 = TIMEOUT), then
  *                          it recovers: a transient driver error (any unsupported name)
  *   gpu0.bus_id=00000000:41:00.0   (default 00000000:<0x18+N>:00.0)
@@ -102,6 +105,9 @@ typedef struct {
     int fail_left, fail_rc;
     int nmig, is_mig, gi;
     unsigned long long mig_used[7];
+    int nmig_procs;
+    unsigned mig_proc_k[MAX_PROCS], mig_proc_pid[MAX_PROCS];
+    unsigned long long mig_proc_used[MAX_PROCS];
 } fake_dev;
 
 typedef struct { unsigned long long total, free, used; } mem_v1;
@@ -166,6 +172,22 @@ static void parse_procs(fake_dev *d, const char *list) {
     }
 }
 
+static void parse_mig_procs(fake_dev *d, const char *list) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", list);
+    d->nmig_procs = 0;
+    for (char *tok = strtok(buf, ", "); tok && d->nmig_procs < MAX_PROCS; tok = strtok(NULL, ", ")) {
+        unsigned k, pid;
+        unsigned long long used;
+        if (sscanf(tok, "%u/%u:%llu", &k, &pid, &used) == 3 && k < 7) {
+            d->mig_proc_k[d->nmig_procs] = k;
+            d->mig_proc_pid[d->nmig_procs] = pid;
+            d->mig_proc_used[d->nmig_procs] = used;
+            d->nmig_procs++;
+        }
+    }
+}
+
 static void parse_seq(fake_dev *d, const char *list) {
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", list);
@@ -215,6 +237,7 @@ static void set_field(fake_dev *d, const char *key, const char *val) {
         for (char *tok = strtok(buf, ", "); tok && k < 7; tok = strtok(NULL, ", "))
             d->mig_used[k++] = strtoull(tok, NULL, 0);
     }
+    else if (!strcmp(key, "mig_procs")) parse_mig_procs(d, val);
     else if (!strcmp(key, "sample_ms")) d->sample_ms = n ? (unsigned)n : 100;
     else if (!strcmp(key, "duty")) sscanf(val, "%u/%u", &d->duty_on_ms, &d->duty_off_ms);
     else if (!strcmp(key, "fail")) {
@@ -275,6 +298,12 @@ static void reload(void) {
             m->mem_total = devs[i].mem_total / (unsigned long long)devs[i].nmig;
             m->mem_used = devs[i].mig_used[k];
             snprintf(m->uuid, sizeof m->uuid, "MIG-%08x-aaaa-bbbb-cccc-%012d", 0xfa4e0000u + i, k);
+            for (int j = 0; j < devs[i].nmig_procs && m->nprocs < MAX_PROCS; j++)
+                if (devs[i].mig_proc_k[j] == (unsigned)k) {
+                    m->pids[m->nprocs] = devs[i].mig_proc_pid[j];
+                    m->pmem[m->nprocs] = devs[i].mig_proc_used[j];
+                    m->nprocs++;
+                }
         }
     loaded_st = st;
     loaded = 1;
@@ -574,7 +603,9 @@ typedef struct { unsigned pid; unsigned long long used; } proc_v1;
         }                                                                            \
     })
 
-#define V2_EXTRA (infos[i].gpu_instance = 0xffffffffu, infos[i].compute_instance = 0xffffffffu)
+#define V2_EXTRA                                                                      \
+    (infos[i].gpu_instance = d->is_mig ? (unsigned)d->gi : 0xffffffffu,                 \
+     infos[i].compute_instance = d->is_mig ? 0u : 0xffffffffu)
 
 #ifndef FAKE_NVML_NO_V3 /* drivers before R510 have no _v3 */
 int nvmlDeviceGetComputeRunningProcesses_v3(void *h, unsigned *count, proc_v2 *infos) {
