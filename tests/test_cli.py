@@ -299,12 +299,12 @@ def test_watch_accepts_a_logdir_about_to_be_created(tmp_path: Path) -> None:
 
 
 def test_cli_paths_use_the_one_normalise() -> None:
-    from trainwatch_lab.cli import _paths
+    from trainwatch_lab.cli.common import user_paths
     from trainwatch_lab.core.paths import normalise
     from trainwatch_lab.server.hub import path_key
 
     raw = ["~/a/../b/", "rel/./x", "/tmp//y/"]
-    assert _paths(raw) == [normalise(p) for p in raw] == [path_key(p) for p in raw]
+    assert user_paths(raw) == [normalise(p) for p in raw] == [path_key(p) for p in raw]
 
 
 # a training run in another terminal: its event file open for writing, a record per step

@@ -1,0 +1,133 @@
+"""``trainwatch-lab check PATH...``: diagnose paths once, as a table or one JSON object."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, TextIO
+
+from ..advice.text import fmt_bytes, fmt_ms
+from ..core.defaults import DEFAULTS
+from ..core.paths import printable
+from .common import PROG, RAW, dumps, print_alert, seconds, table, user_paths
+
+EPILOG = """\
+examples:
+  trainwatch-lab check runs/exp1                         a logdir, even one not created yet
+  trainwatch-lab check --json /mnt/share | jq .paths     one JSON object, for scripts and CI
+  trainwatch-lab check --no-probe --timeout 5 /mnt/nfs   write nothing; wait 5 s for the mount
+"""
+
+
+def add_parser(sub: Any) -> None:
+    """The ``check`` subcommand: every option says its default and gives an example."""
+    check = sub.add_parser(
+        "check",
+        help="diagnose paths once (mount, filesystem, free space, write+fsync latency)",
+        description=(
+            "Diagnose paths once; a path not created yet is checked where it will be created.\n"
+            "Exit 0: no warning; 1: a warning; 2: bad usage or a path that can never exist."
+        ),
+        epilog=EPILOG,
+        formatter_class=RAW,
+    )
+    check.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="log, checkpoint or data directories (required; e.g. /mnt/share/runs ~/data)",
+    )
+    check.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object instead of the table (default: the table)",
+    )
+    check.add_argument(
+        "--no-probe",
+        action="store_true",
+        help=(
+            f"do not write the latency probe ({DEFAULTS.probe_writes} writes of "
+            f"{DEFAULTS.probe_block_bytes // 1024} KiB + fsync to a hidden file, removed at "
+            "once) (default: probe)"
+        ),
+    )
+    check.add_argument(
+        "--timeout",
+        type=seconds,
+        default=DEFAULTS.mount_timeout_s,
+        metavar="S",
+        help=(
+            "give up on a mount that does not answer after S seconds "
+            f"(default: {DEFAULTS.mount_timeout_s:g}; e.g. --timeout 5)"
+        ),
+    )
+
+
+def vs_local(p50: float | None, base: float | None) -> str:
+    """The probe's median as a multiple of the local disk's (``-`` when either is unknown)."""
+    if p50 is None or not base:
+        return "-"
+    ratio = p50 / base
+    if ratio < 0.1:
+        return "<0.1x"
+    return f"{ratio:.0f}x" if ratio >= 10 else f"{ratio:.1f}x"
+
+
+def _row(state: Any, verdict: str, base: float | None) -> list[str]:
+    """One path's row of the check table."""
+    if verdict == "not-storage":  # devtmpfs reports the machine's memory: not for logs
+        free = "-"
+    elif state.total_bytes:
+        free = f"{fmt_bytes(state.avail_bytes)} of {fmt_bytes(state.total_bytes)}"
+    else:
+        free = "?"
+    p50 = state.probe.p50_ms if state.probe is not None else None
+    if p50 is not None:
+        probe = fmt_ms(p50)
+    elif state.read_only:
+        probe = "read-only"
+    else:
+        probe = "-"
+    kind = state.kind + (", ro" if state.read_only else "")
+    return [state.path, state.fstype or "?", kind, free, probe, vs_local(p50, base), verdict]
+
+
+def print_check(report: Any, out: TextIO) -> None:
+    """The human report: the table, the notes and errors, then the warnings."""
+    base = report.baseline.p50_ms if report.baseline is not None else None
+    rows = [["PATH", "FS TYPE", "KIND", "FREE", "PROBE p50", "VS LOCAL", "VERDICT"]]
+    for state, verdict in zip(report.states, report.verdicts, strict=True):
+        rows.append(_row(state, verdict, base))
+    out.write(table(rows) + "\n")
+    if base is not None:
+        out.write(f"(probe: 4 KiB write + fsync, median; local disk: {fmt_ms(base)})\n")
+    for state in report.states:
+        for line in (state.note, state.error if state.responsive else None):
+            if line:
+                out.write(f"{printable(state.path)}: {printable(line)}\n")
+    if report.alerts:
+        out.write("\nWarnings:\n")
+        for alert in report.alerts:
+            print_alert(alert, out)
+    else:
+        out.write("\nNo warnings.\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Exit 2 for a path that can never exist, else the report's exit code."""
+    paths = user_paths(args.paths)
+    from ..advice.check import run_check  # after validation: bad input costs no imports
+
+    report = run_check(paths, probe=not args.no_probe, timeout=args.timeout)
+    if args.json:
+        sys.stdout.write(dumps(report.to_json(), indent=2) + "\n")
+    else:
+        print_check(report, sys.stdout)
+    for state in report.states:
+        if state.path not in report.missing:
+            continue
+        why = state.error or "does not exist"  # (always said: ELOOP, a file in the way...)
+        sys.stderr.write(f"{PROG}: error: {printable(state.path)}: {printable(why)}\n")
+    if report.missing:
+        return 2
+    return report.exit_code

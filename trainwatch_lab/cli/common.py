@@ -1,0 +1,177 @@
+"""What every ``trainwatch-lab`` command shares: usage errors, argument types, the path
+list, JSON and table output, the refusal of impossible paths and the wait for a signal."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import signal
+import threading
+from collections.abc import Iterator, Sequence
+from collections.abc import Set as AbstractSet
+from typing import Any, NoReturn, TextIO
+
+from ..core.defaults import DEFAULTS
+from ..core.model import Alert, json_safe
+from ..core.paths import normalise, printable
+
+PROG = "trainwatch-lab"
+RAW = argparse.RawDescriptionHelpFormatter  # keeps the epilogs' example columns
+
+
+class UsageError(Exception):
+    """Bad input: reported as one line and exit code 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors are UsageError (one line, exit 2), never SystemExit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def seconds(text: str) -> float:
+    """A positive, finite number of seconds (``--timeout``, ``--duration``, ``--every``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def interval(text: str) -> float:
+    """``--interval``: seconds, but not below the sampler's floor (core.defaults)."""
+    value = seconds(text)
+    if value < DEFAULTS.min_interval_s:
+        raise argparse.ArgumentTypeError(
+            f"must be at least {DEFAULTS.min_interval_s:g} s (sampling faster costs more than "
+            f"it shows), got {text!r}"
+        )
+    return value
+
+
+def pid(text: str) -> int:
+    """``--pid``: a process that runs here now."""
+    if not text.isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"expected a process id, got {text!r}")
+    if not os.path.exists(f"/proc/{int(text)}"):
+        raise argparse.ArgumentTypeError(f"no process {text} runs here")
+    return int(text)
+
+
+def gpu_selection(text: str) -> list[int]:
+    """``--gpu``: the one parser every surface shares (core.defaults.parse_gpu_selection)."""
+    from ..core.defaults import parse_gpu_selection
+
+    try:
+        return parse_gpu_selection(text) or []
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--gpu ")) from None
+
+
+def add_notify(parser: argparse.ArgumentParser) -> None:
+    """``--notify URL [--notify-format F]`` of watch and serve (checked before anything starts)."""
+    parser.add_argument(
+        "--notify",
+        metavar="URL",
+        help=(
+            "POST to this webhook when a warning starts and when it clears, at most once per "
+            "warning per 10 min (default: none; e.g. --notify https://hooks.slack.com/...)"
+        ),
+    )
+    parser.add_argument(
+        "--notify-format",
+        default="json",
+        metavar="F",
+        help="json, slack, dingtalk, feishu or wecom (default: json; e.g. --notify-format slack)",
+    )
+
+
+def notifier(args: argparse.Namespace) -> Any:
+    """The Notifier of --notify (None without), or UsageError for a bad URL or format."""
+    from ..advice.notify import make_notifier
+
+    try:
+        return make_notifier(args.notify, args.notify_format)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def user_paths(raw: Sequence[str]) -> list[str]:
+    """The PATH arguments, normalised like every surface does (core.paths.normalise), once each."""
+    out = []
+    for p in raw:
+        if not p.strip():
+            raise UsageError("empty path")
+        if "\0" in p:
+            raise UsageError(f"path contains a NUL byte: {p!r}")
+        out.append(normalise(p))
+    return list(dict.fromkeys(out))
+
+
+def refuse_impossible(paths: Sequence[str]) -> None:
+    """A path no logdir can ever be created at (a file in the way, a symlink loop, a name too
+    long) is bad input, and so is one that is no storage (a device, a FIFO, /proc: see
+    ``core.paths.judge``). A path that does not exist yet under a directory is fine, and so
+    is a mount that does not answer: that is what ``watch`` is for, it gets its warning."""
+    from ..core.guard import MountUnresponsive, WorkerFailed, WorkerUnavailable, default_guard
+    from ..core.paths import locate
+
+    for path in paths:
+        try:
+            where = locate(path, default_guard(), timeout=DEFAULTS.mount_timeout_s)
+        except (MountUnresponsive, WorkerUnavailable, WorkerFailed, LookupError):
+            continue
+        except OSError as exc:
+            raise UsageError(f"{printable(path)}: {exc.strerror or exc}") from None
+        if where.refusal is not None:
+            raise UsageError(printable(where.refusal))
+
+
+def dumps(obj: Any, **kw: Any) -> str:
+    """Strict JSON (no NaN) of anything the model holds."""
+    return json.dumps(json_safe(obj), allow_nan=False, **kw)
+
+
+def table(rows: list[list[str]], right: AbstractSet[int] = frozenset(), indent: str = "") -> str:
+    """Aligned columns; every cell escaped (``printable``): a newline in a name is one row."""
+    rows = [[printable(cell) for cell in row] for row in rows]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = [
+            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
+            for i, cell in enumerate(row)
+        ]
+        lines.append(indent + "  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def print_alert(alert: Alert, out: TextIO) -> None:
+    """A warning as three lines: severity and code, the message, the fix."""
+    out.write(f"  [{alert.severity}] {alert.code}: {printable(alert.subject)}\n")
+    out.write(f"    {printable(alert.message)}\n")
+    out.write(f"    fix: {printable(alert.fix)}\n")
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[threading.Event]:
+    """An Event that SIGTERM or SIGINT sets while the block runs (``serve``, ``mirror``): the
+    command waits on it, no polling, no CPU while idle; the handlers are restored on exit, so
+    a second Ctrl-C during the cleanup inside the block only sets the Event again."""
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stop
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
