@@ -121,6 +121,26 @@ export interface SampleJSON {
   /** training processes found on the machine: scripts in terminals, tmux, nohup */
   processes?: TrainingProcessJSON[];
   headline?: HeadlineJSON | null;
+  /** the log mirrors live on the server's machine (server/hub.py, fix/mirror_files.py) */
+  mirrors?: MirrorJSON[];
+}
+
+/** One ``local_mirror`` (fix/mirror_status.py MirrorStatus, its owner and Python's words). */
+export interface MirrorJSON {
+  local: string;
+  share: string;
+  /** starting | in-sync | copying | share-unresponsive | error */
+  state: string;
+  last_sync: number | null;
+  lag_s: number;
+  bytes_pending: number;
+  bytes_copied: number;
+  files: number;
+  error: string | null;
+  pid: number;
+  every: number | null;
+  /** the status line ``%trainwatch status`` prints, made in Python */
+  text: string;
 }
 
 /** GET history: one shared time axis, columns keyed "kind:name:field", null where missing. */
@@ -394,6 +414,15 @@ function significant(v: number): string {
   }
   const text = v >= 10 ? v.toFixed(1) : v.toFixed(2);
   return text.replace(/\.?0+$/, '');
+}
+
+/** A fraction (0.052) as Python's ``advice.text.fmt_pct`` words it: ``5.2 %``, ``31 %``. */
+export function formatPct(fraction: number | null | undefined): string {
+  if (typeof fraction !== 'number' || !Number.isFinite(fraction)) {
+    return '?';
+  }
+  const pct = fraction * 100;
+  return pct >= 10 || pct === 0 ? `${pct.toFixed(0)} %` : `${pct.toFixed(1)} %`;
 }
 
 /** A latency as Python's ``advice.text.fmt_ms`` words it: ``0.81 ms``, ``38 ms``, ``1.2 s``. */

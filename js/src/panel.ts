@@ -15,6 +15,7 @@ import {
   infoNotes,
   LiveState,
   liveState,
+  MirrorJSON,
   ringCapacity,
   SampleJSON,
   SeriesRing,
@@ -86,7 +87,8 @@ function stateText(state: LiveState, clock: string, ageS: number | null): string
  * verdict line Python made for the sample (``headline.text``, the words the status bar and
  * the notebook dashboard use too), then info notes as one quiet line each, the warnings
  * folded to their first line, live charts of the GPUs, the disks under the watched paths and
- * the space used per filesystem, the watched paths (add/remove) and the running kernels.
+ * the space used per filesystem, the watched paths (add/remove), the machine's log mirrors,
+ * the training processes found (with the time each loses to storage) and the running kernels.
  * Data always flows into the ring; drawing stops while the panel is hidden, and the charts
  * hold still while paused.
  */
@@ -111,6 +113,9 @@ export class TrainWatchPanel extends Panel {
   private _chartSlots: IChartSlot[] = [];
   private _pathsBlock = new Block('jp-TrainWatch-paths');
   private _kernels = new Block('jp-TrainWatch-kernels');
+  private _mirrorsTitle = section('Log mirrors');
+  private _mirrors = new Block('jp-TrainWatch-mirrors');
+  private _mirrorsShown: string | null = null;
   private _processesTitle = section('Training processes');
   private _processes = new Block('jp-TrainWatch-processes');
   /** Every host Prometheus scrapes (hidden without c.TrainWatch.prometheus_url). */
@@ -162,6 +167,8 @@ export class TrainWatchPanel extends Panel {
     form.node.append(formNode, this._pathError);
     this.addWidget(form);
 
+    this.addWidget(this._mirrorsTitle);
+    this.addWidget(this._mirrors);
     this.addWidget(this._processesTitle);
     this.addWidget(this._processes);
     this.addWidget(section('Kernels'));
@@ -353,6 +360,7 @@ export class TrainWatchPanel extends Panel {
       this._renderCharts(sample);
     }
     this._renderPaths(sample);
+    this._renderMirrors(sample?.mirrors ?? []);
     this._renderProcesses(sample);
     this._renderKernels(sample);
   }
@@ -583,6 +591,26 @@ export class TrainWatchPanel extends Panel {
       list.appendChild(row);
     }
     node.appendChild(list);
+  }
+
+  /** One line per live ``local_mirror`` of the machine: Python's status words, coloured by
+   * its state (a share that does not answer, an error). Hidden when there is none. */
+  private _renderMirrors(mirrors: MirrorJSON[]): void {
+    this._mirrorsTitle.setHidden(!mirrors.length);
+    this._mirrors.setHidden(!mirrors.length);
+    const signature = JSON.stringify(mirrors.map(m => [m.local, m.state, m.text]));
+    if (signature === this._mirrorsShown) {
+      return;
+    }
+    this._mirrorsShown = signature;
+    const lines = mirrors.map(m => {
+      const line = el('div', `jp-TrainWatch-mirror jp-mod-${m.state}`, m.text);
+      line.dataset.state = m.state;
+      line.dataset.local = m.local;
+      line.title = `${m.local}\n→ ${m.share}\nowned by pid ${m.pid}`;
+      return line;
+    });
+    this._mirrors.node.replaceChildren(...lines);
   }
 
   /** Training processes found on the machine (scripts in terminals, tmux, nohup). */

@@ -2,13 +2,42 @@
  * One row per training process found on the machine (trainwatch_lab/core/training_source.py):
  * a script in a terminal, under tmux or nohup. The server computes every number; this file
  * only words and lays them out: command, GPU(s) and memory, I/O rates, where its main thread
- * is blocked, the directories it made the panel watch, and a button to hide it.
+ * is blocked, the time it loses to storage per path, the directories it made the panel
+ * watch, and a button to hide it.
  *
  * The panel calls ``renderProcesses(container, sample.processes ?? [], hideProcess)`` on each
  * sample; ``processFacts`` is DOM-free for unit tests in node.
  */
 
-import { formatBytes, formatMBs, shortPath } from './model';
+import { formatBytes, formatMBs, formatPct, shortPath } from './model';
+
+/** Below this share a path is not worth a word (cell_report.WAIT_SHOWN in Python). */
+export const WAIT_SHOWN = 0.005;
+/** Paths named per row at most, the most costly first. */
+export const WAITS_SHOWN = 3;
+
+/**
+ * Time lost to storage, per watched path, the main thread and its workers apart:
+ * ``waiting on …/share/runs 31 % · workers 12 %``. The main thread's share is over the
+ * charts' window when the server sent it (one checkpoint save is no verdict), the workers'
+ * over the last interval. Nothing when the process's waits are not measured.
+ */
+export function waitFacts(io: TrainingProcessJSON['io']): string[] {
+  const main = io?.waits_window && Object.keys(io.waits_window).length ? io.waits_window : io?.waits;
+  const workers = io?.worker_waits ?? {};
+  const paths = new Set([...Object.keys(main ?? {}), ...Object.keys(workers)]);
+  const rows = [...paths]
+    .map(path => ({ path, main: main?.[path] ?? 0, workers: workers[path] ?? 0 }))
+    .filter(r => r.main >= WAIT_SHOWN || r.workers >= WAIT_SHOWN)
+    .sort((a, b) => b.main - a.main || b.workers - a.workers || a.path.localeCompare(b.path));
+  return rows.slice(0, WAITS_SHOWN).map(r => {
+    const parts = [`waiting on ${shortPath(r.path, 3)} ${formatPct(r.main)}`];
+    if (r.workers >= WAIT_SHOWN) {
+      parts.push(`workers ${formatPct(r.workers)}`);
+    }
+    return parts.join(' · ');
+  });
+}
 import { requestAPI } from './request';
 
 /** ``Sample.processes[i]`` (core/model.py: TrainingProcess.to_json). */
@@ -29,6 +58,13 @@ export interface TrainingProcessJSON {
     write_chars_s: number;
     read_bytes_s: number;
     write_bytes_s: number;
+    /** time lost to storage (core/waits.py): watched path -> fraction (0-1) of the last
+     * interval its main thread slept on files under it; absent or empty: not measured */
+    waits?: Record<string, number>;
+    /** the same for its worker processes (DataLoader workers), averaged over them */
+    worker_waits?: Record<string, number>;
+    /** ``waits`` over the charts' window (10 min): steadier than one interval */
+    waits_window?: Record<string, number>;
   } | null;
   main_thread: {
     state: string | null;
@@ -39,7 +75,8 @@ export interface TrainingProcessJSON {
   } | null;
 }
 
-/** The facts of one row, in reading order: GPU and memory, I/O, where it is blocked. */
+/** The facts of one row, in reading order: GPU and memory, I/O, where it is blocked.
+ * (Time lost to storage has its own line: ``waitFacts``.) */
 export function processFacts(p: TrainingProcessJSON): string[] {
   const facts: string[] = [];
   if (p.gpus && p.gpus.length) {
@@ -99,6 +136,17 @@ export function renderProcessRow(
     facts.classList.add('jp-mod-blocked');
   }
   row.appendChild(facts);
+  const waits = waitFacts(p.io);
+  if (waits.length) {
+    const lost = el('div', 'jp-TrainWatch-processWaits');
+    for (const text of waits) {
+      lost.appendChild(el('div', 'jp-TrainWatch-processWait', text));
+    }
+    lost.title =
+      'Time lost to storage: the share of the main thread\'s time (over the last 10 min) and ' +
+      "of its worker processes' (last interval) spent in system calls on files under each path";
+    row.appendChild(lost);
+  }
   const dirs = Object.keys(p.paths);
   if (dirs.length) {
     const list = el('ul', 'jp-TrainWatch-processPaths');

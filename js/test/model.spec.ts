@@ -19,6 +19,7 @@ import {
   formatDuration,
   formatMBs,
   formatMs,
+  formatPct,
   formatTick,
   gpuEmptyReason,
   infoNotes,
@@ -234,6 +235,11 @@ describe('formatting', () => {
     expect(formatMs(0.004)).toBe('4 µs');
     expect(formatMs(1234)).toBe('1.23 s');
     expect(formatMs(null)).toBe('–');
+    // advice.text.fmt_pct: whole percents from 10 %, one decimal below
+    expect(formatPct(0.31)).toBe('31 %');
+    expect(formatPct(0.052)).toBe('5.2 %');
+    expect(formatPct(0)).toBe('0 %');
+    expect(formatPct(null)).toBe('?');
     expect(formatDuration(42)).toBe('42 s');
     expect(formatDuration(600)).toBe('10 min');
     expect(formatDuration(3 * 3600 + 600)).toBe('3 h 10 min');

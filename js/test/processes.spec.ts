@@ -1,7 +1,7 @@
 /** processes.ts: the words of one training process's row (DOM-free part). */
 jest.mock('../src/request', () => ({ requestAPI: jest.fn() })); // no Jupyter server in node
 
-import { processFacts, TrainingProcessJSON } from '../src/processes';
+import { processFacts, TrainingProcessJSON, waitFacts } from '../src/processes';
 
 const GIB = 1024 ** 3;
 
@@ -57,5 +57,41 @@ describe('processFacts', () => {
   it('falls back to why it is listed when there is no number', () => {
     const quiet = proc({ gpus: [], gpu_mem_bytes: null, io: null, reasons: ['checkpoint'] });
     expect(processFacts(quiet)).toEqual(['checkpoint']);
+  });
+});
+
+describe('waitFacts', () => {
+  const io = (over: object) => ({
+    read_chars_s: 0,
+    write_chars_s: 0,
+    read_bytes_s: 0,
+    write_bytes_s: 0,
+    ...over
+  });
+
+  it('says the time lost per path, the costliest first, workers apart', () => {
+    const facts = waitFacts(
+      io({
+        waits: { '/mnt/share/runs': 0.9, '/data': 0.0 },
+        waits_window: { '/mnt/share/runs': 0.31, '/data': 0.052 },
+        worker_waits: { '/data': 0.4, '/mnt/share/runs': 0.0 }
+      })
+    );
+    expect(facts).toEqual([
+      'waiting on /mnt/share/runs 31 %',
+      'waiting on /data 5.2 % · workers 40 %'
+    ]);
+  });
+
+  it('uses the last interval without a window, and says nothing below 0.5 %', () => {
+    expect(waitFacts(io({ waits: { '/a/b/c/d': 0.2 } }))).toEqual(['waiting on …/b/c/d 20 %']);
+    expect(waitFacts(io({ waits: { '/a': 0.004 }, worker_waits: { '/a': 0.001 } }))).toEqual([]);
+    expect(waitFacts(io({}))).toEqual([]);
+    expect(waitFacts(null)).toEqual([]);
+  });
+
+  it('names three paths at most', () => {
+    const waits = { '/p1': 0.1, '/p2': 0.2, '/p3': 0.3, '/p4': 0.4 };
+    expect(waitFacts(io({ waits })).map(f => f.split(' ')[2])).toEqual(['/p4', '/p3', '/p2']);
   });
 });
