@@ -10,6 +10,7 @@ import pytest
 from IPython.core.error import UsageError
 
 from trainwatch_lab.core.defaults import DEFAULTS
+from trainwatch_lab.core.model import GpuState
 from trainwatch_lab.notebook.magics import TrainWatchMagics
 from trainwatch_lab.notebook.options import (
     EXAMPLES,
@@ -197,7 +198,8 @@ BAD_LINES = {
     ),
     "gpu letters": (
         "--gpu a",
-        "trainwatch: --gpu takes GPU indices like 0 or 0,1, or none; got 'a'",
+        "trainwatch: --gpu takes GPU indices like 0 or 0,1, UUIDs like GPU-8f3a or MIG-4f1c, "
+        "or none; got 'a'",
     ),
     "gpu empty item": ("--gpu 0,,1", "trainwatch: --gpu takes GPU indices like 0 or 0,1"),
     "gpu negative": ("--gpu -1", "trainwatch: --gpu takes GPU indices like 0 or 0,1"),
@@ -260,3 +262,11 @@ def test_subcommands_take_no_options(line: str, cell: bool, expected: str) -> No
 def test_a_mistyped_subcommand_gets_a_hint(line: str, hint: str | None) -> None:
     found = subcommand_hint(parse_options(line))
     assert (found is None) if hint is None else (found is not None and found.endswith(hint))
+
+
+def test_gpu_takes_gpu_and_mig_uuids() -> None:
+    """``%trainwatch --gpu`` shares core.gpu_select's syntax: indices and UUIDs."""
+    opts = parse_options("--gpu MIG-4f1c,1,GPU-8f3a")
+    assert (opts.gpu, opts.gpus) == (True, [1, "MIG-4f1c", "GPU-8f3a"])
+    assert GpuState(1, 1, "GPU-zz", "H100") in opts.gpus
+    assert GpuState(0, 0, "GPU-8F3A-0000", "H100") in opts.gpus

@@ -145,13 +145,13 @@ DEFAULTS = Defaults()
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors", ".bin", ".h5", ".keras")
 
 
-def parse_gpu_selection(text: str) -> list[int] | None:
-    """The ``--gpu`` syntax of every surface (the magics, ``serve``): ``0,1`` -> [0, 1]
-    (indices as CUDA sees them), ``none``/``off`` -> [] (GPU monitoring off). Raises
-    ValueError with the one line to show; each surface wraps it in its own usage error."""
-    if text.strip().lower() in ("none", "off"):
-        return []
-    items = [t.strip() for t in text.split(",")]
-    if not items or any(not t.isdigit() for t in items):
-        raise ValueError(f"--gpu takes GPU indices like 0 or 0,1, or none; got {text!r}")
-    return sorted({int(t) for t in items})
+def parse_gpu_selection(text: str) -> list[int | str] | None:
+    """The ``--gpu`` syntax of every surface (the magics, ``serve``, ``c.TrainWatch.gpu``):
+    ``0,1`` -> [0, 1] (indices as CUDA sees them), ``0,MIG-4f1c`` -> [0, "MIG-4f1c"] (GPU or
+    MIG UUIDs, or unique prefixes of them), ``none``/``off`` -> [] (GPU monitoring off). The
+    result is a list (core.gpu_select.GpuSelection) whose ``gpu in selection`` takes a GPU
+    row. Raises ValueError with the one line to show; each surface wraps it in its own usage
+    error."""
+    from .gpu_select import parse
+
+    return parse(text)

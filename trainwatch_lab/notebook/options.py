@@ -85,7 +85,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--gpu",
         "0,1|none",
-        "GPUs to show, numbered as CUDA numbers them; none turns GPU monitoring off",
+        "GPUs to show: CUDA indices or GPU/MIG UUIDs; none turns GPU monitoring off",
         "all GPUs",
         "%trainwatch runs --gpu 0",
     ),
@@ -187,7 +187,7 @@ class Options:
     logdir: str | None = None
     interval: float = DEFAULTS.interval_s
     window: float = DEFAULTS.window_s
-    gpus: list[int] | None = None  # None: all GPUs
+    gpus: list[int | str] | None = None  # None: all GPUs (core.gpu_select selectors)
     gpu: bool = True
     probe: bool = True
     notify_url: str | None = None
@@ -245,9 +245,10 @@ def parse_interval(text: str) -> float:
     return value
 
 
-def parse_gpus(text: str) -> list[int] | None:
-    """``0,1`` -> [0, 1]; ``none``/``off`` -> [] (GPU monitoring off): the one ``--gpu``
-    syntax every surface shares (core.defaults.parse_gpu_selection)."""
+def parse_gpus(text: str) -> list[int | str] | None:
+    """``0,1`` -> [0, 1]; ``0,MIG-4f1c`` -> [0, "MIG-4f1c"] (GPU or MIG UUIDs); ``none``/``off``
+    -> [] (GPU monitoring off): the one ``--gpu`` syntax every surface shares
+    (core.defaults.parse_gpu_selection)."""
     try:
         return parse_gpu_selection(text)
     except ValueError as exc:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from traitlets import Bool, Float, Int, List, TraitError, Unicode, validate
+from traitlets import Bool, Float, Int, List, TraitError, Unicode, Union, validate
 from traitlets.config import Configurable
 
 from ..advice.notify import FORMATS, check_target
-from ..core.defaults import DEFAULTS
+from ..core.defaults import DEFAULTS, parse_gpu_selection
 from ..core.training_source import MAX_PATHS, MAX_PROCESSES
 from ..prometheus.rules import WINDOW
 
@@ -53,7 +53,12 @@ class TrainWatch(Configurable):
     probe = Bool(True, help="Measure small write + fsync latency in watched directories.").tag(
         config=True
     )
-    gpu = Bool(True, help="Sample NVIDIA GPUs through NVML.").tag(config=True)
+    gpu = Union(
+        [Bool(), Unicode()],
+        default_value=True,
+        help="Sample NVIDIA GPUs through NVML: True, False, or the GPUs to show as CUDA "
+        "indices or GPU/MIG UUIDs (or unique prefixes), e.g. '0,MIG-4f1c'; 'none' is False.",
+    ).tag(config=True)
     authenticate_prometheus = Bool(
         True,
         help="Require Jupyter's authentication (a token: Prometheus's `authorization` "
@@ -103,6 +108,25 @@ class TrainWatch(Configurable):
             return check_target("http://x", proposal["value"])[1]
         except ValueError as exc:
             raise TraitError(f"TrainWatch.notify_format: {exc}") from None
+
+    @validate("gpu")
+    def _check_gpu(self, proposal: dict) -> bool | str:
+        """A selection string stays as given (``gpu_selection`` parses it); one that selects
+        nothing is False, so ``if config.gpu`` keeps meaning "sample GPUs"."""
+        value = proposal["value"]
+        if isinstance(value, bool):
+            return value
+        try:
+            selection = parse_gpu_selection(value)
+        except ValueError as exc:
+            raise TraitError(f"TrainWatch.gpu: {exc.args[0].removeprefix('--gpu ')}") from None
+        return ",".join(map(str, selection)) if selection else False
+
+    @property
+    def gpu_selection(self) -> list[int | str] | None:
+        """The GPUs to show (core.gpu_select.GpuSelection; ``gpu in selection`` takes a GPU
+        row), None for all."""
+        return parse_gpu_selection(self.gpu) if isinstance(self.gpu, str) else None
 
     @validate("interval")
     def _check_interval(self, proposal: dict) -> float:
