@@ -23,7 +23,7 @@ from .core.defaults import DEFAULTS, Defaults
 from .core.diskstats import DiskStatsSource
 from .core.gpu import GpuSource
 from .core.history import History, capacity_for
-from .core.paths import PathsSource
+from .core.paths_source import PathsSource
 from .core.probe import local_baseline
 from .core.process import ProcessIOSource
 from .core.sampler import Sampler, Source

@@ -16,12 +16,15 @@ import pytest
 
 from tests.support.env import need, need_root
 from tests.support.mounts import guard_helpers, run, unmount, wait_until
+from trainwatch_lab.core import path_look, path_watch
 from trainwatch_lab.core import paths as paths_mod
 from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.core.guard import MountGuard, MountUnresponsive
 from trainwatch_lab.core.model import CheckpointInfo, PathState, Sample
 from trainwatch_lab.core.mounts import block_device_for, mount_for_path, read_mounts
-from trainwatch_lab.core.paths import PathsSource, inspect_path, normalise
+from trainwatch_lab.core.path_look import inspect_path
+from trainwatch_lab.core.paths import normalise
+from trainwatch_lab.core.paths_source import PathsSource
 from trainwatch_lab.core.probe import LEFTOVER, READ_ONLY
 
 FAST = replace(DEFAULTS, mount_timeout_s=1.0, probe_writes=8, probe_budget_s=1.0)
@@ -349,7 +352,7 @@ def test_source_rescans_checkpoints_at_most_every_interval(
         (tmp_path / "model2.pt").write_bytes(b"x" * 200)
         time.sleep(0.3)
         assert collect(src).paths[key].checkpoints.count == 1  # type: ignore[union-attr]
-        monkeypatch.setattr(paths_mod, "CHECKPOINT_RESCAN_S", 0.0)
+        monkeypatch.setattr(path_watch, "CHECKPOINT_RESCAN_S", 0.0)
         assert wait_until(lambda: collect(src).paths[key].checkpoints.count == 2)  # type: ignore[union-attr]
         assert collect(src).paths[key].checkpoints.newest_bytes == 200  # type: ignore[union-attr]
     finally:
@@ -375,9 +378,9 @@ def test_a_quiet_local_directory_is_not_listed_again_until_it_changes(
         return state.checkpoints
 
     try:
-        monkeypatch.setattr(paths_mod, "CHECKPOINT_RESCAN_S", 0.0)
-        monkeypatch.setattr(paths_mod, "CHECKPOINT_SETTLE_S", 0.0)
-        monkeypatch.setattr(paths_mod, "CHECKPOINT_IDLE_RESCAN_S", 3600.0)
+        monkeypatch.setattr(path_watch, "CHECKPOINT_RESCAN_S", 0.0)
+        monkeypatch.setattr(path_watch, "CHECKPOINT_SETTLE_S", 0.0)
+        monkeypatch.setattr(path_watch, "CHECKPOINT_IDLE_RESCAN_S", 3600.0)
         assert wait_until(lambda: collect(src).paths[key].checkpoints is not None)
         assert settle().newest_bytes == 100  # type: ignore[union-attr]
         with open(d / "model.pt", "ab") as f:  # grows in place: the directory is unchanged
@@ -385,7 +388,7 @@ def test_a_quiet_local_directory_is_not_listed_again_until_it_changes(
         assert settle().newest_bytes == 100  # type: ignore[union-attr]
         (d / "model2.pt").write_bytes(b"y" * 300)  # a new entry: the directory changed
         assert wait_until(lambda: collect(src).paths[key].checkpoints.count == 2)  # type: ignore[union-attr]
-        monkeypatch.setattr(paths_mod, "CHECKPOINT_IDLE_RESCAN_S", 0.0)
+        monkeypatch.setattr(path_watch, "CHECKPOINT_IDLE_RESCAN_S", 0.0)
         with open(d / "model2.pt", "ab") as f:
             f.write(b"y" * 100)
         assert wait_until(lambda: collect(src).paths[key].checkpoints.newest_bytes == 400)  # type: ignore[union-attr]
@@ -407,7 +410,7 @@ def test_a_local_directory_is_scanned_without_the_helper_and_not_into_mounts(
     (inner / "model.safetensors").write_bytes(b"y" * 100)  # would count as a save if entered
     (outer / "mnt").mkdir()
     run(["mount", "--bind", str(inner), str(outer / "mnt")])
-    monkeypatch.setattr(paths_mod, "CHECKPOINT_RESCAN_S", 0.0)
+    monkeypatch.setattr(path_watch, "CHECKPOINT_RESCAN_S", 0.0)
     g = MountGuard(FAST.mount_timeout_s)
     src = PathsSource([str(outer)], defaults=FAST, probe=False, guard=g)
     frozen: list[int] = []
@@ -435,7 +438,7 @@ def test_a_checkpoint_scan_out_of_time_never_makes_the_path_unresponsive(
 ) -> None:
     """The scan has its own helper: while it is busy past its timeout (a big directory on a
     slow share), the per-tick statvfs still answers and the last checkpoints stay shown."""
-    monkeypatch.setattr(paths_mod, "CHECKPOINT_RESCAN_S", 0.0)
+    monkeypatch.setattr(path_watch, "CHECKPOINT_RESCAN_S", 0.0)
     (tmp_path / "model.pt").write_bytes(b"x" * 100)
     key = str(tmp_path)
     mountpoint = mount_for_path(key, read_mounts()).mountpoint
@@ -444,8 +447,8 @@ def test_a_checkpoint_scan_out_of_time_never_makes_the_path_unresponsive(
     src = PathsSource([key], defaults=d, probe=False, guard=g)
     busy = threading.Thread(
         target=g.call,
-        args=(paths_mod.scan_key(mountpoint), "sleep"),
-        kwargs={"lane": paths_mod.SCAN_LANE, "timeout": 30, "seconds": 3.0},
+        args=(path_look.scan_key(mountpoint), "sleep"),
+        kwargs={"lane": path_look.SCAN_LANE, "timeout": 30, "seconds": 3.0},
         daemon=True,
     )
     try:
@@ -563,7 +566,7 @@ def test_a_local_look_notices_a_path_replaced_by_a_symlink_or_removed(tmpfs_moun
 def test_look_without_following_answers_like_the_helper_or_declines(tmpfs_mount) -> None:
     """From our own thread: the same answer as the helper's inspect for a plain path (also
     one not created yet); None where a symlink or another mount is on the way."""
-    from trainwatch_lab.core.paths import look_without_following
+    from trainwatch_lab.core.path_look import look_without_following
     from trainwatch_lab.core.worker import op_inspect
 
     outer, inner = tmpfs_mount("4m").path, tmpfs_mount("4m").path

@@ -23,7 +23,8 @@ from tests.advice.test_storage import run, state
 from trainwatch_lab.advice.storage import checkpoint_wont_fit, disk_almost_full
 from trainwatch_lab.core.defaults import GIB, MIB
 from trainwatch_lab.core.model import CheckpointInfo, Sample
-from trainwatch_lab.core.paths import PathsSource, inspect_path
+from trainwatch_lab.core.path_look import inspect_path
+from trainwatch_lab.core.paths_source import PathsSource
 from trainwatch_lab.core.quota import (
     KINDS,
     QIF_LIMITS,

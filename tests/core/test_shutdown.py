@@ -28,7 +28,7 @@ import pytest
 
 from tests.support.mounts import wait_until
 from trainwatch_lab.core import guard as guard_mod
-from trainwatch_lab.core import paths as paths_mod
+from trainwatch_lab.core import path_look, path_watch, paths_source
 from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.core.guard import (
     PROBE_LANE,
@@ -39,7 +39,7 @@ from trainwatch_lab.core.guard import (
 )
 from trainwatch_lab.core.model import Sample
 from trainwatch_lab.core.mounts import mount_for_path, read_mounts
-from trainwatch_lab.core.paths import PathsSource
+from trainwatch_lab.core.paths_source import PathsSource
 from trainwatch_lab.core.sampler import Sampler
 
 REPO = Path(__file__).resolve().parents[2]
@@ -124,7 +124,7 @@ def test_calls_racing_the_guard_close_meet_only_its_documented_exceptions(
         threads = [
             threading.Thread(target=work, args=(key, lane), name=f"trainwatch-test {key} {lane}")
             for key in ("/a", "/b")
-            for lane in ("main", PROBE_LANE, paths_mod.SCAN_LANE)
+            for lane in ("main", PROBE_LANE, path_look.SCAN_LANE)
             for _ in range(2)
         ]
         for t in threads:
@@ -147,8 +147,8 @@ def test_closing_a_source_with_scans_and_probes_in_flight_is_quiet(
     SIGTERM. The threads end quietly, and the probe reports the guard's exception, not
     EBADF of our closed pipe (before the fix: "Bad file descriptor", read as the mount's
     error)."""
-    monkeypatch.setattr(paths_mod, "CHECKPOINT_RESCAN_S", 0.0)
-    monkeypatch.setattr(paths_mod, "PROBE_RETRY_S", 0.0)
+    monkeypatch.setattr(path_watch, "CHECKPOINT_RESCAN_S", 0.0)
+    monkeypatch.setattr(path_watch, "PROBE_RETRY_S", 0.0)
     link = checkpoint_dirs(tmp_path, 1)[1]  # looked at, scanned and probed by helpers
     mountpoint = mount_for_path(link, read_mounts()).mountpoint
 
@@ -218,7 +218,7 @@ def test_a_close_landing_inside_a_call_is_quiet(
     """The exact moment of the CI run, made certain: the guard closes while a scan (or a
     probe) thread is inside ``MountGuard.call``. Before the fix the thread died with
     ValueError("I/O operation on closed file")."""
-    monkeypatch.setattr(paths_mod, "CHECKPOINT_RESCAN_S", 0.0)
+    monkeypatch.setattr(path_watch, "CHECKPOINT_RESCAN_S", 0.0)
     keys = checkpoint_dirs(tmp_path, 1)
     g = MountGuard(BUSY.mount_timeout_s)
     closer = _CloseInside(g, op)
@@ -242,7 +242,7 @@ def test_a_scan_thread_meeting_the_unexpected_is_quiet_only_once_closed(
     """What a thread meets in an interpreter that is going away cannot all be listed; once
     the source or its guard is closed, a scan ends quietly whatever it met. While they
     run, a bug still shows."""
-    monkeypatch.setattr(paths_mod, "CHECKPOINT_RESCAN_S", 0.0)
+    monkeypatch.setattr(path_watch, "CHECKPOINT_RESCAN_S", 0.0)
     link = checkpoint_dirs(tmp_path, 1)[1]  # scanned through the helper
 
     def one_round(close: str | None) -> None:
@@ -258,7 +258,7 @@ def test_a_scan_thread_meeting_the_unexpected_is_quiet_only_once_closed(
             met.set()
             raise RuntimeError(SHUTDOWN_ERROR)
 
-        monkeypatch.setattr(paths_mod, "scan_checkpoints_guarded", scan)
+        monkeypatch.setattr(paths_source, "scan_checkpoints_guarded", scan)
         try:
             assert wait_until(lambda: met.is_set() or src.collect(Sample(t=time.time())))
             assert wait_until(lambda: not our_threads("trainwatch-scan"), 10)
@@ -278,8 +278,8 @@ def test_stopping_a_sampler_at_any_moment_is_quiet(
 ) -> None:
     """The unload path: a Sampler watching directories with scans and probes every tick is
     closed at a random moment, again and again."""
-    monkeypatch.setattr(paths_mod, "CHECKPOINT_RESCAN_S", 0.0)
-    monkeypatch.setattr(paths_mod, "PROBE_RETRY_S", 0.0)
+    monkeypatch.setattr(path_watch, "CHECKPOINT_RESCAN_S", 0.0)
+    monkeypatch.setattr(path_watch, "PROBE_RETRY_S", 0.0)
     keys = checkpoint_dirs(tmp_path, 4)
     for _ in range(20):
         sampler = Sampler([PathsSource(keys, defaults=BUSY)], interval=0.01).start()
@@ -293,11 +293,11 @@ SCRIPT = textwrap.dedent(
     """
     import random, sys, time
     from dataclasses import replace
-    from trainwatch_lab.core import paths
+    from trainwatch_lab.core import path_watch
     from trainwatch_lab.core.defaults import DEFAULTS
     from trainwatch_lab.monitor import make_sampler
 
-    paths.CHECKPOINT_RESCAN_S = paths.PROBE_RETRY_S = 0.0
+    path_watch.CHECKPOINT_RESCAN_S = path_watch.PROBE_RETRY_S = 0.0
     d = replace(DEFAULTS, probe_writes=2, probe_budget_s=0.5, probe_every_s=0.0,
                 local_probe_every_s=0.0, checkpoint_scan_budget_s=0.2)
     sys.setswitchinterval(1e-5)

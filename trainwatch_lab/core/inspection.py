@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from .defaults import DEFAULTS, Defaults
 from .guard import PROBE_LANE, MountGuard, default_guard
 from .model import PathState, ProbeResult
+from .mount_facts import apply_mount
 from .mounts import mount_for_path, read_mounts
-from .paths import SCAN_LANE, apply_mount, inspect_path, scan_key
+from .path_look import SCAN_LANE, inspect_path, scan_key
 from .probe import local_baseline
 
 

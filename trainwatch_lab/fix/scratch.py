@@ -18,8 +18,9 @@ import re
 import tempfile
 
 from ..core.guard import MountGuard, default_guard
+from ..core.mount_facts import MountFacts
 from ..core.mounts import mount_for_path, read_mounts
-from ..core.paths import MountFacts, normalise, printable
+from ..core.paths import normalise, printable
 from ..core.space import space_fields
 from .mirror_plan import LOCK_PREFIX
 

@@ -21,7 +21,8 @@ from ..core.defaults import DEFAULTS
 from ..core.guard import MountGuard, MountUnresponsive, WorkerFailed, WorkerUnavailable
 from ..core.guard import default_guard as _default_guard
 from ..core.mounts import mount_for_path, read_mounts
-from ..core.paths import normalise, printable, scan_checkpoints_guarded
+from ..core.path_look import scan_checkpoints_guarded
+from ..core.paths import normalise, printable
 from ..core.space import space_fields
 
 log = logging.getLogger(__name__)
