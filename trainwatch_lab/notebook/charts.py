@@ -91,6 +91,22 @@ class Series:
     keys: tuple[SeriesKey, ...]
     kind: str = "value"  # "value" | "ratio_pct" | "used_pct" | "await"
     scale: float = 1.0
+    stacked: bool = False  # drawn on top of the stacked series before it, filled below
+
+
+def stack(series: Sequence[Series], ys: np.ndarray) -> np.ndarray:
+    """Each stacked line at the sum of itself and the stacked lines before it (a missing
+    value counts 0 there); a column where every stacked value is missing stays a gap."""
+    rows = [i for i, s in enumerate(series) if s.stacked]
+    if len(rows) < 2:
+        return ys
+    part = ys[rows]
+    gap = np.isnan(part).all(axis=0)
+    summed = np.nancumsum(part, axis=0)
+    summed[:, gap] = np.nan
+    out = ys.copy()
+    out[rows] = summed
+    return out
 
 
 def window_columns(
@@ -148,7 +164,8 @@ class TimeChart:
 
     ``figure`` is what a layout places (the title/legend line over the plot); ``plot`` is
     the bqplot Figure. ``y_max`` fixes the y axis (percentages); otherwise it grows to
-    round numbers from ``y_floor`` up.
+    round numbers from ``y_floor`` up. ``fill``: the area under each stacked series is
+    shaded (Series.stacked), so a stack reads as bands.
     """
 
     def __init__(
@@ -161,6 +178,7 @@ class TimeChart:
         y_floor: float = 1.0,
         name: str = "",
         height: int = 160,
+        fill: bool = False,
     ) -> None:
         self.name = name or title
         self.title, self.unit = title, unit
@@ -180,6 +198,9 @@ class TimeChart:
             labels=[],
             display_legend=False,
             stroke_width=1.5,
+            fill="bottom" if fill else "none",
+            fill_colors=PALETTE,
+            fill_opacities=[],
         )
         # explicit ticks only (ticks.py); the axes show once there is data to read
         self.x_axis = Axis(scale=self.x_scale, tick_values=[0.0], grid_lines="none", visible=False)
@@ -227,7 +248,7 @@ class TimeChart:
         n = t.size
         if not self.series or n == 0:
             return np.empty(0), np.empty((0, 0), dtype=np.float32), []
-        ys = np.vstack([evaluate(s, cols, n) for s in self.series])
+        ys = stack(self.series, np.vstack([evaluate(s, cols, n) for s in self.series]))
         bx, by = break_gaps(*downsample(t, ys, bucket_s, self.agg), 3 * bucket_s)
         return bx, by.astype(np.float32), [s.label for s in self.series]
 
@@ -269,6 +290,8 @@ class TimeChart:
         with self.lines.hold_sync():
             if labels != list(self.lines.labels):
                 self.lines.labels = labels
+                if self.lines.fill != "none":
+                    self.lines.fill_opacities = [0.25 if s.stacked else 0.0 for s in self.series]
             self.lines.x = (t - self.origin).astype(np.float32)
             self.lines.y = y  # bqplot squeezes (1, n) to one line of n points: what we want
         self._set_x_axis(lo, hi, fixed=hi > t[-1])

@@ -31,18 +31,21 @@ from ..core.model import Sample
 from ..core.paths import normalise
 from ..core.sampler import Sampler
 from . import dashboard_prefs as prefs
+from . import dashboard_view as view
 from .alerts_html import esc
 from .charts import MIN_SPAN_S, bucket_seconds, window_columns
 from .dashboard_charts import COMPACT, DETAILED, series_for
 from .dashboard_layout import WINDOW_CHOICES as WINDOW_CHOICES  # re-exported
 from .dashboard_layout import DashboardLayout
 from .dashboard_layout import window_label as window_label  # re-exported
-from .dashboard_view import NO_PATHS_HTML, HeaderState, alerts_html, header_html, paths_html
 from .export import ExportError, write_file
 from .inline import InlineAlerts, attach
+from .kernel_watch import mirror_statuses, save_status
 from .settings import MAX_HISTORY_SAMPLES as MAX_HISTORY_SAMPLES  # re-exported
 from .settings import check_settings
 from .snapshot import snapshot_html, snapshot_text
+
+FIXES_EVERY_S = 2.0
 
 
 def new_sampler(
@@ -117,6 +120,7 @@ class TrainWatch(DashboardLayout):
         self._stop_reason = "stopped"
         self._lock = threading.RLock()
         self._last_chart_t = -math.inf
+        self._fixes_t = -math.inf
         self._pane_key: Any = None
         self._display_handle: Any = None
         self._unsubscribe: Any = None
@@ -301,6 +305,7 @@ class TrainWatch(DashboardLayout):
         if sample is None:
             return
         self._update_panes(sample, force)
+        self._update_fixes(sample.t)
         # while the data is shorter than the window there is nothing to downsample: draw
         # every tick, so the first point shows with the first sample
         span = max(len(self.history), 1) * self.sampler.interval
@@ -312,7 +317,7 @@ class TrainWatch(DashboardLayout):
             self._update_charts(sample, bucket)
         self.status.value = self._header_html(sample)
 
-    def _header_state(self) -> HeaderState:
+    def _header_state(self) -> view.HeaderState:
         if self.stopped:
             state = self._stop_reason
         elif self.paused:
@@ -320,10 +325,22 @@ class TrainWatch(DashboardLayout):
         else:
             state = "live" if self.samples else "waiting"
         points = self.charts["io"].points if hasattr(self, "charts") else 0
-        return HeaderState(state, self.samples, points, self.sampler.interval, self.window_s)
+        return view.HeaderState(state, self.samples, points, self.sampler.interval, self.window_s)
 
     def _header_html(self, sample: Sample | None) -> str:
-        return header_html(sample, self._header_state())
+        lost = view.waits_fact(sample, self.history, self.window_s) if sample else None
+        return view.header_html(sample, self._header_state(), lost)
+
+    def _update_fixes(self, now: float) -> None:
+        """The mirrors' and checkpoint saves' lines, every FIXES_EVERY_S (a mirror's status
+        scans its local directory); sent only when the words changed."""
+        if abs(now - self._fixes_t) < FIXES_EVERY_S:
+            return
+        self._fixes_t = now
+        html = view.fixes_html(mirror_statuses(), save_status())
+        if html != self.fixes.value:
+            self.fixes.value = html
+            self.fixes.layout.display = "block" if html else "none"
 
     def _gpus(self, sample: Sample) -> list[Any]:
         return [g for g in sample.gpus if self.gpu_filter is None or g.index in self.gpu_filter]
@@ -356,8 +373,8 @@ class TrainWatch(DashboardLayout):
         if not (force or self.details_open or key != self._pane_key):
             return
         self._pane_key = key
-        self.paths_pane.value = paths_html(sample) if sample.paths else NO_PATHS_HTML
-        self.alerts_pane.value = alerts_html(sample)
+        self.paths_pane.value = view.paths_html(sample) if sample.paths else view.NO_PATHS_HTML
+        self.alerts_pane.value = view.alerts_html(sample)
         self.gpu_note.value = (
             f'<div class="tw-gpu-note tw-muted">GPU: {esc(reason)}</div>' if reason else ""
         )
@@ -369,7 +386,7 @@ class TrainWatch(DashboardLayout):
             names += [n for n in DETAILED if n in self.charts]
         gpus = self._gpus(sample)
         for name in names:
-            self.charts[name].set_series(series_for(name, sample, gpus))
+            self.charts[name].set_series(series_for(name, sample, gpus, self.history))
         keys: list[SeriesKey] = [k for n in names for k in self.charts[n].series_keys()]
         t, cols = window_columns(self.history, keys, self.window_s, now=sample.t)
         min_span = min(self.window_s / 2, MIN_SPAN_S)

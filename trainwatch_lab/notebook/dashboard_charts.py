@@ -4,7 +4,9 @@ Units, the project's one family: rates in decimal MB/s (``DiskRates`` counts MiB
 lines are scaled by 1.048576), latency in ms, GPU and space in %. Free space is drawn as
 % used per *filesystem* (``core.fill.filesystem_key``): paths on one filesystem would draw
 identical lines, and a percentage puts a 64 MiB tmpfs and a 4 TiB disk on one readable
-scale (a GiB scale from 0 left the small one flat at the bottom).
+scale (a GiB scale from 0 left the small one flat at the bottom). Time lost to storage
+(core.waits) is drawn stacked by watched path, the training loop's main thread filled, its
+worker processes as plain lines over it (they wait apart from the loop).
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ from typing import Any
 
 from ..core.defaults import MIB
 from ..core.fill import filesystem_key
+from ..core.history import History
 from ..core.model import Sample, watched_devices
 from .charts import Series, TimeChart
 
 MB_PER_MIB = MIB / 1e6
 
 COMPACT = ("gpu", "io", "space")  # always in view (GPU only when there is one)
-DETAILED = ("await", "util")  # under Details: made and fed only once opened
+DETAILED = ("await", "util", "waits")  # under Details: made and fed only once opened
 
 
 def make_chart(name: str) -> TimeChart:
@@ -35,6 +38,8 @@ def make_chart(name: str) -> TimeChart:
         return TimeChart("Disk await", "ms", name="await")
     if name == "util":
         return TimeChart("Disk busy", "% util", y_max=100.0, name="util")
+    if name == "waits":
+        return TimeChart("Time lost to storage", "% of time", y_max=100.0, name="waits", fill=True)
     raise KeyError(name)
 
 
@@ -104,7 +109,32 @@ def space_series(sample: Sample) -> list[Series]:
     return list(seen.values())
 
 
-def series_for(name: str, sample: Sample, gpus: Sequence[Any]) -> list[Series]:
+def waits_series(sample: Sample, history: History | None) -> list[Series]:
+    """Per watched path, the share of time the main thread waited there (stacked), then its
+    workers'. From the history's columns, not this sample's keys: a tick that was not
+    measured must not make the legend blink."""
+    if history is None:
+        return []
+    keys = {(k[1], k[2]) for k in history.keys("wait") if k[1] in sample.paths}
+    paths = sorted({path for path, _ in keys})
+    main = [
+        Series(filesystem_label(p, None), (("wait", p, "main"),), scale=100.0, stacked=True)
+        for p in paths
+        if (p, "main") in keys
+    ]
+    workers = [
+        Series(f"{filesystem_label(p, None)} workers", (("wait", p, "workers"),), scale=100.0)
+        for p in paths
+        if (p, "workers") in keys
+    ]
+    return main + workers
+
+
+def series_for(
+    name: str, sample: Sample, gpus: Sequence[Any], history: History | None = None
+) -> list[Series]:
+    if name == "waits":
+        return waits_series(sample, history)
     devices = watched_devices(sample)
     if name == "gpu":
         return gpu_series(gpus)

@@ -1,8 +1,9 @@
 """How the dashboard is laid out: the bar (verdict, window, Pause, Details), the chart row,
 and what sits under Details. TrainWatch (dashboard.py) adds the behaviour.
 
-The bar and the chart row are all a closed dashboard shows (at most ~420 px beside the
-running cell with one path, ~480 px with three paths and two GPUs); the path table, the
+The bar, a line per fix at work (a log mirror, a checkpoint save; none most of the time,
+three mirrors at most) and the chart row are all a closed dashboard shows (at most ~420 px
+beside the running cell with one path, ~480 px with three paths and two GPUs); the path table, the
 warnings with their fixes, the latency and %util charts and the CSV export wait under
 Details, whose charts are only made once it is opened.
 """
@@ -89,13 +90,16 @@ class DashboardLayout(widgets.VBox):
             [self.status, self.window_select, self.pause_button, self.details_button]
         )
         bar.add_class("tw-bar")
+        # the fixes at work (log mirrors, a checkpoint save): hidden while there is none
+        self.fixes = widgets.HTML("", layout=widgets.Layout(display="none"))
+        self.fixes.add_class("tw-fixes")
         self.charts: dict[str, TimeChart] = {name: make_chart(name) for name in COMPACT}
         self.space_note = widgets.HTML(NO_PATHS_HTML)
         self.space_note.add_class("tw-note-cell")
         self.grid = widgets.GridBox([self.charts["io"].figure, self.space_note], layout=_grid())
         self.grid.add_class("tw-charts")
         self._build_details(details)
-        self.children = [self.style_html, bar, self.grid, self.details]
+        self.children = [self.style_html, bar, self.fixes, self.grid, self.details]
         for control in (self.window_select, self.pause_button, self.details_button):
             follow_frontend_subshell(control)
 

@@ -2,7 +2,10 @@
 
 Pure functions of a Sample, so the words are testable without widgets. The header takes
 its verdict and facts from ``Sample.headline`` (advice/headline.py), the words the panel
-and the status bar show too; nothing here recomputes them.
+and the status bar show too; nothing here recomputes them. Two lines of our own: the time
+the training loop lost to storage over the chart window (``waits_fact``; io-bound's mean and
+system calls, advice.io_bound), and the fixes at work (``fixes_html``: each ``local_mirror``
+in the words of ``%trainwatch status``, a checkpoint save in flight, the last one's time).
 
 The *stale* state is decided in the browser: the header carries a CSS animation that
 shows "stale" after three sampling intervals, and every sample replaces the header's HTML,
@@ -13,12 +16,18 @@ code has to run for it.
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from ..advice.text import fill_text
+from ..advice.io_bound import top_calls, window_mean
+from ..advice.text import fill_text, fmt_duration, fmt_pct
+from ..core.history import History
 from ..core.model import Headline, Sample
 from .alerts_html import alert_html, esc
+from .cell_report import WAIT_SHOWN
 from .snapshot import latency_text, mount_text, space_text
 
 STALE_INTERVALS = 3
@@ -57,8 +66,28 @@ class HeaderState:
     window: float
 
 
-def header_html(sample: Sample | None, st: HeaderState) -> str:
-    """One line: the verdict (coloured by the worst severity), the facts, the state.
+def waits_fact(sample: Sample, history: History | None, window_s: float) -> str | None:
+    """``31 % waiting on /mnt/share/runs (fsync)``: the watched path the training loop's main
+    thread lost most time to over the chart window, and the system call most of it went to;
+    None while not measured or under WAIT_SHOWN (nothing worth a word)."""
+    proc = sample.process
+    if proc is None or not proc.waits or history is None:
+        return None
+    means = [
+        (window_mean(history, ("wait", path, "main"), window_s, sample.t)[0], path)
+        for path in sorted(proc.waits)
+    ]
+    fraction, path = max(means)
+    if fraction < WAIT_SHOWN:
+        return None
+    calls = top_calls(history, path, "main", window_s, sample.t)
+    call = f" ({calls[0][0]})" if calls else ""
+    return f"{fmt_pct(fraction)} waiting on {path}{call}"
+
+
+def header_html(sample: Sample | None, st: HeaderState, lost: str | None = None) -> str:
+    """One line: the verdict (coloured by the worst severity), the facts, the state;
+    ``lost``: the time lost to storage (``waits_fact``), after the headline's facts.
 
     It travels to the browser every tick, so it is kept small (about 350 bytes): styled
     by data attributes, quoted with ' (JSON escapes every "), but for ``data-state``
@@ -67,7 +96,7 @@ def header_html(sample: Sample | None, st: HeaderState) -> str:
         level, verdict, facts = "none", "trainwatch", ""
     else:
         h = headline_of(sample)
-        level, verdict, facts = h.level, h.verdict, " · ".join(h.facts)
+        level, verdict, facts = h.level, h.verdict, " · ".join([*h.facts, *filter(None, [lost])])
     timed = st.state in ("live", "paused")
     now = clock(sample.t if sample else None)
     if st.state in STATE_TEXT:
@@ -106,6 +135,52 @@ def paths_html(sample: Sample) -> str:
         "<th>mount</th><th>write latency</th><th>free space</th><th>trend</th></tr>"
         f"{''.join(rows)}</table></div>"
     )
+
+
+MAX_MIRROR_LINES = 3  # the strip beside a running cell never grows past this
+
+
+def save_text(st: Any, now: float | None = None) -> str | None:
+    """A checkpoint save in flight and how long the last one took (fix.background.SaveStatus):
+    ``saving ckpt-0003.pt in the background for 4 s · the last save took 12 s``."""
+    if st is None:
+        return None
+    now = time.time() if now is None else now
+    parts = []
+    if st.in_flight:
+        where = " in the background" if st.background else ""
+        took = fmt_duration(max(0.0, now - (st.started_at or now)))
+        name = os.path.basename(st.path or "") or "a checkpoint"
+        parts.append(f"saving {name}{where} for {took}")
+    if st.last_finished_at is not None and st.last_duration_s is not None:
+        took = fmt_duration(st.last_duration_s)
+        name = os.path.basename(st.last_path or "")
+        if st.last_ok:
+            parts.append(f"the last save ({name}, {clock(st.last_finished_at)}) took {took}")
+        else:
+            parts.append(f"the last save ({name}) failed after {took}: {st.last_error}")
+    return " · ".join(parts) or None
+
+
+def fixes_html(mirrors: Sequence[Any], save: Any, now: float | None = None) -> str:
+    """The fixes at work, one quiet line each (at most MAX_MIRROR_LINES mirrors, then how many
+    more); empty when there is none. Mirror lines are MirrorStatus.text(), the words of
+    ``%trainwatch status`` and the panel."""
+    lines = [
+        f"<div class='tw-fix tw-mirror' data-state='{esc(m.state)}' title='{esc(t)}'>{esc(t)}</div>"
+        for m, t in ((m, m.text()) for m in mirrors[:MAX_MIRROR_LINES])
+    ]
+    if len(mirrors) > MAX_MIRROR_LINES:
+        more = len(mirrors) - MAX_MIRROR_LINES
+        lines.append(f"<div class='tw-fix tw-muted'>and {more} more mirror{'s' * (more > 1)}</div>")
+    text = save_text(save, now)
+    if text:
+        busy = "1" if save.in_flight else "0"
+        lines.append(
+            f"<div class='tw-fix tw-save' data-in-flight='{busy}' title='{esc(text)}'>"
+            f"{esc(text)}</div>"
+        )
+    return "".join(lines)
 
 
 NO_PATHS_HTML = (
@@ -179,6 +254,14 @@ DASH_STYLE = """
   border: 1px solid var(--jp-border-color1); background: var(--jp-layout-color2);
   color: var(--jp-ui-font-color0); }
 .tw-head .tw-stale { border-color: var(--jp-warn-color1); }
+.trainwatch .tw-fixes .widget-html-content { line-height: 1.3; }
+.tw-fix { color: var(--jp-ui-font-color1); font-size: var(--jp-ui-font-size1);
+  white-space: nowrap; overflow: hidden; text-overflow: ellipsis; padding-left: 8px;
+  border-left: 3px solid var(--jp-success-color1); margin: 1px 0; }
+.tw-fix[data-state="copying"], .tw-fix[data-state="starting"],
+.tw-fix[data-in-flight="1"] { border-left-color: var(--jp-info-color1); }
+.tw-fix[data-state="share-unresponsive"] { border-left-color: var(--jp-warn-color1); }
+.tw-fix[data-state="error"] { border-left-color: var(--jp-error-color1); }
 .trainwatch .tw-charts { display: grid; gap: 4px 12px; margin-top: 4px;
   grid-template-columns: repeat(auto-fit, minmax(300px, 1fr)); }
 .trainwatch .tw-chart { min-width: 0; justify-content: space-between; }

@@ -28,13 +28,27 @@ from .quick_check import check_and_show
 NOT_RUNNING = "trainwatch: not running (start it with %trainwatch [PATH ...])"
 
 
+def fix_module(name: str) -> Any:
+    """``trainwatch_lab.fix.<name>`` when something in this kernel imported it, else None:
+    without it no mirror or save can exist, and looking must not import it."""
+    return sys.modules.get(f"trainwatch_lab.fix.{name}")
+
+
+def mirror_statuses() -> list[Any]:
+    """A MirrorStatus per ``local_mirror`` of this kernel (%trainwatch status, the dashboard)."""
+    module = fix_module("mirror")
+    return [] if module is None else [m.status() for m in module.active_mirrors()]
+
+
+def save_status() -> Any:
+    """The checkpoint save in flight and the last one (fix.background.SaveStatus), or None."""
+    module = fix_module("background")
+    return None if module is None else module.checkpoint_status()
+
+
 def mirror_lines() -> list[str]:
-    """One status line per ``local_mirror`` of this kernel; none when nothing imported
-    fix.mirror (no mirror can exist then, and looking must not import it)."""
-    module = sys.modules.get("trainwatch_lab.fix.mirror")
-    if module is None:
-        return []
-    return [f"  {m.status().text()}" for m in module.active_mirrors()]
+    """One status line per ``local_mirror`` of this kernel."""
+    return [f"  {st.text()}" for st in mirror_statuses()]
 
 
 def subscribe_notifier(sampler: Any, opts: Options) -> Any:
