@@ -4,8 +4,15 @@ A cluster filesystem with hundreds of TB free still fails a save with ``EDQUOT``
 user's, group's or project's quota is spent, so the quota left is what the rules must see.
 Read with the ``quotactl_fd`` system call (Linux 5.14, no device name needed; ``quotactl``
 on the mount's block device before that): ext4, XFS, tmpfs and any filesystem with kernel
-quotas. ``read_quotas`` touches the mount, so callers run it inside the mount guard's helper
-(core.worker's ``quota`` op) unless the mount cannot hang.
+quotas. Lustre and NFS answer no ``quotactl``: their quotas come from ``lfs quota`` and
+``quota`` (core.quota_tools) where those are installed. ``read_quotas`` touches the mount, so
+callers run it inside the mount guard's helper (core.worker's ``quota`` op) unless the mount
+cannot hang.
+
+Whose quota: the one a write is charged to, the writer's filesystem uid and gid (``Uid:`` and
+``Gid:`` of /proc/PID/status, fourth field: ``process_ids``), or the directory's group where
+the directory is set-group-ID (new files take its group). Supplementary groups (``Groups:``)
+are charged nothing, so they are not read.
 """
 
 from __future__ import annotations
@@ -15,11 +22,13 @@ import errno
 import fcntl
 import os
 import platform
+import stat
 import struct
 from dataclasses import dataclass
 from typing import Any
 
 from .model import PathState
+from .quota_tools import tool_quotas
 
 # <linux/quota.h>: QCMD(cmd, type) = (cmd << 8) | (type & 0xff); Q_GETQUOTA = 0x800007
 Q_GETQUOTA = 0x800007
@@ -135,7 +144,12 @@ def read_quotas(
     quotas: list[dict[str, Any]] = []
     why: set[str] = set()
     try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISGID:
+            gid = st.st_gid  # files made here take the directory's group, and its quota
         ids = {"user": uid, "group": gid, "project": project_id(fd)}
+        if (answer := tool_quotas(fd, path, ids)) is not None:
+            return answer  # Lustre, NFS: no quotactl there
         for kind, qid in ids.items():
             if qid is None:
                 continue
@@ -165,6 +179,21 @@ def read_quotas(
     finally:
         os.close(fd)
     return {"quotas": quotas, "none": None if quotas else "; ".join(sorted(why)) or "no quota"}
+
+
+def process_ids(pid: int, proc: str = "/proc") -> tuple[int, int]:
+    """The uid and gid a process's writes are charged to: the filesystem ids (``Uid:`` and
+    ``Gid:``'s fourth field in /proc/PID/status). OSError when the process is gone."""
+    ids: dict[str, int] = {}
+    with open(f"{proc}/{pid}/status", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            name, _, values = line.partition(":")
+            if name in ("Uid", "Gid"):
+                fields = values.split()
+                ids[name] = int(fields[3] if len(fields) > 3 else fields[0])
+    if len(ids) != 2:
+        raise OSError(f"no Uid:/Gid: in {proc}/{pid}/status")
+    return ids["Uid"], ids["Gid"]
 
 
 def binding(answer: dict[str, Any], mountpoint: str) -> Quota | None:
