@@ -32,6 +32,7 @@ from tests.support.lab import (
     wait_cell_done,
     write_notebook,
 )
+from trainwatch_lab.fix.mirror import local_mirror
 
 pytestmark = [pytest.mark.browser, pytest.mark.root]
 
@@ -442,6 +443,11 @@ def test_panel_opens_with_the_headline_and_shows_when_its_data_is_stale(tmp_path
     root = tmp_path / "root"
     root.mkdir()
     args, env = lab_setup(tmp_path)
+    # a log mirror of this process, where the server looks for mirrors (issue 13)
+    env["TRAINWATCH_MIRROR_ROOT"] = str(tmp_path / "scratch")
+    mirror = local_mirror(tmp_path / "share" / "exp1", every=60, local_root=tmp_path / "scratch")
+    (mirror / "events.out.tfevents.1").write_bytes(b"e" * 4096)
+    assert mirror.sync(10)
     with jupyter_lab(root, extra_args=args, env=env) as lab, chromium_page((1400, 900)) as page:
         for p in paths:
             lab.api("trainwatch-lab/api/paths", "POST", {"path": str(p)})
@@ -536,6 +542,12 @@ def test_panel_opens_with_the_headline_and_shows_when_its_data_is_stale(tmp_path
         light_bg = page.evaluate(CONTRAST_JS, f"{VERDICT} .jp-TrainWatch-facts")["background"]
         widen_sidebar(page)  # the rest runs in a wider panel: the charts follow its width
         check_charts(page, "light, wide")
+        # the mirror: one line in Python's words (those of %trainwatch status)
+        line = page.locator(f"{PANEL} .jp-TrainWatch-mirror")
+        line.first.wait_for(timeout=30_000)
+        assert line.count() == 1 and line.get_attribute("data-local") == mirror.local
+        text = line.inner_text()
+        assert text.startswith(f"mirror {mirror.local} -> {mirror.share}: in sync (1 file"), text
         screenshot_panel(page, "lab-panel.png")
 
         # paused: the charts hold still while samples keep arriving
@@ -592,3 +604,4 @@ def test_panel_opens_with_the_headline_and_shows_when_its_data_is_stale(tmp_path
         check_charts(page, "dark")
         screenshot_panel(page, "lab-panel-dark.png")
         print("verdict contrast, light:", light, "dark:", dark)
+    assert mirror.close(10)
