@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import stat
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +29,7 @@ from trainwatch_lab.advice.storage import disk_almost_full
 from trainwatch_lab.core import quota_tools
 from trainwatch_lab.core.defaults import DEFAULTS, GIB, MIB
 from trainwatch_lab.core.model import Sample
+from trainwatch_lab.core.quota import process_ids, read_quotas
 from trainwatch_lab.core.quota_tools import ToolQuotas, command, fs_magic, parse_row
 
 try:
@@ -332,3 +334,57 @@ def test_a_hanging_lfs_is_said_once_and_never_holds_the_ticks(as_lustre) -> None
     assert notes[1:] == [None, None, None]
     p = samples[-1].paths[str(mp)]
     assert p.responsive and p.quota is None  # the mount is fine; the tmpfs figures stand
+
+
+# -- whose quota: the watched process's filesystem ids, a set-group-ID directory's group ----
+def test_process_ids_are_the_filesystem_ids(tmp_path: Path) -> None:
+    status = tmp_path / "4321" / "status"
+    status.parent.mkdir()
+    status.write_text(
+        "Name:\tpython\nUid:\t1000\t1000\t1000\t1001\nGid:\t100\t100\t100\t101\n"
+        "Groups:\t4 24 27 100\n"
+    )
+    assert process_ids(4321, proc=str(tmp_path)) == (1001, 101)  # fsuid, fsgid
+    with pytest.raises(OSError):
+        process_ids(4322, proc=str(tmp_path))
+
+
+def test_process_ids_of_a_process_run_as_another_user() -> None:
+    if os.geteuid() != 0 and os.environ.get("CI") != "true":
+        pytest.skip("starting a process as nobody needs root")
+    child = subprocess.Popen(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "30"]
+    )
+    try:
+        assert wait_until(lambda: _exec_done(child.pid), 5)
+        assert process_ids(child.pid) == (65534, 65534)
+    finally:
+        child.kill()
+        child.wait()
+
+
+def _exec_done(pid: int) -> bool:
+    with open(f"/proc/{pid}/comm") as f:
+        return f.read().strip() == "sleep"  # setpriv has changed the ids and exec'd
+
+
+@pytest.mark.parametrize("setgid", [False, True])
+def test_the_group_charged_is_the_set_gid_directory_s(
+    tmp_path: Path, fake_tools: FakeTools, monkeypatch: pytest.MonkeyPatch, setgid: bool
+) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    os.chown(run_dir, -1, 4242)
+    if setgid:
+        run_dir.chmod(0o2775)
+    fd = os.open(run_dir, os.O_RDONLY)
+    try:
+        magic = fs_magic(fd)
+    finally:
+        os.close(fd)
+    monkeypatch.setitem(quota_tools.TOOL_BY_MAGIC, magic, "lfs")  # this process only
+    monkeypatch.setattr(quota_tools, "_shared", ToolQuotas(QUICK))
+    read_quotas(str(run_dir), uid=1234, gid=99)
+    asked = {c[3]: c[4] for c in fake_tools.calls()}
+    assert asked["-u"] == "1234"
+    assert asked["-g"] == ("4242" if setgid else "99")
