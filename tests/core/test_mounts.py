@@ -15,22 +15,24 @@ from pathlib import Path
 
 import pytest
 
-from trainwatch_lab.core.mounts import (
-    MountEntry,
+from trainwatch_lab.core.blockdev import (
     answers_locally,
     block_device_by_name,
     block_device_for,
+    loop_backing_file,
+    slaves,
+)
+from trainwatch_lab.core.fstypes import is_network_block
+from trainwatch_lab.core.mounts import (
+    MountEntry,
     classify,
     fstype_of_dev,
-    is_network_block,
     is_pseudo,
-    loop_backing_file,
     mount_for_dev,
     mount_for_path,
     overlay_backing,
     parse_mountinfo,
     read_mounts,
-    slaves,
     unescape,
     visible_mounts,
 )
@@ -500,12 +502,8 @@ def test_device_mapper_over_a_loop_or_network_device_may_hang(
 def test_physical_disks_of_a_loop_device_is_the_disk_under_its_backing_file(loop_ext4) -> None:
     """A loop-mounted image lives on the disk that holds the image: slow-mount must never
     call it slower than that disk (issue 10)."""
-    from trainwatch_lab.core.mounts import (
-        block_device_for,
-        mount_for_path,
-        physical_disks,
-        read_mounts,
-    )
+    from trainwatch_lab.core.blockdev import block_device_for, physical_disks
+    from trainwatch_lab.core.mounts import mount_for_path, read_mounts
 
     m = loop_ext4(32)
     mounts = read_mounts()

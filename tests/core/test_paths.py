@@ -18,10 +18,11 @@ from tests.support.env import need, need_root
 from tests.support.mounts import guard_helpers, run, unmount, wait_until
 from trainwatch_lab.core import path_look, path_watch
 from trainwatch_lab.core import paths as paths_mod
+from trainwatch_lab.core.blockdev import block_device_for
 from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.core.guard import MountGuard, MountUnresponsive
 from trainwatch_lab.core.model import CheckpointInfo, PathState, Sample
-from trainwatch_lab.core.mounts import block_device_for, mount_for_path, read_mounts
+from trainwatch_lab.core.mounts import mount_for_path, read_mounts
 from trainwatch_lab.core.path_look import inspect_path
 from trainwatch_lab.core.paths import normalise
 from trainwatch_lab.core.paths_source import PathsSource

@@ -4,16 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .blockdev import answers_locally, block_device_for, physical_disks
+from .fstypes import is_network_block
 from .model import MountKind, PathState
-from .mounts import (
-    MountEntry,
-    answers_locally,
-    block_device_for,
-    classify,
-    is_network_block,
-    overlay_backing,
-    physical_disks,
-)
+from .mounts import MountEntry, classify, overlay_backing
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Which mount a path lives on, what kind of filesystem that is, and which disk is under it.
+"""Which mount a path lives on and what kind of filesystem that is (core.blockdev: the disk
+under it; core.fstypes: the filesystem types we know).
 
 Everything here reads only ``/proc/self/mountinfo`` and ``/sys``, never the watched path
 itself: a ``stat`` on a network mount whose server stopped answering blocks in
@@ -17,115 +18,18 @@ import select
 import threading
 from dataclasses import dataclass
 
+from .fstypes import (
+    LOCAL_FSTYPES,
+    LOCAL_FUSE,
+    MEMORY_FSTYPES,
+    PSEUDO_FSTYPES,
+    SHARED_FSTYPES,
+    SHARED_PREFIXES,
+    is_network_block,
+)
 from .model import MountKind
 
 _OCTAL = re.compile(r"\\([0-7]{3})")
-
-# Filesystems whose data lives on another machine (or is shared with other machines).
-SHARED_FSTYPES = frozenset(
-    {
-        "nfs",
-        "nfs4",
-        "cifs",
-        "smb",
-        "smb3",
-        "smbfs",
-        "ceph",
-        "lustre",
-        "gpfs",
-        "beegfs",
-        "glusterfs",
-        "9p",
-        "afs",
-        "openafs",
-        "ocfs2",
-        "gfs2",
-        "fuse",  # FUSE without a subtype: we cannot tell, and most FUSE mounts are remote
-    }
-)
-SHARED_PREFIXES = ("nfs", "smb", "cifs")
-# FUSE filesystems that serve local data (or kernel data) rather than a remote share.
-LOCAL_FUSE = frozenset(
-    {
-        "fuse.lxcfs",
-        "fuse.portal",
-        "fuse.gvfsd-fuse",
-        "fuse.gvfs-fuse-daemon",
-        "fuse.fuse-overlayfs",
-        "fuse.squashfuse",
-        "fuse.squashfuse_ll",
-        "fuse.appimage",
-        "fuse.appimaged",
-        "fuse.snapfuse",
-        "fuse.bindfs",
-        "fuse.encfs",
-        "fuse.gocryptfs",
-        "fuse.ntfs-3g",
-        "fuse.ntfs",
-        "fuse.exfat",
-        "fuse.archivemount",
-        "fuse.fuse-zip",
-        "fuse.xdg-document-portal",
-        "fuse.doc",
-    }
-)
-MEMORY_FSTYPES = frozenset({"tmpfs", "ramfs"})
-# Kernel filesystems: files there are kernel objects, not data (a write to /proc or /sys
-# changes the kernel; /dev holds device nodes). Never storage, never probed. Not autofs: it
-# is only the trigger, the real storage gets mounted over it on the first access.
-PSEUDO_FSTYPES = frozenset(
-    {
-        "devtmpfs",
-        "proc",
-        "sysfs",
-        "cgroup",
-        "cgroup2",
-        "debugfs",
-        "tracefs",
-        "securityfs",
-        "pstore",
-        "bpf",
-        "configfs",
-        "fusectl",
-        "mqueue",
-        "hugetlbfs",  # mmap only: write(2) there fails with EINVAL
-        "devpts",
-        "binfmt_misc",
-        "efivarfs",
-        "selinuxfs",
-        "nsfs",
-        "rpc_pipefs",
-        "nfsd",  # the NFS server's control files: its name looks like a share
-        "fuse.lxcfs",  # a container's /proc and /sys files, served by a daemon
-    }
-)
-# Local filesystems that sit on an anonymous device number (major 0), so major alone misleads.
-LOCAL_FSTYPES = frozenset(
-    {
-        "ext2",
-        "ext3",
-        "ext4",
-        "xfs",
-        "btrfs",
-        "zfs",
-        "f2fs",
-        "vfat",
-        "exfat",
-        "ntfs",
-        "ntfs3",
-        "fuseblk",
-        "jfs",
-        "reiserfs",
-        "bcachefs",
-        "squashfs",
-        "erofs",
-        "iso9660",
-        "udf",
-        "hfsplus",
-    }
-)
-# Block devices whose data lives on another machine: network block device, Ceph RBD.
-_NETWORK_BLOCK = re.compile(r"^(nbd|rbd)\d+")
 
 
 def unescape(field: str) -> str:
@@ -375,28 +279,6 @@ def mount_for_dev(dev: int, path: str, mounts: list[MountEntry]) -> MountEntry |
     return max(pool, key=lambda m: len(m.mountpoint))
 
 
-def answers_locally(entry: MountEntry, device: str | None, sys_root: str = "/sys") -> bool:
-    """Whether stat/statvfs on this mount may run on our own thread instead of a guard helper.
-
-    True for memory filesystems and for kernel filesystems on a local block device: they
-    answer from memory (statfs counters, cached dentries) and have no server that can stop
-    answering. False for everything that can hang for good: network and FUSE filesystems
-    (a daemon can die; fuseblk is FUSE too), overlay (its layers may live anywhere), loop
-    devices (the backing file may sit on a share) and network block devices, also under
-    device-mapper or md (LUKS on a loop file, LVM over nbd).
-    """
-    if entry.fstype in MEMORY_FSTYPES or entry.fstype == "devtmpfs":  # tmpfs underneath
-        return True
-    if entry.fstype not in LOCAL_FSTYPES or entry.fstype == "fuseblk" or not device:
-        return False
-    below = slaves(device, sys_root) if device.startswith(("dm-", "md")) else []
-    return not any(d.startswith("loop") or is_network_block(d) for d in [device, *below])
-
-
-def is_network_block(name: str | None) -> bool:
-    return bool(name) and bool(_NETWORK_BLOCK.match(os.path.basename(name or "")))
-
-
 def is_pseudo(fstype: str | None) -> bool:
     """A kernel filesystem (see PSEUDO_FSTYPES): nothing there is storage."""
     return fstype in PSEUDO_FSTYPES
@@ -447,117 +329,3 @@ def overlay_backing(entry: MountEntry, mounts: list[MountEntry]) -> MountEntry |
     if backing.mount_id == entry.mount_id or backing.fstype == "overlay":
         return None
     return backing
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path) as fh:
-            return fh.read().strip()
-    except OSError:
-        return None
-
-
-def _whole_disk(sys_dev_dir: str) -> str:
-    """Name of the disk a /sys block directory belongs to: partitions report their parent."""
-    real = os.path.realpath(sys_dev_dir)
-    if os.path.exists(os.path.join(real, "partition")):
-        real = os.path.dirname(real)
-    return os.path.basename(real)
-
-
-def block_device_by_number(major: int, minor: int, sys_root: str = "/sys") -> str | None:
-    """Whole-disk /proc/diskstats name for a device number (dm-N and mdN stay themselves)."""
-    link = os.path.join(sys_root, "dev", "block", f"{major}:{minor}")
-    if not os.path.exists(link):
-        return None
-    return _whole_disk(link)
-
-
-def block_device_by_name(source: str, sys_root: str = "/sys") -> str | None:
-    """Whole-disk name for a mount source such as /dev/nvme0n1p2 or /dev/mapper/vg-root."""
-    if not source.startswith("/dev/"):
-        return None
-    name = os.path.basename(source)
-    if source.startswith("/dev/mapper/"):
-        for dm in _listdir(os.path.join(sys_root, "block")):
-            if _read(os.path.join(sys_root, "block", dm, "dm", "name")) == name:
-                return dm
-        return None
-    path = os.path.join(sys_root, "class", "block", name)
-    return _whole_disk(path) if os.path.exists(path) else None
-
-
-def block_device_for(
-    entry: MountEntry, sys_root: str = "/sys", mounts: list[MountEntry] | None = None
-) -> str | None:
-    """Whole-disk name in /proc/diskstats under a mount, or ``None`` (tmpfs, NFS, ...).
-
-    Partitions resolve to their disk; device-mapper and md devices are reported as
-    themselves (``dm-0``, ``md0``: they have their own diskstats line; see ``slaves``);
-    loop devices as ``loopN`` (see ``loop_backing_file``). Overlay reports the device of its
-    upperdir's mount when ``mounts`` is given. Filesystems on an anonymous device number
-    (btrfs, major 0) fall back to the mount source.
-    """
-    if entry.fstype == "overlay":
-        backing = overlay_backing(entry, mounts) if mounts else None
-        return block_device_for(backing, sys_root) if backing else None
-    if entry.major != 0:
-        name = block_device_by_number(entry.major, entry.minor, sys_root)
-        if name:
-            return name
-    return block_device_by_name(entry.source, sys_root)
-
-
-def _listdir(path: str) -> list[str]:
-    try:
-        return sorted(os.listdir(path))
-    except OSError:
-        return []
-
-
-def slaves(name: str, sys_root: str = "/sys") -> list[str]:
-    """Whole disks under a dm/md device, recursively (dm over md over disks -> the disks)."""
-    found: list[str] = []
-    seen: set[str] = set()
-
-    def walk(dev: str) -> None:
-        if dev in seen:
-            return
-        seen.add(dev)
-        below = _listdir(os.path.join(sys_root, "block", dev, "slaves"))
-        if not below:
-            if dev != name:
-                found.append(dev)
-            return
-        for slave in below:
-            part = os.path.join(sys_root, "class", "block", slave)
-            walk(_whole_disk(part) if os.path.exists(part) else slave)
-
-    walk(name)
-    return found
-
-
-def loop_backing_file(name: str, sys_root: str = "/sys") -> str | None:
-    """The file a loop device reads from (``/sys/block/loopN/loop/backing_file``)."""
-    return _read(os.path.join(sys_root, "block", name, "loop", "backing_file")) or None
-
-
-def physical_disks(
-    device: str | None, mounts: list[MountEntry], sys_root: str = "/sys", _depth: int = 0
-) -> tuple[str, ...]:
-    """The whole disks that really hold ``device``'s data: the slaves of a dm/md device, the
-    disk under a loop device's backing file. Two paths whose disks overlap share storage: a
-    loop-mounted image on the local disk is never "slower than the local disk"."""
-    if device is None:
-        return ()
-    if device.startswith(("dm-", "md")):
-        return tuple(slaves(device, sys_root)) or (device,)
-    backing = loop_backing_file(device, sys_root) if device.startswith("loop") else None
-    if backing is None or _depth > 4:
-        return (device,)
-    try:
-        entry = mount_for_path(backing, mounts)
-    except LookupError:
-        return (device,)
-    below = block_device_for(entry, sys_root, mounts=mounts)
-    return physical_disks(below, mounts, sys_root, _depth + 1) or (device,)

@@ -295,8 +295,9 @@ def probe_with_evidence(
 
 
 def _measure_baseline(defaults: Defaults, guard: MountGuard | None) -> ProbeResult | None:
+    from .blockdev import block_device_for, physical_disks
     from .guard import MountUnresponsive, WorkerUnavailable, default_guard
-    from .mounts import block_device_for, classify, mount_for_path, physical_disks, read_mounts
+    from .mounts import classify, mount_for_path, read_mounts
 
     g = guard if guard is not None else default_guard()
     try:
