@@ -276,20 +276,14 @@ def as_lustre(
     """A tmpfs whose statfs type reads as Lustre's, here and in the guard's helpers, so the
     fake ``lfs`` answers for it."""
     mp = Path(tmpfs_mount("64m").path)  # type: ignore[attr-defined]
-    fd = os.open(mp, os.O_RDONLY)
-    try:
-        magic = fs_magic(fd)
-    finally:
-        os.close(fd)
-    assert magic is not None
+    magic = _take_for_lustre(mp, monkeypatch)
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
     old = os.environ.get("PYTHONPATH")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, (str(site), old))))
     monkeypatch.setenv("TRAINWATCH_TEST_LUSTRE_MAGIC", str(magic))
-    monkeypatch.setitem(quota_tools.TOOL_BY_MAGIC, magic, "lfs")
-    monkeypatch.setattr(quota_tools, "_shared", None)  # this process's runs start afresh
+    monkeypatch.setattr(quota_tools, "_shared", None)  # with the defaults, as the helpers
     return mp, fake_tools
 
 
@@ -349,7 +343,9 @@ def test_process_ids_are_the_filesystem_ids(tmp_path: Path) -> None:
         process_ids(4322, proc=str(tmp_path))
 
 
-def test_process_ids_of_a_process_run_as_another_user() -> None:
+def test_the_quota_read_is_the_watched_process_s(
+    tmp_path: Path, fake_tools: FakeTools, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if os.geteuid() != 0 and os.environ.get("CI") != "true":
         pytest.skip("starting a process as nobody needs root")
     child = subprocess.Popen(
@@ -358,9 +354,30 @@ def test_process_ids_of_a_process_run_as_another_user() -> None:
     try:
         assert wait_until(lambda: _exec_done(child.pid), 5)
         assert process_ids(child.pid) == (65534, 65534)
+        _take_for_lustre(tmp_path, monkeypatch)
+        read_quotas(str(tmp_path), pid=child.pid)
     finally:
         child.kill()
         child.wait()
+    asked = {c[3]: c[4] for c in fake_tools.calls()}
+    assert (asked["-u"], asked["-g"]) == ("65534", "65534")  # not root's
+    monkeypatch.setattr(quota_tools, "_shared", ToolQuotas(QUICK))
+    read_quotas(str(tmp_path), pid=child.pid)  # gone now: ours
+    asked = {c[3]: c[4] for c in fake_tools.calls()[-3:]}
+    assert (asked["-u"], asked["-g"]) == (str(os.geteuid()), str(os.getegid()))
+
+
+def _take_for_lustre(directory: Path, monkeypatch: pytest.MonkeyPatch) -> int:
+    """``directory``'s filesystem reads as Lustre's in this process, with fresh tool runs."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        magic = fs_magic(fd)
+    finally:
+        os.close(fd)
+    assert magic is not None
+    monkeypatch.setitem(quota_tools.TOOL_BY_MAGIC, magic, "lfs")
+    monkeypatch.setattr(quota_tools, "_shared", ToolQuotas(QUICK))
+    return magic
 
 
 def _exec_done(pid: int) -> bool:
@@ -377,13 +394,7 @@ def test_the_group_charged_is_the_set_gid_directory_s(
     os.chown(run_dir, -1, 4242)
     if setgid:
         run_dir.chmod(0o2775)
-    fd = os.open(run_dir, os.O_RDONLY)
-    try:
-        magic = fs_magic(fd)
-    finally:
-        os.close(fd)
-    monkeypatch.setitem(quota_tools.TOOL_BY_MAGIC, magic, "lfs")  # this process only
-    monkeypatch.setattr(quota_tools, "_shared", ToolQuotas(QUICK))
+    _take_for_lustre(run_dir, monkeypatch)
     read_quotas(str(run_dir), uid=1234, gid=99)
     asked = {c[3]: c[4] for c in fake_tools.calls()}
     assert asked["-u"] == "1234"

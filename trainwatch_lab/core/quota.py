@@ -17,6 +17,7 @@ are charged nothing, so they are not read.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import fcntl
@@ -133,11 +134,19 @@ def project_id(fd: int) -> int | None:
 
 
 def read_quotas(
-    path: str, uid: int | None = None, gid: int | None = None, device: str | None = None
+    path: str,
+    uid: int | None = None,
+    gid: int | None = None,
+    device: str | None = None,
+    pid: int | None = None,
 ) -> dict[str, Any]:
     """Every quota with a limit that applies to writes under ``path`` by ``uid``/``gid``
-    (default: ours): ``{"quotas": [...], "none": why or None}``. An error that means "no
-    quota" becomes ``none``; anything else raises."""
+    (default: the writer process ``pid``'s, else ours): ``{"quotas": [...], "none": why or
+    None}``. An error that means "no quota" becomes ``none``; anything else raises."""
+    if pid is not None and (uid is None or gid is None):
+        with contextlib.suppress(OSError):  # gone: its quota no longer matters, ours does
+            puid, pgid = process_ids(pid)
+            uid, gid = puid if uid is None else uid, pgid if gid is None else gid
     uid = os.geteuid() if uid is None else uid
     gid = os.getegid() if gid is None else gid
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
