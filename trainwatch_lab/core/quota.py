@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .model import PathState
-from .quota_tools import tool_quotas
+from .quota_tools import first_limit, tool_quotas
 
 # <linux/quota.h>: QCMD(cmd, type) = (cmd << 8) | (type & 0xff); Q_GETQUOTA = 0x800007
 Q_GETQUOTA = 0x800007
@@ -102,12 +102,6 @@ class Quota:
         return f"{who[self.kind]} quota on {self.mountpoint}"
 
 
-def _limit(soft: int, hard: int) -> int | None:
-    """The limit that stops writes first (0 means none)."""
-    limits = [x for x in (soft, hard) if x]
-    return min(limits) if limits else None
-
-
 def quotactl(fd: int, device: str | None, cmd: int, kind: int, qid: int, buf: Any) -> None:
     """``quotactl_fd`` on ``fd``; ``quotactl`` on ``device`` where the kernel lacks it."""
     qcmd = (cmd << 8) | kind
@@ -170,8 +164,8 @@ def read_quotas(
                     raise
                 why.add(NO_QUOTA[exc.errno])
                 continue
-            byte_limit = _limit(buf.bsoftlimit, buf.bhardlimit)
-            inode_limit = _limit(buf.isoftlimit, buf.ihardlimit)
+            byte_limit = first_limit(buf.bsoftlimit, buf.bhardlimit)
+            inode_limit = first_limit(buf.isoftlimit, buf.ihardlimit)
             if byte_limit is None and inode_limit is None:
                 why.add(f"no {kind} limit")
                 continue

@@ -93,7 +93,8 @@ def _number(token: str) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def _limit(soft: int, hard: int) -> int | None:
+def first_limit(soft: int, hard: int) -> int | None:
+    """The limit that stops writes first (0 means none)."""
     limits = [x for x in (soft, hard) if x]
     return min(limits) if limits else None
 
@@ -115,11 +116,11 @@ def parse_row(text: str, mountpoint: str) -> dict[str, int | None] | None:
         files, isoft, ihard = (_number(t) for t in rest[4:7])
         if None in (used, bsoft, bhard, files, isoft, ihard):
             continue
-        byte_limit = _limit(bsoft or 0, bhard or 0)
+        byte_limit = first_limit(bsoft or 0, bhard or 0)
         return {
             "limit_bytes": None if byte_limit is None else byte_limit * KIB,
             "used_bytes": (used or 0) * KIB,
-            "inode_limit": _limit(isoft or 0, ihard or 0),
+            "inode_limit": first_limit(isoft or 0, ihard or 0),
             "inodes_used": files or 0,
         }
     return None
