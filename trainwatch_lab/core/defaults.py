@@ -136,6 +136,14 @@ class Defaults:
     notify_backoff_s: float = 2.0  # first wait before a retry, doubled each time ...
     notify_backoff_max_s: float = 120.0  # ... up to this
     notify_queue: int = 100
+    # quotas only a tool reads (core.quota_tools: Lustre's `lfs quota`, NFS rquota through
+    # `quota`): each tool runs on its own thread, at most every quota_tool_every_s (one RPC
+    # to the servers per run, not one per tick); the first read of a mount waits this long
+    # for it, later reads never wait (they get the last answer); a run is killed after
+    # quota_tool_timeout_s (a hung server costs that thread, never a tick)
+    quota_tool_every_s: float = 10.0
+    quota_tool_wait_s: float = 0.5  # well under mount_timeout_s: the helper's look waits it
+    quota_tool_timeout_s: float = 10.0
 
 
 DEFAULTS = Defaults()
