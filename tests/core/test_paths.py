@@ -568,7 +568,7 @@ def test_look_without_following_answers_like_the_helper_or_declines(tmpfs_mount)
     """From our own thread: the same answer as the helper's inspect for a plain path (also
     one not created yet); None where a symlink or another mount is on the way."""
     from trainwatch_lab.core.path_look import look_without_following
-    from trainwatch_lab.core.worker import op_inspect
+    from trainwatch_lab.core.worker_ops import op_inspect
 
     outer, inner = tmpfs_mount("4m").path, tmpfs_mount("4m").path
     (outer / "runs" / "exp1").mkdir(parents=True)

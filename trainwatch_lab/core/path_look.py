@@ -23,7 +23,7 @@ from .paths import SPECIAL_FILE_TYPES, correct_mount, judge, normalise
 from .probe import READ_ONLY, probe_with_evidence
 from .quota import apply_quota, binding, read_quotas
 from .space import space_fields
-from .worker import inspect_answer
+from .worker_ops import inspect_answer
 
 INSPECT_WHAT = "statvfs"  # the user reads "no answer within 2.0 s (statvfs)"
 SCAN_LANE = "checkpoints"
