@@ -338,10 +338,12 @@ def check_layout(page: Any, dash: Any, max_height: int, charts: int) -> float:
 
 
 def check_contrast(page: Any, dash: Any, theme: str) -> None:
-    verdict = dash.locator(".tw-verdict").element_handle()
-    for el in (verdict, dash.locator(".tw-facts").element_handle()):
-        c = page.evaluate(CONTRAST_JS, el)
-        assert c["ratio"] >= 4.5, f"{theme}: contrast {c['ratio']:.2f} ({c})"
+    """Looked up in the same call that measures: each tick replaces the header's HTML, and
+    a handle taken before may be detached by then (no computed style: a false 1.0)."""
+    root = dash.element_handle()
+    for selector in (".tw-verdict", ".tw-facts"):
+        c = page.evaluate(f"(r) => ({CONTRAST_JS})(r.querySelector('{selector}'))", root)
+        assert c["ratio"] >= 4.5, f"{theme}: contrast {selector} {c['ratio']:.2f} ({c})"
 
 
 def wait_state(page: Any, dash: Any, want: dict[str, Any], timeout_s: float = 30) -> dict:
