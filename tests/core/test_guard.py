@@ -22,9 +22,8 @@ from trainwatch_lab.core.guard import (
     MountUnresponsive,
     WorkerFailed,
     WorkerUnavailable,
-    _Died,
-    _Worker,
 )
+from trainwatch_lab.core.guard_helper import HelperDied, HelperProcess
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -218,10 +217,10 @@ def test_interpreter_exit_never_waits_on_a_stuck_helper(sshfs_mount) -> None:
 def test_a_helper_that_cannot_start_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
     """E.g. a broken install: the helper dies before it is ready; its last stderr line is the
     reason given, and the mount is not called unresponsive."""
-    from trainwatch_lab.core import guard as guard_mod
+    from trainwatch_lab.core import guard_helper
 
     crash = "import sys; sys.stderr.write('ImportError: no module named x\\n'); sys.exit(3)"
-    monkeypatch.setattr(guard_mod, "worker_command", lambda: [sys.executable, "-c", crash])
+    monkeypatch.setattr(guard_helper, "worker_command", lambda: [sys.executable, "-c", crash])
     g = MountGuard(timeout_s=10)
     try:
         with pytest.raises(WorkerUnavailable, match=r"status 3\): ImportError: no module named x"):
@@ -275,12 +274,12 @@ def test_a_call_in_flight_when_the_guard_closes_ends_with_worker_unavailable() -
 
 
 def test_a_closed_helper_is_reported_gone_and_its_stderr_read_safely() -> None:
-    """The pipes of a helper closed under its caller: ``request`` says ``_Died`` (what the
+    """The pipes of a helper closed under its caller: ``request`` says ``HelperDied`` (what the
     guard turns into WorkerUnavailable) and ``stderr_tail`` answers "", where both raised
     ValueError("I/O operation on closed file") out of a scan thread."""
-    w = _Worker("/", "main")
+    w = HelperProcess("/", "main")
     w.close()
-    with pytest.raises(_Died):
+    with pytest.raises(HelperDied):
         w.request("ping", {}, time.monotonic() + 5.0)
     assert w.stderr_tail() == ""
     assert wait_until(lambda: w.proc.poll() is not None)

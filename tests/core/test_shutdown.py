@@ -27,8 +27,7 @@ from typing import Any
 import pytest
 
 from tests.support.mounts import wait_until
-from trainwatch_lab.core import guard as guard_mod
-from trainwatch_lab.core import path_look, path_watch, paths_source
+from trainwatch_lab.core import guard_helper, path_look, path_watch, paths_source
 from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.core.guard import (
     PROBE_LANE,
@@ -195,7 +194,7 @@ def test_closing_a_source_with_scans_and_probes_in_flight_is_quiet(
 
 
 class _CloseInside:
-    """Stands in for ``json`` in core.guard: the first request for ``op`` closes the guard
+    """Stands in for ``json`` in core.guard_helper: the first request for ``op`` closes the guard
     between the call's checks and its write, where the race of the CI run landed."""
 
     def __init__(self, guard: MountGuard, op: str) -> None:
@@ -222,7 +221,7 @@ def test_a_close_landing_inside_a_call_is_quiet(
     keys = checkpoint_dirs(tmp_path, 1)
     g = MountGuard(BUSY.mount_timeout_s)
     closer = _CloseInside(g, op)
-    monkeypatch.setattr(guard_mod, "json", closer)
+    monkeypatch.setattr(guard_helper, "json", closer)
     src = PathsSource([keys[1]], defaults=BUSY, guard=g)  # the link: scanned by the helper
     try:
         assert wait_until(lambda: closer.fired.is_set() or src.collect(Sample(t=time.time())))

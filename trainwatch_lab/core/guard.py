@@ -20,22 +20,17 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
-import os
-import select
 import signal
 import subprocess
-import sys
 import threading
 import time
 import weakref
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .defaults import DEFAULTS
+from .guard_helper import HelperDied, HelperProcess, HelperTimeout
 
-_PKG_PARENT = str(Path(__file__).resolve().parents[2])
 PROBE_LANE = "probe"
 TERM_GRACE_S = 5.0  # a probe helper gets SIGTERM (it removes its temp file), SIGKILL later
 
@@ -58,158 +53,9 @@ class WorkerFailed(RuntimeError):
     """The operation raised something other than OSError inside the helper."""
 
 
-class _Timeout(Exception):
-    pass
-
-
-class _Died(Exception):
-    pass
-
-
-def worker_command() -> list[str]:
-    return [sys.executable, "-m", "trainwatch_lab.core.worker"]
-
-
-def _worker_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PKG_PARENT, env.get("PYTHONPATH")) if p)
-    env.pop("PYTHONSTARTUP", None)
-    return env
-
-
-class _Worker:
-    """One helper process; one call at a time (the caller holds ``lock``)."""
-
-    def __init__(self, key: str, lane: str) -> None:
-        self.key, self.lane = key, lane
-        self.lock = threading.Lock()
-        self.proc = subprocess.Popen(
-            worker_command(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            # never the caller's stderr: a helper stuck for hours would hold it open, and
-            # whoever reads our output through a pipe (``check | jq``) would wait as long
-            stderr=subprocess.PIPE,
-            bufsize=0,
-            cwd="/",  # never start with a working directory on a mount that may hang
-            env=_worker_env(),
-            start_new_session=True,  # a terminal's Ctrl-C is not meant for the helper
-            close_fds=True,
-        )
-        self.ready = False
-        self.dead = False
-        self._buf = b""
-        self._next_id = 0
-        # The pipes are closed by close() only while no call uses them: a descriptor closed
-        # under a read in flight fails with EBADF, or worse, is reused by another file that
-        # the read then consumes. ``_io`` guards the two flags below.
-        self._io = threading.Lock()
-        self._busy = False  # a caller (holding ``lock``) is talking to the helper
-        self._closing = False  # close() was called: the last user closes the pipes
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def _read_line(self, deadline: float) -> dict[str, Any]:
-        while b"\n" not in self._buf:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise _Timeout
-            try:
-                fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
-                readable, _, _ = select.select([fd], [], [], remaining)
-                chunk = os.read(fd, 65536) if readable else None
-            except (OSError, ValueError) as exc:  # the pipe was closed: no answer will come
-                raise _Died from exc
-            if chunk is None:
-                raise _Timeout
-            if not chunk:
-                raise _Died
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        try:
-            msg = json.loads(line)
-        except ValueError:
-            msg = None
-        return msg if isinstance(msg, dict) else {}  # stray output: not an answer
-
-    def request(self, op: str, args: dict[str, Any], deadline: float) -> dict[str, Any]:
-        """Send one request and wait for its answer until ``deadline``.
-
-        Raises ``_Timeout`` (check ``self.ready`` to tell a slow start from a stuck call) or
-        ``_Died`` (the helper exited, or its pipes were closed: ValueError/EBADF become that
-        too). Answers to requests abandoned while the helper was starting are skipped.
-        """
-        self._next_id += 1
-        rid = self._next_id
-        try:
-            self.proc.stdin.write(  # type: ignore[union-attr]
-                (json.dumps({"id": rid, "op": op, "args": args}) + "\n").encode()
-            )
-        except (OSError, ValueError) as exc:  # BrokenPipeError, or closed under us
-            raise _Died from exc
-        while True:
-            msg = self._read_line(deadline)
-            if msg.get("ready"):
-                self.ready = True
-            elif msg.get("id") == rid:
-                return msg
-
-    def stderr_tail(self, limit: int = 2000) -> str:
-        """The last line a dead helper wrote to stderr (why it died), without blocking;
-        "" once the pipe is closed (the guard was closed meanwhile)."""
-        data = b""
-        with contextlib.suppress(OSError, ValueError):
-            fd = self.proc.stderr.fileno()  # type: ignore[union-attr]
-            while select.select([fd], [], [], 0.2)[0]:
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    break
-                data = (data + chunk)[-limit:]
-        lines = data.decode(errors="replace").strip().splitlines()
-        return lines[-1] if lines else ""
-
-    def signal(self, signum: int) -> None:
-        with contextlib.suppress(ProcessLookupError, OSError):
-            self.proc.send_signal(signum)
-
-    def begin(self) -> bool:
-        """Mark the pipes in use by the caller holding ``lock``; False when the helper was
-        marked dead or closed meanwhile (nothing may be sent then). Always pair with end()."""
-        with self._io:
-            if self.dead or self._closing:
-                return False
-            self._busy = True
-            return True
-
-    def end(self) -> None:
-        """The call is over: close the pipes now if close() came while it ran."""
-        with self._io:
-            self._busy = False
-            if self._closing:
-                self._close_pipes()
-
-    def _close_pipes(self) -> None:
-        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            with contextlib.suppress(OSError):
-                stream.close()  # type: ignore[union-attr]
-
-    def close(self) -> None:
-        """Ask the helper to leave (SIGTERM: a running probe still removes its file). A
-        call in flight then reads its end (EOF) and closes the pipes itself."""
-        self.dead = True
-        self.signal(signal.SIGTERM)
-        with self._io:
-            self._closing = True
-            if not self._busy:
-                self._close_pipes()
-        self.proc.poll()
-
-
 @dataclass
 class _Stuck:
-    worker: _Worker
+    worker: HelperProcess
     op: str
     timeout_s: float
     since: float
@@ -233,7 +79,7 @@ class MountGuard:
     def __init__(self, timeout_s: float = DEFAULTS.mount_timeout_s) -> None:
         self.timeout_s = float(timeout_s)
         self._lock = threading.Lock()
-        self._workers: dict[tuple[str, str], _Worker] = {}
+        self._workers: dict[tuple[str, str], HelperProcess] = {}
         self._stuck: dict[str, list[_Stuck]] = {}
         self._closed = False
         _LIVE_GUARDS.add(self)
@@ -295,12 +141,12 @@ class MountGuard:
             if not self._closed and self._reap(key) is None:
                 self._worker(key, lane)
 
-    def _worker(self, key: str, lane: str) -> _Worker:
+    def _worker(self, key: str, lane: str) -> HelperProcess:
         w = self._workers.get((key, lane))
         if w is None or w.dead or w.proc.poll() is not None:
             if w is not None:
                 w.close()
-            w = _Worker(key, lane)
+            w = HelperProcess(key, lane)
             self._workers[(key, lane)] = w
         return w
 
@@ -334,36 +180,7 @@ class MountGuard:
             # the call before ours on this mount is itself taking the whole timeout
             raise MountUnresponsive(key, what, timeout)
         try:
-            if not w.begin():  # marked stuck, replaced or closed while we waited for it
-                with self._lock:
-                    stuck = self._reap(key)
-                if stuck is not None:
-                    raise MountUnresponsive(key, stuck.op, stuck.timeout_s, stuck.since)
-                if self._closed:
-                    raise WorkerUnavailable("guard is closed")
-                raise WorkerUnavailable("helper process was replaced; try again")
-            try:
-                msg = w.request(op, args, deadline)
-            except _Timeout:
-                if not w.ready:
-                    raise WorkerUnavailable(
-                        f"helper process did not start within {timeout:.1f} s"
-                    ) from None
-                since = self._abandon(w, what, timeout)
-                raise MountUnresponsive(key, what, timeout, since) from None
-            except _Died:
-                with self._lock:
-                    if self._workers.get((key, lane)) is w:
-                        del self._workers[(key, lane)]
-                closed = self._closed  # closed under this call: no crash to explain
-                why = "" if closed else w.stderr_tail()
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    w.proc.wait(0.5)  # it closed its stdout: it is exiting, not stuck
-                w.close()
-                if closed:
-                    raise WorkerUnavailable("guard was closed during the call") from None
-                status = f"helper process exited (status {w.proc.poll()})"
-                raise WorkerUnavailable(f"{status}: {why}" if why else status) from None
+            msg = self._exchange(w, op, args, what, timeout, deadline)
         finally:
             w.end()
             w.lock.release()
@@ -371,7 +188,50 @@ class MountGuard:
             _raise_remote(msg)
         return msg.get("result")
 
-    def _abandon(self, w: _Worker, op: str, timeout: float) -> float:
+    def _exchange(
+        self,
+        w: HelperProcess,
+        op: str,
+        args: dict[str, Any],
+        what: str,
+        timeout: float,
+        deadline: float,
+    ) -> dict[str, Any]:
+        """``call``'s request and answer on ``w`` (the caller holds ``w.lock`` and calls
+        ``w.end()`` afterwards); a timeout or a dead helper raised as ``call`` says."""
+        key, lane = w.key, w.lane
+        if not w.begin():  # marked stuck, replaced or closed while we waited for it
+            with self._lock:
+                stuck = self._reap(key)
+            if stuck is not None:
+                raise MountUnresponsive(key, stuck.op, stuck.timeout_s, stuck.since)
+            if self._closed:
+                raise WorkerUnavailable("guard is closed")
+            raise WorkerUnavailable("helper process was replaced; try again")
+        try:
+            return w.request(op, args, deadline)
+        except HelperTimeout:
+            if not w.ready:
+                raise WorkerUnavailable(
+                    f"helper process did not start within {timeout:.1f} s"
+                ) from None
+            since = self._abandon(w, what, timeout)
+            raise MountUnresponsive(key, what, timeout, since) from None
+        except HelperDied:
+            with self._lock:
+                if self._workers.get((key, lane)) is w:
+                    del self._workers[(key, lane)]
+            closed = self._closed  # closed under this call: no crash to explain
+            why = "" if closed else w.stderr_tail()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                w.proc.wait(0.5)  # it closed its stdout: it is exiting, not stuck
+            w.close()
+            if closed:
+                raise WorkerUnavailable("guard was closed during the call") from None
+            status = f"helper process exited (status {w.proc.poll()})"
+            raise WorkerUnavailable(f"{status}: {why}" if why else status) from None
+
+    def _abandon(self, w: HelperProcess, op: str, timeout: float) -> float:
         """Kill a helper that timed out and remember it until it has really exited; returns
         when the mount stopped answering."""
         hard = w.lane != PROBE_LANE  # a probe helper first gets SIGTERM to remove its file
