@@ -23,7 +23,7 @@ from typing import Any
 
 from ..advice.text import fmt_bytes, fmt_duration, fmt_pct
 from ..core.defaults import DEFAULTS, Defaults
-from .rules import FULL_FIX, SATURATED_FIX
+from .rules_storage import FULL_FIX, SATURATED_FIX
 
 Series = list[dict[str, Any]]  # Prometheus's result: [{"metric": {...}, "value": [t, "v"]}]
 Entry = dict[str, Any]
