@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trainwatch_lab.advice.advisor import Advisor
-from trainwatch_lab.advice.gpu import GPU_DETECTORS, gpu_stalled, gpu_starved, gpu_unavailable
+from trainwatch_lab.advice.gpu import (
+    GPU_DETECTORS,
+    gpu_stalled,
+    gpu_starved,
+    gpu_unavailable,
+    input_cpu_bound,
+)
 from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.core.history import History
 from trainwatch_lab.core.model import (
@@ -61,13 +67,21 @@ def make(
     read_bps: float = 0.0,
     write_bps: float = 0.0,
     main_thread: dict | None = None,
+    workers_on_files: float | None = None,
 ) -> Sample:
+    """``workers_on_files``: the share of the time DataLoader workers slept on reads under
+    the first path (core.waits), with the loop waiting on them the rest."""
+    proc = ProcessIO(PID, 1, read_bps, write_bps, read_bps, write_bps, main_thread)
+    if workers_on_files is not None:
+        proc.waits = {p.path: 0.0 for p in paths}
+        proc.worker_waits = {p.path: 0.0 for p in paths} | {paths[0].path: workers_on_files}
+        proc.wait_other, proc.waits_elsewhere, proc.wait_workers = 0.9, 0.0, 4
     return Sample(
         t=t,
         gpus=[GpuState(0, 0, "GPU-x", "H100", util_pct=util, process_mem_bytes=proc_mem)],
         paths={p.path: p for p in paths},
         disks={d.device: d for d in disks},
-        process=ProcessIO(PID, 1, read_bps, write_bps, read_bps, write_bps, main_thread),
+        process=proc,
     )
 
 
@@ -82,8 +96,8 @@ def run(samples: list[Sample], detector: Callable) -> list[list[Alert]]:
     return out
 
 
-def test_registry_exports_the_three_rules() -> None:
-    assert [gpu_unavailable, gpu_stalled, gpu_starved] == GPU_DETECTORS
+def test_registry_exports_the_rules() -> None:
+    assert [gpu_unavailable, gpu_stalled, gpu_starved, input_cpu_bound] == GPU_DETECTORS
 
 
 def test_gpu_unavailable_is_info_with_the_reason() -> None:
@@ -163,9 +177,16 @@ def test_stalled_with_healthy_storage_says_so() -> None:
     assert f"py-spy dump --pid {PID}" in alert.fix
 
 
-def test_starved_when_util_is_low_and_erratic_and_the_disk_is_busy() -> None:
+def test_starved_when_util_is_low_and_erratic_and_storage_is_the_limit() -> None:
     samples = [
-        make(t, 0.0 if t % 2 else 80.0, paths=(local_data(),), disks=(disk(92, 18),), read_bps=4e8)
+        make(
+            t,
+            0.0 if t % 2 else 80.0,
+            paths=(local_data(),),
+            disks=(disk(92, 18),),
+            read_bps=4e8,
+            workers_on_files=0.8,
+        )
         for t in range(70)
     ]
     results = run(samples, gpu_starved)
@@ -175,17 +196,56 @@ def test_starved_when_util_is_low_and_erratic_and_the_disk_is_busy() -> None:
     assert "averaged 40 % (swinging ±40 %)" in alert.message
     assert "disk nvme0n1 was 92 % busy, 18 ms await" in alert.message
     assert "read 400 MB/s" in alert.message
-    assert "the data disk is busy" in alert.message
+    # 400 MB/s of the device's 450 MiB/s
+    assert "its block reads were 85 % of nvme0n1's 472 MB/s, 18 ms read await" in alert.message
+    assert "its DataLoader workers slept on file reads 80 % of the time" in alert.message
     assert "num_workers" in alert.fix
 
 
-def test_starved_by_pinned_reads_on_an_idle_looking_disk() -> None:
+def test_each_piece_of_evidence_is_needed() -> None:
+    """Busy disk and low erratic GPU, but one of the three missing: no gpu-starved."""
+    base = {"paths": (local_data(),), "read_bps": 4e8, "workers_on_files": 0.8}
+    cases = {
+        "reads served fast": {**base, "disks": (disk(92, 0.4),)},
+        "someone else's reads": {**base, "disks": (disk(92, 18),), "read_bps": 1e7},
+        "workers hardly wait": {**base, "disks": (disk(92, 18),), "workers_on_files": 0.2},
+        "nothing measured the loaders": {
+            **base,
+            "disks": (disk(92, 18),),
+            "workers_on_files": None,
+        },
+    }
+    for name, kw in cases.items():
+        samples = [make(t, 0.0 if t % 2 else 80.0, **kw) for t in range(70)]
+        assert not any(run(samples, gpu_starved)), name
+    # workers asleep on reads 20 % of the time: neither storage- nor CPU-bound (the gap
+    # between the two cut-offs keeps a pipeline near one from flapping between verdicts)
+    samples = [make(t, 0.0 if t % 2 else 80.0, **cases["workers hardly wait"]) for t in range(70)]
+    assert not any(run(samples, input_cpu_bound))
+
+
+def test_steady_reads_from_the_page_cache_are_a_cpu_bound_feed() -> None:
+    """Steady read_chars, no block reads, workers busy decoding while the loop waits on
+    them: input-cpu-bound ("more workers"), never gpu-starved."""
     samples = [
-        make(t, 10.0 if t % 3 else 70.0, paths=(local_data(),), disks=(disk(20, 1),), read_bps=2e8)
+        make(
+            t,
+            10.0 if t % 3 else 70.0,
+            paths=(local_data(),),
+            disks=(disk(3, 0.2),),
+            read_bps=0.0,
+            workers_on_files=0.02,
+        )
         for t in range(70)
     ]
-    alert = run(samples, gpu_starved)[-1][0]
-    assert "reads sit at a ceiling" in alert.message
+    for s in samples:
+        s.process.read_chars_s = 2e8  # from the page cache: no block reads
+    assert not any(run(samples, gpu_starved))
+    alert = run(samples, input_cpu_bound)[-1][0]
+    assert (alert.code, alert.severity) == ("input-cpu-bound", "info")
+    assert "waited on its workers 90 % of the time" in alert.message
+    assert "slept on file reads only 2.0 % of the time" in alert.message
+    assert "more workers" in alert.fix
 
 
 def test_not_starved_when_storage_is_quiet_or_gpu_steady() -> None:

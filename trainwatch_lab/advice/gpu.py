@@ -2,8 +2,10 @@
 
 ``gpu-unavailable``: no NVIDIA driver/GPU (info). ``gpu-stalled`` lives in advice.gpu_stall,
 the storage evidence both rules quote in advice.gpu_evidence. ``gpu-starved``: utilization is
-low and erratic over ``gpu_starved_window_s`` while the disk under a watched path is busy or
-the process's reads sit at a ceiling - the input pipeline cannot keep up.
+low and erratic over ``gpu_starved_window_s`` and storage is the limit (advice.gpu_feed: the
+tree's block reads dominate the data device, read await is high, the loaders sleep on file
+reads). ``input-cpu-bound`` (info): the same GPU pattern with loaders that compute instead of
+waiting on files - more workers help, faster storage does not.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterator
 
-from ..core.model import Alert
+from ..core.model import Alert, GpuState, TrainingProcess
 from .context import Context, Detector
 from .gpu_evidence import (
     Evidence,
@@ -21,8 +23,9 @@ from .gpu_evidence import (
     process_clause,
     storage_evidence,
 )
+from .gpu_feed import feed_evidence
 from .gpu_stall import gpu_stalled
-from .text import fmt_duration
+from .text import fmt_duration, fmt_pct
 
 
 def gpu_unavailable(ctx: Context) -> Iterator[Alert]:
@@ -41,7 +44,9 @@ def gpu_unavailable(ctx: Context) -> Iterator[Alert]:
     )
 
 
-def gpu_starved(ctx: Context) -> Iterator[Alert]:
+def _starved_gpus(ctx: Context) -> Iterator[tuple[GpuState, TrainingProcess | None, float, float]]:
+    """GPUs our work holds whose utilization was low and erratic over the whole window:
+    (gpu, the training process found holding it, mean, stdev)."""
     d, sample = ctx.defaults, ctx.sample
     window = d.gpu_starved_window_s
     for gpu in sample.gpus:
@@ -52,25 +57,35 @@ def gpu_starved(ctx: Context) -> Iterator[Alert]:
         if len(util) < 5 or ts[-1] - ts[0] < 0.8 * window:
             continue  # not a window's worth of data yet
         mean, stdev = statistics.fmean(util), statistics.pstdev(util)
-        if mean >= d.gpu_starved_mean_util_pct or stdev < d.gpu_starved_stdev_pct:
+        if mean < d.gpu_starved_mean_util_pct and stdev >= d.gpu_starved_stdev_pct:
+            yield gpu, holder, mean, stdev
+
+
+def _swing(gpu: GpuState, mean: float, stdev: float, window: float) -> str:
+    return (
+        f"GPU {gpu.index} averaged {_pct(mean)} (swinging ±{_pct(stdev)}) over the last "
+        f"{fmt_duration(window)}"
+    )
+
+
+def gpu_starved(ctx: Context) -> Iterator[Alert]:
+    """Storage starves the GPU: our block reads dominate the data device, they wait long,
+    and the loaders sleep on them (advice.gpu_feed)."""
+    d, sample = ctx.defaults, ctx.sample
+    window = d.gpu_starved_window_s
+    for gpu, holder, mean, stdev in _starved_gpus(ctx):
+        feed = feed_evidence(ctx, sample.t - window, holder)
+        if not feed.storage_bound(d):
             continue
         ev = storage_evidence(ctx, sample.t - window, holder=holder)
-        if not (ev.disk_busy or ev.reads_pinned):
-            continue
-        cause = (
-            "the process's reads sit at a ceiling"
-            if ev.reads_pinned and not ev.disk_busy
-            else "the data disk is busy"
-        )
         user = f" while {_named(holder)} trained on it" if holder is not None else ""
         yield Alert(
             code="gpu-starved",
             severity="warning",
             subject=f"GPU {gpu.index}",
             message=(
-                f"GPU {gpu.index} averaged {_pct(mean)} (swinging ±{_pct(stdev)}) over the last "
-                f"{fmt_duration(window)}{user}; in that time {ev.clause} — {cause}: the input "
-                "pipeline cannot feed the GPU."
+                f"{_swing(gpu, mean, stdev, window)}{user}; in that time {ev.clause}; "
+                f"{feed.clause()} — the data disk cannot feed the GPU."
             ),
             fix=(
                 "Feed the GPU from faster storage: copy the dataset to local NVMe (or RAM) "
@@ -81,7 +96,47 @@ def gpu_starved(ctx: Context) -> Iterator[Alert]:
         )
 
 
-GPU_DETECTORS: list[Detector] = [gpu_unavailable, gpu_stalled, gpu_starved]
+def input_cpu_bound(ctx: Context) -> Iterator[Alert]:
+    """The GPU waits on an input pipeline that computes (decoding, augmenting) rather than
+    reads: more workers help, faster storage does not."""
+    d, sample = ctx.defaults, ctx.sample
+    window = d.gpu_starved_window_s
+    for gpu, holder, mean, stdev in _starved_gpus(ctx):
+        if holder is not None:
+            continue  # no history of its own: no way to tell CPU from storage
+        feed = feed_evidence(ctx, sample.t - window)
+        if feed.storage_bound(d) or not feed.cpu_bound(d):
+            continue
+        if feed.loaders == "the main thread":
+            why = f"the training loop was on a CPU {fmt_pct(feed.loop_busy)} of the time"
+            fix = (
+                "Decode and augment in DataLoader worker processes instead of the training "
+                "loop: DataLoader(num_workers=4 or more, persistent_workers=True, "
+                "prefetch_factor=4), or move the decoding to the GPU (DALI, torchvision.io "
+                "decode_jpeg on the device)."
+            )
+        else:
+            waited = fmt_pct(feed.loop_on_workers)
+            why = f"the training loop waited on its workers {waited} of the time"
+            fix = (
+                "Give the DataLoader more workers (num_workers up to the free CPU cores), make "
+                "each sample cheaper to decode (smaller images, pre-resized or pre-tokenized "
+                "data), or decode on the GPU (DALI); faster storage would not help."
+            )
+        yield Alert(
+            code="input-cpu-bound",
+            severity="info",
+            subject=f"GPU {gpu.index}",
+            message=(
+                f"{_swing(gpu, mean, stdev, window)}; {why} while {feed.loaders} slept on "
+                f"file reads only {fmt_pct(feed.file_wait)} of the time — the input pipeline "
+                "is CPU-bound, not storage-bound."
+            ),
+            fix=fix,
+        )
+
+
+GPU_DETECTORS: list[Detector] = [gpu_unavailable, gpu_stalled, gpu_starved, input_cpu_bound]
 
 __all__ = [
     "GPU_DETECTORS",
@@ -90,5 +145,6 @@ __all__ = [
     "gpu_starved",
     "gpu_unavailable",
     "holder_of",
+    "input_cpu_bound",
     "process_clause",
 ]

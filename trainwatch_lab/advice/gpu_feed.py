@@ -1,0 +1,134 @@
+"""Is the input pipeline held up by storage or by the CPU? The evidence gpu-starved needs.
+
+Why: ``%util`` says little about SSDs (they serve many requests at once), writes count as
+"busy" too, and a steady ``read_chars`` fits a CPU-bound decode reading from the page cache
+just as well. Storage starves the GPU only when all three hold over the window: the block-layer
+reads of the watched process tree are most of its data device's reads (the device serves
+*our* reads, not somebody else's or our checkpoint writes), those reads wait long (read
+await), and the loaders - the DataLoader workers, or the main thread when there are none -
+sleep on files much of the time (core.waits catches them in a read system call: D state on
+the device). Workers that hardly wait on files while the loop waits on them are CPU-bound:
+more workers help there, faster storage does not.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from ..core.defaults import Defaults
+from ..core.model import Sample, TrainingProcess, path_devices, watched_devices
+from .context import Context
+from .text import fmt_ms, fmt_pct, fmt_rate
+
+MIB = 1024 * 1024  # DiskRates.rmb_s is in MiB/s, like `iostat -m`
+_READS = {"read", "pread64", "readv", "preadv", "preadv2"}
+
+
+@dataclass(slots=True)
+class Feed:
+    """What fed the GPU over the window; ``None`` where it was not measured."""
+
+    device: str | None = None  # the watched device that served the most reads
+    device_read_bps: float | None = None
+    tree_share: float | None = None  # the tree's block reads / the device's reads (0-1)
+    read_await_ms: float | None = None
+    loaders: str = "the main thread"  # or "its DataLoader workers"
+    file_wait: float | None = None  # share of the time the loaders slept on files
+    loop_on_workers: float | None = None  # the main thread asleep on no file (their queue)
+    loop_busy: float | None = None  # the main thread on a CPU (neither asleep nor waiting)
+
+    def storage_bound(self, d: Defaults) -> bool:
+        """All three: our reads, slow reads, loaders asleep on them."""
+        return (
+            (self.tree_share or 0.0) >= d.gpu_starved_read_share
+            and (self.read_await_ms or 0.0) >= d.gpu_starved_read_await_ms
+            and (self.file_wait or 0.0) >= d.gpu_starved_wait_share
+        )
+
+    def cpu_bound(self, d: Defaults) -> bool:
+        """The loaders compute instead of waiting: workers the loop waits on while they
+        hardly sleep on files, or no workers and a main thread that is on a CPU."""
+        if self.file_wait is None or self.file_wait >= d.gpu_input_file_wait_max:
+            return False
+        if self.loaders != "the main thread":
+            return (self.loop_on_workers or 0.0) >= d.gpu_input_loop_waits
+        return (self.loop_busy or 0.0) >= d.gpu_input_loop_busy
+
+    def clause(self) -> str:
+        """The measured numbers, for the message."""
+        parts = []
+        if self.device is not None and self.tree_share is not None:
+            wait = f", {fmt_ms(self.read_await_ms)} read await" if self.read_await_ms else ""
+            parts.append(
+                f"its block reads were {fmt_pct(self.tree_share)} of {self.device}'s "
+                f"{fmt_rate(self.device_read_bps or 0.0)}{wait}"
+            )
+        if self.file_wait is not None:
+            parts.append(
+                f"{self.loaders} slept on file reads {fmt_pct(self.file_wait)} of the time"
+            )
+        return " and ".join(parts)
+
+
+def _mean(ctx: Context, kind: str, name: str, field: str, since: float) -> float | None:
+    _, values = ctx.history.series(kind, name, field, since=since)
+    return statistics.fmean(values) if values else None
+
+
+def _device(ctx: Context, since: float, tree_bps: float | None, feed: Feed) -> None:
+    """The watched device with the most reads, its read await and our share of its reads."""
+    sample, d = ctx.sample, ctx.defaults
+    devices = path_devices(sample) if sample.paths else watched_devices(sample)
+    best: tuple[float, str] | None = None
+    for dev in devices:
+        mib = _mean(ctx, "disk", dev, "rmb_s", since)
+        if mib is not None and (best is None or mib > best[0]):
+            best = (mib, dev)
+    if best is None or best[0] * MIB < d.gpu_starved_min_read_bps:
+        return
+    feed.device, feed.device_read_bps = best[1], best[0] * MIB
+    feed.read_await_ms = _mean(ctx, "disk", best[1], "r_await", since)
+    if tree_bps is not None:
+        feed.tree_share = min(1.0, tree_bps / feed.device_read_bps)
+
+
+def _waits(ctx: Context, since: float, pid: str, feed: Feed) -> None:
+    """Who loads the data and how much of the time it slept on files (core.waits)."""
+    paths = sorted(ctx.sample.paths)
+
+    def total(side: str) -> float | None:
+        means = [m for p in paths if (m := _mean(ctx, "wait", p, side, since)) is not None]
+        return sum(means) if means else None
+
+    workers, main = total("workers"), total("main")
+    elsewhere = _mean(ctx, "proc", pid, "wait_elsewhere", since)
+    feed.loop_on_workers = _mean(ctx, "proc", pid, "wait_other", since)
+    if main is not None or elsewhere is not None:
+        asleep = (main or 0.0) + (elsewhere or 0.0) + (feed.loop_on_workers or 0.0)
+        feed.loop_busy = max(0.0, 1.0 - asleep)
+    if workers is not None:
+        feed.loaders, feed.file_wait = "its DataLoader workers", workers
+    elif main is not None or elsewhere is not None:
+        feed.file_wait = (main or 0.0) + (elsewhere or 0.0)
+
+
+def feed_evidence(ctx: Context, since: float, holder: TrainingProcess | None = None) -> Feed:
+    """The feed of the watched process over ``[since, now]`` (of ``holder``, a training
+    process found on the machine, from what it shows now: it has no history of its own)."""
+    feed = Feed()
+    sample: Sample = ctx.sample
+    if holder is not None:
+        io = holder.io
+        _device(ctx, since, io.read_bytes_s if io is not None else None, feed)
+        mt = holder.main_thread or {}
+        if mt:
+            reading = bool(mt.get("blocked")) and mt.get("syscall") in _READS
+            feed.file_wait = 1.0 if reading else 0.0
+        return feed
+    if sample.process is None:
+        return feed
+    pid = str(sample.process.pid)
+    _device(ctx, since, _mean(ctx, "proc", pid, "read_bytes_s", since), feed)
+    _waits(ctx, since, pid, feed)
+    return feed
