@@ -290,6 +290,36 @@ async def test_add_a_path_that_can_never_be_created_is_one_line(jp_fetch, hub, t
     }
 
 
+async def test_delete_reads_a_path_from_the_body_but_a_pid_only_from_the_query(
+    jp_fetch, hub, tmp_path
+):
+    """One reader serves both writes (``BaseHandler.value_from_request``) and keeps their one
+    difference: DELETE paths also takes ``{"path": ...}`` in its body, DELETE processes reads
+    ``?pid=`` only."""
+    response = await jp_fetch(
+        *API, "paths", method="POST", body=json.dumps({"path": str(tmp_path)})
+    )
+    assert response.code == 201 and str(tmp_path) in hub.watched()
+    response = await jp_fetch(
+        *API,
+        "paths",
+        method="DELETE",
+        body=json.dumps({"path": str(tmp_path)}),
+        allow_nonstandard_methods=True,
+    )
+    assert str(tmp_path) not in [p["path"] for p in body(response)["paths"]]
+    assert str(tmp_path) not in hub.watched()
+    code, payload = await fetch_error(
+        jp_fetch,
+        *API,
+        "processes",
+        method="DELETE",
+        body=json.dumps({"pid": 1}),
+        allow_nonstandard_methods=True,
+    )
+    assert code == 400 and payload["error"] == "'pid' must be a process id, got None"
+
+
 async def test_delete_of_an_unwatched_path_is_404(jp_fetch, hub, tmp_path):
     code, payload = await fetch_error(
         jp_fetch, *API, "paths", method="DELETE", params={"path": str(tmp_path)}

@@ -133,6 +133,20 @@ class BaseHandler(APIHandler):
         if unknown:
             raise BadRequest(f"unknown parameter {unknown[0]!r}")
 
+    def value_from_request(self, name: str, *, delete_reads_body: bool) -> Any:
+        """The one value a write names (``path``, ``pid``): from the JSON body, or for a
+        DELETE from the query string (``?name=``; no other parameter allowed), where some
+        clients cannot send a body. ``delete_reads_body``: a DELETE without the parameter
+        falls back to its body too; None when the value is given nowhere."""
+        if self.request.method != "DELETE":
+            self.only()
+            return self.body_json().get(name)
+        self.only(name)
+        value = self.arg(name)
+        if value is None and delete_reads_body:
+            value = self.body_json().get(name)
+        return value
+
     def arg(self, name: str) -> str | None:
         values = self.request.query_arguments.get(name)
         if not values:
@@ -214,15 +228,8 @@ class PathsHandler(BaseHandler):
         }
 
     def path_from_request(self) -> str:
-        value = None
-        if self.request.method == "DELETE":
-            self.only("path")
-            value = self.arg("path")
-        else:
-            self.only()
-        if value is None:
-            value = self.body_json().get("path")
-        return parse_path(value)
+        # DELETE paths also takes {"path": ...} in its body (DELETE processes: the query only)
+        return parse_path(self.value_from_request("path", delete_reads_body=True))
 
     @web.authenticated
     @authorized
@@ -284,12 +291,7 @@ class ProcessesHandler(BaseHandler):
         return {"processes": [p.to_json() for p in rows], "hidden": hidden}
 
     def pid_from_request(self) -> int:
-        if self.request.method == "DELETE":
-            self.only("pid")
-            value: Any = self.arg("pid")
-        else:
-            self.only()
-            value = self.body_json().get("pid")
+        value = self.value_from_request("pid", delete_reads_body=False)
         text = str(value) if isinstance(value, int | str) and not isinstance(value, bool) else ""
         if not text.isdigit() or int(text) <= 0:
             raise BadRequest(f"'pid' must be a process id, got {value!r}")
