@@ -4,7 +4,8 @@ Sources run in this order: paths (resolves mounts and devices), disks (reads the
 paths resolved), process (the tree of ``pid``), gpus, main_thread (only while a GPU is
 underused), the caller's own sources (``more_sources``: the server's kernels) and with
 ``processes`` the training processes found on the machine (core.training_source), which add
-their directories to the watched paths. The Advisor evaluates every tick.
+their directories to the watched paths, and the time each of them loses to storage
+(``TrainingWaits``: core.waits per row). The Advisor evaluates every tick.
 
 Every surface states what it needs here, rather than editing a built Sampler: the server
 keeps one History across restarts (``history``), watches no process of its own
@@ -23,6 +24,7 @@ from .core.defaults import DEFAULTS, Defaults
 from .core.diskstats import DiskStatsSource
 from .core.gpu import GpuSource
 from .core.history import History, capacity_for
+from .core.model import Sample
 from .core.paths_source import PathsSource
 from .core.probe import local_baseline
 from .core.process import ProcessIOSource
@@ -55,6 +57,39 @@ class Discovery:
     hidden: Callable[[], Collection[Identity]] | None = None
     max_processes: int = MAX_PROCESSES
     max_paths: int = MAX_PATHS
+    waits: bool = True  # measure each listed process's time lost to storage (TrainingWaits)
+
+
+class TrainingWaits:
+    """The time each training process found loses to the watched paths (issue 15: the
+    panel's rows), from a core.waits WaitSource per listed process fed that process's row
+    (``row.io``: its waits, its workers' apart). Runs after the training source; a process
+    no longer listed has its looks stopped. Reading another user's process needs ptrace
+    rights: without them its row just has no waits."""
+
+    name = "training_waits"
+
+    def __init__(self, defaults: Defaults = DEFAULTS) -> None:
+        self.defaults = defaults
+        self._sources: dict[int, WaitSource] = {}
+
+    def collect(self, sample: Sample) -> None:
+        live: dict[int, WaitSource] = {}
+        for row in sample.processes:
+            if row.io is None or row.io.pid != row.pid:
+                continue
+            source = self._sources.pop(row.pid, None)
+            if source is None:
+                source = WaitSource(pid=row.pid, defaults=self.defaults)
+            live[row.pid] = source
+            source.collect(Sample(t=sample.t, paths=sample.paths, process=row.io))
+        self.close()
+        self._sources = live
+
+    def close(self) -> None:
+        for source in self._sources.values():
+            source.close()
+        self._sources = {}
 
 
 def _gpu_sources(pid: int | None, defaults: Defaults, gpu: bool, process: bool) -> list[Source]:
@@ -131,6 +166,8 @@ def make_sampler(
                 max_paths=how.max_paths,
             )
         )
+        if how.waits:
+            sources.append(TrainingWaits(defaults))
     # time lost to storage by path (core.waits): where ``pid`` names the training process
     # (the notebook passes its own, ``watch``/``serve --pid`` another); not for an agent
     tree = next((s for s in sources if isinstance(s, ProcessIOSource)), None)

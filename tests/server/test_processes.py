@@ -53,11 +53,12 @@ with open(os.path.join(logdir, "events.out.tfevents.1700000000.host"), "ab") as 
 
 
 @contextlib.contextmanager
-def detached_run(logdir: Path, tmp_path: Path) -> Iterator[int]:
+def detached_run(logdir: Path, tmp_path: Path, source: str = TRAIN) -> Iterator[int]:
     """``python train.py LOGDIR --lr 3e-4`` started with ``setsid -f``: its parent exits at
-    once, so it is nobody's child here. Yields its pid; killed (by pid) at the end."""
+    once, so it is nobody's child here. Yields its pid; killed (by pid) at the end.
+    ``source``: the script (its first two arguments: the logdir and where to write its pid)."""
     script, pidfile = tmp_path / "train.py", tmp_path / "train.pid"
-    script.write_text(TRAIN)
+    script.write_text(source)
     setsid = need_tool("setsid")
     subprocess.run(
         [setsid, "-f", sys.executable, str(script), str(logdir), str(pidfile), "--lr", "3e-4"],
@@ -161,6 +162,16 @@ async def test_a_detached_run_on_a_share_is_found_watched_hidden_and_let_go(
             main = row(stuck, pid)["main_thread"]
             assert main["syscall"] in {"write", "fsync"}
             assert main["fd_path"].startswith(logdir + "/events.out.tfevents")
+            # ... and its row says the time it loses there (issue 15: the panel's rows)
+            lost = await poll(
+                jp_fetch,
+                lambda s: (
+                    ((row(s, pid) or {}).get("io") or {}).get("waits", {}).get(logdir, 0) >= 0.5
+                ),
+                timeout=20,
+            )
+            assert lost is not None, "the run's row never said the time it lost to the share"
+            assert row(lost, pid)["io"]["waits_window"][logdir] > 0
         finally:
             sshfs_mount.resume()
         os.kill(pid, signal.SIGKILL)
