@@ -344,3 +344,20 @@ def test_watch_without_paths_finds_the_training_run_and_its_logdir(tmp_path: Pat
     finally:
         run.kill()
         run.wait()
+
+
+def test_watch_table_shows_decimal_mb_per_s() -> None:
+    """DiskRates carries MiB/s (as ``iostat -m``); the table's rMB/s and wMB/s are decimal
+    MB/s like the panel, the charts and the headline: 1 MiB/s reads 1.05, 100 MiB/s 104.86."""
+    from io import StringIO
+
+    from trainwatch_lab.cli.watch_output import print_disks
+    from trainwatch_lab.core.model import DiskRates, PathState, Sample
+
+    rates = DiskRates("sda", 1.0, 2.0, 1.0, 100.0, 0.5, 0.5, 0.1, 5.0)
+    sample = Sample(t=0.0, disks={"sda": rates}, paths={"/data": PathState("/data", device="sda")})
+    out = StringIO()
+    print_disks(sample, out)
+    header, row = (line.split() for line in out.getvalue().splitlines())
+    assert header[3:5] == ["rMB/s", "wMB/s"]
+    assert row[:5] == ["sda", "1.0", "2.0", "1.05", "104.86"]

@@ -7,9 +7,13 @@ import time
 from typing import Any, TextIO
 
 from ..advice.text import fill_columns, fmt_bytes, fmt_pct, fmt_rate
+from ..core.defaults import MIB
 from ..core.model import Sample, path_devices
 from ..core.paths import printable
 from .common import dumps, print_alert, table
+
+# DiskRates.rmb_s/wmb_s are MiB/s (as iostat -m); every surface shows decimal MB/s
+MB_PER_MIB = MIB / 1e6
 
 
 class WatchPrinter:
@@ -45,7 +49,8 @@ class WatchPrinter:
 
 
 def print_disks(sample: Sample, out: TextIO) -> None:
-    """The iostat-like table of the devices under the watched paths."""
+    """The iostat-like table of the devices under the watched paths; throughput in decimal
+    MB/s, as the panel, the charts and the headline show it."""
     devices = path_devices(sample)
     rows = [["DEVICE", "r/s", "w/s", "rMB/s", "wMB/s", "r_await", "w_await", "aqu-sz", "%util"]]
     for dev in devices:
@@ -57,8 +62,8 @@ def print_disks(sample: Sample, out: TextIO) -> None:
                 dev,
                 f"{d.r_s:.1f}",
                 f"{d.w_s:.1f}",
-                f"{d.rmb_s:.2f}",
-                f"{d.wmb_s:.2f}",
+                f"{d.rmb_s * MB_PER_MIB:.2f}",
+                f"{d.wmb_s * MB_PER_MIB:.2f}",
                 f"{d.r_await:.2f}",
                 f"{d.w_await:.2f}",
                 f"{d.aqu_sz:.2f}",
