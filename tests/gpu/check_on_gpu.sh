@@ -1,25 +1,41 @@
 #!/usr/bin/env bash
-# On a machine with an NVIDIA GPU and PyTorch: a short real training loop on cuda, a storage
-# stall induced under it, and trainwatch's Sampler (make_sampler: paths, disks, process,
-# main_thread, gpus + Advisor) watching it. Prints every sample, the warnings and the per-tick
-# cost. Exit 0 when gpu-stalled fired and named the stalled path, 1 when not, 2 when the
-# machine lacks what the check needs.
+# On a fresh machine with an NVIDIA GPU, in under five minutes (issue 16):
 #
-# The stall: as root with sshd/sshfs/fuse available, the logs go to a real sshfs mount of a
-# private sshd on 127.0.0.1 whose sftp-server is then SIGSTOPped (a dead NFS/SMB/sshfs server).
-# Elsewhere (no root or no FUSE) the logs go to a FIFO whose reader stops reading: the loop's
-# write then blocks in the kernel just the same, on a local path (documented FUSE-less
-# fallback; force it with --stall fifo).
+# 1. tests/gpu/gpu_report.py (at most 150 s): NVML's PIDs against ours and the NSpid line; the
+#    NVML symbols this driver exports, with driver and nvidia-ml-py versions; two processes
+#    holding 1 and 3 GiB read back; a 200/800 ms duty-cycled kernel's utilization per tick
+#    against nvmlDeviceGetSamples; MIG mode (read only); NVML's index against CUDA's UUID
+#    order; no gpu-stalled for a model idle 60 s with no cell running; the per-tick cost with
+#    and without the PCIe reads. Load: torch when installed, else the CUDA driver API through
+#    ctypes (libcuda.so.1 comes with the driver: nothing to download). TW_BACKEND=torch|ctypes
+#    forces one.
+# 2. tests/gpu/check_on_gpu.py (at most 140 s): a short real training loop on cuda, a storage
+#    stall induced under it (a paused sshfs server as root with sshd/sshfs/fuse, else a FIFO
+#    nobody reads), trainwatch's Sampler watching: gpu-stalled must fire and name the path.
+#
+# Nothing changes a GPU setting. Exit 0: both OK; 1: a check failed; 2: a prerequisite is
+# missing (one line says which); 124: a part ran out of time.
 #
 #   tests/gpu/check_on_gpu.sh [--stall auto|sshfs|fifo] [--seconds-before 15] [--stall-for 45]
-set -euo pipefail
+set -uo pipefail
 cd "$(dirname "$0")/../.."
-if ! command -v nvidia-smi >/dev/null 2>&1; then
-  echo "check_on_gpu: no nvidia-smi here: this check needs a machine with an NVIDIA GPU" >&2
+missing() {
+  echo "check_on_gpu: prerequisite missing: $*" >&2
   exit 2
-fi
-nvidia-smi -L || true
+}
+command -v nvidia-smi >/dev/null 2>&1 ||
+  missing "no nvidia-smi here: this check needs a machine with an NVIDIA GPU and its driver"
+nvidia-smi -L || missing "nvidia-smi -L failed: the NVIDIA driver does not answer"
+PYTHON=${PYTHON:-python3}
+"$PYTHON" -c "import psutil, pynvml" 2>/dev/null ||
+  missing "Python packages psutil and nvidia-ml-py (pip install psutil nvidia-ml-py)"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
+timeout -k 10 150 "$PYTHON" tests/gpu/gpu_report.py --backend "${TW_BACKEND:-auto}"
+report=$?
 # the python side cleans up (resume, unmount, kill sshd) in finally; the timeout is the backstop
-exec timeout -k 10 240 python tests/gpu/check_on_gpu.py "$@"
+timeout -k 10 140 "$PYTHON" tests/gpu/check_on_gpu.py "$@"
+stall=$?
+echo "check_on_gpu: report exit $report, stall check exit $stall"
+[ "$report" -ne 0 ] && exit "$report"
+exit "$stall"
