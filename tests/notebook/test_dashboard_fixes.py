@@ -70,6 +70,10 @@ def test_the_verdict_says_the_time_lost_over_the_chart_window_and_the_call() -> 
     assert waits_fact(samples[-1], history, 600.0) == "20 % waiting on /mnt/share/runs (fsync)"
     html = header_html(samples[-1], HeaderState("live", 21, 20, 1.0, 600.0), "20 % waiting x")
     assert "<span class='tw-facts'>20 % waiting x</span>" in html
+    unsplit = waits_sample(21, 0.0)
+    unsplit.process.waits = {}  # a tick not measured (no look yet): the words stay
+    history.append(unsplit)
+    assert waits_fact(unsplit, history, 600.0) == "20 % waiting on /mnt/share/runs (fsync)"
     quiet = [waits_sample(100 + i, 0.001) for i in range(5)]
     for s in quiet:
         history.append(s)

@@ -69,14 +69,19 @@ class HeaderState:
 def waits_fact(sample: Sample, history: History | None, window_s: float) -> str | None:
     """``31 % waiting on /mnt/share/runs (fsync)``: the watched path the training loop's main
     thread lost most time to over the chart window, and the system call most of it went to;
-    None while not measured or under WAIT_SHOWN (nothing worth a word)."""
-    proc = sample.process
-    if proc is None or not proc.waits or history is None:
+    None without a watched process or a measurement in the window, or under WAIT_SHOWN. The
+    paths come from the history, not this tick: a tick that was not measured (a look still
+    to come) must not make the words blink."""
+    if sample.process is None or history is None:
         return None
+    keys = history.keys("wait")
+    paths = sorted({k[1] for k in keys if k[2] == "main" and k[1] in sample.paths})
     means = [
         (window_mean(history, ("wait", path, "main"), window_s, sample.t)[0], path)
-        for path in sorted(proc.waits)
+        for path in paths
     ]
+    if not means:
+        return None
     fraction, path = max(means)
     if fraction < WAIT_SHOWN:
         return None
