@@ -26,10 +26,19 @@ from pathlib import Path
 import pytest
 
 from tests.support.env import need
+from tests.support.frameworks import (
+    ROOT,
+    child_env,
+    keras_spacer,
+    lightning_module,
+    tiny_gpt2,
+    token_dataset,
+    trainer_args,
+    trainer_spacer,
+)
 from trainwatch_lab.core.model import CheckpointInfo
 from trainwatch_lab.core.space import scan_checkpoints
 
-ROOT = Path(__file__).resolve().parents[2]
 MIB = 1024 * 1024
 WRITE_TIMEOUT_S = 280  # all six libraries, imports included, take ~40 s on two cores
 GAP_S = 0.05  # between saves: distinct modification times even on a coarse clock
@@ -42,16 +51,6 @@ LIBRARIES: dict[str, tuple[str, ...]] = {
     "keras": ("jax", "keras", "h5py"),
     "orbax": ("jax", "orbax.checkpoint"),
 }
-CHILD_ENV = {
-    "HF_HUB_OFFLINE": "1",  # a model built from a config: nothing is downloaded
-    "TRANSFORMERS_OFFLINE": "1",
-    "KERAS_BACKEND": "jax",
-    "JAX_PLATFORMS": "cpu",
-    "CUDA_VISIBLE_DEVICES": "",
-    "OMP_NUM_THREADS": "1",
-    "TOKENIZERS_PARALLELISM": "false",
-    "PYTHONWARNINGS": "ignore",
-}
 
 
 # -- the writers: run in the child process ------------------------------------------------
@@ -61,18 +60,6 @@ def write_lightning(root: Path) -> None:
     import lightning as L
     import torch
     from lightning.pytorch.callbacks import ModelCheckpoint
-
-    class Tiny(L.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer = torch.nn.Linear(1536, 1536)
-
-        def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
-            time.sleep(GAP_S)
-            return self.layer(batch[0]).pow(2).mean()
-
-        def configure_optimizers(self) -> torch.optim.Optimizer:
-            return torch.optim.SGD(self.parameters(), lr=0.01)
 
     data = torch.utils.data.TensorDataset(torch.randn(6, 1536))
     every_step = ModelCheckpoint(every_n_train_steps=1, save_top_k=-1, save_last=True)
@@ -85,44 +72,21 @@ def write_lightning(root: Path) -> None:
         enable_progress_bar=False,
         enable_model_summary=False,
     )
-    trainer.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=1))
+    model = lightning_module(1536, 1536, GAP_S)
+    trainer.fit(model, torch.utils.data.DataLoader(data, batch_size=1))
 
 
 def write_transformers(root: Path) -> None:
     """The Trainer saving every 2 of 6 steps: trainer_output/checkpoint-{2,4,6}/."""
-    import torch
-    from transformers import (
-        GPT2Config,
-        GPT2LMHeadModel,
-        Trainer,
-        TrainerCallback,
-        TrainingArguments,
-    )
+    from transformers import Trainer
 
-    class Tokens(torch.utils.data.Dataset):
-        def __len__(self) -> int:
-            return 12
-
-        def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-            ids = torch.randint(0, 64, (8,))
-            return {"input_ids": ids, "labels": ids}
-
-    class Spaced(TrainerCallback):
-        def on_step_end(self, *args: object, **kwargs: object) -> None:
-            time.sleep(GAP_S)
-
-    config = GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=64, n_positions=16)
-    args = TrainingArguments(
-        output_dir=str(root / "trainer_output"),
-        save_steps=2,
-        max_steps=6,
-        per_device_train_batch_size=2,
-        use_cpu=True,
-        report_to=[],
-        logging_strategy="no",
-    )
-    model = GPT2LMHeadModel(config)
-    Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[Spaced()]).train()
+    args = trainer_args(root / "trainer_output", save_steps=2, max_steps=6)
+    Trainer(
+        model=tiny_gpt2(n_embd=32, vocab=64),
+        args=args,
+        train_dataset=token_dataset(12, vocab=64),
+        callbacks=[trainer_spacer(GAP_S)],
+    ).train()
 
 
 def write_accelerate(root: Path) -> None:
@@ -160,10 +124,6 @@ def write_keras(root: Path) -> None:
     import keras
     import numpy as np
 
-    class Spaced(keras.callbacks.Callback):
-        def on_epoch_end(self, epoch: int, logs: object = None) -> None:
-            time.sleep(GAP_S)
-
     model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(32), keras.layers.Dense(4)])
     model.compile(optimizer="adam", loss="mse")
     callbacks = [
@@ -171,7 +131,7 @@ def write_keras(root: Path) -> None:
         keras.callbacks.ModelCheckpoint(
             str(root / "weights" / "epoch_{epoch:02d}.weights.h5"), save_weights_only=True
         ),
-        Spaced(),
+        keras_spacer(GAP_S),
     ]
     x, y = np.random.rand(16, 8), np.random.rand(16, 4)
     model.fit(x, y, epochs=3, batch_size=8, callbacks=callbacks, verbose=0)
@@ -222,13 +182,11 @@ def write_all(out: str) -> None:
 @pytest.fixture(scope="module")
 def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("layouts")
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, **CHILD_ENV, "PYTHONPATH": path}
     code = f"import sys; from {__name__} import write_all; write_all(sys.argv[1])"
     child = subprocess.run(
         [sys.executable, "-c", code, str(out)],
         cwd=ROOT,
-        env=env,
+        env=child_env(),
         capture_output=True,
         text=True,
         timeout=WRITE_TIMEOUT_S,

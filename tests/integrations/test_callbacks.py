@@ -8,7 +8,6 @@ the share is paused no hook of the callback waits on it."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -18,21 +17,20 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.env import need
+from tests.support.frameworks import (
+    ROOT,
+    child_env,
+    keras_spacer,
+    lightning_module,
+    tiny_gpt2,
+    token_dataset,
+    trainer_args,
+    trainer_spacer,
+)
 from tests.support.mounts import SshfsMount
 
-ROOT = Path(__file__).resolve().parents[2]
 CHILD_TIMEOUT_S = 280
 STEP_GAP_S = 0.5  # between saves: the space readings (every 0.05 s) see each save land
-CHILD_ENV = {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "KERAS_BACKEND": "jax",
-    "JAX_PLATFORMS": "cpu",
-    "CUDA_VISIBLE_DEVICES": "",
-    "OMP_NUM_THREADS": "1",
-    "TOKENIZERS_PARALLELISM": "false",
-    "PYTHONWARNINGS": "ignore",
-}
 
 
 def timed(watch: Any) -> list[float]:
@@ -76,18 +74,6 @@ def run_lightning(disk: Path, share: Path) -> dict[str, Any]:
 
     from trainwatch_lab.integrations.lightning import TrainWatchCallback
 
-    class Tiny(L.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer = torch.nn.Linear(768, 1024)  # 3 MiB of weights
-
-        def training_step(self, batch: list[torch.Tensor], batch_idx: int) -> torch.Tensor:
-            time.sleep(STEP_GAP_S)
-            return self.layer(batch[0]).pow(2).mean()
-
-        def configure_optimizers(self) -> torch.optim.Optimizer:
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
     cb = TrainWatchCallback(space_every=0.05)
     took = timed(cb.watch)
     ckpt = disk / "ckpt"
@@ -100,49 +86,25 @@ def run_lightning(disk: Path, share: Path) -> dict[str, Any]:
         enable_model_summary=False,
     )
     data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 768)))
-    return outcome(lambda: trainer.fit(Tiny(), data), cb.watch, took, ckpt)
+    model = lightning_module(768, 1024, STEP_GAP_S)  # 3 MiB of weights
+    return outcome(lambda: trainer.fit(model, data), cb.watch, took, ckpt)
 
 
 def run_huggingface(disk: Path, share: Path) -> dict[str, Any]:
-    import torch
-    from transformers import (
-        GPT2Config,
-        GPT2LMHeadModel,
-        Trainer,
-        TrainerCallback,
-        TrainingArguments,
-    )
+    from transformers import Trainer
 
     from trainwatch_lab.integrations.huggingface import TrainWatchCallback
-
-    class Tokens(torch.utils.data.Dataset):
-        def __len__(self) -> int:
-            return 16
-
-        def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
-            ids = torch.randint(0, 512, (8,))
-            return {"input_ids": ids, "labels": ids}
-
-    class Spaced(TrainerCallback):  # before ours: the readings catch up with the last save
-        def on_step_end(self, *args: object, **kwargs: object) -> None:
-            time.sleep(STEP_GAP_S)
 
     cb = TrainWatchCallback(space_every=0.05)
     took = timed(cb.watch)
     out = disk / "trainer_output"
     # ~265k parameters: weights + AdamW's two moments, ~3 MiB per checkpoint-N/
-    config = GPT2Config(n_layer=1, n_head=2, n_embd=128, vocab_size=512, n_positions=16)
-    args = TrainingArguments(
-        output_dir=str(out),
-        save_steps=1,
-        max_steps=5,
-        per_device_train_batch_size=2,
-        use_cpu=True,
-        report_to=[],
-        logging_strategy="no",
-    )
+    # (the spacer before ours: the readings catch up with the last save)
     trainer = Trainer(
-        model=GPT2LMHeadModel(config), args=args, train_dataset=Tokens(), callbacks=[Spaced(), cb]
+        model=tiny_gpt2(n_embd=128, vocab=512),
+        args=trainer_args(out, save_steps=1, max_steps=5),
+        train_dataset=token_dataset(16, vocab=512),
+        callbacks=[trainer_spacer(STEP_GAP_S), cb],
     )
     return outcome(trainer.train, cb.watch, took, out)
 
@@ -153,10 +115,6 @@ def run_keras(disk: Path, share: Path) -> dict[str, Any]:
 
     from trainwatch_lab.integrations.keras import TrainWatchCallback
 
-    class Spaced(keras.callbacks.Callback):
-        def on_epoch_end(self, epoch: int, logs: object = None) -> None:
-            time.sleep(STEP_GAP_S)
-
     ckpt = disk / "ckpt"
     save = keras.callbacks.ModelCheckpoint(
         str(ckpt / "w_{epoch:02d}.weights.h5"), save_weights_only=True
@@ -166,7 +124,8 @@ def run_keras(disk: Path, share: Path) -> dict[str, Any]:
     model = keras.Sequential([keras.Input((768,)), keras.layers.Dense(1024)])  # 3 MiB
     model.compile(optimizer="sgd", loss="mse")
     x, y = np.random.rand(8, 768), np.random.rand(8, 1024)
-    fit = lambda: model.fit(x, y, epochs=5, batch_size=8, callbacks=[Spaced(), cb, save], verbose=0)  # noqa: E731
+    callbacks = [keras_spacer(STEP_GAP_S), cb, save]
+    fit = lambda: model.fit(x, y, epochs=5, batch_size=8, callbacks=callbacks, verbose=0)  # noqa: E731
     return outcome(fit, cb.watch, took, ckpt)
 
 
@@ -194,13 +153,11 @@ def train_all(tmpfs_mount: Any, sshfs: SshfsMount, out: Path) -> dict[str, Any]:
     ]
     need(not missing, f"needs {', '.join(missing)} (the test extra of pyproject.toml)")
     disks = ",".join(str(tmpfs_mount("8m").path) for _ in range(3))
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, **CHILD_ENV, "PYTHONPATH": path}
     code = f"import sys; from {__name__} import run_all; run_all(*sys.argv[1:])"
     proc = subprocess.Popen(
         [sys.executable, "-c", code, str(out), disks, str(sshfs.path)],
         cwd=ROOT,
-        env=env,
+        env=child_env(),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
