@@ -21,9 +21,9 @@ class MountFacts:
     kind: MountKind
     read_only: bool
     device: str | None
-    disks: tuple[str, ...]  # the whole disks that hold its data (mounts.physical_disks)
+    disks: tuple[str, ...]  # the whole disks that hold its data (blockdev.physical_disks)
     shared: bool
-    answers_locally: bool  # see mounts.answers_locally: may be inspected on our own thread
+    answers_locally: bool  # see blockdev.answers_locally: may be inspected on our own thread
 
     @classmethod
     def of(cls, entry: MountEntry, mounts: list[MountEntry], sys_root: str = "/sys") -> MountFacts:

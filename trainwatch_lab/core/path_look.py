@@ -70,7 +70,7 @@ def look_without_following(path: str, mount: MountEntry) -> dict[str, Any] | Non
     symlink or leaving ``mount``: every component below the mount point is lstat'ed, then
     the deepest existing one statvfs'ed. None as soon as a component is a symlink or sits
     on another device: such a path may lead onto a mount that hangs, and the guard must
-    look instead. For mounts that cannot hang only (``mounts.answers_locally``)."""
+    look instead. For mounts that cannot hang only (``blockdev.answers_locally``)."""
     root = mount.mountpoint
     if path == root:
         rest = ""

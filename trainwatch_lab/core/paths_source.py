@@ -38,7 +38,7 @@ class PathsSource:
     """Sampler source for the watched paths (``sample.paths``).
 
     Per tick, one look per path (exists, st_dev, statvfs). Paths on mounts that cannot hang
-    (memory filesystems, kernel filesystems on a local disk: ``mounts.answers_locally``) are
+    (memory filesystems, kernel filesystems on a local disk: ``blockdev.answers_locally``) are
     looked at on the sampler thread, which costs a few syscalls; every other path is asked
     through its mount's guard helper, all of them in parallel on a small pool of threads, so
     ``collect`` returns within the timeout even when several mounts are dead, and at once
