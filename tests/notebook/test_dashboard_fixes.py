@@ -14,13 +14,11 @@ import pytest
 
 from trainwatch_lab.core.history import History
 from trainwatch_lab.core.model import PathState, ProcessIO, Sample
-from trainwatch_lab.core.sampler import Sampler
 from trainwatch_lab.fix import checkpoint_status, save_checkpoint
 from trainwatch_lab.fix.mirror import Mirror
 from trainwatch_lab.notebook import kernel_watch
 from trainwatch_lab.notebook.alerts_html import esc
 from trainwatch_lab.notebook.charts import Series, stack
-from trainwatch_lab.notebook.dashboard import TrainWatch
 from trainwatch_lab.notebook.dashboard_view import (
     MAX_MIRROR_LINES,
     HeaderState,
@@ -30,6 +28,9 @@ from trainwatch_lab.notebook.dashboard_view import (
     waits_fact,
 )
 
+from .test_dashboard import feed, make, notebook_state
+
+__all__ = ["notebook_state"]  # fixture
 T0 = 1_700_000_000.0
 SHARE, DATA = "/mnt/share/runs", "/data"
 
@@ -43,19 +44,6 @@ def waits_sample(i: int, share: float, data: float = 0.0, workers: float = 0.0) 
     s.process.wait_calls = {SHARE: {"fsync": share}} if share else {}
     s.process.worker_waits = {DATA: workers}
     return s
-
-
-def make() -> tuple[TrainWatch, Sampler]:
-    sampler = Sampler([], interval=1.0, history=History(capacity=600))
-    dash = TrainWatch(sampler=sampler, inline=False, start=False, details=False)
-    dash.start(run_sampler=False)
-    return dash, sampler
-
-
-def feed(dash: TrainWatch, sampler: Sampler, samples: list[Sample]) -> None:
-    for s in samples:
-        sampler.history.append(s)
-        dash._on_sample(s)
 
 
 # -- time lost to storage (issue 15) -----------------------------------------------------------
@@ -83,8 +71,10 @@ def test_the_verdict_says_the_time_lost_over_the_chart_window_and_the_call() -> 
     assert "waiting" not in header_html(unmeasured, HeaderState("live", 1, 0, 1.0, 600.0))
 
 
-def test_the_waits_chart_stacks_the_paths_and_draws_the_workers_apart() -> None:
-    dash, sampler = make()
+def test_the_waits_chart_stacks_the_paths_and_draws_the_workers_apart(
+    notebook_state: Path,
+) -> None:
+    dash, sampler = make(details=False)
     feed(dash, sampler, [waits_sample(i, 0.3, data=0.1, workers=0.6) for i in range(5)])
     assert "30 % waiting on /mnt/share/runs (fsync)" in dash.status.value
     assert "waits" not in dash.charts  # under Details, made when opened
@@ -127,7 +117,7 @@ def mirrors(tmp_path: Path) -> Any:
 
 
 def test_each_mirror_is_a_line_in_its_status_words_and_the_strip_is_bounded(mirrors) -> None:
-    dash, sampler = make()
+    dash, sampler = make(details=False)
     feed(dash, sampler, [waits_sample(0, 0.0)])
     assert dash.fixes.value == "" and dash.fixes.layout.display == "none"
     first = mirrors("a")
@@ -151,7 +141,7 @@ def test_a_background_save_in_flight_and_the_last_ones_time(tmp_path: Path) -> N
         gate.wait(10)
         Path(path).write_bytes(b"w" * 1024)
 
-    dash, sampler = make()
+    dash, sampler = make(details=False)
     handle = save_checkpoint(slow, tmp_path / "ckpt-0001.pt", background=True)
     try:
         feed(dash, sampler, [waits_sample(0, 0.0)])
