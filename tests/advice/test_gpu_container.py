@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,7 +16,14 @@ from pathlib import Path
 
 import psutil
 
-from tests.advice.test_gpu_stall import OVERRIDES, TRAINING, codes, read_samples, wait_for
+from tests.advice.test_gpu_stall import (
+    OVERRIDES,
+    TRAINING,
+    codes,
+    read_samples,
+    stop_group,
+    wait_for,
+)
 from tests.core.fake_nvml import GIB, FakeNvml, fake_nvml, fake_nvml_lib, gpu
 from tests.support.env import need_root, need_tool
 
@@ -83,12 +88,7 @@ def test_gpu_stalled_in_a_pid_namespace(sshfs_mount, fake_nvml: FakeNvml, tmp_pa
         assert stalled is not None, "gpu-stalled never fired inside the PID namespace"
     finally:
         sshfs_mount.resume()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signal.SIGKILL)
-        child.wait(timeout=30)
-        err = child.stderr.read() if child.stderr is not None else ""
-        if child.stderr is not None:
-            child.stderr.close()
+        err = stop_group(child)
     assert "Traceback" not in err, err
     alert = next(w for w in stalled["warnings"] if w["code"] == "gpu-stalled")
     assert "training process (pid 1) holds 3 GiB" in alert["message"]

@@ -84,6 +84,18 @@ def wait_for(path: Path, predicate, timeout: float) -> dict[str, Any] | None:
     return None
 
 
+def stop_group(child: subprocess.Popen[str]) -> str:
+    """Kill a child started with ``start_new_session`` and all it started; its stderr."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)
+    child.wait(timeout=30)
+    if child.stderr is None:
+        return ""
+    err = child.stderr.read()
+    child.stderr.close()
+    return err
+
+
 def codes(sample: dict[str, Any]) -> set[str]:
     return {w["code"] for w in sample["warnings"]}
 
@@ -127,12 +139,7 @@ def test_gpu_stalled_names_the_paused_sshfs_mount(
         assert stalled is not None, "gpu-stalled never fired"
     finally:
         sshfs_mount.resume()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signal.SIGKILL)
-        child.wait(timeout=30)
-        if child.stderr is not None:
-            err = child.stderr.read()
-            child.stderr.close()
+        err = stop_group(child)
     assert "Traceback" not in err, err
 
     alert = next(w for w in stalled["warnings"] if w["code"] == "gpu-stalled")

@@ -16,10 +16,8 @@ in it; the fake libnvidia-ml.so.1 swings the GPU between idle and busy (mean 45 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -27,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.advice.test_gpu_stall import stop_group
 from tests.core.fake_nvml import GIB, FakeNvml, fake_nvml, fake_nvml_lib, gpu
 from tests.support.env import need_root
 
@@ -137,12 +136,7 @@ def test_starved_by_storage_or_by_the_cpu(
             if time.time() > judged_from + 15 and must in _fired(out, judged_from):
                 break
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(child.pid, signal.SIGKILL)
-        child.wait(timeout=30)
-        err = child.stderr.read() if child.stderr is not None else ""
-        if child.stderr is not None:
-            child.stderr.close()
+        err = stop_group(child)
     assert "Traceback" not in err, err
     fired = _fired(out, judged_from)
     judge(f"real {mode} input pipeline", fired & set(CODES), must={must}, must_not=CODES)
