@@ -22,6 +22,7 @@ from trainwatch_lab.core.model import (
     ProbeResult,
     ProcessIO,
     Sample,
+    TrainingProcess,
 )
 
 GIB = 1024**3
@@ -288,3 +289,31 @@ def test_stalled_names_the_blocked_syscall_and_finds_the_mount_of_the_file() -> 
     msg = run(samples, gpu_stalled)[-1][0].message
     assert "blocked in train.py:save waiting for fsync() of /mnt/share/logs/ckpt/last.pt" in msg
     assert "(fuse.sshfs)" in msg and "/mnt/share/logs is on fuse.sshfs" in msg
+
+
+def test_starved_script_found_on_the_machine_by_what_it_shows_now() -> None:
+    """A training script the sampler found (no history of its own): its block reads now, the
+    device's read await over the window and its main thread blocked reading."""
+
+    def script(blocked: bool) -> TrainingProcess:
+        io = ProcessIO(9, 1, 4e8, 0.0, 4e8, 0.0)
+        mt = {"state": "D", "syscall": "read", "fd_path": "/data/shard-7.tar", "blocked": blocked}
+        return TrainingProcess(
+            9, "python train.py", "/w", ["gpu"], gpus=[0], gpu_mem_bytes=GIB, io=io, main_thread=mt
+        )
+
+    results = {}
+    for blocked in (True, False):
+        samples = [
+            make(
+                t, 0.0 if t % 2 else 80.0, proc_mem=0, paths=(local_data(),), disks=(disk(92, 18),)
+            )
+            for t in range(70)
+        ]
+        for s in samples:
+            s.process, s.processes = None, [script(blocked)]
+        results[blocked] = run(samples, gpu_starved)[-1]
+    assert results[False] == []  # not waiting on a read now: no evidence it is storage
+    (alert,) = results[True]
+    assert "while pid 9 (`python train.py`) trained on it" in alert.message
+    assert "its block reads were 85 % of nvme0n1's" in alert.message

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from ..core.defaults import Defaults
 from ..core.model import Sample, TrainingProcess, path_devices, watched_devices
 from .context import Context
+from .gpu_evidence import _READS
 from .text import fmt_ms, fmt_pct, fmt_rate
 
 MIB = 1024 * 1024  # DiskRates.rmb_s is in MiB/s, like `iostat -m`
-_READS = {"read", "pread64", "readv", "preadv", "preadv2"}
 
 
 @dataclass(slots=True)
