@@ -58,15 +58,23 @@ def child(args: argparse.Namespace) -> int:
     return 0
 
 
-def spawn(*extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+def start(*extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """A helper process (this file with ``--child``); ``ready`` waits for its first line."""
     cmd = [sys.executable, str(HERE), "--child", *extra, "--backend", ARGS.backend]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+
+
+def ready(proc: subprocess.Popen[str]) -> str:
     line = proc.stdout.readline() if proc.stdout else ""
     if "ready" not in line and not line.startswith("["):
         proc.kill()
-        raise RuntimeError(f"helper {extra} did not start: {line!r}")
-    proc.first_line = line  # type: ignore[attr-defined]
-    return proc
+        raise RuntimeError(f"helper {proc.args} did not start: {line!r}")
+    return line
+
+
+def spawn(*extra: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
+    proc = start(*extra, env=env)
+    return proc, ready(proc)
 
 
 def part_versions(nvml: Any) -> None:
@@ -85,8 +93,10 @@ def part_memory(nvml: Any) -> None:
     from trainwatch_lab.core.model import Sample
 
     print("== two processes holding 1 and 3 GiB")
-    holders = {gib: spawn("hold", "--gib", str(gib)) for gib in (1, 3)}
+    holders = {gib: start("hold", "--gib", str(gib)) for gib in (1, 3)}  # side by side
     try:
+        for proc in holders.values():
+            ready(proc)
         listed = nvml_report.nvml_pids(nvml)
         ours = {p.pid for p in holders.values()}
         verdict = nvml_report.pid_verdict(listed, ours)
@@ -114,7 +124,7 @@ def part_duty(nvml: Any, seconds: float = 10.0) -> None:
     from trainwatch_lab.core.model import Sample
 
     print("== duty-cycled kernel, 200 ms on / 800 ms off")
-    proc = spawn("duty", "--seconds", str(seconds))
+    proc, _ = spawn("duty", "--seconds", str(seconds))
     handle = nvml.nvmlDeviceGetHandleByIndex(0)
     source, ticks, rates, whole = GpuSource(pid=proc.pid), [], [], None
     try:
@@ -151,8 +161,8 @@ def part_numbering(nvml: Any) -> None:
         env = {k: v for k, v in os.environ.items() if k != "CUDA_DEVICE_ORDER"}
         if order:
             env["CUDA_DEVICE_ORDER"] = order
-        proc = spawn("uuids", env=env)
-        cuda = json.loads(proc.first_line)  # type: ignore[attr-defined]
+        proc, line = spawn("uuids", env=env)
+        cuda = json.loads(line)
         proc.wait()
         same = [u for u in nvml_uuids if u in cuda] == cuda
         print(f"  CUDA_DEVICE_ORDER={order or '(unset)'}: CUDA {cuda}; NVML {nvml_uuids}")

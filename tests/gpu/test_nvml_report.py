@@ -1,7 +1,9 @@
-"""The NVML half of tests/gpu/gpu_report.py, run for real through pynvml against the fake
-libnvidia-ml.so.1 (no GPU needed): it must reach its report, name what the driver lacks, see
-MIG instances, say whether NVML's PIDs are ours and measure the per-tick cost; without a
-driver it must stop with its one-line "prerequisite missing" (exit 2)."""
+"""tests/gpu/gpu_report.py run for real through pynvml against the fake libnvidia-ml.so.1 (no
+GPU needed): the NVML half must reach its report, name what the driver lacks, see MIG
+instances, say whether NVML's PIDs are ours and measure the per-tick cost; without a driver it
+must stop with its one-line "prerequisite missing" (exit 2). With the fake libcuda.so.1 of
+tests/gpu/fake_cuda.c (its allocations appear in the fake NVML's process list) the whole
+report runs, CUDA half included, and every judged part must come out OK."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import pytest
 
 from tests.core.fake_nvml import GIB, ROOT, FakeNvml, build, fake_nvml, fake_nvml_lib, gpu
 from tests.gpu.nvml_report import pid_verdict
+from tests.support.env import need_tool
 
 __all__ = ["fake_nvml", "fake_nvml_lib"]
 
@@ -83,3 +86,28 @@ def test_no_cuda_is_a_prerequisite_missing_after_the_nvml_half(fake_nvml: FakeNv
     assert out.returncode == 2, out
     assert "== MIG (read only)" in out.stdout
     assert "prerequisite missing: libcuda.so.1 does not load" in out.stderr
+
+
+def test_the_whole_report_against_fake_nvml_and_fake_cuda(
+    fake_nvml: FakeNvml, fake_nvml_lib: Path, tmp_path: Path
+) -> None:
+    need_tool("gcc")
+    cuda = tmp_path / "cuda"
+    cuda.mkdir()
+    source, lib = ROOT / "tests" / "gpu" / "fake_cuda.c", cuda / "libcuda.so.1"
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-O2", "-Wall", "-o", str(lib), str(source)], check=True
+    )
+    fake_nvml.write([gpu(0, duty="200/800"), gpu(1)])
+    env = fake_nvml.env() | {"LD_LIBRARY_PATH": f"{fake_nvml_lib}:{cuda}", "FAKE_CUDA_COUNT": "2"}
+    out = report(env, "--backend", "ctypes", "--idle-s", "2")
+    assert out.returncode == 0, out.stdout + out.stderr
+    text = out.stdout
+    assert "== load from: ctypes libcuda" in text
+    assert "NVML's PIDs are ours: equal" in text
+    assert "[OK] 1 GiB read back: 1342177280 bytes" in text  # 1 GiB and the 256 MiB context
+    assert "[OK] 3 GiB read back: 3489660928 bytes" in text
+    assert "[OK] duty cycle" in text and "nvmlDeviceGetSamples over the run: " in text
+    assert "[OK] PCI order" in text
+    assert "[OK] idle model: warnings seen: none" in text
+    assert "RESULT: OK" in text

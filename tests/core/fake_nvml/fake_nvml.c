@@ -38,6 +38,8 @@
  *   gpu0.unsupported=power,temp   these return NVML_ERROR_NOT_SUPPORTED
  *     (names: util mem power power_limit temp pcie reasons procs)
  *   gpu0.procs=1234:1073741824,5678:2048   compute processes, pid:used bytes
+ *   gpu0.proc=1234:1073741824   one more compute process (each such line adds one; the fake
+ *                          libcuda of tests/gpu appends these when a process allocates)
  *   gpu0.xids=79,48        XID errors so far: each is delivered once through the event set
  *   gpu0.ecc_uncorrected=2 volatile uncorrectable ECC errors
  *     (unsupported names also: ecc events)
@@ -226,6 +228,9 @@ static void set_field(fake_dev *d, const char *key, const char *val) {
     else if (!strcmp(key, "lost")) d->lost = n != 0;
     else if (!strcmp(key, "unsupported")) d->unsupported = unsupported_mask(val);
     else if (!strcmp(key, "procs")) parse_procs(d, val);
+    else if (!strcmp(key, "proc") && d->nprocs < MAX_PROCS) {
+        if (sscanf(val, "%u:%llu", &d->pids[d->nprocs], &d->pmem[d->nprocs]) == 2) d->nprocs++;
+    }
     else if (!strcmp(key, "xids")) parse_xids(d, val);
     else if (!strcmp(key, "ecc_uncorrected")) d->ecc_uncorrected = n;
     else if (!strcmp(key, "pcie_ms")) d->pcie_ms = (unsigned)n;
