@@ -13,7 +13,6 @@ import os
 import statistics
 from dataclasses import dataclass
 
-from ..core.defaults import Defaults
 from ..core.history import History
 from ..core.model import GpuState, PathState, Sample, TrainingProcess, path_devices, watched_devices
 from .context import Context
@@ -42,7 +41,6 @@ class Evidence:
     blocked: str | None  # "the training loop is blocked in f.py:flush writing /x (fuse.sshfs)"
     healthy: bool
     disk_busy: bool
-    reads_pinned: bool
 
 
 # -- the storage evidence shared by both rules -----------------------------------------------
@@ -162,16 +160,6 @@ def _disk_window(history: History, device: str, since: float) -> tuple[float | N
     return _mean(util), _mean(awaits)
 
 
-def _pinned(values: list[float], d: Defaults) -> bool:
-    """Reads stuck at a ceiling: a steady, non-trivial rate (the storage's limit)."""
-    if len(values) < 3:
-        return False
-    mean = statistics.fmean(values)
-    return mean >= d.gpu_starved_min_read_bps and statistics.pstdev(values) / mean < (
-        d.gpu_starved_read_cv
-    )
-
-
 def storage_evidence(ctx: Context, since: float, holder: TrainingProcess | None = None) -> Evidence:
     sample, d = ctx.sample, ctx.defaults
     if holder is not None:
@@ -181,7 +169,6 @@ def storage_evidence(ctx: Context, since: float, holder: TrainingProcess | None 
     parts: list[str] = []
 
     proc = sample.process
-    reads: list[float] = []
     if holder is not None and holder.io is not None:  # its rates now: no history of its own
         parts.append(
             f"it now writes {fmt_rate(holder.io.write_chars_s)} and reads "
@@ -196,7 +183,6 @@ def storage_evidence(ctx: Context, since: float, holder: TrainingProcess | None 
                 f"the process wrote {fmt_rate(_mean(writes) or 0.0)} and read "
                 f"{fmt_rate(_mean(reads) or 0.0)}"
             )
-    reads_pinned = _pinned(reads, d)
 
     culprit = blocked_path
     if culprit is None and sample.paths:
@@ -231,7 +217,7 @@ def storage_evidence(ctx: Context, since: float, holder: TrainingProcess | None 
     suspicious = culprit is not None and _rank(culprit, ctx) < 2
     healthy = not (suspicious or disk_busy or blocked)
     clause = "; ".join(parts) if parts else "no storage activity was measured"
-    return Evidence(clause, culprit, blocked, healthy, disk_busy, reads_pinned)
+    return Evidence(clause, culprit, blocked, healthy, disk_busy)
 
 
 def _storage_fix(ev: Evidence) -> str:

@@ -83,8 +83,7 @@ class Defaults:
     gpu_starved_window_s: float = 60.0
     gpu_starved_mean_util_pct: float = 50.0
     gpu_starved_stdev_pct: float = 20.0
-    gpu_starved_read_cv: float = 0.25  # reads "pinned": stdev/mean of the read rate below this
-    gpu_starved_min_read_bps: float = 1e6  # ... at a rate that is more than a trickle
+    gpu_starved_min_read_bps: float = 1e6  # device reads below this are no data path
     # gpu-starved needs storage to be the limit (advice.gpu_feed, issue 16 item 7): the watched
     # tree's block reads at least this share of its busiest watched device's reads (the device
     # serves us, not another job or our checkpoint writes) ...
