@@ -66,6 +66,11 @@ def test_cuda_visible_devices_naming_a_mig_instance_is_not_all_hidden(
         d.close()
     assert "gpus" not in out["sample"]["notes"], out["sample"]["notes"]
     assert [(g["index"], g["nvml_index"]) for g in out["sample"]["gpus"]] == [(0, 1)]
+    rows = out["sample"]["gpus"][0]["mig"]
+    assert [(r["uuid"], r["cuda_visible"]) for r in rows] == [
+        (rows[0]["uuid"], False),
+        (mig_uuid, True),
+    ]
 
 
 def test_processes_and_memory_per_instance_through_their_own_handles(

@@ -38,6 +38,7 @@ class MigInstance:
     mem_total: int | None = None
     procs: list[tuple[int, int]] | None = None  # (pid, bytes), from the latest process read
     tree_bytes: int | None = None  # held by the watched process tree
+    named: bool = False  # CUDA_VISIBLE_DEVICES of the watched process names this instance
 
 
 def key(uuid: str) -> str:
@@ -72,10 +73,19 @@ def _id(src: Any, handle: Any, kind: str) -> int | None:
         return None
 
 
+def mark_named(spec: str | None, instances: list[MigInstance]) -> None:
+    """Which instances the watched process's ``CUDA_VISIBLE_DEVICES`` names (a MIG UUID or a
+    unique prefix of one): the ones its CUDA uses."""
+    tokens = [key(t) for t in (spec or "").split(",") if t.strip().lower().startswith("mig-")]
+    for inst in instances:
+        inst.named = any(t and key(inst.uuid).startswith(t) for t in tokens)
+
+
 def read_rows(src: Any, gpu: Any) -> list[dict[str, Any]]:
     """One row per instance of ``gpu`` (a TrackedGpu): its uuid, the parent it splits (uuid,
     CUDA and NVML index), gpu/compute instance ids, memory (``None`` where refused),
-    ``util_pct`` (always ``None``: NVML has none) and the processes of the latest read."""
+    ``util_pct`` (always ``None``: NVML has none), the processes of the latest read and
+    ``cuda_visible`` (the watched process's CUDA_VISIBLE_DEVICES names it)."""
     rows: list[dict[str, Any]] = []
     for inst in gpu.mig:
         row: dict[str, Any] = {
@@ -89,6 +99,7 @@ def read_rows(src: Any, gpu: Any) -> list[dict[str, Any]]:
             "mem_used_bytes": None,
             "mem_total_bytes": None,
             "process_mem_bytes": inst.tree_bytes,
+            "cuda_visible": inst.named,
             "processes": [{"pid": p, "used_bytes": b} for p, b in inst.procs or ()],
         }
         try:

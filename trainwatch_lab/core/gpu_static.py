@@ -152,6 +152,7 @@ def refresh(src: Any, now: float) -> None:
             gpu = TrackedGpu(index=cuda_index, nvml_index=i, handle=handles[i], uuid=uuids[i])
         if not gpu.lost:
             _read_static(src, gpu)
+        gpu_mig.mark_named(spec, gpu.mig)
         gpus.append(gpu)
     bases = gpu_numbering.index_basis(
         spec, cuda_visible_devices(src.pid, "CUDA_DEVICE_ORDER"), [g.name for g in gpus]
