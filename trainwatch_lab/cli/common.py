@@ -64,7 +64,7 @@ def pid(text: str) -> int:
     return int(text)
 
 
-def gpu_selection(text: str) -> list[int]:
+def gpu_selection(text: str) -> list[int | str]:
     """``--gpu``: the one parser every surface shares (core.defaults.parse_gpu_selection)."""
     from ..core.defaults import parse_gpu_selection
 
