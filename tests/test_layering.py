@@ -1,4 +1,4 @@
-"""The layering of ARCHITECTURE.md, enforced: core/, advice/ and cli.py never import Jupyter;
+"""The layering of ARCHITECTURE.md, enforced: core/, advice/ and cli/ never import Jupyter;
 fix/ imports core only; integrations/ imports a framework only in the module named for it."""
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ RULES = {
     "core": JUPYTER_SIDE
     | {"trainwatch_lab.advice", "trainwatch_lab.notebook", "trainwatch_lab.server"},
     "advice": JUPYTER_SIDE | {"trainwatch_lab.notebook", "trainwatch_lab.server"},
-    "cli.py": JUPYTER_SIDE | {"trainwatch_lab.notebook", "trainwatch_lab.server"},
+    "cli": JUPYTER_SIDE | {"trainwatch_lab.notebook", "trainwatch_lab.server"},
     "monitor.py": JUPYTER_SIDE | {"trainwatch_lab.notebook", "trainwatch_lab.server"},
     # core, advice and prometheus_client only: the server reuses it for its own /metrics,
-    # cli.py builds the agent's sampler (trainwatch_lab.monitor) and hands it over
+    # cli/ builds the agent's sampler (trainwatch_lab.monitor) and hands it over
     "prometheus": JUPYTER_SIDE
     | {
         "trainwatch_lab.notebook",

@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from ..core.model import SEVERITY_RANK, Alert, Headline, Sample, watched_devices
 from .text import fmt_bytes, fmt_mbs, fmt_pct, warning_count_text
 
-MIB = 1024 * 1024  # DiskRates' *mb_s are MiB/s (iostat -m); rates are shown in MB/s
-
 
 def _verdict(warnings: Sequence[Alert]) -> tuple[str, str]:
     serious = [a for a in warnings if a.severity != "info"]
@@ -39,8 +37,8 @@ def _busiest_disk(sample: Sample) -> tuple[str | None, float | None]:
     rates = [sample.disks[d] for d in watched_devices(sample) if d in sample.disks]
     if not rates:
         return None, None
-    busiest = max(rates, key=lambda r: (r.rmb_s + r.wmb_s, r.util))
-    bps = (busiest.rmb_s + busiest.wmb_s) * MIB
+    busiest = max(rates, key=lambda r: (r.read_bps + r.write_bps, r.util))
+    bps = busiest.read_bps + busiest.write_bps
     return f"{busiest.device} {fmt_mbs(bps)}, {busiest.util:.0f} % busy", bps
 
 

@@ -16,7 +16,7 @@ from ..core.fill import can_fill, is_trend
 from ..core.history import History
 from ..core.model import Alert, PathState, ProbeResult, Sample
 from .context import Context, Detector, stateless, stateless_only
-from .text import fmt_bytes, fmt_clock, fmt_duration, fmt_ms, fmt_pct, fmt_rate
+from .text import fmt_bytes, fmt_clock, fmt_duration, fmt_mbs, fmt_ms, fmt_pct, fmt_rate
 
 LOCAL_FIX = (
     "Write logs and checkpoints to local disk and copy them to the share in the background: "
@@ -387,8 +387,8 @@ def disk_saturated(ctx: Context) -> Iterator[Alert]:
                 f"Disk {device} (under {', '.join(paths)}) has been saturated for "
                 f"{fmt_duration(ctx.sample.t - since)}: {rates.util:.0f} % busy, requests wait "
                 f"{rates.r_await:.1f} ms (read) / {rates.w_await:.1f} ms (write), queue "
-                f"{rates.aqu_sz:.1f}, reading {rates.rmb_s:.1f} MB/s and writing "
-                f"{rates.wmb_s:.1f} MB/s."
+                f"{rates.aqu_sz:.1f}, reading {fmt_mbs(rates.read_bps)} and writing "
+                f"{fmt_mbs(rates.write_bps)}."
             ),
             fix=(
                 "The disk cannot keep up: put the training data on a faster or local disk or "

@@ -7,13 +7,10 @@ import time
 from typing import Any, TextIO
 
 from ..advice.text import fill_columns, fmt_bytes, fmt_pct, fmt_rate
-from ..core.defaults import MIB
+from ..core.defaults import MB_PER_MIB
 from ..core.model import Sample, path_devices
 from ..core.paths import printable
 from .common import dumps, print_alert, table
-
-# DiskRates.rmb_s/wmb_s are MiB/s (as iostat -m); every surface shows decimal MB/s
-MB_PER_MIB = MIB / 1e6
 
 
 class WatchPrinter:

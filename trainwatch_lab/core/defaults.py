@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 GIB = 1024**3
 MIB = 1024**2
+MB_PER_MIB = MIB / 1e6  # DiskRates counts MiB/s (iostat -m); every surface shows decimal MB/s
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,13 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
+from .defaults import MIB
 from .model import DiskRates, Sample, path_devices
 from .procfile import ProcFile
 
 log = logging.getLogger(__name__)
 
 SECTOR_BYTES = 512
-MB = 1024 * 1024  # like `iostat -m`
 EXCLUDED_PREFIXES = ("loop", "ram", "zram")
 NO_DISKSTATS_NOTE = (
     "/proc/diskstats is not available here (e.g. gVisor or a serverless container): "
@@ -115,8 +115,8 @@ def rates_for(prev: DiskCounters, cur: DiskCounters, dt_s: float) -> DiskRates |
         device=cur.name,
         r_s=rd_ios / dt_s,
         w_s=wr_ios / dt_s,
-        rmb_s=rd_sectors * SECTOR_BYTES / MB / dt_s,
-        wmb_s=wr_sectors * SECTOR_BYTES / MB / dt_s,
+        rmb_s=rd_sectors * SECTOR_BYTES / MIB / dt_s,
+        wmb_s=wr_sectors * SECTOR_BYTES / MIB / dt_s,
         r_await=rd_ticks / rd_ios if rd_ios else 0.0,
         w_await=wr_ticks / wr_ios if wr_ios else 0.0,
         aqu_sz=queue / dt_ms,

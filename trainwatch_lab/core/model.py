@@ -10,6 +10,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from .defaults import MIB
+
 Severity = Literal["info", "warning", "critical"]
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}
 
@@ -51,6 +53,15 @@ class DiskRates:
     w_await: float
     aqu_sz: float
     util: float
+
+    @property
+    def read_bps(self) -> float:
+        """Bytes read per second: ``rmb_s`` counts MiB/s like ``iostat -m``, the text says MB/s."""
+        return self.rmb_s * MIB
+
+    @property
+    def write_bps(self) -> float:
+        return self.wmb_s * MIB
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -16,7 +16,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from ..advice.text import fmt_duration, fmt_ms, fmt_rate, warning_count_text
-from ..core.defaults import DEFAULTS, MIB, Defaults
+from ..core.defaults import DEFAULTS, Defaults
 from ..core.model import Alert, Sample, watched_devices
 from ..core.sampler import Sampler
 from .alerts_html import STYLE, esc
@@ -100,7 +100,7 @@ class CellWatch:
                 d = sample.disks.get(name)
                 if d is not None:
                     parts.append(
-                        f"{name} R {fmt_rate(d.rmb_s * MIB)} W {fmt_rate(d.wmb_s * MIB)} "
+                        f"{name} R {fmt_rate(d.read_bps)} W {fmt_rate(d.write_bps)} "
                         f"await {fmt_ms(max(d.r_await, d.w_await))} util {d.util:.0f}%"
                     )
             for g in sample.gpus:

@@ -14,13 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..core.defaults import MIB
+from ..core.defaults import MB_PER_MIB
 from ..core.fill import filesystem_key
 from ..core.history import History
 from ..core.model import Sample, watched_devices
 from .charts import Series, TimeChart
-
-MB_PER_MIB = MIB / 1e6
 
 COMPACT = ("gpu", "io", "space")  # always in view (GPU only when there is one)
 DETAILED = ("await", "util", "waits")  # under Details: made and fed only once opened
