@@ -145,7 +145,7 @@ def make_sampler(
             history_capacity = capacity_for(defaults.history_s, interval, defaults)
         history = History(capacity=history_capacity)
     paths = tuple(paths)
-    paths_source = PathsSource(paths=paths, defaults=defaults, probe=probe)
+    paths_source = PathsSource(paths=paths, defaults=defaults, probe=probe, owner=pid)
     sources: list[Source] = [paths_source, DiskStatsSource()]
     if process:
         sources.append(ProcessIOSource(pid=pid))

@@ -287,8 +287,8 @@ def as_lustre(
     return mp, fake_tools
 
 
-def _samples(path: Path, n: int) -> list[Sample]:
-    src = PathsSource([str(path)], probe=False)
+def _samples(path: Path, n: int, owner: int | None = None) -> list[Sample]:
+    src = PathsSource([str(path)], probe=False, owner=owner)
     out = []
     try:
         for _ in range(n):
@@ -365,6 +365,27 @@ def test_the_quota_read_is_the_watched_process_s(
     read_quotas(str(tmp_path), pid=child.pid)  # gone now: ours
     asked = {c[3]: c[4] for c in fake_tools.calls()[-3:]}
     assert (asked["-u"], asked["-g"]) == (str(os.geteuid()), str(os.getegid()))
+
+
+def test_the_live_source_reads_the_quota_of_the_process_it_watches_for(as_lustre) -> None:
+    """``watch --pid`` and the training processes found: the writer is that process, so its
+    quota is the one read, in the guard's helper (first look) and in place (later ones)."""
+    if os.geteuid() != 0 and os.environ.get("CI") != "true":
+        pytest.skip("starting a process as nobody needs root")
+    mp, fakes = as_lustre
+    fakes.prints("lfs", "-u", lfs_row(str(mp), ("1024", " ", "0", "8192", "-"), ("1",) * 5))
+    child = subprocess.Popen(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "30"]
+    )
+    try:
+        assert wait_until(lambda: _exec_done(child.pid), 5)
+        samples = _samples(mp, 2, owner=child.pid)
+    finally:
+        child.kill()
+        child.wait()
+    users = {c[4] for c in fakes.calls() if c[3] == "-u"}
+    assert users == {"65534"}  # never root's quota
+    assert samples[-1].paths[str(mp)].quota is not None
 
 
 def _take_for_lustre(directory: Path, monkeypatch: pytest.MonkeyPatch) -> int:

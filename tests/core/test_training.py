@@ -208,9 +208,11 @@ class Paths:
 
     def __init__(self, *keys: str) -> None:
         self.keys = set(keys)
+        self.owners: dict[str, int | None] = {}
 
-    def add(self, path: str) -> str:
+    def add(self, path: str, owner: int | None = None) -> str:
         self.keys.add(path)
+        self.owners[path] = owner
         return path
 
     def remove(self, path: str) -> None:
@@ -246,6 +248,7 @@ def test_the_source_lists_labels_and_lets_go_of_an_ended_process(tmp_path: Path)
             assert row.paths[str(logdir)] == [want]
             assert sample.paths[str(logdir)].labels == [want]
             assert str(logdir) in paths.keys and os.getcwd() in paths.keys
+            assert paths.owners[str(logdir)] == pid  # its writes: its quota (issue 17)
             assert json.dumps(sample.to_json()["processes"])
         # it ended: the row goes at once, its directories with it, the user's path stays
         sample = _tick(source, paths)

@@ -122,11 +122,12 @@ def quota_device(entry: MountEntry) -> str | None:
     return entry.source if entry.source.startswith("/dev/") else None
 
 
-def read_quota(entry: MountEntry, raw: dict[str, Any]) -> dict[str, Any]:
-    """``read_quotas`` where ``raw`` (a local look) was made, from this thread: for mounts
-    that cannot hang only. A failure is "no quota" with the reason, never a path error."""
+def read_quota(entry: MountEntry, raw: dict[str, Any], pid: int | None = None) -> dict[str, Any]:
+    """``read_quotas`` (of ``pid``'s writes) where ``raw`` (a local look) was made, from this
+    thread: for mounts that cannot hang only. A failure is "no quota" with the reason, never
+    a path error."""
     try:
-        return read_quotas(raw["target"], device=quota_device(entry))
+        return read_quotas(raw["target"], device=quota_device(entry), pid=pid)
     except OSError as exc:
         return {"quotas": [], "none": f"cannot read it: {describe(exc)}"}
 

@@ -29,6 +29,7 @@ class Watch:
     """Per-path memory between ticks."""
 
     key: str
+    owner: int | None = None  # the process whose writes the quota charges (None: ours)
     real: str | None = None  # resolved path from the last answer (symlinks followed)
     probe: ProbeResult | None = None
     probe_at: float | None = None

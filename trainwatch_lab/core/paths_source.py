@@ -62,8 +62,10 @@ class PathsSource:
         guard: MountGuard | None = None,
         *,
         sys_root: str = "/sys",
+        owner: int | None = None,
     ) -> None:
         self.defaults = defaults
+        self.owner = owner  # whose quota applies to a path added without an owner
         self.probe_enabled = probe
         self.sys_root = sys_root
         self._own_guard = guard is None
@@ -83,14 +85,15 @@ class PathsSource:
         with self._lock:
             return list(self._watches)
 
-    def add(self, path: str) -> str:
-        """Watch ``path`` (idempotent); returns its normalised key. Starts its helper and
+    def add(self, path: str, owner: int | None = None) -> str:
+        """Watch ``path`` (idempotent); returns its normalised key. ``owner``: the process
+        that writes there, whose quota applies (default: the source's). Starts its helper and
         its first probe in the background; never touches the path on this thread."""
         key = normalise(path)
         with self._lock:
             if key in self._watches or self._closed:
                 return key
-            watch = self._watches[key] = Watch(key)
+            watch = self._watches[key] = Watch(key, owner=self.owner if owner is None else owner)
         entry = self._entry(watch)
         if entry is not None:
             self.guard.prestart(entry.mountpoint)
@@ -210,6 +213,7 @@ class PathsSource:
                     path=watch.key,
                     quota=time.monotonic() >= watch.quota_none_until,
                     device=quota_device(entry),
+                    pid=watch.owner,
                 )
             except MountUnresponsive as exc:
                 state.responsive, state.error = False, str(exc)
@@ -248,7 +252,7 @@ class PathsSource:
             return
         if not (raw["is_dir"] or raw.get("file_type") == "file"):
             return  # never open a FIFO or a device
-        answer = raw.get("quota") if not here else read_quota(entry, raw)
+        answer = raw.get("quota") if not here else read_quota(entry, raw, watch.owner)
         if answer is None:
             return  # not asked this time
         quota = binding(answer, entry.mountpoint)

@@ -34,7 +34,7 @@ OnPaths = Callable[[dict[str, set[int]]], None]  # watched dir -> the pids it ca
 
 
 class PathsLike(Protocol):
-    def add(self, path: str) -> str: ...
+    def add(self, path: str, owner: int | None = None) -> str: ...
 
     def remove(self, path: str) -> None: ...
 
@@ -53,7 +53,7 @@ class FollowPaths:
         for gone in sorted(self.added - keys):
             self.source.remove(gone)
         for new in sorted(keys - self.added):
-            self.source.add(new)
+            self.source.add(new, owner=min(wanted[new]))
         self.added = keys
 
 

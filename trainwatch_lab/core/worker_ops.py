@@ -70,17 +70,22 @@ def inspect_answer(target: str, st: os.stat_result, exists: bool, realpath: str)
 
 
 def op_inspect(
-    path: str, checkpoints: bool = False, quota: bool = False, device: str | None = None
+    path: str,
+    checkpoints: bool = False,
+    quota: bool = False,
+    device: str | None = None,
+    pid: int | None = None,
 ) -> dict[str, Any]:
     """One round trip per tick: existence, the device, the real path, statvfs and (when
-    asked) the checkpoints in the directory and the quotas there (``op_quota``)."""
+    asked) the checkpoints in the directory and the quotas there that charge ``pid``'s
+    writes (``op_quota``)."""
     target, st = nearest_existing(path)
     result = inspect_answer(target, st, target == path, os.path.realpath(target))
     if checkpoints and result["exists"] and result["is_dir"]:
         result["checkpoints"] = op_scan_checkpoints(path)
     if quota and (result["is_dir"] or result["file_type"] == "file"):  # never open a FIFO
         try:
-            result["quota"] = op_quota(target, device)
+            result["quota"] = op_quota(target, device, pid)
         except OSError as exc:
             result["quota"] = {"quotas": [], "none": f"cannot read it: {exc.strerror or exc}"}
     return result
@@ -134,11 +139,12 @@ def op_clean_leftovers(directory: str) -> int:
     return clean_leftovers(directory)
 
 
-def op_quota(path: str, device: str | None = None) -> dict[str, Any]:
-    """The quotas that apply under ``path`` (core.quota): one ``quotactl`` per kind."""
+def op_quota(path: str, device: str | None = None, pid: int | None = None) -> dict[str, Any]:
+    """The quotas that apply under ``path`` to the writes of ``pid`` (default: ours; see
+    core.quota): one ``quotactl`` per kind."""
     from .quota import read_quotas
 
-    return read_quotas(path, device=device)
+    return read_quotas(path, device=device, pid=pid)
 
 
 def error_fields(exc: BaseException) -> dict[str, Any]:

@@ -343,7 +343,7 @@ class Hub:
         if source is None:
             return
         if watched:
-            source.add(key)
+            source.add(key, owner=self.paths.owner(key))
         else:
             source.remove(key)
 

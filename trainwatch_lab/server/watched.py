@@ -37,6 +37,14 @@ class WatchedPaths:
         with self._lock:
             return {p: sorted(r) for p, r in sorted(self._roles.items())}
 
+    def owner(self, path: str) -> int | None:
+        """The training process that brought ``path`` (its ``process:<pid>`` role; the
+        lowest pid of several): its writes are the ones a quota there charges."""
+        with self._lock:
+            roles = self._roles.get(path_key(path), ())
+            pids = [int(r.split(":", 1)[1]) for r in roles if r.startswith("process:")]
+        return min(pids, default=None)
+
     def _set_role(self, key: str, role: str, on: bool) -> None:
         with self._lock:
             roles = self._roles.get(key)
