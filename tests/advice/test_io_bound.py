@@ -115,3 +115,33 @@ def test_the_advisor_runs_it_by_default() -> None:
         history.append(sample)
         codes = [a.code for a in advisor(sample, history)]
     assert "io-bound" in codes
+
+
+def test_the_headline_says_the_time_lost_as_the_rule_measures_it() -> None:
+    """Every surface opens with the headline: the time lost is io-bound's own window mean,
+    so the words and the warning cannot disagree; a tick not yet measured keeps them."""
+    advisor = Advisor()
+    history = History(capacity=600)
+    for i in range(61):
+        fsync = 0.5 if i % 2 else 0.0  # half the ticks: 25 % over the window
+        sample = Sample(t=T0 + i, paths={SHARE: PathState(SHARE), DATA: PathState(DATA)},
+                        process=proc({SHARE: {"fsync": fsync}, DATA: {"read": 0.002}}))  # fmt: skip
+        history.append(sample)
+        warnings = advisor(sample, history)
+    assert sample.headline is not None
+    assert "25 % waiting on /mnt/share/runs (fsync)" in sample.headline.facts
+    (io,) = [w for w in warnings if w.code == "io-bound"]
+    assert "25 %" in io.message
+    unmeasured = Sample(t=T0 + 61, paths={SHARE: PathState(SHARE)}, process=proc({}))
+    history.append(unmeasured)
+    advisor(unmeasured, history)
+    assert any("waiting on /mnt/share/runs" in f for f in unmeasured.headline.facts)
+    quiet = Sample(
+        t=T0 + 1000, paths={DATA: PathState(DATA)}, process=proc({DATA: {"read": 0.002}})
+    )
+    history.append(quiet)
+    advisor(quiet, history)
+    assert not any("waiting" in f for f in quiet.headline.facts)  # 0.2 %: not worth a word
+    cpu_only = Sample(t=T0 + 62, paths={SHARE: PathState(SHARE)})  # no watched process
+    advisor(cpu_only, history)
+    assert not any("waiting" in f for f in cpu_only.headline.facts)

@@ -56,5 +56,6 @@ class Advisor:
         ordered = sorted(
             alerts.values(), key=lambda a: (-SEVERITY_RANK[a.severity], a.code, a.subject)
         )
-        sample.headline = headline(sample, ordered)  # the words every surface opens with
+        # the words every surface opens with
+        sample.headline = headline(sample, ordered, history, self.defaults)
         return ordered

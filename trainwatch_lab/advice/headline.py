@@ -3,14 +3,18 @@
 The dashboard's header, the panel's header and the status bar all show these words, made
 here once per tick (the Advisor sets ``Sample.headline``) and sent with the sample, so the
 three can never disagree: the worst warning and how many, GPU utilization, the busiest
-disk under the watched paths and the least free space.
+disk under the watched paths, the least free space and, for a watched training loop, the
+time it lost to storage (io-bound's own measure).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..core.defaults import DEFAULTS, Defaults
+from ..core.history import History
 from ..core.model import SEVERITY_RANK, Alert, Headline, Sample, watched_devices
+from .io_bound import lost_to_storage
 from .text import fmt_bytes, fmt_mbs, fmt_pct, warning_count_text
 
 
@@ -55,13 +59,20 @@ def _least_free(sample: Sample) -> str | None:
     return f"{fmt_bytes(p.avail_bytes)} free on {p.mountpoint or p.path} ({share})"
 
 
-def headline(sample: Sample, warnings: Sequence[Alert] | None = None) -> Headline:
-    """``warnings`` default to the sample's own (the Advisor passes the ones it just made)."""
+def headline(
+    sample: Sample,
+    warnings: Sequence[Alert] | None = None,
+    history: History | None = None,
+    defaults: Defaults = DEFAULTS,
+) -> Headline:
+    """``warnings`` default to the sample's own (the Advisor passes the ones it just made);
+    ``history`` gives the time lost to storage (none without it)."""
     warnings = sample.warnings if warnings is None else warnings
     level, verdict = _verdict(warnings)
     gpu = _gpu(sample)
     disk, bps = _busiest_disk(sample)
-    facts = [f for f in (gpu, disk, _least_free(sample)) if f]
+    lost = lost_to_storage(sample, history, defaults) if history is not None else None
+    facts = [f for f in (gpu, disk, _least_free(sample), lost) if f]
     notes = sum(a.severity == "info" for a in warnings)
     # the status bar: as short as it gets ("GPU 87 % · disk 45 MB/s · ⚠ 1")
     brief = [gpu] if gpu else []

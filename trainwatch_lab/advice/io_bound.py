@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import pairwise
 
+from ..core.defaults import Defaults
 from ..core.history import History
 from ..core.model import Alert, Sample
 from .context import Context, Detector
@@ -84,6 +85,30 @@ def top_calls(
             mean, _ = window_mean(history, key, seconds, now)
             out.append((key[2].partition(":")[2], mean))
     return sorted(out, key=lambda item: -item[1])
+
+
+def lost_to_storage(sample: Sample, history: History, defaults: Defaults) -> str | None:
+    """``31 % waiting on /mnt/share/runs (fsync)``: the watched path the main thread lost
+    most time to over io-bound's window (the same mean this rule judges, so the headline and
+    the warning never disagree), and the system call most of it went to; None without a
+    watched process, a measurement in the window, or a share worth a word. The paths come
+    from the history, not this tick: a tick not measured yet must not make the words blink."""
+    if sample.process is None:
+        return None
+    window = defaults.io_bound_window_s
+    paths = {k[1] for k in history.keys("wait") if k[2] == "main" and k[1] in sample.paths}
+    means = [
+        (window_mean(history, ("wait", path, "main"), window, sample.t)[0], path)
+        for path in sorted(paths)
+    ]
+    if not means:
+        return None
+    fraction, path = max(means)
+    if fraction < defaults.wait_shown:
+        return None
+    calls = top_calls(history, path, "main", window, sample.t)
+    call = f" ({calls[0][0]})" if calls else ""
+    return f"{fmt_pct(fraction)} waiting on {path}{call}"
 
 
 def _calls_text(calls: list[tuple[str, float]], file: str | None) -> str:

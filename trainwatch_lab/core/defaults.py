@@ -126,6 +126,9 @@ class Defaults:
     wait_pool_s: float = 10.0  # ... from this far back at most
     wait_max_workers: int = 32  # worker processes looked at (in turn, one per observation)
     wait_idle_stop_s: float = 5.0  # the sampling thread stops when no tick asked for this long
+    # a path whose share of the time is below this gets no words (half a percent: less than
+    # the sampling can tell from zero over a short cell)
+    wait_shown: float = 0.005
     # io-bound: TensorFlow's input-pipeline analysis calls 5 % of step time waiting on input
     # "moderately" and 20 % "highly" input-bound; the same cut-offs for time lost to storage
     io_bound_moderate: float = 0.05  # info

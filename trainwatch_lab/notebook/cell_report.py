@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..advice.text import fmt_bytes, fmt_duration, fmt_ms, fmt_pct, fmt_rate
+from ..core.defaults import DEFAULTS
 from ..core.model import Alert
 from .alerts_html import STYLE, alert_html, alert_text, esc
 
@@ -18,9 +19,6 @@ from .alerts_html import STYLE, alert_html, alert_text, esc
 SETTLED_FRACTION = 0.05
 # where write() calls go that give a local disk nothing new to write
 OTHER_WRITES = "network or FUSE filesystems, tmpfs, pipes, pages it had dirtied already"
-# a path whose share of the cell is below this gets no line of its own (half a percent: less
-# than the sampling can tell from zero over a short cell)
-WAIT_SHOWN = 0.005
 
 
 @dataclass
@@ -104,7 +102,7 @@ class CellSummary:
         if self.waits is None:
             return []
         cell = fmt_duration(self.seconds)
-        shown = [w for w in self.waits if w.fraction >= WAIT_SHOWN]
+        shown = [w for w in self.waits if w.fraction >= DEFAULTS.wait_shown]
         if not shown:
             return [f"this cell spent no measurable time waiting on the watched paths ({cell})"]
         lines = []

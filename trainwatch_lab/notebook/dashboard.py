@@ -328,8 +328,7 @@ class TrainWatch(DashboardLayout):
         return view.HeaderState(state, self.samples, points, self.sampler.interval, self.window_s)
 
     def _header_html(self, sample: Sample | None) -> str:
-        lost = view.waits_fact(sample, self.history, self.window_s) if sample else None
-        return view.header_html(sample, self._header_state(), lost)
+        return view.header_html(sample, self._header_state(), self.history)
 
     def _update_fixes(self, now: float) -> None:
         """The mirrors' and checkpoint saves' lines, every FIXES_EVERY_S (a mirror's status

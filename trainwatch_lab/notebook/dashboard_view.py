@@ -2,10 +2,10 @@
 
 Pure functions of a Sample, so the words are testable without widgets. The header takes
 its verdict and facts from ``Sample.headline`` (advice/headline.py), the words the panel
-and the status bar show too; nothing here recomputes them. Two lines of our own: the time
-the training loop lost to storage over the chart window (``waits_fact``; io-bound's mean and
-system calls, advice.io_bound), and the fixes at work (``fixes_html``: each ``local_mirror``
-in the words of ``%trainwatch status``, a checkpoint save in flight, the last one's time).
+and the status bar show too (the time the training loop lost to storage among them); nothing
+here recomputes them. One line of our own: the fixes at work (``fixes_html``: each
+``local_mirror`` in the words of ``%trainwatch status``, a checkpoint save in flight, the last
+one's time).
 
 The *stale* state is decided in the browser: the header carries a CSS animation that
 shows "stale" after three sampling intervals, and every sample replaces the header's HTML,
@@ -22,12 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..advice.io_bound import top_calls, window_mean
-from ..advice.text import fill_text, fmt_duration, fmt_pct
+from ..advice.text import fill_text, fmt_duration
 from ..core.history import History
 from ..core.model import Headline, Sample
 from .alerts_html import alert_html, esc
-from .cell_report import WAIT_SHOWN
 from .snapshot import latency_text, mount_text, space_text
 
 STALE_INTERVALS = 3
@@ -45,14 +43,14 @@ def clock(t: float | None) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t)) if t else "—"
 
 
-def headline_of(sample: Sample) -> Headline:
+def headline_of(sample: Sample, history: History | None = None) -> Headline:
     """The sample's headline; a sampler without an Advisor (tests, a bare Sampler) gets the
     same function's words for its sample."""
     if sample.headline is not None:
         return sample.headline
     from ..advice.headline import headline
 
-    return headline(sample)
+    return headline(sample, history=history)
 
 
 @dataclass(frozen=True)
@@ -66,33 +64,9 @@ class HeaderState:
     window: float
 
 
-def waits_fact(sample: Sample, history: History | None, window_s: float) -> str | None:
-    """``31 % waiting on /mnt/share/runs (fsync)``: the watched path the training loop's main
-    thread lost most time to over the chart window, and the system call most of it went to;
-    None without a watched process or a measurement in the window, or under WAIT_SHOWN. The
-    paths come from the history, not this tick: a tick that was not measured (a look still
-    to come) must not make the words blink."""
-    if sample.process is None or history is None:
-        return None
-    keys = history.keys("wait")
-    paths = sorted({k[1] for k in keys if k[2] == "main" and k[1] in sample.paths})
-    means = [
-        (window_mean(history, ("wait", path, "main"), window_s, sample.t)[0], path)
-        for path in paths
-    ]
-    if not means:
-        return None
-    fraction, path = max(means)
-    if fraction < WAIT_SHOWN:
-        return None
-    calls = top_calls(history, path, "main", window_s, sample.t)
-    call = f" ({calls[0][0]})" if calls else ""
-    return f"{fmt_pct(fraction)} waiting on {path}{call}"
-
-
-def header_html(sample: Sample | None, st: HeaderState, lost: str | None = None) -> str:
+def header_html(sample: Sample | None, st: HeaderState, history: History | None = None) -> str:
     """One line: the verdict (coloured by the worst severity), the facts, the state;
-    ``lost``: the time lost to storage (``waits_fact``), after the headline's facts.
+    ``history``: for a sample without a headline (no Advisor), the time lost to storage.
 
     It travels to the browser every tick, so it is kept small (about 350 bytes): styled
     by data attributes, quoted with ' (JSON escapes every "), but for ``data-state``
@@ -100,8 +74,8 @@ def header_html(sample: Sample | None, st: HeaderState, lost: str | None = None)
     if sample is None:
         level, verdict, facts = "none", "trainwatch", ""
     else:
-        h = headline_of(sample)
-        level, verdict, facts = h.level, h.verdict, " · ".join([*h.facts, *filter(None, [lost])])
+        h = headline_of(sample, history)
+        level, verdict, facts = h.level, h.verdict, " · ".join(h.facts)
     timed = st.state in ("live", "paused")
     now = clock(sample.t if sample else None)
     if st.state in STATE_TEXT:
