@@ -1,15 +1,8 @@
 import { Widget } from '@lumino/widgets';
 import uPlot from 'uplot';
 
-import {
-  Aligned,
-  fitLabels,
-  formatTick,
-  niceIncrs,
-  niceMax,
-  TIME_INCRS,
-  timeTickLabels
-} from './model';
+import { fitLabels, formatTick, niceIncrs, niceMax, TIME_INCRS, timeTickLabels } from './axes';
+import { Aligned } from './series';
 
 /** One line of a chart: the key it is drawn from, its legend label and the full name. */
 export interface ISeriesSpec {

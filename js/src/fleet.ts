@@ -4,7 +4,9 @@
  * of DOM and JupyterLab so it can be unit-tested in node; fleetView.ts lays it out.
  */
 
-import { Aligned, formatBytes, formatDuration, formatMBs, Severity } from './model';
+import { Severity } from './model';
+import { formatBytes, formatDuration, formatMBs } from './format';
+import { Aligned } from './series';
 
 /** A warning of a host: an agent's carries code, severity and subject only. */
 export interface FleetWarningJSON {

@@ -14,7 +14,8 @@ import {
   warningsText,
   windowLabel
 } from './fleet';
-import { formatClock, niceIncrs } from './model';
+import { niceIncrs } from './axes';
+import { formatClock } from './format';
 import { requestAPI } from './request';
 
 const PERCENT_INCRS = niceIncrs([1, 2, 2.5, 5], 0, 2);

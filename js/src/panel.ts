@@ -3,24 +3,11 @@ import { Message } from '@lumino/messaging';
 
 import { TimeChart } from './chart';
 import { FleetSection } from './fleetView';
-import {
-  activeWarnings,
-  AlertJSON,
-  formatBytes,
-  formatClock,
-  formatDuration,
-  formatMBs,
-  formatMs,
-  HistoryJSON,
-  infoNotes,
-  LiveState,
-  liveState,
-  MirrorJSON,
-  ringCapacity,
-  SampleJSON,
-  SeriesRing,
-  WatchedPathJSON
-} from './model';
+import { AlertJSON, HistoryJSON, MirrorJSON, SampleJSON, WatchedPathJSON } from './model';
+import { formatBytes, formatClock, formatDuration, formatMBs, formatMs } from './format';
+import { LiveState, liveState } from './live';
+import { activeWarnings, infoNotes } from './readings';
+import { ringCapacity, SeriesRing } from './series';
 import { IChartInput, IPanelChart, PANEL_CHARTS } from './panelCharts';
 import { hideProcess, renderProcesses } from './processes';
 import { requestAPI } from './request';

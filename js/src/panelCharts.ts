@@ -3,21 +3,12 @@
  * renders each sample with. A new chart is one entry here (DOM-free, so jest covers it).
  */
 import type { IChartOptions, ISeriesSpec } from './chart';
-import {
-  Aligned,
-  byteUnit,
-  fillNotes,
-  filesystems,
-  gpuEmptyReason,
-  infoNotes,
-  MIB_TO_MB,
-  niceIncrs,
-  SampleJSON,
-  seriesKey,
-  shortPath,
-  usedPercent,
-  watchedDevices
-} from './model';
+import { SampleJSON } from './model';
+import { niceIncrs } from './axes';
+import { byteUnit, MIB_TO_MB, shortPath } from './format';
+import { gpuEmptyReason, infoNotes, watchedDevices } from './readings';
+import { Aligned, seriesKey } from './series';
+import { fillNotes, filesystems, usedPercent } from './space';
 
 /** Steps of a 0–100 % axis: 0, 25, 50, 75, 100 in a short chart. */
 const PERCENT_INCRS = niceIncrs([1, 2, 2.5, 5], 0, 2);

@@ -9,7 +9,7 @@
  * sample; ``processFacts`` is DOM-free for unit tests in node.
  */
 
-import { formatBytes, formatMBs, formatPct, shortPath } from './model';
+import { formatBytes, formatMBs, formatPct, shortPath } from './format';
 
 /** Below this share a path is not worth a word (cell_report.WAIT_SHOWN in Python). */
 export const WAIT_SHOWN = 0.005;

@@ -1,6 +1,9 @@
 import { Widget } from '@lumino/widgets';
 
-import { formatDuration, liveState, SampleJSON, statusText } from './model';
+import { SampleJSON } from './model';
+import { formatDuration } from './format';
+import { liveState } from './live';
+import { statusText } from './readings';
 import { StreamClient } from './stream';
 
 /**

@@ -1,6 +1,7 @@
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { backoffDelay, HistoryJSON, ILiveInput, medianGap, SampleJSON } from './model';
+import { HistoryJSON, SampleJSON } from './model';
+import { backoffDelay, ILiveInput, medianGap } from './live';
 import { requestAPI, streamURL } from './request';
 
 export type ConnectionState = 'connecting' | 'open' | 'closed';

@@ -1,41 +1,35 @@
+import { HeadlineJSON, PathStateJSON, SampleJSON } from '../src/model';
 import {
-  HeadlineJSON,
-  MIB_TO_MB,
-  PathStateJSON,
-  SampleJSON,
-  STALE_AFTER_INTERVALS,
-  SeriesRing,
   TIME_INCRS,
-  activeWarnings,
-  backoffDelay,
-  byteUnit,
-  diskThroughput,
-  filesystems,
-  fillNotes,
   fitLabels,
-  flatten,
+  formatTick,
+  niceIncrs,
+  niceMax,
+  tickDecimals,
+  timeTickLabels
+} from '../src/axes';
+import {
+  MIB_TO_MB,
+  byteUnit,
   formatBytes,
   formatClock,
   formatDuration,
   formatMBs,
   formatMs,
   formatPct,
-  formatTick,
+  shortPath
+} from '../src/format';
+import { STALE_AFTER_INTERVALS, backoffDelay, liveState, medianGap } from '../src/live';
+import {
+  activeWarnings,
+  diskThroughput,
   gpuEmptyReason,
   infoNotes,
-  liveState,
-  medianGap,
-  niceIncrs,
-  niceMax,
-  ringCapacity,
-  seriesKey,
-  shortPath,
   statusText,
-  tickDecimals,
-  timeTickLabels,
-  usedPercent,
   watchedDevices
-} from '../src/model';
+} from '../src/readings';
+import { SeriesRing, flatten, ringCapacity, seriesKey } from '../src/series';
+import { filesystems, fillNotes, usedPercent } from '../src/space';
 
 function disk(device: string, rmb: number, wmb: number, util = 10) {
   return {

@@ -1,5 +1,6 @@
 /** panelCharts.ts: the panel's chart table (DOM-free): order, sections, what each chart gets. */
-import { Aligned, SampleJSON } from '../src/model';
+import { SampleJSON } from '../src/model';
+import { Aligned } from '../src/series';
 import { IChartInput, PANEL_CHARTS } from '../src/panelCharts';
 
 /** Columns as the ring gives them: one time, then one column per key (the key's length). */

@@ -1,4 +1,4 @@
-"""The series keys the panel builds from a live sample (js/src/model.ts ``flatten``) must be
+"""The series keys the panel builds from a live sample (js/src/series.ts ``flatten``) must be
 keys that Python's History (core/history.py ``flatten``) also writes: the panel merges
 ``GET history`` (Python's keys) with the stream (its own), and a field spelled or chosen
 differently would draw a line that stops at the first live sample."""
@@ -11,7 +11,7 @@ from pathlib import Path
 from trainwatch_lab.core.history import flatten
 from trainwatch_lab.core.model import DiskRates, GpuState, PathState, Sample
 
-MODEL_TS = Path(__file__).resolve().parents[2] / "js" / "src" / "model.ts"
+SERIES_TS = Path(__file__).resolve().parents[2] / "js" / "src" / "series.ts"
 
 
 def python_fields() -> set[tuple[str, str]]:
@@ -44,8 +44,8 @@ def python_fields() -> set[tuple[str, str]]:
 
 
 def typescript_fields() -> set[tuple[str, str]]:
-    """(kind, field) of every seriesKey(...) in model.ts's flatten, lists expanded."""
-    source = MODEL_TS.read_text()
+    """(kind, field) of every seriesKey(...) in series.ts's flatten, lists expanded."""
+    source = SERIES_TS.read_text()
     body = source[source.index("export function flatten(") :]
     body = body[: body.index("\n}\n")]
     fields: set[tuple[str, str]] = set()

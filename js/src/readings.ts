@@ -1,0 +1,73 @@
+/**
+ * What one sample says, in the numbers and words Python sent: the warnings and info notes,
+ * the devices under the watched paths, GPU and disk load, the status-bar text (DOM-free).
+ */
+
+import { MIB_TO_MB } from './format';
+import type { AlertJSON, SampleJSON } from './model';
+
+/** Devices under watched paths; all devices when no watched path resolved to one. */
+export function watchedDevices(sample: SampleJSON): string[] {
+  const devices = new Set<string>();
+  for (const p of Object.values(sample.paths)) {
+    if (p.device && sample.disks[p.device]) {
+      devices.add(p.device);
+    }
+  }
+  const list = devices.size ? [...devices] : Object.keys(sample.disks);
+  return list.sort();
+}
+
+/** Warnings that need attention (severity warning or critical). */
+export function activeWarnings(sample: SampleJSON | null): AlertJSON[] {
+  return (sample?.warnings ?? []).filter(w => w.severity !== 'info');
+}
+
+/** Mean utilization of the GPUs that report one, or null. */
+export function gpuUtil(sample: SampleJSON): number | null {
+  const utils = sample.gpus
+    .map(g => g.util_pct)
+    .filter((u): u is number => typeof u === 'number' && Number.isFinite(u));
+  return utils.length ? utils.reduce((a, b) => a + b, 0) / utils.length : null;
+}
+
+/** Read + write in decimal MB/s, summed over the devices under the watched paths. */
+export function diskThroughput(sample: SampleJSON): number | null {
+  const devices = watchedDevices(sample);
+  if (!devices.length) {
+    return null;
+  }
+  return devices.reduce((sum, d) => {
+    const r = sample.disks[d];
+    return sum + ((r.rmb_s || 0) + (r.wmb_s || 0)) * MIB_TO_MB;
+  }, 0);
+}
+
+/**
+ * The status-bar text: the headline's ``brief`` that Python made for this sample (the panel
+ * header and the notebook dashboard use the same headline), e.g. ``GPU 87 % · disk 45.1
+ * MB/s · ⚠ 1``. Words of its own only before the first sample and when offline.
+ */
+export function statusText(sample: SampleJSON | null, connected = true): string {
+  const brief = sample?.headline?.brief || (sample ? 'TrainWatch' : '');
+  if (!brief) {
+    return connected ? 'TrainWatch' : 'TrainWatch (offline)';
+  }
+  return connected ? brief : `${brief} · offline`;
+}
+
+/** The info notes (severity info): one quiet line each, never a warning box. */
+export function infoNotes(sample: SampleJSON | null): AlertJSON[] {
+  return (sample?.warnings ?? []).filter(w => w.severity === 'info');
+}
+
+/** Why the GPU charts are empty, or null when there are GPUs. */
+export function gpuEmptyReason(sample: SampleJSON | null): string | null {
+  if (!sample) {
+    return 'Waiting for the first sample…';
+  }
+  if (sample.gpus.length) {
+    return null;
+  }
+  return sample.notes?.gpus || 'No NVIDIA GPU found on the server.';
+}

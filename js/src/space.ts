@@ -1,0 +1,100 @@
+/**
+ * Free space per filesystem: the watched paths grouped the way core/fill.py groups them, the
+ * percent used of each, and the fill notes in the numbers Python sent (DOM-free).
+ */
+
+import { formatBytes, formatDuration, formatMBs } from './format';
+import type { PathStateJSON } from './model';
+
+const MB = 1e6;
+
+/**
+ * The fill notes under the free-space chart: one line per filesystem that is filling, in the
+ * numbers Python sent (the same estimate the disk-filling warning uses; nothing refitted here).
+ */
+export function fillNotes(paths: Record<string, PathStateJSON>): string[] {
+  const seen = new Set<string>();
+  const notes: string[] = [];
+  for (const p of Object.keys(paths).sort()) {
+    const fill = paths[p].fill;
+    if (!fill || seen.has(fill.filesystem)) {
+      continue;
+    }
+    seen.add(fill.filesystem);
+    if (fill.trend === 'filling' && fill.rate_bps !== null && fill.seconds_to_full !== null) {
+      notes.push(
+        `${fill.filesystem}: filling at ${formatMBs(fill.rate_bps / MB)}, full in ${formatDuration(fill.seconds_to_full)}`
+      );
+    }
+  }
+  return notes;
+}
+
+/** One filesystem under the watched paths: every path on it sees the same free space. */
+export interface FilesystemGroup {
+  /** the key Python groups by (core/fill.py: mountpoint and size) */
+  id: string;
+  /** where it is mounted (``fill.filesystem``), for the legend */
+  label: string;
+  /** the watched paths on it, sorted */
+  paths: string[];
+}
+
+/**
+ * Group the watched paths by filesystem, as core/fill.py does (mountpoint and total size: a
+ * directory under a project quota reports the quota as its size), so the space chart draws
+ * one line per filesystem, not one identical line per path.
+ */
+export function filesystems(paths: Record<string, PathStateJSON>): FilesystemGroup[] {
+  const groups = new Map<string, FilesystemGroup>();
+  for (const path of Object.keys(paths).sort()) {
+    const p = paths[path];
+    if (!p.total_bytes || p.avail_bytes === null || p.avail_bytes === undefined) {
+      continue; // nothing measured (missing, not answering)
+    }
+    const mount = p.fill?.filesystem || p.mountpoint || path;
+    const id = `${mount}|${p.total_bytes}`;
+    const group = groups.get(id);
+    if (group) {
+      group.paths.push(path);
+    } else {
+      groups.set(id, { id, label: mount, paths: [path] });
+    }
+  }
+  const list = [...groups.values()];
+  // the same mountpoint twice (quotas): say which is which by its size
+  const count = new Map<string, number>();
+  list.forEach(g => count.set(g.label, (count.get(g.label) ?? 0) + 1));
+  for (const g of list) {
+    if (count.get(g.label)! > 1) {
+      g.label = `${g.label} (${formatBytes(Number(g.id.split('|').pop()))})`;
+    }
+  }
+  return list.sort((a, b) => a.label.localeCompare(b.label));
+}
+
+/**
+ * Percent used of one filesystem at each point, from the columns of its paths (``avail`` and
+ * ``total`` per path, in the same order): the first path with both values at a point counts.
+ * Used means not available to you: 100 × (1 − avail / total), the complement of the share the
+ * headline calls free.
+ */
+export function usedPercent(
+  avail: (number | null)[][],
+  total: (number | null)[][]
+): (number | null)[] {
+  const n = Math.max(0, ...avail.map(c => c.length));
+  const out: (number | null)[] = [];
+  for (let i = 0; i < n; i++) {
+    let value: number | null = null;
+    for (let j = 0; j < avail.length && value === null; j++) {
+      const a = avail[j][i];
+      const t = total[j]?.[i];
+      if (typeof a === 'number' && typeof t === 'number' && t > 0) {
+        value = Math.min(100, Math.max(0, 100 * (1 - a / t)));
+      }
+    }
+    out.push(value);
+  }
+  return out;
+}
