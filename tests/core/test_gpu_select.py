@@ -83,12 +83,12 @@ def test_server_config_takes_a_selection() -> None:
     from traitlets import TraitError
     from traitlets.config import Config
 
-    from trainwatch_lab.server.config import TrainWatch
+    from trainwatch_lab.server.config import ServerSettings
 
-    assert TrainWatch().gpu is True and TrainWatch().gpu_selection is None
+    assert ServerSettings().gpu is True and ServerSettings().gpu_selection is None
     config = Config()
     config.TrainWatch.gpu = "MIG-4f1c,0"
-    tw = TrainWatch(config=config)
+    tw = ServerSettings(config=config)
     assert (tw.gpu, tw.gpu_selection) == ("0,MIG-4f1c", [0, "MIG-4f1c"])
     tw.gpu = "none"
     assert tw.gpu is False

@@ -12,7 +12,7 @@ from traitlets.config import Config
 from tests.advice.test_notify import FULL, Webhook
 from tests.support.mounts import wait_until
 from trainwatch_lab.core.sampler import Sampler
-from trainwatch_lab.server.config import TrainWatch
+from trainwatch_lab.server.config import ServerSettings
 from trainwatch_lab.server.hub import Hub
 
 
@@ -26,18 +26,18 @@ from trainwatch_lab.server.hub import Hub
 )
 def test_bad_notify_settings_are_refused(name: str, value: str, match: str) -> None:
     with pytest.raises(TraitError, match=match) as info:
-        TrainWatch(config=Config({"TrainWatch": {name: value}}))
+        ServerSettings(config=Config({"TrainWatch": {name: value}}))
     assert "\n" not in str(info.value) and f"TrainWatch.{name}" in str(info.value)
-    config = TrainWatch()
+    config = ServerSettings()
     with pytest.raises(TraitError):
         setattr(config, name, value)
     assert (config.notify_url, config.notify_format) == ("", "json")  # nothing changed
 
 
 def test_good_notify_settings_are_kept() -> None:
-    config = TrainWatch(notify_url=" https://hooks.slack.com/x ", notify_format="Slack")
+    config = ServerSettings(notify_url=" https://hooks.slack.com/x ", notify_format="Slack")
     assert (config.notify_url, config.notify_format) == ("https://hooks.slack.com/x", "slack")
-    assert Hub(TrainWatch()).notifier is None  # no URL: no thread
+    assert Hub(ServerSettings()).notifier is None  # no URL: no thread
 
 
 def test_the_servers_sampler_tells_the_webhook() -> None:
@@ -46,7 +46,7 @@ def test_the_servers_sampler_tells_the_webhook() -> None:
     def factory(paths: list[str], **kw: Any) -> Sampler:
         return Sampler([], interval=0.05, evaluate=lambda s, h: [FULL])
 
-    config = TrainWatch(notify_url=hook.url, notify_format="wecom", watch_processes=False)
+    config = ServerSettings(notify_url=hook.url, notify_format="wecom", watch_processes=False)
     hub = Hub(config, sampler_factory=factory)
     try:
         hub.sampler = hub._create_and_start()

@@ -5,9 +5,10 @@ Defaults come from core.defaults so the panel, the CLI and the notebook never di
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
-from traitlets import Bool, Float, Int, List, TraitError, Unicode, Union, validate
+from traitlets import Bool, Float, HasTraits, Int, List, TraitError, Unicode, Union, validate
 from traitlets.config import Configurable
 
 from ..advice.notify import FORMATS, check_target
@@ -15,9 +16,38 @@ from ..core.defaults import DEFAULTS, parse_gpu_selection
 from ..core.training_source import MAX_PATHS, MAX_PROCESSES
 from ..prometheus.rules import WINDOW
 
+SECTION = "TrainWatch"
+"""The documented config section (``c.TrainWatch.*``); the class has its own name because
+``TrainWatch`` is the notebook widget (``from trainwatch_lab import TrainWatch``)."""
 
-class TrainWatch(Configurable):
+
+def _as_section(text: str) -> str:
+    """traitlets writes help under ``cls.__name__``: say the section users write instead."""
+    return text.replace(f"{ServerSettings.__name__}(", f"{SECTION}(").replace(
+        f"{ServerSettings.__name__}.", f"{SECTION}."
+    )
+
+
+class ServerSettings(Configurable):
     """Options of the trainwatch_lab server extension (section ``c.TrainWatch``)."""
+
+    @classmethod
+    def section_names(cls) -> list[str]:
+        """Config is read from ``c.TrainWatch`` (traitlets' ``_find_my_config`` and
+        ``_load_config`` take the sections from here), never from ``c.ServerSettings``."""
+        own = ServerSettings.__name__
+        return [SECTION if name == own else name for name in super().section_names()]
+
+    @classmethod
+    def class_get_help(cls, inst: HasTraits | None = None) -> str:
+        """``--TrainWatch.interval=<Float>``, as users write it (the title re-underlined)."""
+        title, _, rest = _as_section(super().class_get_help(inst)).split("\n", 2)
+        return "\n".join([title, "-" * len(title), rest])
+
+    @classmethod
+    def class_config_section(cls, classes: Sequence[type[HasTraits]] | None = None) -> str:
+        """``# c.TrainWatch.interval = 1.0``, as users write it (``--generate-config``)."""
+        return _as_section(super().class_config_section(classes))
 
     interval = Float(
         DEFAULTS.interval_s, help="Seconds between two samples of the server's sampler."
@@ -100,14 +130,14 @@ class TrainWatch(Configurable):
         try:
             return check_target(value)[0] if value else ""
         except ValueError as exc:
-            raise TraitError(f"TrainWatch.notify_url: {exc}") from None
+            raise TraitError(f"{SECTION}.notify_url: {exc}") from None
 
     @validate("notify_format")
     def _check_notify_format(self, proposal: dict) -> str:
         try:
             return check_target("http://x", proposal["value"])[1]
         except ValueError as exc:
-            raise TraitError(f"TrainWatch.notify_format: {exc}") from None
+            raise TraitError(f"{SECTION}.notify_format: {exc}") from None
 
     @validate("gpu")
     def _check_gpu(self, proposal: dict) -> bool | str:
@@ -119,7 +149,7 @@ class TrainWatch(Configurable):
         try:
             selection = parse_gpu_selection(value)
         except ValueError as exc:
-            raise TraitError(f"TrainWatch.gpu: {exc.args[0].removeprefix('--gpu ')}") from None
+            raise TraitError(f"{SECTION}.gpu: {exc.args[0].removeprefix('--gpu ')}") from None
         return ",".join(map(str, selection)) if selection else False
 
     @property
@@ -133,7 +163,7 @@ class TrainWatch(Configurable):
         value = proposal["value"]
         if not value >= DEFAULTS.min_interval_s:
             raise TraitError(
-                f"TrainWatch.interval must be at least {DEFAULTS.min_interval_s} s, got {value}"
+                f"{SECTION}.interval must be at least {DEFAULTS.min_interval_s} s, got {value}"
             )
         return value
 
@@ -141,7 +171,7 @@ class TrainWatch(Configurable):
     def _check_count(self, proposal: dict) -> int:
         value = proposal["value"]
         if value < 0:
-            raise TraitError(f"TrainWatch.{proposal['trait'].name} must be 0 or more, got {value}")
+            raise TraitError(f"{SECTION}.{proposal['trait'].name} must be 0 or more, got {value}")
         return value
 
     @validate("prometheus_url")
@@ -150,7 +180,7 @@ class TrainWatch(Configurable):
         parts = urlsplit(value)
         if value and (parts.scheme not in ("http", "https") or not parts.netloc):
             raise TraitError(
-                f"TrainWatch.prometheus_url must be an http(s) URL like "
+                f"{SECTION}.prometheus_url must be an http(s) URL like "
                 f"http://prometheus:9090, got {value!r}"
             )
         return value.rstrip("/")
@@ -160,7 +190,7 @@ class TrainWatch(Configurable):
         value = proposal["value"]
         if not WINDOW.match(value):
             raise TraitError(
-                f"TrainWatch.fleet_rate_window must be a duration like 30s, 1m or 1h, got {value!r}"
+                f"{SECTION}.fleet_rate_window must be a duration like 30s, 1m or 1h, got {value!r}"
             )
         return value
 
@@ -170,5 +200,5 @@ class TrainWatch(Configurable):
     def _check_positive(self, proposal: dict) -> float:
         value = proposal["value"]
         if not value > 0:
-            raise TraitError(f"TrainWatch.{proposal['trait'].name} must be positive, got {value}")
+            raise TraitError(f"{SECTION}.{proposal['trait'].name} must be positive, got {value}")
         return value

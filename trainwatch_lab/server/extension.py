@@ -8,7 +8,7 @@ import weakref
 from typing import Any
 
 from . import fleet, scrape
-from .config import TrainWatch
+from .config import ServerSettings
 from .handlers import handlers
 from .hub import SETTINGS_KEY, Hub
 
@@ -18,7 +18,7 @@ __all__ = ["SETTINGS_KEY", "load_jupyter_server_extension"]
 def load_jupyter_server_extension(serverapp: Any) -> Hub:
     """Register the endpoints; the sampler itself starts only when a client arrives."""
     web_app = serverapp.web_app
-    config = TrainWatch(parent=serverapp)
+    config = ServerSettings(parent=serverapp)
     hub = Hub(
         config,
         root_dir=getattr(serverapp, "root_dir", None),

@@ -31,7 +31,7 @@ from ..prometheus.fleet import (
     grid,
     instant_queries,
 )
-from .config import TrainWatch
+from .config import ServerSettings
 from .handlers import API, BadRequest, BaseHandler, parse_float
 from .promclient import PrometheusClient, PrometheusError
 
@@ -51,7 +51,7 @@ class Fleet:
     """Reads the fleet from Prometheus; one listing in flight at a time, reused for
     ``CACHE_S``."""
 
-    def __init__(self, config: TrainWatch, defaults: Defaults) -> None:
+    def __init__(self, config: ServerSettings, defaults: Defaults) -> None:
         self.client = PrometheusClient(config.prometheus_url, config.prometheus_timeout_s)
         self.url = self.client.url  # as shown: without a password
         self.rate_window = config.fleet_rate_window
@@ -147,7 +147,7 @@ class FleetRangeHandler(FleetBase):
         await self.answer(self.fleet.charts(host, window))
 
 
-def make_fleet(config: TrainWatch, defaults: Defaults) -> Fleet | None:
+def make_fleet(config: ServerSettings, defaults: Defaults) -> Fleet | None:
     return Fleet(config, defaults) if config.prometheus_url else None
 
 

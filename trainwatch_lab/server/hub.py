@@ -34,7 +34,7 @@ from ..core.training import process_identity
 from ..fix.mirror_files import MirrorFiles
 from ..monitor import Discovery, GpuMemory, make_sampler
 from ..prometheus.metrics import disk_counters
-from .config import TrainWatch
+from .config import ServerSettings
 from .kernels import KernelsSource, kernel_pids
 from .lease import Lease
 from .watched import WatchedPaths, path_key
@@ -59,7 +59,7 @@ def dumps(obj: Any) -> str:
 class Hub:
     def __init__(
         self,
-        config: TrainWatch,
+        config: ServerSettings,
         root_dir: str | None = None,
         kernel_manager: Any = None,
         sampler_factory: Callable[..., Sampler] = make_sampler,
