@@ -252,3 +252,24 @@ def test_controls_follow_the_frontends_subshell(monkeypatch: pytest.MonkeyPatch)
         assert control.comm._reply_subshell_for({"method": "update"}, "sub-1") == "sub-1"
     follow_frontend_subshell(TimeChart("x", "y").plot)  # any widget: harmless
     dash.close()
+
+
+def test_gpus_are_selected_by_index_or_by_gpu_or_mig_uuid(notebook_state: Path) -> None:
+    """``TrainWatch(gpus=[...])`` and ``%trainwatch --gpu`` take what ``nvidia-smi -L``
+    prints: a GPU's UUID, a MIG instance's UUID (the GPU it splits), or a CUDA index."""
+    from trainwatch_lab.core.model import GpuState
+
+    def gpu_sample(i: int) -> Sample:
+        split = GpuState(1, 1, "GPU-bbbb-2222", "NVIDIA H200", util_pct=None)
+        split.mig = [{"uuid": "MIG-cccc-3333"}]
+        whole = GpuState(0, 0, "GPU-aaaa-1111", "NVIDIA H200", util_pct=50.0)
+        return Sample(t=T0 + i, gpus=[whole, split])
+
+    for gpus, shown in ((["GPU-aaaa"], True), (["MIG-cccc-3333"], True), ([0], True),
+                        (["GPU-ffff"], False)):  # fmt: skip
+        dash, sampler = make(gpus=gpus)
+        feed(dash, sampler, [gpu_sample(i) for i in range(3)])
+        assert (dash.charts["gpu"].figure in dash.grid.children) is shown, gpus
+        if not shown:
+            assert "none of the GPUs GPU-ffff is present" in dash.gpu_note.value
+        dash.stop()

@@ -138,6 +138,10 @@ def test_gpu_selection_and_process_switch() -> None:
     assert "trainwatch_gpu_utilization_percent" not in names  # GPU 1 reports nothing
     assert not any(n.startswith("trainwatch_process_") for n in names)
     assert families(None) == []  # no sample yet: nothing, not an error
+    # serve --gpu GPU-aaaa: by UUID (a unique prefix) as by index
+    by_uuid = {f.name: f for f in families(a_sample(), gpus=["GPU-aaa"], process=False)}
+    util = by_uuid["trainwatch_gpu_utilization_percent"].samples
+    assert [s.labels["UUID"] for s in util] == ["GPU-aaaa"]  # dcgm-exporter's label names
 
 
 def test_every_series_is_documented_with_its_type_and_labels() -> None:

@@ -85,8 +85,8 @@ def add_serve_parser(sub: Any) -> None:
     serve.add_argument(
         "--gpu",
         type=gpu_selection,
-        metavar="0,1|none",
-        help="GPU indices to export, or none (default: every GPU)",
+        metavar="0,1|UUID|none",
+        help="GPU indices or GPU/MIG UUIDs to export, or none (default: every GPU)",
     )
     serve.add_argument(
         "--pid",

@@ -17,9 +17,10 @@ import ipywidgets as widgets
 
 from ..advice.text import fmt_duration, fmt_ms, fmt_rate, warning_count_text
 from ..core.defaults import DEFAULTS, Defaults
+from ..core.gpu_select import as_selection
 from ..core.model import Alert, Sample, watched_devices
 from ..core.sampler import Sampler
-from .alerts_html import STYLE, esc
+from .warnings_html import STYLE, esc
 from .cell_report import CellSummary
 from .cell_summary import summarize_cell
 
@@ -41,12 +42,12 @@ class CellWatch:
         self,
         sampler: Sampler,
         paths: Sequence[str],
-        gpus: Sequence[int] | None = None,
+        gpus: Sequence[int | str] | None = None,
         defaults: Defaults = DEFAULTS,
     ) -> None:
         self.sampler = sampler
         self.paths = list(paths)
-        self.gpus = None if gpus is None else list(gpus)
+        self.gpus = as_selection(gpus)  # indices, GPU or MIG UUIDs
         self.defaults = defaults
         self.start_t = time.time()
         self.end_t: float | None = None
@@ -104,7 +105,7 @@ class CellWatch:
                         f"await {fmt_ms(max(d.r_await, d.w_await))} util {d.util:.0f}%"
                     )
             for g in sample.gpus:
-                if (self.gpus is None or g.index in self.gpus) and g.util_pct is not None:
+                if (self.gpus is None or g in self.gpus) and g.util_pct is not None:
                     parts.append(f"GPU{g.index} {g.util_pct:.0f}%")
             count = warning_count_text(a.severity for a in self.warnings.values())
             serious = any(a.severity != "info" for a in self.warnings.values())
@@ -124,13 +125,14 @@ class CellWatch:
         final = self.sampler.tick_now(self.tick_wait_s if wait_s is None else wait_s)
         self._unsubscribe()
         latest = self.sampler.latest
+        rows = latest.gpus if latest else []
         summary = summarize_cell(
             self.sampler.history,
             self.start_t,
             final.t if final is not None else self.end_t,
             self.paths,
             list(self.warnings.values()),
-            gpu_indices=self.gpus,
+            gpu_indices=None if self.gpus is None else self.gpus.indices(rows),
             defaults=self.defaults,
             gpu_note=latest.notes.get("gpus") if latest else None,
         )

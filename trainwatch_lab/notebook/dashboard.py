@@ -26,13 +26,14 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..core.defaults import DEFAULTS, Defaults
+from ..core.gpu_select import as_selection
 from ..core.history import SeriesKey, capacity_for
 from ..core.model import Sample
 from ..core.paths import normalise
 from ..core.sampler import Sampler
 from . import dashboard_prefs as prefs
 from . import dashboard_view as view
-from .alerts_html import esc
+from .warnings_html import esc
 from .charts import MIN_SPAN_S, bucket_seconds, window_columns
 from .dashboard_charts import COMPACT, DETAILED, series_for
 from .dashboard_layout import WINDOW_CHOICES as WINDOW_CHOICES  # re-exported
@@ -90,7 +91,7 @@ class TrainWatch(DashboardLayout):
         *,
         window: float = DEFAULTS.window_s,
         probe: bool = True,
-        gpus: Sequence[int] | None = None,
+        gpus: Sequence[int | str] | None = None,
         gpu: bool = True,
         sampler: Sampler | None = None,
         inline: bool | InlineAlerts = True,
@@ -103,7 +104,7 @@ class TrainWatch(DashboardLayout):
         keys, interval, window = check_settings(paths, interval, window)
         super().__init__()
         self.defaults = defaults
-        self.gpu_filter = None if gpus is None else sorted(set(int(i) for i in gpus))
+        self.gpu_filter = as_selection(gpus)  # indices, GPU or MIG UUIDs
         self.gpu_enabled = gpu
         self._owns_sampler = sampler is None
         self.sampler = sampler or new_sampler(
@@ -342,7 +343,7 @@ class TrainWatch(DashboardLayout):
             self.fixes.layout.display = "block" if html else "none"
 
     def _gpus(self, sample: Sample) -> list[Any]:
-        return [g for g in sample.gpus if self.gpu_filter is None or g.index in self.gpu_filter]
+        return [g for g in sample.gpus if self.gpu_filter is None or g in self.gpu_filter]
 
     def _gpu_reason(self, sample: Sample) -> str | None:
         """Why there is no GPU chart (None: there is one)."""
@@ -351,7 +352,7 @@ class TrainWatch(DashboardLayout):
         if not self.gpu_enabled:
             return "GPU monitoring is off."
         if sample.gpus and self.gpu_filter is not None:
-            return f"none of the GPUs {self.gpu_filter} is present."
+            return f"none of the GPUs {', '.join(map(str, self.gpu_filter))} is present."
         return sample.notes.get("gpus", "no GPU reported.")
 
     def _update_panes(self, sample: Sample, force: bool = False) -> None:

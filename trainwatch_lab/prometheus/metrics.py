@@ -29,6 +29,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..advice.check import verdict_for
 from ..core.diskstats import SECTOR_BYTES, DiskCounters
+from ..core.gpu_select import as_selection
 from ..core.model import PathState, Sample
 from .names import BY_NAME, SPECS
 
@@ -152,9 +153,10 @@ def _add_paths(out: _Families, sample: Sample) -> None:
             out.add("trainwatch_checkpoint_newest_timestamp_seconds", (path,), ck.newest_mtime)
 
 
-def _add_gpus(out: _Families, sample: Sample, gpus: Collection[int] | None) -> None:
+def _add_gpus(out: _Families, sample: Sample, gpus: Collection[int | str] | None) -> None:
+    selected = as_selection(list(gpus)) if gpus is not None else None
     for g in sample.gpus:
-        if g.lost or (gpus is not None and g.index not in gpus):
+        if g.lost or (selected is not None and g not in selected):
             continue
         labels = (str(g.nvml_index), g.uuid, g.name)
         for name, field in GPU_VALUES:
@@ -166,7 +168,7 @@ def _add_gpus(out: _Families, sample: Sample, gpus: Collection[int] | None) -> N
 def families(
     sample: Sample | None,
     counters: Mapping[str, DiskCounters] | None = None,
-    gpus: Collection[int] | None = None,
+    gpus: Collection[int | str] | None = None,
     process: bool = True,
 ) -> list[Metric]:
     """Every metric of ``sample`` (and of the disk ``counters`` read with it); ``gpus``
@@ -203,7 +205,7 @@ class SampleCollector(Collector):
         self,
         latest: Latest,
         counters: Counters | None = None,
-        gpus: Collection[int] | None = None,
+        gpus: Collection[int | str] | None = None,
         process: bool = True,
     ) -> None:
         self.latest = latest
@@ -229,7 +231,7 @@ def disk_counters(sampler: Any) -> Counters | None:
 def exposition(
     sample: Sample | None,
     counters: Mapping[str, DiskCounters] | None = None,
-    gpus: Collection[int] | None = None,
+    gpus: Collection[int | str] | None = None,
 ) -> bytes:
     """The Prometheus text format (0.0.4) of one sample: what a handler sends for a scrape."""
     from prometheus_client import generate_latest
