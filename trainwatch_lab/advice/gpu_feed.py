@@ -16,13 +16,11 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from ..core.defaults import Defaults
+from ..core.defaults import MIB, Defaults  # MIB: the history keeps rmb_s in MiB/s
 from ..core.model import Sample, TrainingProcess, path_devices, watched_devices
 from .context import Context
 from .gpu_evidence import _READS
 from .text import fmt_ms, fmt_pct, fmt_rate
-
-MIB = 1024 * 1024  # DiskRates.rmb_s is in MiB/s, like `iostat -m`
 
 
 @dataclass(slots=True)
