@@ -17,7 +17,6 @@ from trainwatch_lab.core.model import PathState, ProcessIO, Sample
 from trainwatch_lab.fix import checkpoint_status, save_checkpoint
 from trainwatch_lab.fix.mirror import Mirror
 from trainwatch_lab.notebook import kernel_watch
-from trainwatch_lab.notebook.alerts_html import esc
 from trainwatch_lab.notebook.charts import Series, stack
 from trainwatch_lab.notebook.dashboard_view import (
     MAX_MIRROR_LINES,
@@ -26,6 +25,7 @@ from trainwatch_lab.notebook.dashboard_view import (
     header_html,
     save_text,
 )
+from trainwatch_lab.notebook.warnings_html import esc
 
 from .test_dashboard import feed, make, notebook_state
 

@@ -10,7 +10,6 @@ from typing import Any
 
 from trainwatch_lab.core.model import Alert, Sample
 from trainwatch_lab.fix import report as fix_report
-from trainwatch_lab.notebook.alerts_html import ALERT_MIME, alerts_bundle
 from trainwatch_lab.notebook.inline import (
     CellTracker,
     InlineAlerts,
@@ -18,6 +17,7 @@ from trainwatch_lab.notebook.inline import (
     current_parent,
     detach,
 )
+from trainwatch_lab.notebook.warnings_html import ALERT_MIME, alerts_bundle
 
 
 def alert(code: str, subject: str = "/data", severity: str = "warning") -> Alert:

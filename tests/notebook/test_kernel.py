@@ -20,7 +20,7 @@ import pytest
 from tests.support.env import need
 from tests.support.lab import artifact_path
 from trainwatch_lab.core.defaults import MIB
-from trainwatch_lab.notebook.alerts_html import ALERT_MIME
+from trainwatch_lab.notebook.warnings_html import ALERT_MIME
 
 from .kernel import (
     FLAVOURS,

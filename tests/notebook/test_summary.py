@@ -18,10 +18,10 @@ from trainwatch_lab.core.model import (
     ProcessIO,
     Sample,
 )
-from trainwatch_lab.notebook.alerts_html import alerts_bundle
 from trainwatch_lab.notebook.cell_report import CellSummary, DeviceSummary
 from trainwatch_lab.notebook.cell_summary import summarize_cell
 from trainwatch_lab.notebook.snapshot import snapshot_html, snapshot_text
+from trainwatch_lab.notebook.warnings_html import alerts_bundle
 
 T0 = 1_700_000_000.0
 PATH = "/data/<run> & co"  # hostile characters must be escaped in HTML

@@ -20,9 +20,9 @@ from ..core.defaults import DEFAULTS, Defaults
 from ..core.gpu_select import as_selection
 from ..core.model import Alert, Sample, watched_devices
 from ..core.sampler import Sampler
-from .warnings_html import STYLE, esc
 from .cell_report import CellSummary
 from .cell_summary import summarize_cell
+from .warnings_html import STYLE, esc
 
 
 class Strip(widgets.HTML):

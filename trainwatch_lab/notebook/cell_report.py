@@ -11,7 +11,7 @@ from typing import Any
 from ..advice.text import fmt_bytes, fmt_duration, fmt_ms, fmt_pct, fmt_rate
 from ..core.defaults import DEFAULTS
 from ..core.model import Alert
-from .alerts_html import STYLE, alert_html, alert_text, esc
+from .warnings_html import STYLE, alert_html, alert_text, esc
 
 # Rates are integrated over the samples' own times while each source divides by its own
 # clock, so two totals of the same bytes (this kernel's, its disk's) agree only to a few

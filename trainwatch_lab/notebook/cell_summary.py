@@ -12,8 +12,8 @@ from ..core.defaults import DEFAULTS, MIB, Defaults
 from ..core.fill import FilesystemKey, filesystem_key
 from ..core.history import History
 from ..core.model import Alert, PathState, Sample
-from .alerts_html import sort_alerts
 from .cell_report import CellSummary, DeviceSummary, FilesystemSummary, GpuSummary, WaitSummary
+from .warnings_html import sort_alerts
 
 
 def _finite(values: Iterable[float]) -> list[float]:

@@ -25,8 +25,8 @@ from bqplot import Axis, Figure, LinearScale, Lines
 from ipywidgets import HTML, Layout, VBox
 
 from ..core.history import History, SeriesKey
-from .alerts_html import esc
 from .ticks import nice_axis, time_ticks
+from .warnings_html import esc
 
 MAX_POINTS = 120  # ~3 px per point on a 360 px plot; each point costs 4 B per line + 4 B
 MIN_SPAN_S = 30.0  # a short history grows from the left of an axis this long (at most)

@@ -33,7 +33,6 @@ from ..core.paths import normalise
 from ..core.sampler import Sampler
 from . import dashboard_prefs as prefs
 from . import dashboard_view as view
-from .warnings_html import esc
 from .charts import MIN_SPAN_S, bucket_seconds, window_columns
 from .dashboard_charts import COMPACT, DETAILED, series_for
 from .dashboard_layout import WINDOW_CHOICES as WINDOW_CHOICES  # re-exported
@@ -45,6 +44,7 @@ from .kernel_watch import mirror_statuses, save_status
 from .settings import MAX_HISTORY_SAMPLES as MAX_HISTORY_SAMPLES  # re-exported
 from .settings import check_settings
 from .snapshot import snapshot_html, snapshot_text
+from .warnings_html import esc
 
 FIXES_EVERY_S = 2.0
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from .alerts_html import STYLE
 from .charts import TimeChart
 from .dashboard_charts import COMPACT, DETAILED, make_chart
 from .dashboard_view import DASH_STYLE, NO_PATHS_HTML, HeaderState, header_html
+from .warnings_html import STYLE
 
 WINDOW_CHOICES: tuple[tuple[str, float], ...] = (
     ("1 min", 60.0),

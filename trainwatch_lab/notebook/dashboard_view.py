@@ -25,8 +25,8 @@ from typing import Any
 from ..advice.text import fill_text, fmt_duration
 from ..core.history import History
 from ..core.model import Headline, Sample
-from .alerts_html import alert_html, esc
 from .snapshot import latency_text, mount_text, space_text
+from .warnings_html import alert_html, esc
 
 STALE_INTERVALS = 3
 STALE_MIN_S = 1.5  # below this, websocket jitter alone would flicker the header

@@ -31,8 +31,8 @@ from typing import Any
 
 from ..core.model import Alert, Sample
 from ..fix import report as fix_report
-from .alerts_html import ALERT_MIME, alert_html, alert_text, alerts_bundle
 from .discover import Found, discover, fix_code
+from .warnings_html import ALERT_MIME, alert_html, alert_text, alerts_bundle
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from typing import Any
 from ..advice.text import fill_text, fmt_bytes, fmt_ms, fmt_pct, fmt_rate
 from ..core.history import History
 from ..core.model import PathState, Sample, watched_devices
-from .alerts_html import STYLE, alert_html, alert_text, esc
+from .warnings_html import STYLE, alert_html, alert_text, esc
 
 # -- paths -------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
-"""Alerts as text and HTML, and the one stylesheet of everything rendered without widgets.
+"""Warnings as text and HTML, and the one stylesheet of everything rendered without widgets.
 
-Inline alerts, the dashboard's no-widget fallback and the ``%%trainwatch`` cell summary all
+Inline warnings, the dashboard's no-widget fallback and the ``%%trainwatch`` cell summary all
 use these, so those frontends (nbconvert HTML, terminal IPython, a notebook opened untrusted)
 never get nothing. Colours are JupyterLab CSS variables only, so light and dark themes both
 read well.
@@ -21,6 +21,8 @@ SEVERITY_COLOR = {
     "warning": "var(--jp-warn-color1)",
     "info": "var(--jp-info-color1)",
 }
+# The machine-readable part of an inline warning, kept as first shipped (``{"alerts": [...]}``):
+# it is written into users' saved notebooks, so a reader of those may rely on it.
 ALERT_MIME = "application/vnd.trainwatch.alert+json"
 
 STYLE = """
@@ -53,7 +55,7 @@ def esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-# -- alerts ------------------------------------------------------------------------------
+# -- warnings ----------------------------------------------------------------------------
 
 
 def alert_text(a: Alert) -> str:
@@ -61,7 +63,7 @@ def alert_text(a: Alert) -> str:
 
 
 def alert_html(a: Alert) -> str:
-    """One alert as a self-contained block (inline styles: it may be shown outside the widget)."""
+    """One warning as a self-contained block (inline styles: it may be shown outside the widget)."""
     color = SEVERITY_COLOR[a.severity]
     return (
         f'<div class="tw-alert tw-{esc(a.severity)}" data-code="{esc(a.code)}" '
