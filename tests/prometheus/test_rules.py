@@ -99,6 +99,12 @@ def gpu(instance: str, util: str, process_mem: float) -> list[dict[str, str]]:
     ]
 
 
+def starved_evidence(instance: str) -> dict[str, str]:
+    """The agent's own gpu-starved: its reads are most of the device's, waited on."""
+    return series("trainwatch_warning", "1x300", instance=instance, code="gpu-starved",
+                  severity="warning", subject="GPU 0")  # fmt: skip
+
+
 def case(
     name: str,
     inputs: list[Any],
@@ -239,8 +245,14 @@ CASES = [
         [
             *gpu("a", " ".join(["10 70"] * 150), 1e9),
             *disk("a", "sdb", busy=0.7, read_s=0.001),
+            starved_evidence("a"),
             *gpu("b", " ".join(["10 70"] * 150), 1e9),  # the same GPU, but an idle disk
             *disk("b", "sdb", busy=0.1, read_s=0.001),
+            starved_evidence("b"),
+            # the same GPU and a busy disk, but the job's loaders hardly wait on it (another
+            # job's reads, or a CPU-bound decode): the agent saw no evidence, no alert
+            *gpu("c", " ".join(["10 70"] * 150), 1e9),
+            *disk("c", "sdb", busy=0.7, read_s=0.001),
         ],
         "2m",
         [{"instance": "a", "job": "tw", "gpu": "0", "UUID": "GPU-a", "modelName": "H200"}],

@@ -31,7 +31,10 @@ def gpu_rules(d: Defaults, window: str) -> list[Rule]:
         f"  and {gpu} stddev_over_time({util}[{span}]) >= {d.gpu_starved_stdev_pct:g}\n"
         f"  and {gpu} count_over_time({util}[{span}]) >= 5\n"
         f"  unless {gpu} trainwatch_gpu_process_memory_bytes == 0\n"
-        f"  and on(instance) {busy_disk} >= {d.disk_busy_util_pct / 100:g}"
+        f"  and on(instance) {busy_disk} >= {d.disk_busy_util_pct / 100:g}\n"
+        # what only the agent sees: the job's share of the device's reads, the read await,
+        # the loaders asleep on file reads (advice.gpu_feed): a busy disk alone is no proof
+        f'  and on(instance) count by (instance) (trainwatch_warning{{code="gpu-starved"}}) > 0'
     )
     return [
         rule(
@@ -61,7 +64,8 @@ def gpu_rules(d: Defaults, window: str) -> list[Rule]:
             f"{d.gpu_starved_mean_util_pct:g} % over the last "
             f"{fmt_duration(d.gpu_starved_window_s)}, swinging by "
             f"{d.gpu_starved_stdev_pct:g} points or more, while the data disk was over "
-            f"{d.disk_busy_util_pct:g} % busy: the input pipeline cannot feed the GPU.",
+            f"{d.disk_busy_util_pct:g} % busy, and the agent saw the job's own reads waiting "
+            "on it: the input pipeline cannot feed the GPU.",
             STARVED_FIX,
         ),
         rule(
