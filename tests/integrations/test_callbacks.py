@@ -59,7 +59,7 @@ def outcome(run: Any, watch: Any, took: list[float], ckpt: Path) -> dict[str, An
     return {
         "error": error,
         "files": sorted(str(p.relative_to(ckpt)) for p in ckpt.rglob("*")),
-        "alerts": [[a.code, a.subject] for a in watch.alerts],
+        "warnings": [[a.code, a.subject] for a in watch.warnings],
         "hook_max_s": max(took, default=0.0),
         "hooks": len(took),
     }
@@ -202,7 +202,7 @@ def test_callbacks_in_lightning_hugging_face_and_keras(
     check_refused_third_save("keras", keras, ["w_01.weights.h5", "w_02.weights.h5"])
     # the check at train start: Lightning's CSV logs go to the share (said in a log line:
     # no notebook here); Keras watched the share while it was paused
-    assert "shared-mount" in {code for code, _ in lightning["alerts"]}, lightning
+    assert "shared-mount" in {code for code, _ in lightning["warnings"]}, lightning
     assert "trainwatch [shared-mount]" in results["stderr"]
-    paused = {subject: code for code, subject in keras["alerts"]}
+    paused = {subject: code for code, subject in keras["warnings"]}
     assert paused.get(str(sshfs_mount.path / "keras-logs")) == "mount-unresponsive", keras

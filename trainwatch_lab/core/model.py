@@ -23,7 +23,12 @@ Verdict = Literal["ok", "shared", "slow", "unresponsive", "missing", "not-storag
 
 @dataclass(slots=True)
 class Alert:
-    """A warning with a stable ``code`` (see ARCHITECTURE.md) and a fix the user can act on."""
+    """The record of one warning (JSON ``warnings[]``): a stable ``code`` (see ARCHITECTURE.md),
+    its severity and subject, the measured message and a fix the user can act on.
+
+    The class keeps the name Alert: a name ending in "Warning" reads as a Python warning
+    category, and ``Warning`` itself is a builtin. Users only ever see the word warning.
+    """
 
     code: str
     severity: Severity

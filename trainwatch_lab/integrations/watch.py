@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import warnings
 from collections.abc import Iterable
 
 from ..advice.check import run_check
@@ -53,7 +54,7 @@ class TrainingWatch:
             )
         self.on_full, self.check, self.space_every = on_full, bool(check), float(space_every)
         self.space: SpaceWatch | None = None
-        self.alerts: list[Alert] = []  # what the start check found
+        self.warnings: list[Alert] = []  # what the start check found
         self.checked = threading.Event()
         self._warned = False
 
@@ -73,12 +74,22 @@ class TrainingWatch:
     def _check(self, paths: list[str]) -> None:
         try:
             found = run_check(paths, probe=True, timeout=DEFAULTS.mount_timeout_s).alerts
-            self.alerts = [a for a in found if a.severity != "info"]
-            report(self.alerts)
+            self.warnings = [a for a in found if a.severity != "info"]
+            report(self.warnings)
         except Exception:  # a check must never end a training run
             log.debug("trainwatch: the train-start check failed", exc_info=True)
         finally:
             self.checked.set()
+
+    @property
+    def alerts(self) -> list[Alert]:
+        """Deprecated: ``warnings`` (the word is warning everywhere); kept for one release."""
+        warnings.warn(
+            "TrainingWatch.alerts is deprecated: use TrainingWatch.warnings",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.warnings
 
     def before_checkpoint(self, name: str = "the next checkpoint") -> None:
         """Raise ``CheckpointWontFit`` (on_full="raise") or warn once when the newest save is
@@ -94,10 +105,10 @@ class TrainingWatch:
                 f"The next checkpoint will not fit in {refusal.directory}: the newest save took "
                 f"{fmt_size(refusal.needed)}, {fmt_size(refusal.available)} is free."
             )
-            alert = Alert(
+            warning = Alert(
                 "checkpoint-wont-fit", "critical", refusal.directory, message, WONT_FIT_FIX
             )
-            report([alert])
+            report([warning])
 
     def saved(self) -> None:
         """A save just finished: measure again soon (the newest save changed)."""
