@@ -18,6 +18,7 @@ from tests.support.lab import (
     set_theme,
     write_notebook,
 )
+from trainwatch_lab.advice.text import short_path
 
 from .test_browser import (
     MAX_HEIGHT_ONE_PATH,
@@ -73,7 +74,7 @@ def test_time_lost_mirror_and_save_beside_the_cell(lab: LabServer, page: Any) ->
     facts = dash.locator(".tw-facts")
     page.wait_for_function(
         "([root, want]) => (root.querySelector('.tw-facts')?.textContent ?? '').includes(want)",
-        arg=[dash.element_handle(), f"waiting on {logs} (fsync)"],
+        arg=[dash.element_handle(), f"waiting on {short_path(str(logs))} (fsync)"],
         timeout=30_000,
     )
     assert " % waiting on " in facts.inner_text()
@@ -106,7 +107,7 @@ def test_time_lost_mirror_and_save_beside_the_cell(lab: LabServer, page: Any) ->
     set_theme(page, "JupyterLab Light")
     dash.get_by_role("button", name="Details").click()
     # the loop ended seconds ago: the window still holds its time lost, and says so
-    assert f"waiting on {logs} (fsync)" in facts.inner_text()
+    assert f"waiting on {short_path(str(logs))} (fsync)" in facts.inner_text()
 
     # the save lands, the mirror closes: the save's time stays, the mirror's line goes
     run_cell(page, 4)

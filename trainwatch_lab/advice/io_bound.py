@@ -16,8 +16,9 @@ from itertools import pairwise
 from ..core.defaults import Defaults
 from ..core.history import History
 from ..core.model import Alert, Sample
+from ..core.paths import printable
 from .context import Context, Detector
-from .text import fmt_duration, fmt_pct
+from .text import fmt_duration, fmt_pct, short_path
 
 KINDS: dict[str, frozenset[str]] = {
     "sync": frozenset({"fsync", "fdatasync", "sync_file_range", "syncfs", "close"}),
@@ -108,7 +109,7 @@ def lost_to_storage(sample: Sample, history: History, defaults: Defaults) -> str
         return None
     calls = top_calls(history, path, "main", window, sample.t)
     call = f" ({calls[0][0]})" if calls else ""
-    return f"{fmt_pct(fraction)} waiting on {path}{call}"
+    return f"{fmt_pct(fraction)} waiting on {printable(short_path(path))}{call}"
 
 
 def _calls_text(calls: list[tuple[str, float]], file: str | None) -> str:
