@@ -35,6 +35,7 @@ GROUPS = {
     "agent": "bench_agent",
     "mirror": "bench_mirror",
     "waits": "bench_waits",
+    "quota": "bench_quota",
 }
 
 
