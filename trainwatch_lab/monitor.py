@@ -156,18 +156,7 @@ def make_sampler(
         sources += more_sources(gpu_memory)
     if processes:
         how = processes if isinstance(processes, Discovery) else Discovery()
-        sources.append(
-            TrainingSource(
-                on_paths=how.on_paths or FollowPaths(paths_source, paths),
-                gpu_memory=gpu_memory,
-                skip_trees=how.skip_trees,
-                hidden=how.hidden,
-                max_processes=how.max_processes,
-                max_paths=how.max_paths,
-            )
-        )
-        if how.waits:
-            sources.append(TrainingWaits(defaults))
+        sources += _training_sources(how, paths_source, paths, gpu_memory, defaults)
     # time lost to storage by path (core.waits): where ``pid`` names the training process
     # (the notebook passes its own, ``watch``/``serve --pid`` another); not for an agent
     tree = next((s for s in sources if isinstance(s, ProcessIOSource)), None)
@@ -178,3 +167,28 @@ def make_sampler(
         baseline=(lambda: local_baseline(defaults)) if probe else None,
     )
     return Sampler(sources, interval=interval, history=history, evaluate=advisor)
+
+
+def _training_sources(
+    how: Discovery,
+    paths_source: PathsSource,
+    fixed: tuple[str, ...],
+    gpu_memory: GpuMemory | None,
+    defaults: Defaults,
+) -> list[Source]:
+    """Training processes found on this machine (``how`` says which), their directories
+    added to ``paths_source`` beside the ``fixed`` ones (unless ``how.on_paths`` takes them),
+    and, when ``how.waits``, the time each loses to storage."""
+    sources: list[Source] = [
+        TrainingSource(
+            on_paths=how.on_paths or FollowPaths(paths_source, fixed),
+            gpu_memory=gpu_memory,
+            skip_trees=how.skip_trees,
+            hidden=how.hidden,
+            max_processes=how.max_processes,
+            max_paths=how.max_paths,
+        )
+    ]
+    if how.waits:
+        sources.append(TrainingWaits(defaults))
+    return sources

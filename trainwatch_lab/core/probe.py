@@ -119,17 +119,7 @@ def probe_directory(
             if exc.errno == errno.EROFS:
                 return ProbeResult(None, None, 0, error=READ_ONLY)
             raise
-        for i in range(writes):
-            t0 = time.perf_counter()
-            os.pwrite(fd, block, i * block_bytes)
-            os.fsync(fd)
-            times_ms.append((time.perf_counter() - t0) * 1000.0)
-            if on_write is not None:
-                on_write(i)
-            if time.monotonic() - start >= budget_s:
-                break
-            if interval_s > 0:
-                time.sleep(min(interval_s, max(0.0, budget_s - (time.monotonic() - start))))
+        _timed_writes(fd, block, writes, start + budget_s, interval_s, on_write, times_ms)
     except OSError as exc:
         if not times_ms:
             return ProbeResult(None, None, 0, error=f"{exc.strerror or exc} ({directory})")
@@ -147,6 +137,31 @@ def probe_directory(
         p99_ms=round(_percentile(ordered, 99), 3),
         samples=len(ordered),
     )
+
+
+def _timed_writes(
+    fd: int,
+    block: bytes,
+    writes: int,
+    deadline: float,
+    interval_s: float,
+    on_write: Callable[[int], None] | None,
+    times_ms: list[float],
+) -> None:
+    """Up to ``writes`` pwrite + fsync of ``block`` to ``fd``, each one's milliseconds appended
+    to ``times_ms`` as it ends (so an error part-way keeps what was measured); stops once
+    ``time.monotonic()`` reaches ``deadline``."""
+    for i in range(writes):
+        t0 = time.perf_counter()
+        os.pwrite(fd, block, i * len(block))
+        os.fsync(fd)
+        times_ms.append((time.perf_counter() - t0) * 1000.0)
+        if on_write is not None:
+            on_write(i)
+        if time.monotonic() >= deadline:
+            break
+        if interval_s > 0:
+            time.sleep(min(interval_s, max(0.0, deadline - time.monotonic())))
 
 
 def _pid_alive(pid: int) -> bool:

@@ -212,6 +212,21 @@ def _save_now(
     dst = os.path.join(directory, name)
     g = guard if guard is not None else default_guard()
     key = SAVE_KEY.format(mount_for_path(directory, read_mounts()).mountpoint)
+    plan = _plan(g, key, directory, name, dst)
+    _remove(g, key, _stale(directory, plan["partials"]), "leftovers of interrupted saves")
+    saves = _room(g, key, plan, name, directory, keep)
+    if not plan["exists"]:
+        os.makedirs(directory, exist_ok=True)  # the save is about to write here anyway
+    _write_and_commit(save, g, key, directory, name, last=saves[0][1] if saves else 0)
+    if keep is not None:
+        older = [os.path.join(directory, s[0]) for s in saves if s[0] != name]
+        _remove(g, key, older[keep - 1 :], f"saves beyond keep={keep}")
+    return dst
+
+
+def _plan(g: MountGuard, key: str, directory: str, name: str, dst: str) -> dict[str, Any]:
+    """statvfs and listing of ``directory`` in the guard's helper; refused when it is not a
+    directory."""
     plan = g.call(
         key,
         "saves",
@@ -227,14 +242,19 @@ def _save_now(
             f"cannot save to {printable(dst)}: {printable(where)} is a {plan['file_type']}, "
             "not a directory"
         )
-    _remove(g, key, _stale(directory, plan["partials"]), "leftovers of interrupted saves")
-    saves = _room(g, key, plan, name, directory, keep)
-    if not plan["exists"]:
-        os.makedirs(directory, exist_ok=True)  # the save is about to write here anyway
+    return plan
+
+
+def _write_and_commit(
+    save: Callable[[str], object], g: MountGuard, key: str, directory: str, name: str, last: int
+) -> None:
+    """``save`` into a hidden partial file, then fsync and rename it over ``name`` (given time
+    for ``last`` bytes, the newest save's size); on any failure the partial file goes and
+    ``name`` stays as it was."""
+    dst = os.path.join(directory, name)
     tmp = os.path.join(
         directory, f"{PARTIAL}{_host_tag()}-{os.getpid()}-{secrets.token_hex(4)}-{name}"
     )
-    last = saves[0][1] if saves else 0
     _ACTIVE.add(tmp)
     try:
         save(tmp)
@@ -260,7 +280,3 @@ def _save_now(
         raise
     finally:
         _ACTIVE.discard(tmp)
-    if keep is not None:
-        older = [os.path.join(directory, s[0]) for s in saves if s[0] != name]
-        _remove(g, key, older[keep - 1 :], f"saves beyond keep={keep}")
-    return dst

@@ -190,6 +190,18 @@ class TimeChart:
         self.x_scale = LinearScale(allow_padding=False)
         top, ticks = (y_max, _pct_ticks(y_max)) if y_max else nice_axis(0.0, y_floor)
         self.y_scale = LinearScale(min=0.0, max=float(top), allow_padding=False)
+        self._build_plot(ticks, height, fill)
+        self.head = HTML(legend_html(title, unit, []))
+        self.figure = VBox([self.head, self.plot], layout=Layout(min_width="0"))
+        self.figure.add_class("tw-chart")
+        self.figure.add_class(f"tw-chart-{self.name}")
+        self._t = np.empty(0)
+        self._y = np.empty((0, 0), dtype=np.float32)
+        self._labels: list[str] = []
+        self._note = ""
+
+    def _build_plot(self, ticks: list[float], height: int, fill: bool) -> None:
+        """The bqplot Lines, axes and Figure over ``self.x_scale``/``self.y_scale``."""
         self.lines = Lines(
             x=np.empty(0, dtype=np.float32),
             y=np.empty((0, 0), dtype=np.float32),
@@ -221,14 +233,6 @@ class TimeChart:
             animation_duration=0,
         )
         self.plot.add_class("tw-plot")
-        self.head = HTML(legend_html(title, unit, []))
-        self.figure = VBox([self.head, self.plot], layout=Layout(min_width="0"))
-        self.figure.add_class("tw-chart")
-        self.figure.add_class(f"tw-chart-{self.name}")
-        self._t = np.empty(0)
-        self._y = np.empty((0, 0), dtype=np.float32)
-        self._labels: list[str] = []
-        self._note = ""
 
     @property
     def points(self) -> int:
