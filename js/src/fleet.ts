@@ -4,8 +4,8 @@
  * of DOM and JupyterLab so it can be unit-tested in node; fleetView.ts lays it out.
  */
 
-import { Severity } from './model';
 import { formatBytes, formatDuration, formatMBs } from './format';
+import { Severity } from './model';
 import { Aligned } from './series';
 
 /** A warning of a host: an agent's carries code, severity and subject only. */

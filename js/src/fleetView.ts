@@ -1,7 +1,10 @@
-import { Panel, Widget } from '@lumino/widgets';
+import { Panel } from '@lumino/widgets';
 import { Message } from '@lumino/messaging';
 
+import { niceIncrs } from './axes';
+import { Block } from './blocks';
 import { TimeChart } from './chart';
+import { el } from './dom';
 import {
   chartData,
   FLEET_WINDOWS,
@@ -14,29 +17,10 @@ import {
   warningsText,
   windowLabel
 } from './fleet';
-import { niceIncrs } from './axes';
 import { formatClock } from './format';
 import { requestAPI } from './request';
 
 const PERCENT_INCRS = niceIncrs([1, 2, 2.5, 5], 0, 2);
-
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className = '',
-  text = ''
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  node.className = className;
-  node.textContent = text;
-  return node;
-}
-
-class Block extends Widget {
-  constructor(className: string) {
-    super();
-    this.addClass(className);
-  }
-}
 
 /**
  * The Fleet section of the panel: one row per host Prometheus scrapes (``GET fleet``, read

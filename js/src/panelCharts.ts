@@ -2,10 +2,10 @@
  * The side panel's charts, in panel order: one table the panel builds its charts from and
  * renders each sample with. A new chart is one entry here (DOM-free, so jest covers it).
  */
-import type { IChartOptions, ISeriesSpec } from './chart';
-import { SampleJSON } from './model';
 import { niceIncrs } from './axes';
+import type { IChartOptions, ISeriesSpec } from './chart';
 import { byteUnit, MIB_TO_MB, shortPath } from './format';
+import { SampleJSON } from './model';
 import { gpuEmptyReason, infoNotes, watchedDevices } from './readings';
 import { Aligned, seriesKey } from './series';
 import { fillNotes, filesystems, usedPercent } from './space';
@@ -168,7 +168,10 @@ export const PANEL_CHARTS: IPanelChart[] = [
       ['w_await', 'write']
     ])
   },
-  { options: { title: 'Disk busy', unit: '%util', ...percent }, content: diskChart([['util', '']]) },
+  {
+    options: { title: 'Disk busy', unit: '%util', ...percent },
+    content: diskChart([['util', '']])
+  },
   {
     section: 'Space',
     options: { title: 'Space used', unit: '% per filesystem', ...percent },

@@ -9,6 +9,7 @@
  * sample; ``processFacts`` is DOM-free for unit tests in node.
  */
 
+import { el } from './dom';
 import { formatBytes, formatMBs, formatPct, shortPath } from './format';
 
 /** Below this share a path is not worth a word (cell_report.WAIT_SHOWN in Python). */
@@ -23,7 +24,8 @@ export const WAITS_SHOWN = 3;
  * over the last interval. Nothing when the process's waits are not measured.
  */
 export function waitFacts(io: TrainingProcessJSON['io']): string[] {
-  const main = io?.waits_window && Object.keys(io.waits_window).length ? io.waits_window : io?.waits;
+  const main =
+    io?.waits_window && Object.keys(io.waits_window).length ? io.waits_window : io?.waits;
   const workers = io?.worker_waits ?? {};
   const paths = new Set([...Object.keys(main ?? {}), ...Object.keys(workers)]);
   const rows = [...paths]
@@ -102,17 +104,6 @@ export function processFacts(p: TrainingProcessJSON): string[] {
   return facts;
 }
 
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className: string,
-  text = ''
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  node.className = className;
-  node.textContent = text;
-  return node;
-}
-
 /** One row: "pid 4242 python train.py --lr 3e-4", its facts, its directories, a hide button. */
 export function renderProcessRow(
   p: TrainingProcessJSON,
@@ -143,7 +134,7 @@ export function renderProcessRow(
       lost.appendChild(el('div', 'jp-TrainWatch-processWait', text));
     }
     lost.title =
-      'Time lost to storage: the share of the main thread\'s time (over the last 10 min) and ' +
+      "Time lost to storage: the share of the main thread's time (over the last 10 min) and " +
       "of its worker processes' (last interval) spent in system calls on files under each path";
     row.appendChild(lost);
   }

@@ -1,8 +1,8 @@
 import { Widget } from '@lumino/widgets';
 
-import { SampleJSON } from './model';
 import { formatDuration } from './format';
 import { liveState } from './live';
+import { SampleJSON } from './model';
 import { statusText } from './readings';
 import { StreamClient } from './stream';
 

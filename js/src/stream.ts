@@ -1,7 +1,7 @@
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { HistoryJSON, SampleJSON } from './model';
 import { backoffDelay, ILiveInput, medianGap } from './live';
+import { HistoryJSON, SampleJSON } from './model';
 import { requestAPI, streamURL } from './request';
 
 export type ConnectionState = 'connecting' | 'open' | 'closed';

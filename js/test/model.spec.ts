@@ -1,4 +1,3 @@
-import { HeadlineJSON, PathStateJSON, SampleJSON } from '../src/model';
 import {
   TIME_INCRS,
   fitLabels,
@@ -20,6 +19,7 @@ import {
   shortPath
 } from '../src/format';
 import { STALE_AFTER_INTERVALS, backoffDelay, liveState, medianGap } from '../src/live';
+import { HeadlineJSON, PathStateJSON, SampleJSON } from '../src/model';
 import {
   activeWarnings,
   diskThroughput,

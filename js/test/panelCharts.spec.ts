@@ -1,7 +1,7 @@
 /** panelCharts.ts: the panel's chart table (DOM-free): order, sections, what each chart gets. */
 import { SampleJSON } from '../src/model';
-import { Aligned } from '../src/series';
 import { IChartInput, PANEL_CHARTS } from '../src/panelCharts';
+import { Aligned } from '../src/series';
 
 /** Columns as the ring gives them: one time, then one column per key (the key's length). */
 function input(sample: SampleJSON | null, asked: string[][] = []): IChartInput {

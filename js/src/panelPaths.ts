@@ -1,0 +1,176 @@
+/**
+ * The panel's Watched paths section: one row per watched path (its kind, write latency and
+ * free space, from the latest sample), a button to stop watching it, and the form that adds
+ * one (``GET/POST/DELETE paths``).
+ */
+
+import { Widget } from '@lumino/widgets';
+
+import { Block, TitledBlock } from './blocks';
+import { el } from './dom';
+import { formatBytes, formatMs } from './format';
+import { PathStateJSON, SampleJSON, WatchedPathJSON } from './model';
+import { requestAPI } from './request';
+
+const pct = (v: number) => `${Math.round(v)} %`;
+
+export class PathsView extends TitledBlock {
+  private _paths: WatchedPathJSON[] = [];
+  private _form = new Block('jp-TrainWatch-addPath');
+  private _input: HTMLInputElement;
+  private _addButton: HTMLButtonElement;
+  private _error: HTMLDivElement;
+  private _enabled = true;
+
+  /** ``changed`` is called after each answer of the server (the panel redraws). */
+  constructor(private _changed: () => void) {
+    super('Watched paths', 'jp-TrainWatch-paths');
+    this._input = el('input', 'jp-mod-styled jp-TrainWatch-pathInput');
+    this._input.placeholder = '/path/to/logs or ~/checkpoints';
+    this._input.setAttribute('aria-label', 'Path to watch');
+    const add = (this._addButton = el(
+      'button',
+      'jp-mod-styled jp-mod-accept jp-TrainWatch-addButton',
+      'Watch'
+    ));
+    add.type = 'submit';
+    const formNode = el('form');
+    formNode.append(this._input, add);
+    formNode.addEventListener('submit', event => {
+      event.preventDefault();
+      void this.add(this._input.value);
+    });
+    this._error = el('div', 'jp-TrainWatch-error');
+    this._form.node.append(formNode, this._error);
+  }
+
+  /** The title, the rows and the form, in panel order. */
+  get widgets(): Widget[] {
+    return [...super.widgets, this._form];
+  }
+
+  /** Say what went wrong under the form (a path refused, a process not hidden). */
+  showError(message: string): void {
+    this._error.textContent = message;
+  }
+
+  async refresh(): Promise<void> {
+    try {
+      const data = await requestAPI<{ paths: WatchedPathJSON[] }>('paths');
+      this._paths = data.paths;
+    } catch (error) {
+      console.warn('trainwatch: paths unavailable', error);
+    }
+    this._changed();
+  }
+
+  async add(path: string): Promise<boolean> {
+    path = path.trim();
+    this._error.textContent = '';
+    if (!path) {
+      this._error.textContent = 'Type a path first.';
+      return false;
+    }
+    try {
+      const data = await requestAPI<{ paths: WatchedPathJSON[] }>('paths', {
+        method: 'POST',
+        body: JSON.stringify({ path })
+      });
+      this._paths = data.paths;
+      this._input.value = '';
+    } catch (error) {
+      this._error.textContent = (error as Error).message;
+      return false;
+    }
+    this._changed();
+    return true;
+  }
+
+  async remove(path: string): Promise<void> {
+    try {
+      const data = await requestAPI<{ paths: WatchedPathJSON[] }>(
+        `paths?path=${encodeURIComponent(path)}`,
+        { method: 'DELETE' }
+      );
+      this._paths = data.paths;
+    } catch (error) {
+      this._error.textContent = (error as Error).message;
+    }
+    this._changed();
+  }
+
+  /** Stopped: nothing a click could reach, so the form and the buttons say so. */
+  setEnabled(enabled: boolean): void {
+    if (enabled === this._enabled) {
+      return;
+    }
+    this._enabled = enabled;
+    this._input.disabled = !enabled;
+    this._addButton.disabled = !enabled;
+    this.node
+      .querySelectorAll<HTMLButtonElement>('.jp-TrainWatch-remove')
+      .forEach(b => (b.disabled = !enabled));
+  }
+
+  render(sample: SampleJSON | null): void {
+    const node = this.node;
+    node.textContent = '';
+    const states = sample?.paths ?? {};
+    const known = new Map(this._paths.map(p => [p.path, p] as const));
+    for (const p of Object.keys(states)) {
+      if (!known.has(p)) {
+        known.set(p, { path: p, roles: [], state: null });
+      }
+    }
+    if (!known.size) {
+      node.appendChild(
+        el('div', 'jp-TrainWatch-empty', 'No watched path. Add a log or checkpoint directory.')
+      );
+      return;
+    }
+    const list = el('ul', 'jp-TrainWatch-pathList');
+    for (const entry of [...known.values()].sort((a, b) => a.path.localeCompare(b.path))) {
+      list.appendChild(this._row(entry, states[entry.path] ?? entry.state));
+    }
+    node.appendChild(list);
+  }
+
+  private _row(entry: WatchedPathJSON, st: PathStateJSON | null): HTMLLIElement {
+    const row = el('li', 'jp-TrainWatch-pathRow');
+    row.dataset.path = entry.path;
+    row.dataset.kind = st?.kind ?? 'unknown';
+    const head = el('div', 'jp-TrainWatch-pathHead');
+    const name = el('span', 'jp-TrainWatch-pathName', entry.path);
+    name.title = entry.roles.length ? `watched as: ${entry.roles.join(', ')}` : '';
+    const remove = el('button', 'jp-mod-styled jp-TrainWatch-remove', '✕');
+    remove.title = `Stop watching ${entry.path}`;
+    remove.setAttribute('aria-label', `Stop watching ${entry.path}`);
+    remove.onclick = () => void this.remove(entry.path);
+    remove.disabled = !this._enabled;
+    head.append(name, remove);
+    const kind = st
+      ? `${st.kind}${st.fstype ? ` (${st.fstype})` : ''}${st.responsive ? '' : ', not answering'}`
+      : 'checking…';
+    const details = el('div', 'jp-TrainWatch-pathDetails');
+    details.append(
+      el('span', `jp-TrainWatch-kind jp-mod-${st?.kind ?? 'unknown'}`, kind),
+      el(
+        'span',
+        '',
+        st?.probe?.p50_ms != null ? `write+fsync ${formatMs(st.probe.p50_ms)}` : 'latency –'
+      ),
+      el(
+        'span',
+        '',
+        st && st.avail_bytes != null && st.total_bytes
+          ? `${formatBytes(st.avail_bytes)} free (${pct((100 * st.avail_bytes) / st.total_bytes)})`
+          : 'free –'
+      )
+    );
+    row.append(head, details);
+    if (st?.note) {
+      row.appendChild(el('div', 'jp-TrainWatch-pathNote', st.note));
+    }
+    return row;
+  }
+}

@@ -1,0 +1,71 @@
+/**
+ * The panel's Warnings section: each warning folded to its first line, a click unfolds the
+ * whole message and the fix; what the reader unfolded stays unfolded across samples.
+ */
+
+import { TitledBlock } from './blocks';
+import { el } from './dom';
+import { AlertJSON, SampleJSON } from './model';
+import { activeWarnings } from './readings';
+
+export class WarningsView extends TitledBlock {
+  private _shown: string | null = null;
+  private _opened = new Set<string>(); // warnings the reader unfolded (code + subject)
+
+  constructor() {
+    super('Warnings', 'jp-TrainWatch-warnings');
+  }
+
+  render(sample: SampleJSON | null): void {
+    const node = this.node;
+    const warnings = activeWarnings(sample);
+    this.setHidden(!warnings.length);
+    node.dataset.count = String(warnings.length);
+    // rebuild only when the warnings changed: a list replaced every tick loses the reader's
+    // text selection, scroll position and what they unfolded
+    const signature = JSON.stringify(warnings);
+    if (signature === this._shown) {
+      return;
+    }
+    this._shown = signature;
+    node.textContent = '';
+    if (!warnings.length) {
+      return;
+    }
+    const list = el('div', 'jp-TrainWatch-warningList');
+    for (const w of warnings) {
+      list.appendChild(this._item(w));
+    }
+    node.appendChild(list);
+  }
+
+  private _item(w: AlertJSON): HTMLDetailsElement {
+    const id = `${w.code}|${w.subject}`;
+    const item = el('details', `jp-TrainWatch-warning jp-mod-${w.severity}`);
+    item.dataset.code = w.code;
+    item.dataset.subject = w.subject;
+    item.open = this._opened.has(id);
+    item.addEventListener('toggle', () => {
+      if (item.open) {
+        this._opened.add(id);
+      } else {
+        this._opened.delete(id);
+      }
+    });
+    const summary = el('summary', 'jp-TrainWatch-warningHead');
+    summary.append(
+      el('span', 'jp-TrainWatch-severity', w.severity),
+      el('span', 'jp-TrainWatch-message', w.message)
+    );
+    summary.title = w.message;
+    const body = el('div', 'jp-TrainWatch-warningBody');
+    const about = el('div', 'jp-TrainWatch-about');
+    about.append(
+      el('code', 'jp-TrainWatch-code', w.code),
+      el('span', 'jp-TrainWatch-subject', w.subject)
+    );
+    body.append(el('div', 'jp-TrainWatch-fix', `Fix: ${w.fix}`), about);
+    item.append(summary, body);
+    return item;
+  }
+}
