@@ -21,7 +21,6 @@ import contextlib
 import math
 import os
 import threading
-import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -35,10 +34,10 @@ from . import dashboard_prefs as prefs
 from . import dashboard_view as view
 from .charts import MIN_SPAN_S, bucket_seconds, window_columns
 from .dashboard_charts import COMPACT, DETAILED, series_for
+from .dashboard_export import export_history
 from .dashboard_layout import WINDOW_CHOICES as WINDOW_CHOICES  # re-exported
 from .dashboard_layout import DashboardLayout
 from .dashboard_layout import window_label as window_label  # re-exported
-from .export import ExportError, write_file
 from .inline import InlineAlerts, attach
 from .kernel_watch import mirror_statuses, save_status
 from .settings import MAX_HISTORY_SAMPLES as MAX_HISTORY_SAMPLES  # re-exported
@@ -195,7 +194,7 @@ class TrainWatch(DashboardLayout):
         source = self.sampler.find_source("paths")
         return list(getattr(source, "paths", []))
 
-    # -- inline alerts ---------------------------------------------------------------
+    # -- inline warnings -------------------------------------------------------------
     _inline_unsub: Any = None
 
     def _attach_inline(self, inline: bool | InlineAlerts) -> None:
@@ -252,37 +251,7 @@ class TrainWatch(DashboardLayout):
         slow one, or a share that stopped answering. The outcome shows beside the button;
         ``wait=True`` also raises ExportError (one line) when the file was not written.
         """
-        target = normalise(path or f"trainwatch-{time.strftime('%Y%m%d-%H%M%S')}.csv")
-        text = self.history.to_csv()
-        rows = max(0, text.count("\n") - 1)
-        self.export_status.value = f'<span class="tw-muted">writing {esc(target)} …</span>'
-        failure: list[ExportError] = []
-
-        def write() -> None:
-            try:
-                write_file(target, text, timeout=timeout)
-            except ExportError as exc:
-                failure.append(exc)
-                self.export_status.value = (
-                    f'<span class="tw-kind-shared tw-export-failed">CSV export failed: '
-                    f"{esc(exc)}</span>"
-                )
-                return
-            rel = os.path.relpath(target) if target.startswith(os.getcwd() + os.sep) else None
-            link = f' (<a href="{esc(rel)}" download>{esc(rel)}</a>)' if rel else ""
-            self.export_status.value = (
-                f'<span class="tw-export" data-path="{esc(target)}">Saved {rows} samples to '
-                f"<code>{esc(target)}</code>{link}</span>"
-            )
-
-        # bounded by the guard's timeout: this thread never blocks on the filesystem itself
-        thread = threading.Thread(target=write, name="trainwatch-export", daemon=True)
-        thread.start()
-        if wait:
-            thread.join()
-            if failure:
-                raise failure[0]
-        return target
+        return export_history(self.history, self.export_status, path, wait, timeout)
 
     # -- updates (sampler thread) ----------------------------------------------------
     def _on_sample(self, sample: Sample) -> None:
