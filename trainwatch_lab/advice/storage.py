@@ -1,6 +1,7 @@
-"""Storage rules: turn mounts, space, probe latency and disk counters into plain warnings.
+"""Storage rules: turn mounts, space, probe latency and disk counters into plain warnings
+(the disk-counter rule, disk-saturated, is in devices.py and listed here in its place).
 
-Each detector is ``fn(ctx) -> Iterable[Alert]`` (see context.py), emits at most one alert per
+Each detector is ``fn(ctx) -> Iterable[Alert]`` (see context.py), emits at most one warning per
 (code, subject), and puts the measured numbers in the message and an action in the fix.
 Thresholds come only from ``ctx.defaults``.
 """
@@ -13,10 +14,10 @@ from collections.abc import Iterator
 
 from ..core.defaults import Defaults
 from ..core.fill import can_fill, is_trend
-from ..core.history import History
 from ..core.model import Alert, PathState, ProbeResult, Sample
 from .context import Context, Detector, stateless, stateless_only
-from .text import fmt_bytes, fmt_clock, fmt_duration, fmt_mbs, fmt_ms, fmt_pct, fmt_rate
+from .devices import DEVICE_DETECTORS
+from .text import fmt_bytes, fmt_clock, fmt_duration, fmt_ms, fmt_pct, fmt_rate
 
 LOCAL_FIX = (
     "Write logs and checkpoints to local disk and copy them to the share in the background: "
@@ -339,72 +340,13 @@ def checkpoint_wont_fit(ctx: Context) -> Iterator[Alert]:
         )
 
 
-# -- devices --------------------------------------------------------------------------
-
-
-def _is_saturated(util: float, r_await: float, w_await: float, d: Defaults) -> bool:
-    return util >= d.saturated_util_pct and max(r_await, w_await) >= d.saturated_await_ms
-
-
-def _saturated_since(history: History, device: str, d: Defaults, now: float) -> float | None:
-    """Start of the current unbroken run of saturated intervals of ``device``, if any.
-
-    A sample's rates describe the interval that ends at its time, so the run starts at the
-    last sample that was not saturated (or at the oldest one we have).
-    """
-    span = 2 * d.saturated_for_s + 60
-    times, util = history.window("disk", device, "util", span, now=now)
-    _, r_await = history.window("disk", device, "r_await", span, now=now)
-    _, w_await = history.window("disk", device, "w_await", span, now=now)
-    if not times or len(r_await) != len(times) or len(w_await) != len(times):
-        return None
-    start: float | None = None
-    for i in range(len(times) - 1, -1, -1):
-        if not _is_saturated(util[i], r_await[i], w_await[i], d):
-            return start if start is None else times[i]
-        start = times[i]
-    return start
-
-
-def disk_saturated(ctx: Context) -> Iterator[Alert]:
-    d = ctx.defaults
-    devices: dict[str, list[str]] = {}
-    for path, p in _watched(ctx.sample):
-        if p.device:
-            devices.setdefault(p.device, []).append(path)
-    for device, paths in sorted(devices.items()):
-        rates = ctx.sample.disks.get(device)
-        if rates is None or not _is_saturated(rates.util, rates.r_await, rates.w_await, d):
-            continue  # the run of saturated intervals ends now: no history needed
-        since = _saturated_since(ctx.history, device, d, ctx.sample.t)
-        if since is None or ctx.sample.t - since < d.saturated_for_s:
-            continue
-        yield Alert(
-            code="disk-saturated",
-            severity="warning",
-            subject=device,
-            message=(
-                f"Disk {device} (under {', '.join(paths)}) has been saturated for "
-                f"{fmt_duration(ctx.sample.t - since)}: {rates.util:.0f} % busy, requests wait "
-                f"{rates.r_await:.1f} ms (read) / {rates.w_await:.1f} ms (write), queue "
-                f"{rates.aqu_sz:.1f}, reading {fmt_mbs(rates.read_bps)} and writing "
-                f"{fmt_mbs(rates.write_bps)}."
-            ),
-            fix=(
-                "The disk cannot keep up: put the training data on a faster or local disk or "
-                "cache it in RAM (/dev/shm), read it in larger sequential chunks (fewer small "
-                "files, more DataLoader workers), and write checkpoints and logs to another disk."
-            ),
-        )
-
-
 STORAGE_DETECTORS: list[Detector] = [
     mount_unresponsive,
     shared_mount,
     slow_mount,
     disk_almost_full,
     disk_filling,
-    disk_saturated,
+    *DEVICE_DETECTORS,
     checkpoint_wont_fit,
 ]
 
