@@ -8,10 +8,10 @@ executing cell, where ``shell.get_parent()`` is that cell's request on every ver
 that header, and the sampler thread publishes ``display_data`` with it *explicitly*. The
 message then lands under that cell whatever the kernel's thread routing does.
 
-JupyterLab drops output for a cell that has finished, so alerts are only sent while a cell is
+JupyterLab drops output for a cell that has finished, so warnings are only sent while a cell is
 running; the dashboard shows every warning anyway (widget state, not cell output).
 
-An alert about a directory that a notebook variable names (discover.py: ``writer.log_dir``)
+A warning about a directory that a notebook variable names (discover.py: ``writer.log_dir``)
 carries its fix as code for that object, with a copy button: ``writer =
 SummaryWriter(local_mirror("/mnt/share/runs/exp1"))``. Framework callbacks running inside a
 cell report through here too (fix.report), so their warnings land under that cell.
@@ -192,7 +192,7 @@ class InlineAlerts:
     """Shows each warning condition once, under the cell running when it starts.
 
     A condition is ``(code, subject)``. It re-arms only after it has been gone for
-    ``rearm_after_s`` (so a flapping threshold does not spam the notebook). ``info`` alerts
+    ``rearm_after_s`` (so a flapping threshold does not spam the notebook). ``info`` warnings
     stay in the dashboard.
     """
 
@@ -216,7 +216,7 @@ class InlineAlerts:
     # -- what the notebook's variables name (main thread, after each cell) ------------
     def learn(self, result: Any = None) -> None:
         """``post_run_cell``: look at the variables the cell (re)assigned, as the magic does,
-        so that an alert can name the object and carry its fix as code."""
+        so that a warning can name the object and carry its fix as code."""
         try:
             ns = self.tracker.shell.user_ns
             ids = {n: id(v) for n, v in list(ns.items()) if not n.startswith("_")}
@@ -244,13 +244,13 @@ class InlineAlerts:
         return self.show(fresh) if fresh else True
 
     def mark_shown(self, alerts: Iterable[Alert], now: float) -> None:
-        """Alerts the caller already showed itself (the magic's immediate check)."""
+        """Warnings the caller already showed itself (the magic's immediate check)."""
         with self._lock:
             for a in alerts:
                 self._last_seen[a.key] = now
 
     def new_conditions(self, alerts: Iterable[Alert], now: float) -> list[Alert]:
-        """The alerts whose condition was not active a moment ago; remembers all of them."""
+        """The warnings whose condition was not active a moment ago; remembers all of them."""
         fresh: list[Alert] = []
         with self._lock:
             for a in alerts:
@@ -263,7 +263,7 @@ class InlineAlerts:
         return fresh
 
     def display_here(self, alerts: list[Alert], now: float) -> None:
-        """Show alerts from the main thread inside the running cell (a plain ``display``
+        """Show warnings from the main thread inside the running cell (a plain ``display``
         lands in that cell on every ipykernel) and count their conditions as shown."""
         if not alerts:
             return
