@@ -255,33 +255,7 @@ export class TimeChart extends Widget {
     const font = this._font;
     const palette = PALETTE_VARS.map(v => cssVar(node, v)).filter(Boolean);
     const color = (i: number) => palette[i % Math.max(1, palette.length)] || text;
-    const { range, floor = 1, incrs } = this.options;
-    const axis = {
-      stroke: text,
-      font,
-      gap: AXIS_GAP,
-      grid: { stroke: grid, width: 1 },
-      ticks: { stroke: grid, width: 1, size: TICK_SIZE }
-    };
-    // the time axis: HH:MM:SS or HH:MM by step, labels that would be cut or overlap dropped
-    const timeValues = (u: uPlot, splits: number[], _i: number, _s: number, incr: number) => {
-      const labels = timeTickLabels(splits, incr);
-      const left = u.bbox.left / uPlot.pxRatio;
-      const centres = splits.map(t => left + u.valToPos(t, 'x'));
-      const widths = labels.map(l => textWidth(l, font));
-      return fitLabels(labels, centres, widths, 0, u.width) as string[];
-    };
-    const yValues = (_u: uPlot, splits: number[], _i: number, _s: number, incr: number) =>
-      splits.map(v => formatTick(v, incr));
-    // the value axis is as wide as its widest label, never cut, and at least four digits
-    // wide, so that the plots of the panel line up under each other
-    const ySize = (_u: uPlot, values: string[] | null) => {
-      const widest = Math.max(
-        textWidth('0000', font),
-        ...(values ?? []).map(v => (v ? textWidth(v, font) : 0))
-      );
-      return Math.ceil(widest) + TICK_SIZE + AXIS_GAP + 4;
-    };
+    const { range, floor = 1 } = this.options;
     const opts: uPlot.Options = {
       width,
       height: this.options.height ?? DEFAULT_HEIGHT,
@@ -310,19 +284,14 @@ export class TimeChart extends Widget {
           spanGaps: false
         }))
       ],
-      axes: [
-        { ...axis, size: X_AXIS_SIZE, space: 70, incrs: TIME_INCRS, values: timeValues },
-        {
-          ...axis,
-          space: 22,
-          incrs: incrs ?? niceIncrs(),
-          values: yValues,
-          size: ySize
-        }
-      ]
+      axes: this._axes(text, grid, font)
     };
     this._plot = new uPlot(opts, this._data as uPlot.AlignedData, this._plotNode);
-    // a shortened legend label says its full name on hover
+    this._titleLegend();
+  }
+
+  /** A shortened legend label says its full name on hover. */
+  private _titleLegend(): void {
     const labels = this._plotNode.querySelectorAll('.u-legend .u-series .u-label');
     labels.forEach((label, i) => {
       const spec = this._specs[i];
@@ -330,5 +299,45 @@ export class TimeChart extends Widget {
         (label as HTMLElement).title = spec.title ?? spec.label;
       }
     });
+  }
+
+  /** The time axis and the value axis, in the theme's text and grid colours and font. */
+  private _axes(text: string, grid: string, font: string): uPlot.Axis[] {
+    const axis = {
+      stroke: text,
+      font,
+      gap: AXIS_GAP,
+      grid: { stroke: grid, width: 1 },
+      ticks: { stroke: grid, width: 1, size: TICK_SIZE }
+    };
+    // the time axis: HH:MM:SS or HH:MM by step, labels that would be cut or overlap dropped
+    const timeValues = (u: uPlot, splits: number[], _i: number, _s: number, incr: number) => {
+      const labels = timeTickLabels(splits, incr);
+      const left = u.bbox.left / uPlot.pxRatio;
+      const centres = splits.map(t => left + u.valToPos(t, 'x'));
+      const widths = labels.map(l => textWidth(l, font));
+      return fitLabels(labels, centres, widths, 0, u.width) as string[];
+    };
+    const yValues = (_u: uPlot, splits: number[], _i: number, _s: number, incr: number) =>
+      splits.map(v => formatTick(v, incr));
+    // the value axis is as wide as its widest label, never cut, and at least four digits
+    // wide, so that the plots of the panel line up under each other
+    const ySize = (_u: uPlot, values: string[] | null) => {
+      const widest = Math.max(
+        textWidth('0000', font),
+        ...(values ?? []).map(v => (v ? textWidth(v, font) : 0))
+      );
+      return Math.ceil(widest) + TICK_SIZE + AXIS_GAP + 4;
+    };
+    return [
+      { ...axis, size: X_AXIS_SIZE, space: 70, incrs: TIME_INCRS, values: timeValues },
+      {
+        ...axis,
+        space: 22,
+        incrs: this.options.incrs ?? niceIncrs(),
+        values: yValues,
+        size: ySize
+      }
+    ];
   }
 }
