@@ -1,4 +1,4 @@
-/** Unit tests of the pure data model (src/model.ts): no DOM, no JupyterLab. */
+/** Unit tests of the DOM-free modules (src/model.ts, series, readings, space, format, axes, live): no DOM, no JupyterLab. */
 module.exports = {
   testEnvironment: 'node',
   roots: ['<rootDir>/test'],
