@@ -1,4 +1,4 @@
-"""Detectors over a Sample and its History that turn measurements into plain-language Alerts.
+"""Detectors over a Sample and its History that turn measurements into plain-language warnings.
 
 No Jupyter imports here; thresholds come from ``core.defaults``.
 """

@@ -21,7 +21,7 @@ __all__ = ["Advisor", "Context", "Detector"]  # Context, Detector: their old hom
 
 
 class Advisor:
-    """Callable as the Sampler's ``evaluate``; returns alerts sorted most severe first."""
+    """Callable as the Sampler's ``evaluate``; returns the warnings, most severe first."""
 
     def __init__(
         self,

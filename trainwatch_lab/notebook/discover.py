@@ -7,7 +7,7 @@ torch/tensorboardX ``SummaryWriter`` (``log_dir``/``logdir``), Lightning loggers
 ``logging_dir``) and an HF ``Trainer`` (its ``args``), Keras 3 ``ModelCheckpoint`` (the
 directory of its ``filepath`` pattern) and ``BackupAndRestore`` (``backup_dir``). None of
 those libraries is imported: importing torch just to look would cost seconds and memory in
-every kernel. What class held a path is kept (``Found.kind``), so an alert can carry its fix
+every kernel. What class held a path is kept (``Found.kind``), so a warning can carry its fix
 as code for that very object (``fix_code``).
 
 Attributes are looked up with ``inspect.getattr_static`` first, so objects that answer every

@@ -2,7 +2,7 @@
 
 One live dashboard (and so one sampler) per kernel: running ``%trainwatch`` again replaces
 it. After every cell we look for log/checkpoint directories the cell created (discover.py)
-and watch them too; one on a shared mount gets an alert right under that cell.
+and watch them too; one on a shared mount gets a warning right under that cell.
 """
 
 from __future__ import annotations

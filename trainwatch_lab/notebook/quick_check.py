@@ -44,7 +44,7 @@ def immediate_alerts(
     paths: Sequence[str], probe: bool = True, defaults: Defaults = DEFAULTS
 ) -> list[Alert]:
     """What ``trainwatch-lab check`` says about ``paths`` (shared, slow, unresponsive, full),
-    worded as the sampler words it. Runs on the main thread because the alert must land under
+    worded as the sampler words it. Runs on the main thread because the warning must land under
     *this* cell, so it is bounded: run_check's threads are abandoned at its deadline (a dead
     mount costs ~2.5 s once, a local disk a few ms)."""
     from ..advice.check import run_check
@@ -62,7 +62,7 @@ def immediate_alerts(
 def check_and_show(
     inline: Any, paths: Sequence[str], probe: bool = True, defaults: Defaults = DEFAULTS
 ) -> None:
-    """Check ``paths`` now and show their alerts under the running cell (through ``inline``,
+    """Check ``paths`` now and show their warnings under the running cell (through ``inline``,
     the kernel's InlineAlerts, so the sampler does not show them a second time)."""
     alerts = immediate_alerts(paths, probe, defaults)
     if alerts and inline is not None:
