@@ -18,24 +18,32 @@ THERMAL_REASONS = "sw_thermal|hw_thermal|hw_slowdown|hw_power_brake"
 GPU_LABELS = "instance, job, gpu, UUID, modelName"
 
 
-def gpu_rules(d: Defaults, window: str) -> list[Rule]:
-    gpu = "on(instance, gpu, UUID)"
-    util = "trainwatch_gpu_utilization_percent"
+GPU = "on(instance, gpu, UUID)"
+UTIL = "trainwatch_gpu_utilization_percent"
+
+
+def starved_expr(d: Defaults, window: str) -> str:
+    """Low, erratic utilization with memory held, the data disk busy, and the agent's own
+    gpu-starved: what only it sees (the job's share of the device's reads, the read await,
+    the loaders asleep on file reads; advice.gpu_feed), since a busy disk alone is no proof."""
     span = f"{d.gpu_starved_window_s:g}s"
     busy_disk = (
         f"max by (instance) ({rate('node_disk_io_time_seconds_total', window)} "
         "and on(instance, device) trainwatch_path_info)"
     )
-    starved = (
-        f"avg_over_time({util}[{span}]) < {d.gpu_starved_mean_util_pct:g}\n"
-        f"  and {gpu} stddev_over_time({util}[{span}]) >= {d.gpu_starved_stdev_pct:g}\n"
-        f"  and {gpu} count_over_time({util}[{span}]) >= 5\n"
-        f"  unless {gpu} trainwatch_gpu_process_memory_bytes == 0\n"
+    return (
+        f"avg_over_time({UTIL}[{span}]) < {d.gpu_starved_mean_util_pct:g}\n"
+        f"  and {GPU} stddev_over_time({UTIL}[{span}]) >= {d.gpu_starved_stdev_pct:g}\n"
+        f"  and {GPU} count_over_time({UTIL}[{span}]) >= 5\n"
+        f"  unless {GPU} trainwatch_gpu_process_memory_bytes == 0\n"
         f"  and on(instance) {busy_disk} >= {d.disk_busy_util_pct / 100:g}\n"
-        # what only the agent sees: the job's share of the device's reads, the read await,
-        # the loaders asleep on file reads (advice.gpu_feed): a busy disk alone is no proof
         f'  and on(instance) count by (instance) (trainwatch_warning{{code="gpu-starved"}}) > 0'
     )
+
+
+def gpu_rules(d: Defaults, window: str) -> list[Rule]:
+    gpu, util = GPU, UTIL
+    starved = starved_expr(d, window)
     return [
         rule(
             "TrainwatchGpuStalled",
