@@ -16,13 +16,14 @@ bookkeeping (``Discovery.on_paths``).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from .advice.advisor import Advisor
 from .core.defaults import DEFAULTS, Defaults
 from .core.diskstats import DiskStatsSource
 from .core.gpu import GpuSource
+from .core.gpu_select import as_selection
 from .core.history import History, capacity_for
 from .core.model import Sample
 from .core.paths_source import PathsSource
@@ -92,13 +93,17 @@ class TrainingWaits:
         self._sources = {}
 
 
-def _gpu_sources(pid: int | None, defaults: Defaults, gpu: bool, process: bool) -> list[Source]:
-    """The GPUs, then where the main thread waits while one of them is underused (only when
-    the watched process is this one: it names what a slow GPU waits for). Without GPUs,
-    neither; without a watched process, no main thread."""
+def _gpu_sources(
+    pid: int | None, defaults: Defaults, gpu: bool | Sequence[int | str], process: bool
+) -> list[Source]:
+    """The GPUs (``gpu``: True for all, or the selection to show), then where the main
+    thread waits while one of them is underused (only when the watched process is this one:
+    it names what a slow GPU waits for). Without GPUs, neither; without a watched process,
+    no main thread."""
     if not gpu:
         return []
-    sources: list[Source] = [GpuSource(pid=pid, defaults=defaults)]
+    select = None if gpu is True else as_selection(list(gpu))  # type: ignore[arg-type]
+    sources: list[Source] = [GpuSource(pid=pid, defaults=defaults, select=select)]
     if process:
         # both GPU rules that explain a slow GPU name where the loop waits: gpu-stalled
         # (near 0 %) and gpu-starved (a low mean)
@@ -117,7 +122,7 @@ def make_sampler(
     process: bool = True,
     interval: float = DEFAULTS.interval_s,
     probe: bool = True,
-    gpu: bool = True,
+    gpu: bool | Sequence[int | str] = True,
     waits: bool | None = None,
     defaults: Defaults = DEFAULTS,
     history: History | None = None,
@@ -136,7 +141,8 @@ def make_sampler(
     how. ``more_sources(gpu_memory)`` returns sources to run after the built-in ones, given
     the GPU source's per-process memory reader (None without GPUs). ``waits``: measure the
     share of its time the process loses to each watched path (core.waits, a thread sampling
-    at ``defaults.wait_rate_hz``); by default exactly when ``pid`` is given.
+    at ``defaults.wait_rate_hz``); by default exactly when ``pid`` is given. ``gpu``: True
+    for every GPU, False for none, or the GPUs to show (indices, GPU or MIG UUIDs).
     """
     if not interval > 0 or not math.isfinite(interval):
         raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")

@@ -78,6 +78,32 @@ def test_a_mig_uuid_from_the_fake_selects_its_parent_row(fake_nvml: FakeNvml) ->
     assert parse_gpu_selection(gpus[0]["uuid"][:12]).indices(rows) == [0]
 
 
+def test_the_source_reports_only_the_selected_gpus(fake_nvml: FakeNvml) -> None:
+    """``c.TrainWatch.gpu`` / ``make_sampler(gpu=selection)``: the GpuSource itself drops the
+    other rows, so the panel, /metrics and the rules of that sampler see the same GPUs."""
+    fake_nvml.write([gpu(0), gpu(1, mig=2), gpu(2)])
+    probe = Driver(fake_nvml.env(), gpu_processes_every_s=3600)
+    try:
+        uuids = [g["uuid"] for g in probe.tick()["sample"]["gpus"]]
+        instance = probe.tick()["sample"]["gpus"][1]["mig"][0]["uuid"]
+    finally:
+        probe.close()
+    for select, shown in ((f"2,{instance}", [1, 2]), (uuids[0], [0])):
+        d = Driver(fake_nvml.env(), gpu_processes_every_s=3600, select=select)
+        try:
+            sample = d.tick()["sample"]
+        finally:
+            d.close()
+        assert [g["index"] for g in sample["gpus"]] == shown, select
+    d = Driver(fake_nvml.env(), gpu_processes_every_s=3600, select="GPU-ffff")
+    try:
+        sample = d.tick()["sample"]
+    finally:
+        d.close()
+    assert sample["gpus"] == []
+    assert sample["notes"]["gpus"] == "none of the GPUs GPU-ffff is present"
+
+
 def test_server_config_takes_a_selection() -> None:
     """c.TrainWatch.gpu (server/config.py): True/False as before, or a selection string."""
     from traitlets import TraitError

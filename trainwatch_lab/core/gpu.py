@@ -29,6 +29,7 @@ from . import gpu_container, gpu_mig, gpu_static, gpu_util
 from .defaults import DEFAULTS, Defaults
 from .gpu_health import MEMORY_ERROR_UNCORRECTED, VOLATILE_ECC, XidEvents
 from .gpu_procs import compute_processes
+from .gpu_select import GpuSelection
 from .gpu_static import TrackedGpu as _Gpu
 from .gpu_static import visible_devices
 from .model import GpuState, Sample
@@ -99,13 +100,22 @@ def _process_tree(pid: int) -> set[int]:
 
 class GpuSource:
     """Fills ``sample.gpus`` with the GPUs visible to the watched process (``pid``, default
-    this process); initialises NVML lazily on the first ``collect`` (the sampler thread)."""
+    this process), only those ``select`` names when given (``serve --gpu``,
+    ``c.TrainWatch.gpu``: indices, GPU or MIG UUIDs), so every surface and rule of that
+    sampler sees the same GPUs; initialises NVML lazily on the first ``collect`` (the sampler
+    thread)."""
 
     name = "gpus"
 
-    def __init__(self, pid: int | None = None, defaults: Defaults = DEFAULTS) -> None:
+    def __init__(
+        self,
+        pid: int | None = None,
+        defaults: Defaults = DEFAULTS,
+        select: GpuSelection | None = None,
+    ) -> None:
         self.pid = os.getpid() if pid is None else int(pid)
         self.defaults = defaults
+        self.select = select
         self.nvml_calls = 0  # NVML API calls made so far (the benchmark reads this)
         self._nvml: Any = None
         self._reason: str | None = None  # why there is no GPU data
@@ -136,7 +146,14 @@ class GpuSource:
             if now - self._procs_at >= self.defaults.gpu_processes_every_s:
                 self._refresh_processes(now)
             self._drain_xids()
-            sample.gpus.extend(self._read(g, now) for g in self._gpus)
+            rows = [self._read(g, now) for g in self._gpus]
+            if self.select is not None:
+                rows = [row for row in rows if row in self.select]
+                if not rows:
+                    sample.notes["gpus"] = (
+                        f"none of the GPUs {', '.join(map(str, self.select))} is present"
+                    )
+            sample.gpus.extend(rows)
             if self._proc_note:
                 sample.notes["gpu_processes"] = self._proc_note
             if any(g.mig_mode for g in self._gpus):

@@ -173,7 +173,7 @@ class Hub:
             process=False,
             interval=config.interval,
             probe=config.probe,
-            gpu=config.gpu,
+            gpu=config.gpu if config.gpu_selection is None else config.gpu_selection,
             defaults=self.defaults,
             history=self.history,  # the charts survive restarts of the sampler
             processes=discovery if config.watch_processes else False,

@@ -1,6 +1,7 @@
 """Subprocess side of the fake-NVML tests: one GpuSource, ticked on request.
 
-Usage: ``python -m tests.core.fake_nvml.driver '{"gpu_processes_every_s": 0}' [PID]``; reads
+Usage: ``python -m tests.core.fake_nvml.driver '{"gpu_processes_every_s": 0}' [PID]`` (a
+``"select"`` key: a ``--gpu`` selection for the source); reads
 ``tick`` / ``close`` lines on stdin and answers one JSON line each, so a test can rewrite the
 fake's script between ticks. It prints the Sample, the source's own NVML call counter and the
 fake library's counter (to check that ours is honest).
@@ -14,7 +15,7 @@ import json
 import sys
 import time
 
-from trainwatch_lab.core.defaults import DEFAULTS
+from trainwatch_lab.core.defaults import DEFAULTS, parse_gpu_selection
 from trainwatch_lab.core.gpu import GpuSource
 from trainwatch_lab.core.model import Sample
 
@@ -29,7 +30,12 @@ def _fake_calls() -> int | None:
 def main() -> None:
     overrides = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     pid = int(sys.argv[2]) if len(sys.argv) > 2 else None
-    source = GpuSource(pid=pid, defaults=dataclasses.replace(DEFAULTS, **overrides))
+    select = overrides.pop("select", None)  # a --gpu selection string
+    source = GpuSource(
+        pid=pid,
+        defaults=dataclasses.replace(DEFAULTS, **overrides),
+        select=parse_gpu_selection(select) if select is not None else None,
+    )
     for line in sys.stdin:
         command = line.strip()
         if command == "tick":
