@@ -21,7 +21,7 @@ from .text import fmt_duration, fmt_ms, fmt_rate
 
 _WRITES = {"write", "pwrite64", "writev", "pwritev", "pwritev2", "ftruncate", "fallocate"}
 _FLUSHES = {"fsync", "fdatasync", "sync_file_range", "syncfs", "close"}
-_READS = {"read", "pread64", "readv", "preadv", "preadv2"}
+READ_CALLS = {"read", "pread64", "readv", "preadv", "preadv2"}  # blocked in one: waiting on data
 
 
 def _mean(values: list[float]) -> float | None:
@@ -94,7 +94,7 @@ def main_thread_clause(sample: Sample) -> tuple[str | None, PathState | None]:
         owner = _owner(fd_path, sample)
         fstype = _fstype_of(fd_path, owner)
         target = _short(fd_path)
-        if syscall in _READS:
+        if syscall in READ_CALLS:
             action = f"reading {target}"
         elif syscall == "close":
             action = f"closing {target}"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from ..core.defaults import MIB, Defaults  # MIB: the history keeps rmb_s in MiB/s
 from ..core.model import Sample, TrainingProcess, path_devices, watched_devices
 from .context import Context
-from .gpu_evidence import _READS
+from .gpu_evidence import READ_CALLS
 from .text import fmt_ms, fmt_pct, fmt_rate
 
 
@@ -121,7 +121,7 @@ def feed_evidence(ctx: Context, since: float, holder: TrainingProcess | None = N
         _device(ctx, since, io.read_bytes_s if io is not None else None, feed)
         mt = holder.main_thread or {}
         if mt:
-            reading = bool(mt.get("blocked")) and mt.get("syscall") in _READS
+            reading = bool(mt.get("blocked")) and mt.get("syscall") in READ_CALLS
             feed.file_wait = 1.0 if reading else 0.0
         return feed
     if sample.process is None:
