@@ -329,6 +329,42 @@ CODES.update({"gpu-throttled", "gpu-error"})
 CASES.extend(health_cases())
 
 
+# -- the training loop (issues 15 and 16) -----------------------------------------------------
+def loop_cases() -> list[dict[str, Any]]:
+    """io-bound at the agent's severity (the warning and the info rule each fire for their
+    own); input-cpu-bound; a warning that cleared (0) fires nothing."""
+    io = {"code": "io-bound", "subject": "/mnt/share/runs"}
+    cpu = {"code": "input-cpu-bound", "severity": "info", "subject": "GPU 0"}
+    return [
+        case(
+            "TrainwatchIoBound",
+            [
+                series("trainwatch_warning", "1x300", instance="a", severity="warning", **io),
+                series("trainwatch_warning", "1x300", instance="b", severity="info", **io),
+                series("trainwatch_warning", "0x300", instance="c", severity="warning", **io),
+            ],
+            "5s",
+            [
+                {"instance": "a", "job": "tw", "subject": io["subject"], "severity": "warning"},
+                {"instance": "b", "job": "tw", "subject": io["subject"], "severity": "info"},
+            ],
+        ),
+        case(
+            "TrainwatchInputCpuBound",
+            [
+                series("trainwatch_warning", "1x300", instance="a", **cpu),
+                series("trainwatch_warning", "0x300", instance="b", **cpu),
+            ],
+            "5s",
+            [{"instance": "a", "job": "tw", "subject": "GPU 0"}],
+        ),
+    ]
+
+
+CODES.update({"io-bound", "input-cpu-bound"})
+CASES.extend(loop_cases())
+
+
 def test_gpu_health_rules_follow_the_defaults() -> None:
     other = dataclasses.replace(DEFAULTS, gpu_throttled_for_s=120.0, gpu_throttled_busy_pct=80.0)
     text = rules_yaml(other)

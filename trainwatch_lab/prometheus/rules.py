@@ -9,10 +9,11 @@ only the agent has the evidence, the rule reads the agent's verdict: ``slow-moun
 a probe with local storage measured at the same moment, ``mount-unresponsive`` is a statfs
 that timed out; Prometheus cannot redo either.
 
-``gpu-starved`` sees the disk-busy half of the agent's rule (reads pinned at a ceiling needs
-the process's history); ``gpu-throttled`` reads the clock-event reasons and utilization,
-``gpu-error`` the agent's verdict (XID events and ECC counts are not exported).
-The rules live in prometheus.rules_storage and prometheus.rules_gpu (their pieces in
+``gpu-starved`` checks the GPU and disk half itself and needs the agent's verdict for the
+rest (the job's share of the reads, the loaders asleep on them); ``gpu-throttled`` reads the
+clock-event reasons and utilization, ``gpu-error``, ``io-bound`` and ``input-cpu-bound`` the
+agent's verdict (XID events, ECC counts and where the loop sleeps are not exported).
+The rules live in prometheus.rules_storage, rules_gpu and rules_loop (their pieces in
 prometheus.rules_base); this module orders them and writes the file. The YAML is written
 by hand (a list of plain mappings, strings JSON-quoted, which YAML reads as they are): no
 YAML library needed.
@@ -27,6 +28,7 @@ from collections.abc import Iterable
 from ..core.defaults import DEFAULTS, Defaults
 from .rules_base import Rule
 from .rules_gpu import gpu_health_rules, gpu_rules
+from .rules_loop import loop_rules
 from .rules_storage import device_rules, filling_rules, mount_rules, space_rules
 
 WINDOW = re.compile(r"^[1-9][0-9]*(s|m|h)$")
@@ -44,6 +46,7 @@ def alert_rules(defaults: Defaults = DEFAULTS, rate_window: str = "1m") -> list[
         *device_rules(defaults, rate_window),
         *gpu_rules(defaults, rate_window),
         *gpu_health_rules(defaults),
+        *loop_rules(defaults),
     ]
 
 
