@@ -143,6 +143,8 @@ if os.path.exists(os.path.join(here, tool + ".hang")):
     with open(os.path.join(here, tool + ".pid"), "w") as f:
         f.write(str(os.getpid()))
     time.sleep(120)
+if os.path.exists(os.path.join(here, tool + ".slow")):
+    time.sleep(1.0)  # a server that answers, slowly
 flag = sys.argv[3] if tool == "lfs" else sys.argv[-2]
 out = os.path.join(here, tool + flag)
 if os.path.exists(out + ".err"):
@@ -161,6 +163,9 @@ class FakeTools:
 
     def hangs(self, tool: str) -> None:
         (self.here / f"{tool}.hang").touch()
+
+    def slow(self, tool: str) -> None:
+        (self.here / f"{tool}.slow").touch()
 
     def calls(self) -> list[list[str]]:
         path = self.here / "calls"
@@ -233,7 +238,9 @@ def test_a_hanging_tool_blocks_no_read_and_is_reported(fake_tools: FakeTools) ->
     fake_tools.hangs("lfs")
     tools = ToolQuotas(replace(DEFAULTS, quota_tool_wait_s=0.2, quota_tool_timeout_s=3.0))
     first = tools.read("lfs", "/mnt/lustre", {"user": 1000, "group": 100})
-    assert first == {"quotas": [], "none": "`lfs quota` did not answer within 0.2 s"}
+    assert first == {
+        "quotas": [], "none": "`lfs quota` did not answer within 0.2 s", "pending": True,
+    }  # fmt: skip
     pid = fake_tools.hung_pid("lfs")
     assert pid is not None
     for _ in range(5):  # none of these waits: the tool is still hanging after them
@@ -243,8 +250,20 @@ def test_a_hanging_tool_blocks_no_read_and_is_reported(fake_tools: FakeTools) ->
                       != first, 10)  # fmt: skip
     later = tools.read("lfs", "/mnt/lustre", {"user": 1000, "group": 100})
     assert later["none"] == "`lfs quota` did not answer within 3 s"
+    assert "pending" not in later  # the run is over: this one is the answer
     assert len(fake_tools.calls()) == 1  # killed, and the group was not asked of a dead server
     assert wait_until(lambda: not _alive(pid), 5)  # killed, not left behind
+
+
+def test_a_slow_tool_is_pending_then_answers(fake_tools: FakeTools) -> None:
+    fake_tools.slow("lfs")
+    fake_tools.prints("lfs", "-u", LFS_USER)
+    tools = ToolQuotas(replace(DEFAULTS, quota_tool_wait_s=0.2, quota_tool_timeout_s=10.0))
+    first = tools.read("lfs", "/mnt/lustre", {"user": 1000})
+    assert first["quotas"] == [] and first["pending"] is True  # not yet, which is not "none"
+    assert wait_until(lambda: tools.read("lfs", "/mnt/lustre", {"user": 1000})["quotas"], 10)
+    later = tools.read("lfs", "/mnt/lustre", {"user": 1000})
+    assert later["none"] is None and "pending" not in later
 
 
 def _alive(pid: int) -> bool:
@@ -289,15 +308,31 @@ def as_lustre(
 
 def _samples(path: Path, n: int, owner: int | None = None) -> list[Sample]:
     src = PathsSource([str(path)], probe=False, owner=owner)
-    out = []
     try:
-        for _ in range(n):
-            s = Sample(t=time.time())
-            src.collect(s)
-            out.append(s)
+        return _ticks(src, n)
     finally:
         src.close()
-    return out
+
+
+def _ticks(
+    src: PathsSource, n: int, until: Callable[[Sample], bool] | None = None, limit_s: float = 20
+) -> list[Sample]:
+    """``n`` ticks; with ``until``, ticks (a tenth of a second apart) until one passes it or
+    ``limit_s`` is over, then ``n`` more."""
+    out = []
+    deadline = time.monotonic() + limit_s
+    while until is not None and time.monotonic() < deadline:
+        out.append(_tick(src))
+        if until(out[-1]):
+            break
+        time.sleep(0.1)
+    return out + [_tick(src) for _ in range(n)]
+
+
+def _tick(src: PathsSource) -> Sample:
+    s = Sample(t=time.time())
+    src.collect(s)
+    return s
 
 
 def test_a_lustre_quota_feeds_the_space_rules_and_names_the_quota(as_lustre) -> None:
@@ -316,18 +351,46 @@ def test_a_lustre_quota_feeds_the_space_rules_and_names_the_quota(as_lustre) -> 
     assert all(c[2:4] == ["-q", "-u"] for c in fakes.calls()[::3])  # user, group, project
 
 
-def test_a_hanging_lfs_is_said_once_and_never_holds_the_ticks(as_lustre) -> None:
+def test_a_hanging_lfs_is_said_once_and_never_holds_the_ticks(
+    as_lustre, monkeypatch: pytest.MonkeyPatch
+) -> None:
     mp, fakes = as_lustre
     fakes.hangs("lfs")
-    samples = _samples(mp, 4)
-    pid = fakes.hung_pid("lfs")
-    assert pid is not None and _alive(pid)  # four ticks done while it still hangs
-    notes = [s.notes.get("quota") for s in samples]
-    wait = DEFAULTS.quota_tool_wait_s
-    assert notes[0] == f"no quota on {mp}: `lfs quota` did not answer within {wait:g} s"
-    assert notes[1:] == [None, None, None]
+    timeout = 2.0  # ours, read in place after the first look; the helper's keeps the defaults
+    monkeypatch.setattr(
+        quota_tools, "_shared", ToolQuotas(replace(DEFAULTS, quota_tool_timeout_s=timeout))
+    )
+    src = PathsSource([str(mp)], probe=False)
+    try:
+        samples = _ticks(src, 4)
+        pid = fakes.hung_pid("lfs")
+        assert pid is not None and _alive(pid)  # four ticks done while it still hangs
+        assert [s.notes.get("quota") for s in samples] == [None] * 4  # pending: not "none"
+        samples += _ticks(src, 3, until=lambda s: "quota" in s.notes)
+    finally:
+        src.close()
+    notes = [s.notes["quota"] for s in samples if "quota" in s.notes]
+    assert notes == [f"no quota on {mp}: `lfs quota` did not answer within {timeout:g} s"]
     p = samples[-1].paths[str(mp)]
     assert p.responsive and p.quota is None  # the mount is fine; the tmpfs figures stand
+
+
+def test_a_slow_lfs_is_read_on_a_later_tick_and_never_said_none(as_lustre) -> None:
+    """The first answer of a tool slower than ``quota_tool_wait_s`` is pending: no note, no
+    hold, so a later tick gets the quota (it used to be "no quota", not asked for 60 s)."""
+    mp, fakes = as_lustre
+    fakes.slow("lfs")
+    row = lfs_row(str(mp), ("30720", " ", "0", "32768", "-"), ("12", " ", "0", "0", "-"))
+    fakes.prints("lfs", "-u", row)
+    src = PathsSource([str(mp)], probe=False)
+    try:
+        samples = _ticks(src, 1, until=lambda s: s.paths[str(mp)].quota is not None)
+    finally:
+        src.close()
+    assert samples[0].paths[str(mp)].quota is None  # not yet
+    assert samples[-1].paths[str(mp)].quota is not None
+    assert samples[-1].paths[str(mp)].avail_bytes == 2 * MIB
+    assert not [s.notes["quota"] for s in samples if "quota" in s.notes]
 
 
 # -- whose quota: the watched process's filesystem ids, a set-group-ID directory's group ----

@@ -253,8 +253,8 @@ class PathsSource:
         if not (raw["is_dir"] or raw.get("file_type") == "file"):
             return  # never open a FIFO or a device
         answer = raw.get("quota") if not here else read_quota(entry, raw, watch.owner)
-        if answer is None:
-            return  # not asked this time
+        if answer is None or answer.get("pending"):
+            return  # not asked this time, or the tool has not answered yet: a later tick reads it
         quota = binding(answer, entry.mountpoint)
         if quota is None:
             watch.quota_none_until = time.monotonic() + QUOTA_RECHECK_S

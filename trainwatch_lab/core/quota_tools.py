@@ -153,7 +153,9 @@ class ToolQuotas:
 
     def read(self, tool: str, mountpoint: str, ids: dict[str, int | None]) -> dict[str, Any]:
         """``read_quotas``'s answer from ``tool``: the last one, or the first within
-        ``quota_tool_wait_s``; never waits on a run that a read before this one started."""
+        ``quota_tool_wait_s``; never waits on a run that a read before this one started.
+        Before the first run ends the answer has ``"pending": True``: a slow tool is not
+        "no quota", and its answer comes with a later read."""
         wanted = {k: v for k, v in ids.items() if v is not None and k in TOOL_KINDS[tool]}
         key = (tool, mountpoint, tuple(sorted(wanted.items())))
         with self._lock:
@@ -174,7 +176,11 @@ class ToolQuotas:
             if m.answer is not None:
                 return m.answer
         wait = self.defaults.quota_tool_wait_s
-        return {"quotas": [], "none": f"`{tool_name(tool)}` did not answer within {wait:g} s"}
+        return {  # pending: no answer yet, which says nothing of the quota (not "no quota")
+            "quotas": [],
+            "none": f"`{tool_name(tool)}` did not answer within {wait:g} s",
+            "pending": True,
+        }
 
     def _run(self, m: _Mount, tool: str, mountpoint: str, ids: dict[str, int]) -> None:
         quotas: list[dict[str, Any]] = []
