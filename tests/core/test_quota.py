@@ -31,6 +31,7 @@ from trainwatch_lab.core.quota import (
     IfDqblk,
     Quota,
     apply_quota,
+    binding,
     quotactl,
     read_quotas,
 )
@@ -83,6 +84,26 @@ def test_an_inode_quota_feeds_the_inode_figures() -> None:
     assert (p.inodes_total, p.inodes_free) == (100_000, 1_000)
     (alert,) = run(disk_almost_full, p)
     assert "inodes" in alert.message and "your quota on /data" in alert.message
+
+
+def _row(kind: str, limit: int | None, used: int, ilimit: int | None, iused: int) -> dict:
+    keys = ("kind", "id", "limit_bytes", "used_bytes", "inode_limit", "inodes_used")
+    return dict(zip(keys, (kind, 7, limit, used, ilimit, iused), strict=True))
+
+
+def test_a_spent_quota_binds_over_one_with_room_left() -> None:
+    """0 left is the tightest quota (writes fail with EDQUOT), not "no limit"."""
+    spent_user = _row("user", 10 * GIB, 12 * GIB, None, 0)  # over: 0 left
+    group = _row("group", 20 * GIB, 10 * GIB, None, 0)  # 10 GiB left
+    quota = binding({"quotas": [group, spent_user]}, "/data")
+    assert quota is not None and (quota.kind, quota.left_bytes) == ("user", 0)
+    p = state(mountpoint="/data", avail_bytes=100 * GIB)
+    apply_quota(p, quota)
+    assert p.avail_bytes == 0  # not the group's 10 GiB
+    inodes_spent = _row("project", None, 0, 1000, 1000)
+    inodes_room = _row("group", None, 0, 1000, 10)
+    quota = binding({"quotas": [inodes_room, inodes_spent]}, "/data")
+    assert quota is not None and (quota.kind, quota.inodes_left) == ("project", 0)
 
 
 # -- no quota: nothing changes, said once (runs everywhere) ----------------------------

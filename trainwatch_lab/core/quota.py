@@ -204,8 +204,15 @@ def binding(answer: dict[str, Any], mountpoint: str) -> Quota | None:
     found = [Quota(mountpoint=mountpoint, **q) for q in answer.get("quotas", ())]
     if not found:
         return None
-    huge = 1 << 62
-    return min(found, key=lambda q: (q.left_bytes or huge, q.inodes_left or huge))
+    huge = 1 << 62  # no limit of that kind; 0 left is a spent quota, the tightest of all
+
+    def left(q: Quota) -> tuple[int, int]:
+        return (
+            huge if q.left_bytes is None else q.left_bytes,
+            huge if q.inodes_left is None else q.inodes_left,
+        )
+
+    return min(found, key=left)
 
 
 def apply_quota(state: PathState, quota: Quota | None) -> None:
