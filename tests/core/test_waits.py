@@ -87,6 +87,29 @@ def test_split_divides_the_sleep_time_by_the_shares() -> None:
     assert out.other == pytest.approx(0.05)
 
 
+def test_looks_pool_over_ticks_but_not_across_a_change_of_what_the_loop_sleeps_on() -> None:
+    """Pooled looks give a 5 % duty cycle its split; a cell that stops fsyncing and sleeps
+    must not have its new sleep split like the old fsyncs (the 4 s cell read 87-90 % for 75 %
+    before; ticks that share nothing with this one's looks are the past)."""
+    from collections import Counter
+
+    from trainwatch_lab.core.waits import _Tick
+
+    fsync, nap = ("/mnt/share/ev", "fsync"), (None, "clock_nanosleep")
+    source = WaitSource(pid=os.getpid())
+    try:
+        source._pool.extend(_Tick(t, Counter({fsync: 5}), Counter()) for t in range(4))
+        source._pool.append(_Tick(4, Counter({nap: 5}), Counter()))
+        assert source._shares("main") == {nap: 1.0}  # a change: this tick alone
+        source._pool.append(_Tick(5, Counter({nap: 2, fsync: 3}), Counter()))
+        assert source._shares("main")[fsync] > 0.5  # mixed: it pools with the past
+        source._pool.append(_Tick(6, Counter({fsync: 1}), Counter()))
+        shares = source._shares("main")  # too few looks to stand alone: pooled as before
+        assert set(shares) == {fsync, nap} and sum(shares.values()) == pytest.approx(1.0)
+    finally:
+        source.close()
+
+
 BLOCKED = r"""
 import fcntl, os, sys, time
 what, target = sys.argv[1], sys.argv[2]

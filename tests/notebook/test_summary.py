@@ -304,6 +304,6 @@ def test_a_kernel_cell_blocked_on_its_share(tmp_path) -> None:
         rf"this cell spent (\d+) % of (\S+) s waiting on {tmp_path}, mostly flock", out.stdout
     )
     assert found, out.stdout
-    # looks are pooled over ticks (20 at least), so in a 4 s cell the 1 s of plain sleep
-    # after the lock can be split like the lock's: seen here under CI load, 91 % for 75 %
+    # looks are pooled over ticks (20 at least) but not across a change of what the loop
+    # sleeps on; the tick where the lock ends still pools its mix: 78-86 % for 75 % here
     assert abs(int(found[1]) / 100 - 3.0 / float(found[2])) <= 0.2, out.stdout

@@ -123,7 +123,8 @@ class Defaults:
     # cells): nothing to tell apart, so a look a second, enough to notice the change
     wait_quiet_rate_hz: float = 1.0
     wait_pool_min: int = 20  # sleeping observations behind a split, pooled over ticks ...
-    wait_pool_s: float = 10.0  # ... from this far back at most
+    wait_pool_s: float = 10.0  # ... from this far back at most ...
+    wait_change_looks: int = 3  # ... and not past a tick that shares nothing with this many
     wait_max_workers: int = 32  # worker processes looked at (in turn, one per observation)
     wait_idle_stop_s: float = 5.0  # the sampling thread stops when no tick asked for this long
     # a path whose share of the time is below this gets no words (half a percent: less than

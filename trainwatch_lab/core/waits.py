@@ -18,8 +18,9 @@ Two measurements, combined every tick:
 
 A path's fraction is the sleep time times the share of sleeping observations that were on a
 file under it; observations pool over ticks until there are ``wait_pool_min`` of them, so a
-5 % duty cycle (a sleeping look every 2 s) still gets its split. Only procfs is read, never the
-files themselves: a dead mount cannot block the measurement. Reading another user's
+5 % duty cycle (a sleeping look every 2 s) still gets its split, but never past a tick that
+saw none of what this one sees (the loop sleeps on something else now). Only procfs is read,
+never the files themselves: a dead mount cannot block the measurement. Reading another user's
 syscall file needs ptrace rights (root, or the same user where Yama allows it).
 """
 
@@ -286,10 +287,19 @@ class WaitSource:
         return min(1.0, max(0.0, 1.0 - (busy - before[1]) / wall_ns))
 
     def _shares(self, side: str) -> dict[Key, float]:
-        """Shares of the sleeping observations, newest ticks first until enough are pooled."""
+        """Shares of the sleeping observations, newest ticks first until enough are pooled;
+        never across a change of what the loop sleeps on: once this tick has
+        ``wait_change_looks`` looks of its own, an older tick that saw none of the same
+        things describes what no longer happens (a cell that ends its fsyncs and sleeps)."""
         counts: Counter[Key] = Counter()
+        now: set[Key] | None = None
         for tick in reversed(self._pool):
-            counts.update(getattr(tick, side))
+            looks = getattr(tick, side)
+            if now is None:
+                now = set(looks) if looks.total() >= self.defaults.wait_change_looks else set()
+            elif now and looks and not now & looks.keys():
+                break
+            counts.update(looks)
             if counts.total() >= self.defaults.wait_pool_min:
                 break
         total = counts.total()
