@@ -76,6 +76,7 @@ def make(
     if workers_on_files is not None:
         proc.waits = {p.path: 0.0 for p in paths}
         proc.worker_waits = {p.path: 0.0 for p in paths} | {paths[0].path: workers_on_files}
+        proc.worker_wait_calls = {paths[0].path: {"read": workers_on_files}}
         proc.wait_other, proc.waits_elsewhere, proc.wait_workers = 0.9, 0.0, 4
     return Sample(
         t=t,
@@ -291,29 +292,80 @@ def test_stalled_names_the_blocked_syscall_and_finds_the_mount_of_the_file() -> 
     assert "(fuse.sshfs)" in msg and "/mnt/share/logs is on fuse.sshfs" in msg
 
 
-def test_starved_script_found_on_the_machine_by_what_it_shows_now() -> None:
-    """A training script the sampler found (no history of its own): its block reads now, the
-    device's read await over the window and its main thread blocked reading."""
+def _script(io: ProcessIO | None = None, blocked: bool = True) -> TrainingProcess:
+    """A training script the sampler found, its main thread blocked in a read right now."""
+    mt = {"state": "D", "syscall": "read", "fd_path": "/data/shard-7.tar", "blocked": blocked}
+    io = io or ProcessIO(9, 1, 4e8, 0.0, 4e8, 0.0)
+    return TrainingProcess(
+        9, "python train.py", "/w", ["gpu"], gpus=[0], gpu_mem_bytes=GIB, io=io, main_thread=mt
+    )
 
-    def script(blocked: bool) -> TrainingProcess:
-        io = ProcessIO(9, 1, 4e8, 0.0, 4e8, 0.0)
-        mt = {"state": "D", "syscall": "read", "fd_path": "/data/shard-7.tar", "blocked": blocked}
-        return TrainingProcess(
-            9, "python train.py", "/w", ["gpu"], gpus=[0], gpu_mem_bytes=GIB, io=io, main_thread=mt
-        )
 
-    results = {}
-    for blocked in (True, False):
+def _found(scripts: Callable[[int], TrainingProcess], ticks: int = 70) -> list[Alert]:
+    """gpu-starved on the last of ``ticks`` samples of a found script (no watched process)."""
+    samples = [
+        make(t, 0.0 if t % 2 else 80.0, proc_mem=0, paths=(local_data(),), disks=(disk(92, 18),))
+        for t in range(ticks)
+    ]
+    for t, s in enumerate(samples):
+        s.process, s.processes = None, [scripts(t)]
+    return run(samples, gpu_starved)[-1]
+
+
+def _measured(t: int, reads: float, call: str = "read") -> TrainingProcess:
+    """What monitor.TrainingWaits gives the row each tick: its workers' waits, by call."""
+    io = ProcessIO(9, 4, 4e8, 0.0, 4e8, 0.0)
+    io.waits, io.waits_elsewhere, io.wait_other = {"/data": 0.0}, 0.0, 0.9
+    io.worker_waits, io.worker_wait_calls = {"/data": reads}, {"/data": {call: reads}}
+    return _script(io, blocked=t % 2 == 0)
+
+
+def test_starved_script_found_on_the_machine_by_its_measured_read_waits() -> None:
+    """A found script: its block reads now, the device's read await over the window and its
+    workers' read waits as TrainingWaits measured them tick by tick over the window."""
+    (alert,) = _found(lambda t: _measured(t, 0.8))
+    assert "while pid 9 (`python train.py`) trained on it" in alert.message
+    assert "its block reads were 85 % of nvme0n1's" in alert.message
+    assert "its DataLoader workers slept on file reads 80 % of the time" in alert.message
+    # waits on writes are no reads; nor is one lucky tick (the last) a window
+    assert _found(lambda t: _measured(t, 0.8, call="fsync")) == []
+    assert _found(lambda t: _measured(t, 0.8 if t == 69 else 0.0)) == []
+    assert _found(lambda t: _measured(t, 0.8) if t >= 60 else _script()) == []
+
+
+def test_one_look_at_a_found_script_is_no_verdict() -> None:
+    """Its main thread caught in a read at this instant, waits not measured: no share of
+    the time to quote, so no gpu-starved (it once said "slept on file reads 100 %")."""
+    assert _found(lambda t: _script(blocked=True)) == []
+
+
+def test_only_reads_count_as_the_loop_sleeping_on_files() -> None:
+    """The watched loop (no workers) asleep in fsync of its logs under the data path, and on
+    files under no watched path: not starved of data; the same share in read() is."""
+
+    def loop(call: str) -> list[Sample]:
         samples = [
-            make(
-                t, 0.0 if t % 2 else 80.0, proc_mem=0, paths=(local_data(),), disks=(disk(92, 18),)
-            )
+            make(t, 0.0 if t % 2 else 80.0, paths=(local_data(),), disks=(disk(92, 18),))
             for t in range(70)
         ]
         for s in samples:
-            s.process, s.processes = None, [script(blocked)]
-        results[blocked] = run(samples, gpu_starved)[-1]
-    assert results[False] == []  # not waiting on a read now: no evidence it is storage
-    (alert,) = results[True]
-    assert "while pid 9 (`python train.py`) trained on it" in alert.message
-    assert "its block reads were 85 % of nvme0n1's" in alert.message
+            s.process.read_bytes_s = 4e8
+            s.process.waits, s.process.wait_calls = {"/data": 0.5}, {"/data": {call: 0.5}}
+            s.process.waits_elsewhere, s.process.wait_other = 0.3, 0.0
+        return samples
+
+    assert not any(run(loop("fsync"), gpu_starved))
+    alert = run(loop("pread64"), gpu_starved)[-1][0]
+    assert "the main thread slept on file reads 50 % of the time" in alert.message
+
+
+def test_gpu_unavailable_for_a_selection_that_matches_none_names_the_selection() -> None:
+    """A --gpu / c.TrainWatch.gpu that matches no GPU here (core.gpu's notes): not "no
+    driver", and the fix is the selection, not a CPU-only shrug."""
+    notes = {
+        "gpus": "none of the GPUs GPU-ffff is present (here: 0 (GPU-aaaa))",
+        "gpu_selection": "the GPU selection GPU-ffff matches no GPU here",
+    }
+    ((alert,),) = run([Sample(t=1, notes=notes)], gpu_unavailable)
+    assert "none of the GPUs GPU-ffff is present (here: 0 (GPU-aaaa))" in alert.message
+    assert "nvidia-smi -L" in alert.fix and "CPU-only" not in alert.fix

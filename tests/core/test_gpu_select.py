@@ -101,7 +101,9 @@ def test_the_source_reports_only_the_selected_gpus(fake_nvml: FakeNvml) -> None:
     finally:
         d.close()
     assert sample["gpus"] == []
-    assert sample["notes"]["gpus"] == "none of the GPUs GPU-ffff is present"
+    here = ", ".join(f"{i} ({u})" for i, u in enumerate(uuids))
+    assert sample["notes"]["gpus"] == f"none of the GPUs GPU-ffff is present (here: {here})"
+    assert sample["notes"]["gpu_selection"] == "the GPU selection GPU-ffff matches no GPU here"
 
 
 def test_server_config_takes_a_selection() -> None:

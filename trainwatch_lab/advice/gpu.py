@@ -23,24 +23,33 @@ from .gpu_evidence import (
     process_clause,
     storage_evidence,
 )
-from .gpu_feed import feed_evidence
+from .gpu_feed import COVERED, feed_evidence, note_holders
 from .gpu_stall import gpu_stalled
 from .text import fmt_duration, fmt_pct
 
 
 def gpu_unavailable(ctx: Context) -> Iterator[Alert]:
+    """No GPU rows: no driver or GPU, or (``notes["gpu_selection"]``) GPUs that the
+    selection matched none of - the fix differs."""
     note = ctx.sample.notes.get("gpus")
     if not note or ctx.sample.gpus:
         return
+    if ctx.sample.notes.get("gpu_selection"):
+        fix = (
+            "Check --gpu / c.TrainWatch.gpu against `nvidia-smi -L`: it takes indices and "
+            "GPU-… or MIG-… UUIDs (a prefix is enough), of GPUs this machine has."
+        )
+    else:
+        fix = (
+            "Nothing to do on a CPU-only machine. If this machine has an NVIDIA GPU, check that "
+            "`nvidia-smi` works here and that the nvidia-ml-py package is installed."
+        )
     yield Alert(
         code="gpu-unavailable",
         severity="info",
         subject="gpu",
         message=f"No GPU metrics: {note}. Storage monitoring works as usual.",
-        fix=(
-            "Nothing to do on a CPU-only machine. If this machine has an NVIDIA GPU, check that "
-            "`nvidia-smi` works here and that the nvidia-ml-py package is installed."
-        ),
+        fix=fix,
     )
 
 
@@ -54,7 +63,7 @@ def _starved_gpus(ctx: Context) -> Iterator[tuple[GpuState, TrainingProcess | No
         if gpu.lost or gpu.util_pct is None or (gpu.process_mem_bytes == 0 and not holder):
             continue
         ts, util = ctx.history.series("gpu", str(gpu.index), "util_pct", since=sample.t - window)
-        if len(util) < 5 or ts[-1] - ts[0] < 0.8 * window:
+        if len(util) < 5 or ts[-1] - ts[0] < COVERED * window:
             continue  # not a window's worth of data yet
         mean, stdev = statistics.fmean(util), statistics.pstdev(util)
         if mean < d.gpu_starved_mean_util_pct and stdev >= d.gpu_starved_stdev_pct:
@@ -73,6 +82,7 @@ def gpu_starved(ctx: Context) -> Iterator[Alert]:
     and the loaders sleep on them (advice.gpu_feed)."""
     d, sample = ctx.defaults, ctx.sample
     window = d.gpu_starved_window_s
+    note_holders(ctx)  # every tick: a found process's waits have no history of their own
     for gpu, holder, mean, stdev in _starved_gpus(ctx):
         feed = feed_evidence(ctx, sample.t - window, holder)
         if not feed.storage_bound(d):

@@ -16,12 +16,14 @@ from dataclasses import dataclass
 from ..core.history import History
 from ..core.model import GpuState, PathState, Sample, TrainingProcess, path_devices, watched_devices
 from .context import Context
+from .io_bound import KINDS
 from .storage import LOCAL_FIX, is_slow
 from .text import fmt_duration, fmt_ms, fmt_rate
 
-_WRITES = {"write", "pwrite64", "writev", "pwritev", "pwritev2", "ftruncate", "fallocate"}
-_FLUSHES = {"fsync", "fdatasync", "sync_file_range", "syncfs", "close"}
-READ_CALLS = {"read", "pread64", "readv", "preadv", "preadv2"}  # blocked in one: waiting on data
+# one list of system calls per kind (advice.io_bound's), so that the rules never disagree on
+# what a read is: blocked in one of READ_CALLS, a thread waits on data
+_FLUSHES = KINDS["sync"]
+READ_CALLS = KINDS["read"]
 
 
 def _mean(values: list[float]) -> float | None:

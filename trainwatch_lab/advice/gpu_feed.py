@@ -14,13 +14,17 @@ more workers help there, faster storage does not.
 from __future__ import annotations
 
 import statistics
+from collections import deque
 from dataclasses import dataclass
 
 from ..core.defaults import MIB, Defaults  # MIB: the history keeps rmb_s in MiB/s
-from ..core.model import Sample, TrainingProcess, path_devices, watched_devices
+from ..core.model import ProcessIO, Sample, TrainingProcess, path_devices, watched_devices
 from .context import Context
 from .gpu_evidence import READ_CALLS
 from .text import fmt_ms, fmt_pct, fmt_rate
+
+COVERED = 0.8  # the share of a window a series must span to judge the window by it
+_HOLDERS = "gpu_feed.holders"  # ctx.state: pid -> (t, loaders, read share) per tick
 
 
 @dataclass(slots=True)
@@ -91,38 +95,104 @@ def _device(ctx: Context, since: float, tree_bps: float | None, feed: Feed) -> N
         feed.tree_share = min(1.0, tree_bps / feed.device_read_bps)
 
 
+def _reads(ctx: Context, since: float, side: str) -> float | None:
+    """The share of the time ``side`` ("main" or "workers") slept in a read of a file under
+    a watched path: its ``side:<call>`` series for the read calls, over the ticks it was
+    measured in (a call's series has no entry where the call took no time). Writes, fsync
+    and the rest are no read: a loop that flushes logs is not starved of data."""
+    measured: dict[str, int] = {}
+    reads: dict[str, float] = {}
+    for _, path, field in ctx.history.keys("wait"):
+        side_of, _, call = field.partition(":")
+        if side_of != side or path not in ctx.sample.paths:
+            continue
+        if not call:
+            measured[path] = len(ctx.history.series("wait", path, field, since=since)[1])
+        elif call in READ_CALLS:
+            values = ctx.history.series("wait", path, field, since=since)[1]
+            reads[path] = reads.get(path, 0.0) + sum(values)
+    ticks = {p: n for p, n in measured.items() if n}
+    return sum(reads.get(p, 0.0) / n for p, n in ticks.items()) if ticks else None
+
+
 def _waits(ctx: Context, since: float, pid: str, feed: Feed) -> None:
-    """Who loads the data and how much of the time it slept on files (core.waits)."""
+    """Who loads the data and how much of the time it slept on file reads (core.waits)."""
     paths = sorted(ctx.sample.paths)
 
     def total(side: str) -> float | None:
         means = [m for p in paths if (m := _mean(ctx, "wait", p, side, since)) is not None]
         return sum(means) if means else None
 
-    workers, main = total("workers"), total("main")
+    main = total("main")  # asleep on any file under a watched path, reads or not
     elsewhere = _mean(ctx, "proc", pid, "wait_elsewhere", since)
     feed.loop_on_workers = _mean(ctx, "proc", pid, "wait_other", since)
     if main is not None or elsewhere is not None:
         asleep = (main or 0.0) + (elsewhere or 0.0) + (feed.loop_on_workers or 0.0)
         feed.loop_busy = max(0.0, 1.0 - asleep)
+    workers = _reads(ctx, since, "workers")
     if workers is not None:
         feed.loaders, feed.file_wait = "its DataLoader workers", workers
-    elif main is not None or elsewhere is not None:
-        feed.file_wait = (main or 0.0) + (elsewhere or 0.0)
+    else:  # files under no watched path: not split by call, so no read it can count
+        feed.file_wait = _reads(ctx, since, "main")
+
+
+def _tick_reads(io: ProcessIO | None) -> tuple[str, float] | None:
+    """(loaders, share of the last interval they slept on file reads) of a training process
+    found, as monitor.TrainingWaits measured it; None where it measured nothing."""
+    if io is None:
+        return None
+    if io.worker_waits:
+        loaders, calls = "its DataLoader workers", io.worker_wait_calls
+    elif io.waits_elsewhere is not None:  # set on every measured tick
+        loaders, calls = "the main thread", io.wait_calls
+    else:
+        return None
+    reads = sum(f for by_call in calls.values() for c, f in by_call.items() if c in READ_CALLS)
+    return loaders, reads
+
+
+def note_holders(ctx: Context) -> None:
+    """Keep, tick by tick over ``gpu_starved_window_s``, the read waits of each training
+    process found on the machine: it has no history of its own, and one tick is no window.
+    gpu-starved calls it every tick (in ``ctx.state``)."""
+    tracks: dict[int, deque[tuple[float, str, float]]] = ctx.state.setdefault(_HOLDERS, {})
+    sample = ctx.sample
+    for row in sample.processes:
+        if (reads := _tick_reads(row.io)) is not None:
+            tracks.setdefault(row.pid, deque()).append((sample.t, *reads))
+    listed = {row.pid for row in sample.processes}
+    for pid in list(tracks):
+        track = tracks[pid]
+        while track and track[0][0] < sample.t - ctx.defaults.gpu_starved_window_s:
+            track.popleft()
+        if pid not in listed or not track:
+            del tracks[pid]
+
+
+def _holder_reads(ctx: Context, since: float, holder: TrainingProcess, feed: Feed) -> None:
+    """The loaders of ``holder`` and their read waits over ``[since, now]`` (note_holders),
+    if measured over most of it (COVERED); else no verdict: one look is no share of time."""
+    track = ctx.state.get(_HOLDERS, {}).get(holder.pid)
+    if not track:
+        return
+    loaders = track[-1][1]
+    kept = [(t, reads) for t, who, reads in track if t >= since and who == loaders]
+    if len(kept) < 2 or kept[-1][0] - kept[0][0] < COVERED * (ctx.sample.t - since):
+        return
+    feed.loaders = loaders
+    feed.file_wait = statistics.fmean(reads for _, reads in kept)
 
 
 def feed_evidence(ctx: Context, since: float, holder: TrainingProcess | None = None) -> Feed:
-    """The feed of the watched process over ``[since, now]`` (of ``holder``, a training
-    process found on the machine, from what it shows now: it has no history of its own)."""
+    """The feed of the watched process over ``[since, now]``, or of ``holder``, a training
+    process found on the machine: its block reads now (no history of its own) and its read
+    waits as note_holders kept them."""
     feed = Feed()
     sample: Sample = ctx.sample
     if holder is not None:
         io = holder.io
         _device(ctx, since, io.read_bytes_s if io is not None else None, feed)
-        mt = holder.main_thread or {}
-        if mt:
-            reading = bool(mt.get("blocked")) and mt.get("syscall") in READ_CALLS
-            feed.file_wait = 1.0 if reading else 0.0
+        _holder_reads(ctx, since, holder, feed)
         return feed
     if sample.process is None:
         return feed
