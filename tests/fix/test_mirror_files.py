@@ -78,3 +78,29 @@ def test_roots_are_judged_again_only_after_a_minute(tmp_path: Path) -> None:
     assert files.roots() == [str(tmp_path)]
     now[0] = 60.0
     assert files.roots() == [str(tmp_path / "other")]
+
+
+def test_a_root_on_a_dead_share_holds_no_caller(sshfs_mount, tmp_path: Path) -> None:
+    """A scratch root that is a symlink onto a share (``~/.cache`` -> NFS on a cluster) passes
+    the mount-table judgement; when the share stops answering, the listing hangs on its own
+    thread and the caller (the server's sampler, every tick) gets the last answer in time."""
+    # made on the server's side: sshfs has nothing cached, its first lookup goes to the server
+    (Path(sshfs_mount.remote) / "trainwatch-mirror").mkdir(exist_ok=True)
+    root = tmp_path / "cache"
+    root.symlink_to(sshfs_mount.path)
+    live = tmp_path / "scratch"
+    files = MirrorFiles(roots=[str(live), str(root)])
+    with local_mirror(tmp_path / "share" / "exp1", every=60, local_root=live) as m:
+        (m / "events").write_bytes(b"x")
+        assert m.sync(10)
+        (before,) = MirrorFiles(roots=[str(live)]).look()
+        sshfs_mount.pause()
+        try:
+            first = files.look(wait=0.5)  # this listing hangs in the share: not waited out
+            again = files.look(wait=5.0)  # still stuck: no second listing, no wait at all
+            stuck = files._running[str(root)].is_alive()
+        finally:
+            sshfs_mount.resume()
+        assert [p.status.local for p in first] == [before.status.local]  # the live root
+        assert [p.status.local for p in again] == [before.status.local]
+        assert stuck  # the listing really was held by the dead share

@@ -9,7 +9,10 @@ is a directory listing and a few small reads, never a touch of the share. We loo
 (fix.scratch.candidates), roots on a network mount left out (judged from the mount table).
 A mirror made with an explicit ``local_root=`` elsewhere is found when that root is passed.
 
-A file whose owner process is gone is stale and left out, as is a closed mirror.
+A file whose owner process is gone is stale and left out, as is a closed mirror. Each
+root is listed on a thread of its own: one that reaches a dead share after all (a symlinked
+``~/.cache``) holds that thread, never the caller (the server's sampler), which keeps the last
+answer.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
@@ -113,7 +117,9 @@ def local_roots(roots: Sequence[str]) -> list[str]:
 
 class MirrorFiles:
     """The live mirrors of this machine, for a surface that asks every tick: the roots are
-    judged once a minute, the few status files read on each ``look``."""
+    judged once a minute; each root is listed on a thread of its own that the caller waits
+    for at most ``wait`` seconds, so a root stuck on a dead share keeps its last answer
+    (none at first) while the others stay fresh."""
 
     def __init__(
         self,
@@ -124,6 +130,9 @@ class MirrorFiles:
         self._clock = clock
         self._roots: list[str] = []
         self._judged = -float("inf")
+        self._lock = threading.Lock()
+        self._latest: dict[str, list[Published]] = {}  # root -> its last listing
+        self._running: dict[str, threading.Thread] = {}
 
     def roots(self) -> list[str]:
         now = self._clock()
@@ -132,7 +141,31 @@ class MirrorFiles:
             self._roots = local_roots(self._given if self._given is not None else candidates())
         return self._roots
 
-    def look(self) -> list[Published]:
+    def look(self, wait: float = 5.0) -> list[Published]:
+        """The live mirrors: each root listed afresh when that takes under ``wait`` seconds,
+        else its last listing (a root still stuck is not listed a second time)."""
+        deadline = time.monotonic() + wait
+        roots = self.roots()
+        started = []
+        with self._lock:
+            for root in roots:
+                thread = self._running.get(root)
+                if thread is None or not thread.is_alive():
+                    thread = threading.Thread(
+                        target=self._refresh, args=(root,), name="trainwatch-mirrors", daemon=True
+                    )
+                    self._running[root] = thread
+                    thread.start()
+                    started.append(thread)
+        for thread in started:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            found = [p for root in roots for p in self._latest.get(root, [])]
+        return found[:MAX_MIRRORS]
+
+    def _refresh(self, root: str) -> None:
         now = time.time()
-        found = (read_published(p, now) for p in status_files(self.roots()))
-        return [p for p in found if p is not None]
+        found = (read_published(p, now) for p in status_files([root]))
+        listed = [p for p in found if p is not None]
+        with self._lock:
+            self._latest[root] = listed

@@ -40,6 +40,8 @@ from .lease import Lease
 from .watched import WatchedPaths, path_key
 
 SETTINGS_KEY = "trainwatch_hub"  # where the extension keeps the Hub in the tornado settings
+# the mirrors' status files are listed on a thread of their own: a tick waits this long at most
+MIRRORS_WAIT_S = 0.25
 
 log = logging.getLogger(__name__)
 
@@ -273,7 +275,7 @@ class Hub:
 
     def _look_at_mirrors(self) -> None:  # sampler thread
         try:
-            self.mirrors = [m.to_json() for m in self.mirror_files.look()]
+            self.mirrors = [m.to_json() for m in self.mirror_files.look(wait=MIRRORS_WAIT_S)]
         except Exception:  # a convenience: never a reason to lose a sample
             log.debug("trainwatch: reading the mirrors' status files failed", exc_info=True)
 
