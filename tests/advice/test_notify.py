@@ -323,6 +323,10 @@ def test_unsigned_robots_carry_no_signature(webhook) -> None:
         ("https://h.example/hook#secret=SECx&secret=SECy", "feishu", "secret="),
         ("https://hooks.slack.com/services/T/B/X#secret=SECx", "slack", "dingtalk and feishu"),
         ("https://h.example/hook#secret=SECx", "json", "dingtalk and feishu"),
+        # the user forgot "secret=" or typed another separator: the fragment is the secret
+        ("https://oapi.dingtalk.com/robot/send?access_token=t#SECx0123456789", "dingtalk", "#…"),
+        ("https://h.example/hook#secret:SECx0123456789", "feishu", "#…"),
+        ("h.example/hook#secret=SECx", "feishu", "http"),  # no scheme: redact keeps no #
     ],
 )
 def test_a_bad_secret_is_refused_in_one_line_without_showing_it(

@@ -60,7 +60,9 @@ def check_target(url: str, fmt: str = "json") -> tuple[str, str]:
 
 
 def redact(url: str) -> str:
-    """The URL without its query and last path part: robots carry their token there."""
+    """The URL without its query, fragment and last path part: robots carry their token and
+    signing secret there."""
+    url = url.split("#", 1)[0]
     parts = urlsplit(url)
     if not parts.scheme:
         return url if len(url) <= 40 else url[:37] + "..."
