@@ -145,3 +145,13 @@ def test_the_headline_says_the_time_lost_as_the_rule_measures_it() -> None:
     cpu_only = Sample(t=T0 + 62, paths={SHARE: PathState(SHARE)})  # no watched process
     advisor(cpu_only, history)
     assert not any("waiting" in f for f in cpu_only.headline.facts)
+
+
+def test_the_call_named_is_the_one_that_took_the_time_not_one_that_came_once() -> None:
+    """A call's series has entries only where it took time: two 60 % writes in 30 ticks of
+    30 % fsync are 4 % of the time, not 60 %; the warning and the headline name fsync."""
+    alerts = run(
+        30, lambda i: proc({SHARE: {"fsync": 0.3, **({"write": 0.6} if i in (5, 6) else {})}})
+    )
+    (alert,) = alerts
+    assert "mostly in fsync()" in alert.message, alert.message

@@ -79,12 +79,17 @@ def window_mean(
 def top_calls(
     history: History, path: str, side: str, seconds: float, now: float
 ) -> list[tuple[str, float]]:
-    """The system calls the time on ``path`` went to, most first, with their fractions."""
+    """The system calls the time on ``path`` went to, most first, with their fractions of
+    the ticks ``side`` was measured in: a call's series has no entry where the call took no
+    time, so its own mean would overstate a call that came and went."""
+    ticks = len(history.window("wait", path, side, seconds=seconds, now=now)[1])
+    if not ticks:
+        return []
     out = []
     for key in history.keys("wait"):
         if key[1] == path and key[2].startswith(f"{side}:"):
-            mean, _ = window_mean(history, key, seconds, now)
-            out.append((key[2].partition(":")[2], mean))
+            _, values = history.window(*key, seconds=seconds, now=now)
+            out.append((key[2].partition(":")[2], sum(values) / ticks))
     return sorted(out, key=lambda item: -item[1])
 
 
