@@ -451,6 +451,31 @@ def test_the_live_source_reads_the_quota_of_the_process_it_watches_for(as_lustre
     assert samples[-1].paths[str(mp)].quota is not None
 
 
+def test_a_writer_found_later_has_its_quota_read_at_once(as_lustre) -> None:
+    """The server learns a path's writer after it watches the path (the user added it, then
+    a training process was found writing there): ``add`` with the owner makes it the one
+    whose quota is read, at the next tick, whatever "no quota" was held for ours."""
+    if os.geteuid() != 0 and os.environ.get("CI") != "true":
+        pytest.skip("starting a process as nobody needs root")
+    mp, fakes = as_lustre  # no rows at all: no quota for anyone, held QUOTA_RECHECK_S
+    child = subprocess.Popen(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "30"]
+    )
+    src = PathsSource([str(mp)], probe=False)
+    try:
+        assert wait_until(lambda: _exec_done(child.pid), 5)
+        _ticks(src, 2)
+        assert {c[4] for c in fakes.calls() if c[3] == "-u"} == {str(os.geteuid())}
+        src.add(str(mp), owner=child.pid)
+        assert src.owner_of(str(mp)) == child.pid
+        _ticks(src, 1)
+    finally:
+        src.close()
+        child.kill()
+        child.wait()
+    assert "65534" in {c[4] for c in fakes.calls() if c[3] == "-u"}
+
+
 def _take_for_lustre(directory: Path, monkeypatch: pytest.MonkeyPatch) -> int:
     """``directory``'s filesystem reads as Lustre's in this process, with fresh tool runs."""
     fd = os.open(directory, os.O_RDONLY)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from trainwatch_lab.server.config import ServerSettings
+from trainwatch_lab.server.hub import Hub
 from trainwatch_lab.server.watched import WatchedPaths
 
 
@@ -17,3 +21,40 @@ def test_a_path_a_training_process_brought_is_owned_by_it() -> None:
     assert told == [("/data/runs", True), ("/data/mine", True)]
     paths.sync("process:", [])
     assert paths.owner("/data/runs") is None and ("/data/runs", False) in told
+
+
+def test_a_new_writer_of_a_watched_path_is_told() -> None:
+    """The owner changes while the path stays watched: told (True again), so the paths source
+    reads the new writer's quota; a second process that changes no owner is not told."""
+    told: list[tuple[str, bool]] = []
+    paths = WatchedPaths([("/data/mine", "user")])
+    paths.on_change = lambda key, on: told.append((key, on))
+    paths.sync("process:", [("/data/mine", "process:4242")])
+    assert told == [("/data/mine", True)] and paths.owner("/data/mine") == 4242
+    paths.sync("process:", [("/data/mine", "process:4242"), ("/data/mine", "process:9999")])
+    assert told == [("/data/mine", True)]  # still 4242's
+    paths.sync("process:", [])
+    assert told == [("/data/mine", True)] * 2 and paths.owner("/data/mine") is None
+    paths.remove("/data/mine")
+    assert told[-1] == ("/data/mine", False)
+
+
+def test_the_hubs_paths_source_charges_each_path_to_its_writer(tmp_path: Path) -> None:
+    """At the sampler's start (the paths come to it without owners) and on every change of
+    writer of a path already watched as the user's."""
+    early, mine = str(tmp_path / "early"), str(tmp_path / "mine")
+    config = ServerSettings(watch_processes=False, probe=False, gpu=False, interval=0.2)
+    hub = Hub(config)
+    try:
+        hub._process_dirs({early: {4242}})  # found before any sampler runs
+        hub.sampler = hub._create_and_start()
+        source = hub.sampler.find_source("paths")
+        assert source is not None and source.owner_of(early) == 4242
+        hub.add_user_path(mine)
+        assert source.owner_of(mine) is None  # ours
+        hub._process_dirs({early: {4242}, mine: {777}})
+        assert source.owner_of(mine) == 777
+        hub._process_dirs({early: {4242}})  # it ended; the user's path stays, ours again
+        assert mine in hub.watched() and source.owner_of(mine) is None
+    finally:
+        hub.close_now()

@@ -46,6 +46,12 @@ class Watch:
     quota_said: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def own(self, owner: int | None) -> None:
+        """A new writer: its quota, asked afresh (a "no quota" held for the last writer says
+        nothing of this one's)."""
+        if owner != self.owner:
+            self.owner, self.quota_none_until = owner, 0.0
+
     def probe_due(self, d: Defaults, local: bool) -> bool:
         """Whether to start a probe now: none running, and the last one old enough (soon
         again after a failed one)."""

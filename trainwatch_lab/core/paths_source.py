@@ -87,11 +87,17 @@ class PathsSource:
 
     def add(self, path: str, owner: int | None = None) -> str:
         """Watch ``path`` (idempotent); returns its normalised key. ``owner``: the process
-        that writes there, whose quota applies (default: the source's). Starts its helper and
-        its first probe in the background; never touches the path on this thread."""
+        that writes there, whose quota applies (default: the source's); given for a path
+        already watched, it becomes its owner (a training process found writing where the
+        user or a kernel already watches). Starts its helper and its first probe in the
+        background; never touches the path on this thread."""
         key = normalise(path)
         with self._lock:
-            if key in self._watches or self._closed:
+            if self._closed:
+                return key
+            if (known := self._watches.get(key)) is not None:
+                if owner is not None:
+                    known.own(owner)
                 return key
             watch = self._watches[key] = Watch(key, owner=self.owner if owner is None else owner)
         entry = self._entry(watch)
@@ -104,6 +110,19 @@ class PathsSource:
     def remove(self, path: str) -> None:
         with self._lock:
             self._watches.pop(normalise(path), None)
+
+    def owner_of(self, path: str) -> int | None:
+        """The process whose quota is read for ``path`` (None: ours, or not watched)."""
+        with self._lock:
+            watch = self._watches.get(normalise(path))
+        return watch.owner if watch is not None else None
+
+    def set_owner(self, path: str, owner: int | None) -> None:
+        """``path``'s writer is now ``owner`` (None: the source's, as when its writer left
+        and the path stays watched for another reason)."""
+        with self._lock:
+            if (watch := self._watches.get(normalise(path))) is not None:
+                watch.own(self.owner if owner is None else owner)
 
     def _entry(self, watch: Watch, mounts: list[MountEntry] | None = None) -> MountEntry | None:
         try:

@@ -181,6 +181,9 @@ class Hub:
             processes=discovery if config.watch_processes else False,
             more_sources=self._kernels,
         )
+        paths_source = sampler.find_source("paths")
+        for key in self.watched():  # whose quota: the paths above came without their owners
+            self._tell(paths_source, key, True)
         sampler.subscribe(self._on_sample)
         if self.notifier is not None:  # word when nobody looks (issue 17)
             sampler.subscribe(self.notifier)
@@ -339,15 +342,22 @@ class Hub:
         return self.paths.roles()
 
     def _path_changed(self, key: str, watched: bool) -> None:
-        """Tell the running paths source when a path appears or vanishes."""
+        """Tell the running paths source when a path appears or vanishes, or changes owner."""
         sampler = self.sampler
-        source: Any = sampler.find_source("paths") if sampler is not None else None
+        self._tell(sampler.find_source("paths") if sampler is not None else None, key, watched)
+
+    def _tell(self, source: Any, key: str, watched: bool) -> None:
+        """Watch ``key`` in the paths ``source`` for its owner's quota (see
+        WatchedPaths.owner), or stop watching it."""
         if source is None:
             return
-        if watched:
-            source.add(key, owner=self.paths.owner(key))
-        else:
+        if not watched:
             source.remove(key)
+            return
+        owner = self.paths.owner(key)
+        source.add(key, owner=owner)  # a new path, or a watched one's new writer
+        if owner is None:
+            source.set_owner(key, None)  # its writer left, the path stays: ours again
 
     def add_user_path(self, path: str) -> str:
         return self.paths.add_user_path(path)

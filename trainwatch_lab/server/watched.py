@@ -41,29 +41,29 @@ class WatchedPaths:
         """The training process that brought ``path`` (its ``process:<pid>`` role; the
         lowest pid of several): its writes are the ones a quota there charges."""
         with self._lock:
-            roles = self._roles.get(path_key(path), ())
-            pids = [int(r.split(":", 1)[1]) for r in roles if r.startswith("process:")]
-        return min(pids, default=None)
+            return _owner(self._roles.get(path_key(path), ()))
 
-    def _set_role(self, key: str, role: str, on: bool) -> None:
+    def _set_roles(self, key: str, add: Iterable[str] = (), drop: Iterable[str] = ()) -> None:
+        """Add and drop roles of one path at once; ``on_change`` hears when the path appears
+        or vanishes, and (``True`` again) when a watched path's owner changes, so the paths
+        source reads the new writer's quota."""
         with self._lock:
-            roles = self._roles.get(key)
-            before = bool(roles)
-            if on:
-                self._roles.setdefault(key, set()).add(role)
-            elif roles is not None:
-                roles.discard(role)
-                if not roles:
-                    del self._roles[key]
-            after = bool(self._roles.get(key))
-        if before != after and self.on_change is not None:
+            roles = self._roles.setdefault(key, set())
+            before, owner_before = bool(roles), _owner(roles)
+            roles.difference_update(drop)
+            roles.update(add)
+            after, owner_after = bool(roles), _owner(roles)
+            if not roles:
+                del self._roles[key]
+        changed = before != after or (after and owner_before != owner_after)
+        if changed and self.on_change is not None:
             self.on_change(key, after)
 
     def add_user_path(self, path: str) -> str:
         key = path_key(path)
         with self._lock:
             self._dismissed.discard(key)
-        self._set_role(key, "user", True)
+        self._set_roles(key, add=["user"])
         return key
 
     def remove(self, path: str) -> bool:
@@ -74,8 +74,7 @@ class WatchedPaths:
             if not roles:
                 return False
             self._dismissed.add(key)
-        for role in roles:
-            self._set_role(key, role, False)
+        self._set_roles(key, drop=roles)
         return True
 
     def sync(self, prefix: str, wanted: Iterable[tuple[str, str]]) -> None:
@@ -86,7 +85,16 @@ class WatchedPaths:
             target = {
                 (path_key(p), role) for p, role in wanted if path_key(p) not in self._dismissed
             }
-        for key, role in current - target:
-            self._set_role(key, role, False)
+        changes: dict[str, tuple[list[str], list[str]]] = {}  # path -> (add, drop)
         for key, role in target - current:
-            self._set_role(key, role, True)
+            changes.setdefault(key, ([], []))[0].append(role)
+        for key, role in current - target:
+            changes.setdefault(key, ([], []))[1].append(role)
+        for key, (add, drop) in sorted(changes.items()):  # each path told once at most
+            self._set_roles(key, add, drop)
+
+
+def _owner(roles: Iterable[str]) -> int | None:
+    """The lowest pid among ``process:<pid>`` roles (see ``WatchedPaths.owner``)."""
+    pids = [int(r.split(":", 1)[1]) for r in roles if r.startswith("process:")]
+    return min(pids, default=None)
