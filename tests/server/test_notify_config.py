@@ -40,6 +40,19 @@ def test_good_notify_settings_are_kept() -> None:
     assert Hub(ServerSettings()).notifier is None  # no URL: no thread
 
 
+def test_a_url_and_format_that_do_not_go_together_leave_the_server_up(caplog) -> None:
+    """A #secret= for a robot that does not sign is only known wrong with both settings: the
+    extension still loads (the panel works), notifications are off, one line says why in the
+    settings' own names, and the secret is not in it."""
+    config = ServerSettings(notify_url="https://h.example/hook#secret=SECx")  # format: json
+    with caplog.at_level("ERROR", logger="trainwatch_lab.server.hub"):
+        hub = Hub(config)
+    assert hub.notifier is None
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "TrainWatch.notify_format json" in line and "notifications are off" in line
+    assert "SECx" not in line and "--notify" not in line and "\n" not in line
+
+
 def test_the_servers_sampler_tells_the_webhook() -> None:
     hook = Webhook()
 
