@@ -7,9 +7,11 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 from .defaults import Defaults
 from .model import CheckpointInfo, ProbeResult
+from .quota import binding
 
 CHECKPOINT_RESCAN_S = 10.0  # a directory listing per tick would be wasteful on a share
 # Where the directory's mtime is known each tick (paths looked at locally), a directory
@@ -51,6 +53,20 @@ class Watch:
         nothing of this one's)."""
         if owner != self.owner:
             self.owner, self.quota_none_until = owner, 0.0
+
+    def quota_from(self, answer: dict[str, Any] | None, mountpoint: str) -> dict[str, Any] | None:
+        """The quota that binds in ``answer`` (core.quota.binding), None without one: also when
+        not asked this time or the tool has not answered yet (a later tick reads it). "No
+        quota" holds the path for QUOTA_RECHECK_S and is said once (``quota_note``)."""
+        if answer is None or answer.get("pending"):
+            return None
+        quota = binding(answer, mountpoint)
+        if quota is None:
+            self.quota_none_until = time.monotonic() + QUOTA_RECHECK_S
+            if not self.quota_said:
+                self.quota_said = True
+                self.quota_note = f"no quota on {mountpoint}: {answer.get('none')}"
+        return quota
 
     def probe_due(self, d: Defaults, local: bool) -> bool:
         """Whether to start a probe now: none running, and the last one old enough (soon

@@ -27,10 +27,10 @@ from .path_look import (
     read_quota,
     scan_checkpoints_guarded,
 )
-from .path_watch import QUOTA_RECHECK_S, Watch
+from .path_watch import Watch
 from .paths import correct_mount, normalise, resolved_path
 from .probe import READ_ONLY, probe_with_evidence
-from .quota import apply_quota, binding
+from .quota import apply_quota
 from .space import scan_checkpoints
 
 
@@ -113,9 +113,7 @@ class PathsSource:
 
     def owner_of(self, path: str) -> int | None:
         """The process whose quota is read for ``path`` (None: ours, or not watched)."""
-        with self._lock:
-            watch = self._watches.get(normalise(path))
-        return watch.owner if watch is not None else None
+        return getattr(self._watches.get(normalise(path)), "owner", None)
 
     def set_owner(self, path: str, owner: int | None) -> None:
         """``path``'s writer is now ``owner`` (None: the source's, as when its writer left
@@ -262,26 +260,17 @@ class PathsSource:
     def _quota(
         self, watch: Watch, state: PathState, entry: MountEntry, raw: dict[str, Any], here: bool
     ) -> None:
-        """Space left under the quota that binds (core.quota), read each tick where there is
-        one: one ``quotactl`` per kind, from here when looked at locally, else by the mount's
-        helper in the same round trip as the look (``inspect``'s ``quota``). No quota (or
-        no way to read it) changes nothing, is said once, and is asked again only every
-        QUOTA_RECHECK_S."""
+        """Space left under the binding quota (core.quota), read each tick: from here when
+        looked at locally, else by the mount's helper in the look's round trip. No quota
+        changes nothing (Watch.quota_from says so once)."""
         if state.read_only or state.kind == "pseudo" or time.monotonic() < watch.quota_none_until:
             return
         if not (raw["is_dir"] or raw.get("file_type") == "file"):
             return  # never open a FIFO or a device
         answer = raw.get("quota") if not here else read_quota(entry, raw, watch.owner)
-        if answer is None or answer.get("pending"):
-            return  # not asked this time, or the tool has not answered yet: a later tick reads it
-        quota = binding(answer, entry.mountpoint)
-        if quota is None:
-            watch.quota_none_until = time.monotonic() + QUOTA_RECHECK_S
-            if not watch.quota_said:
-                watch.quota_said = True
-                watch.quota_note = f"no quota on {entry.mountpoint}: {answer.get('none')}"
-            return
-        apply_quota(state, quota)
+        quota = watch.quota_from(answer, entry.mountpoint)
+        if quota is not None:
+            apply_quota(state, quota)
 
     def _after_look(
         self,
