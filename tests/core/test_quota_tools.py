@@ -255,6 +255,37 @@ def test_a_hanging_tool_blocks_no_read_and_is_reported(fake_tools: FakeTools) ->
     assert wait_until(lambda: not _alive(pid), 5)  # killed, not left behind
 
 
+HELPER_TOLD_TO_LEAVE = """
+import signal, sys, time
+from trainwatch_lab.core.quota_tools import ToolQuotas
+from trainwatch_lab.core.worker import _terminate
+signal.signal(signal.SIGTERM, _terminate)  # as the guard's helper
+ToolQuotas().read("lfs", "/mnt/lustre", {"user": 1000})
+print("reading", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_hung_tool_goes_with_the_helper_that_ran_it(fake_tools: FakeTools) -> None:
+    """The guard tells a helper stuck on a dead mount to leave (SIGTERM); the quota tool it
+    started, hung on the same dead server, must not outlive it."""
+    fake_tools.hangs("lfs")
+    helper = subprocess.Popen(
+        [sys.executable, "-c", HELPER_TOLD_TO_LEAVE], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert helper.stdout is not None and helper.stdout.readline() == "reading\n"
+        assert wait_until(lambda: fake_tools.hung_pid("lfs") is not None, 10)
+        pid = fake_tools.hung_pid("lfs")
+        assert pid is not None and _alive(pid)
+        helper.send_signal(signal.SIGTERM)
+        assert helper.wait(10) == 128 + signal.SIGTERM
+        assert wait_until(lambda: not _alive(pid), 5)  # gone with it
+    finally:
+        helper.kill()
+        helper.wait()
+
+
 def test_a_slow_tool_is_pending_then_answers(fake_tools: FakeTools) -> None:
     fake_tools.slow("lfs")
     fake_tools.prints("lfs", "-u", LFS_USER)

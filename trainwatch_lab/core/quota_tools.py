@@ -21,6 +21,7 @@ grace as a number, so the row always has eight fields; a user with no limit anyw
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import os
@@ -213,15 +214,19 @@ class ToolQuotas:
             )  # fmt: skip
         except OSError as exc:
             return None, f"`{name}` could not run: {exc.strerror or exc}"
+        with _running_lock:
+            _running.add(proc)
         try:
             out, err = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signal.SIGKILL)  # its own session: the tool and its children
+            _kill(proc)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.communicate(timeout=1.0)  # (a tool stuck in the kernel is left behind)
             timeout = self.defaults.quota_tool_timeout_s
             return None, f"`{name}` did not answer within {timeout:g} s"
+        finally:
+            with _running_lock:
+                _running.discard(proc)
         row = parse_row(out.decode(errors="replace"), mountpoint)
         if row is None and proc.returncode != 0:  # quota exits 1 when over a limit: row first
             return None, f"`{name}`: {_first_line(err, argv[0]) or f'status {proc.returncode}'}"
@@ -230,6 +235,22 @@ class ToolQuotas:
 
 _shared: ToolQuotas | None = None
 _shared_lock = threading.Lock()
+# tool runs in flight: the guard's helper that runs them may be told to leave (SIGTERM) while
+# one hangs on a dead server; each runs in its own session, so its group goes with us
+_running: set[subprocess.Popen[bytes]] = set()
+_running_lock = threading.Lock()
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)  # its own session: the tool and its children
+
+
+@atexit.register
+def _kill_running() -> None:
+    with _running_lock:
+        for proc in list(_running):
+            _kill(proc)
 
 
 def shared_tool_quotas() -> ToolQuotas:
