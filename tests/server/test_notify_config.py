@@ -45,7 +45,7 @@ def test_a_url_and_format_that_do_not_go_together_leave_the_server_up(caplog) ->
     extension still loads (the panel works), notifications are off, one line says why in the
     settings' own names, and the secret is not in it."""
     config = ServerSettings(notify_url="https://h.example/hook#secret=SECx")  # format: json
-    with caplog.at_level("ERROR", logger="trainwatch_lab.server.hub"):
+    with caplog.at_level("ERROR", logger="trainwatch_lab.server.config"):
         hub = Hub(config)
     assert hub.notifier is None
     (line,) = [r.getMessage() for r in caplog.records]

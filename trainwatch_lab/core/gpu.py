@@ -148,14 +148,7 @@ class GpuSource:
             self._drain_xids()
             rows = [self._read(g, now) for g in self._gpus]
             if self.select is not None:
-                present = ", ".join(f"{row.index} ({row.uuid})" for row in rows)
-                rows = [row for row in rows if row in self.select]
-                if not rows:  # "gpu_selection": a selection missed, no driver is wanting
-                    wanted = ", ".join(map(str, self.select))
-                    sample.notes["gpu_selection"] = (
-                        f"the GPU selection {wanted} matches no GPU here"
-                    )
-                    sample.notes["gpus"] = f"none of the GPUs {wanted} is present (here: {present})"
+                rows = self.select.keep(rows, sample.notes)
             sample.gpus.extend(rows)
             if self._proc_note:
                 sample.notes["gpu_processes"] = self._proc_note

@@ -55,6 +55,17 @@ class GpuSelection(list[Selector]):
         """The CUDA indices of the selected rows among ``gpus`` (for series keyed by index)."""
         return sorted({g.index for g in gpus if self.matches(g)})
 
+    def keep(self, rows: list[Any], notes: dict[str, str]) -> list[Any]:
+        """The selected GPU rows; none: ``notes`` say so (``gpu_selection`` tells
+        gpu-unavailable that a selection missed, not that a driver is wanting)."""
+        kept = [row for row in rows if self.matches(row)]
+        if not kept:
+            wanted = ", ".join(map(str, self))
+            present = ", ".join(f"{row.index} ({row.uuid})" for row in rows)
+            notes["gpu_selection"] = f"the GPU selection {wanted} matches no GPU here"
+            notes["gpus"] = f"none of the GPUs {wanted} is present (here: {present})"
+        return kept
+
     @property
     def uuids(self) -> list[str]:
         return [s for s in self if isinstance(s, str)]

@@ -5,17 +5,19 @@ Defaults come from core.defaults so the panel, the CLI and the notebook never di
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from traitlets import Bool, Float, HasTraits, Int, List, TraitError, Unicode, Union, validate
 from traitlets.config import Configurable
 
-from ..advice.notify import FORMATS, check_target
+from ..advice.notify import FORMATS, Notifier, check_target, make_notifier
 from ..core.defaults import DEFAULTS, parse_gpu_selection
 from ..core.training_source import MAX_PATHS, MAX_PROCESSES
 from ..prometheus.rules import WINDOW
 
+log = logging.getLogger(__name__)
 SECTION = "TrainWatch"
 """The documented config section (``c.TrainWatch.*``); the class has its own name because
 ``TrainWatch`` is the notebook widget (``from trainwatch_lab import TrainWatch``)."""
@@ -131,6 +133,18 @@ class ServerSettings(Configurable):
             return check_target(value)[0] if value else ""
         except ValueError as exc:
             raise TraitError(f"{SECTION}.notify_url: {exc}") from None
+
+    def notifier(self) -> Notifier | None:
+        """The webhook of ``notify_url``; a URL and format that do not go together (a
+        #secret= for a robot that does not sign) is one line in the log and no notifier:
+        the panel still loads."""
+        try:
+            return make_notifier(self.notify_url, self.notify_format)
+        except ValueError as exc:
+            why = str(exc).replace("--notify-format", f"{SECTION}.notify_format")
+            why = why.replace("--notify", f"{SECTION}.notify_url")
+            log.error("trainwatch: %s; notifications are off", why)
+            return None
 
     @validate("notify_format")
     def _check_notify_format(self, proposal: dict) -> str:

@@ -24,7 +24,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from ..advice.notify import Notifier, make_notifier
 from ..core.defaults import DEFAULTS
 from ..core.diskstats import DiskCounters
 from ..core.history import History, capacity_for
@@ -34,7 +33,7 @@ from ..core.training import process_identity
 from ..fix.mirror_files import MirrorFiles
 from ..monitor import Discovery, GpuMemory, make_sampler
 from ..prometheus.metrics import disk_counters
-from .config import SECTION, ServerSettings
+from .config import ServerSettings
 from .kernels import KernelsSource, kernel_pids
 from .lease import Lease
 from .watched import WatchedPaths, path_key
@@ -56,19 +55,6 @@ def dumps(obj: Any) -> str:
         return json.dumps(obj, allow_nan=False, separators=(",", ":"))
     except ValueError:
         return json.dumps(json_safe(obj), allow_nan=False, separators=(",", ":"))
-
-
-def _notifier(config: ServerSettings) -> Notifier | None:
-    """The webhook of ``c.TrainWatch.notify_url``; a URL and format that do not go together
-    (a #secret= for a robot that does not sign) is one line in the log and no notifier: the
-    panel still loads."""
-    try:
-        return make_notifier(config.notify_url, config.notify_format)
-    except ValueError as exc:
-        why = str(exc).replace("--notify-format", f"{SECTION}.notify_format")
-        why = why.replace("--notify", f"{SECTION}.notify_url")
-        log.error("trainwatch: %s; notifications are off", why)
-        return None
 
 
 class Hub:
@@ -103,7 +89,7 @@ class Hub:
         self._run = 0  # sampler generation; a snapshot waits for a sample of the current one
         self._fresh_run = -1
         self._waiters: list[asyncio.Future[None]] = []
-        self.notifier = _notifier(config)
+        self.notifier = config.notifier()
         # the log mirrors of this machine (issue 13), read from their status files on their
         # own threads: local disk only, never the share
         self.mirror_files = MirrorFiles()
