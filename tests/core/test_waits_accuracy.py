@@ -24,15 +24,22 @@ SECONDS = 10.0
 TOLERANCE = 0.05
 
 
+def seconds_for(duty: float) -> float:
+    """How long a loop runs: at a 5 % duty a look lands on its sleep about every 2 s (every
+    few under CI load), and no tick is split before the first one: twice as long there."""
+    return 2 * SECONDS if duty < 0.1 else SECONDS
+
+
 def watch_loop(mode: str, where: Path, duty: float, out: Path) -> tuple[list[Sample], list]:
-    """Run the loop for SECONDS and sample it at 1 s from here; (samples, its calls)."""
-    child = waitloop.start(mode, str(where), duty, SECONDS, str(out))
+    """Run the loop (seconds_for) and sample it at 1 s from here; (samples, its calls)."""
+    seconds = seconds_for(duty)
+    child = waitloop.start(mode, str(where), duty, seconds, str(out))
     try:
         sampler = make_sampler([str(where)], pid=child.pid, interval=1.0, probe=False, gpu=False)
         samples: list[Sample] = []
         sampler.subscribe(samples.append)
         with sampler:
-            assert child.wait(timeout=SECONDS + 60) == 0
+            assert child.wait(timeout=seconds + 60) == 0
     finally:
         if child.poll() is None:
             child.kill()
@@ -48,8 +55,8 @@ def spans(samples: list[Sample], path: str) -> list[tuple[float, float, float]]:
         if now.process is not None and path in now.process.waits
     ]
     # a tick is measured once looks have split its sleep: at a 5 % duty under CI load (looks
-    # dropping to one a second) that was 6 of 10 ticks; the accuracy is over those
-    assert len(out) >= SECONDS // 2, [s.process for s in samples]
+    # dropping to one a second) that was 4 to 6 of 10 ticks; the accuracy is over those
+    assert len(out) >= len(samples) // 2, [s.process for s in samples]
     return out
 
 
