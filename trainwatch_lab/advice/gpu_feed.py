@@ -21,6 +21,7 @@ from ..core.defaults import MIB, Defaults  # MIB: the history keeps rmb_s in MiB
 from ..core.model import ProcessIO, Sample, TrainingProcess, path_devices, watched_devices
 from .context import Context
 from .gpu_evidence import READ_CALLS
+from .io_bound import call_shares
 from .text import fmt_ms, fmt_pct, fmt_rate
 
 COVERED = 0.8  # the share of a window a series must span to judge the window by it
@@ -97,22 +98,13 @@ def _device(ctx: Context, since: float, tree_bps: float | None, feed: Feed) -> N
 
 def _reads(ctx: Context, since: float, side: str) -> float | None:
     """The share of the time ``side`` ("main" or "workers") slept in a read of a file under
-    a watched path: its ``side:<call>`` series for the read calls, over the ticks it was
-    measured in (a call's series has no entry where the call took no time). Writes, fsync
-    and the rest are no read: a loop that flushes logs is not starved of data."""
-    measured: dict[str, int] = {}
-    reads: dict[str, float] = {}
-    for _, path, field in ctx.history.keys("wait"):
-        side_of, _, call = field.partition(":")
-        if side_of != side or path not in ctx.sample.paths:
-            continue
-        if not call:
-            measured[path] = len(ctx.history.series("wait", path, field, since=since)[1])
-        elif call in READ_CALLS:
-            values = ctx.history.series("wait", path, field, since=since)[1]
-            reads[path] = reads.get(path, 0.0) + sum(values)
-    ticks = {p: n for p, n in measured.items() if n}
-    return sum(reads.get(p, 0.0) / n for p, n in ticks.items()) if ticks else None
+    a watched path (io_bound.call_shares of the read calls). Writes, fsync and the rest are
+    no read: a loop that flushes logs is not starved of data."""
+    paths = sorted({p for _, p, _ in ctx.history.keys("wait") if p in ctx.sample.paths})
+    measured = [s for p in paths if (s := call_shares(ctx.history, p, side, since)) is not None]
+    if not measured:
+        return None
+    return sum(share for s in measured for call, share in s.items() if call in READ_CALLS)
 
 
 def _waits(ctx: Context, since: float, pid: str, feed: Feed) -> None:

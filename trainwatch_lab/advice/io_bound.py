@@ -76,21 +76,26 @@ def window_mean(
     return (sum(d * v for d, v in spans) / covered if covered > 0 else 0.0), covered
 
 
+def call_shares(history: History, path: str, side: str, since: float) -> dict[str, float] | None:
+    """Each system call's share of the time on ``path`` after ``since``, over the ticks
+    ``side`` was measured in (None: none): a call's series has no entry where the call took
+    no time, so its own mean would overstate a call that came and went."""
+    ticks = len(history.series("wait", path, side, since=since)[1])
+    if not ticks:
+        return None
+    return {
+        key[2].partition(":")[2]: sum(history.series(*key, since=since)[1]) / ticks
+        for key in history.keys("wait")
+        if key[1] == path and key[2].startswith(f"{side}:")
+    }
+
+
 def top_calls(
     history: History, path: str, side: str, seconds: float, now: float
 ) -> list[tuple[str, float]]:
-    """The system calls the time on ``path`` went to, most first, with their fractions of
-    the ticks ``side`` was measured in: a call's series has no entry where the call took no
-    time, so its own mean would overstate a call that came and went."""
-    ticks = len(history.window("wait", path, side, seconds=seconds, now=now)[1])
-    if not ticks:
-        return []
-    out = []
-    for key in history.keys("wait"):
-        if key[1] == path and key[2].startswith(f"{side}:"):
-            _, values = history.window(*key, seconds=seconds, now=now)
-            out.append((key[2].partition(":")[2], sum(values) / ticks))
-    return sorted(out, key=lambda item: -item[1])
+    """The system calls the time on ``path`` went to, most first, with their fractions."""
+    shares = call_shares(history, path, side, now - seconds) or {}
+    return sorted(shares.items(), key=lambda item: -item[1])
 
 
 def lost_to_storage(sample: Sample, history: History, defaults: Defaults) -> str | None:
