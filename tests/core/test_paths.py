@@ -592,21 +592,32 @@ def test_look_without_following_answers_like_the_helper_or_declines(tmpfs_mount)
 def test_a_look_that_answers_after_its_tick_never_counts_as_fresh(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With the mount timeout longer than the gap between ticks, a guarded look can end
-    while a later tick waits for other paths: that tick must still say "no answer" (it asked
-    nothing of that path), never publish the half-filled state of an earlier tick."""
-    d = replace(FAST, mount_timeout_s=0.3)
+    """A guarded look can end while a later tick waits for other paths: that tick must still
+    say "no answer" (it asked nothing of that path), never publish the half-filled state of an
+    earlier tick. Ordered by events, not sleeps: the slow path's look is held until the second
+    tick's look at the other path releases it and waits for it to end, so the order holds on
+    a loaded machine, with the whole mount timeout (2 s) as the margin for the quick steps."""
+    d = replace(FAST, mount_timeout_s=2.0)
     g = MountGuard(d.mount_timeout_s)
     slow, other = str(tmp_path / "slow"), str(tmp_path / "other")
     (tmp_path / "target").mkdir()
     (tmp_path / "other").symlink_to(tmp_path / "target")  # a symlink: always guarded
     real_call = g.call
+    release, slow_done = threading.Event(), threading.Event()
+    looks_at_other: list[int] = []
 
     def call(key: str, op: str, **kw: object) -> object:
         if op == "inspect" and kw.get("path") == slow:
-            time.sleep(0.45)  # a share that answers, but late
-        elif op == "inspect":
-            time.sleep(0.25)
+            release.wait(30)  # a share that answers, but only after its tick gave up
+            try:
+                return real_call(key, op, **kw)
+            finally:
+                slow_done.set()
+        if op == "inspect":
+            looks_at_other.append(1)
+            if len(looks_at_other) == 2:  # the second tick: the slow look ends meanwhile
+                release.set()
+                slow_done.wait(30)
         return real_call(key, op, **kw)
 
     monkeypatch.setattr(g, "call", call)
@@ -614,11 +625,14 @@ def test_a_look_that_answers_after_its_tick_never_counts_as_fresh(
     try:
         first = collect(src)
         assert not first.paths[slow].responsive
+        assert first.paths[other].responsive
         second = collect(src)  # the first look at `slow` ends while this tick waits
+        assert slow_done.is_set()
         assert not second.paths[slow].responsive, second.paths[slow]
-        assert second.paths[slow].error == "no answer within 0.3 s (statvfs)"
+        assert second.paths[slow].error == "no answer within 2.0 s (statvfs)"
         assert second.paths[other].responsive
     finally:
+        release.set()
         src.close()
         g.close()
 
