@@ -428,6 +428,7 @@ def test_a_path_that_can_never_hold_logs_is_refused_in_one_line(
     assert live(shell) is None
 
 
+@pytest.mark.kernel
 def test_through_a_real_kernel(tmp_path: Path) -> None:
     """``%trainwatch`` in a real ipykernel: the note under the cell; one line for a path
     that can never be created, and no dashboard for it."""

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from trainwatch_lab.core.defaults import MIB
 from trainwatch_lab.core.history import History
 from trainwatch_lab.core.model import (
@@ -288,6 +290,7 @@ sampler.close()
 """
 
 
+@pytest.mark.kernel
 def test_a_kernel_cell_blocked_on_its_share(tmp_path) -> None:
     """The whole path in one process, as in a kernel: its sampler, its main thread, the
     cell's summary."""
