@@ -306,7 +306,7 @@ def test_disk_filling_sees_a_fast_fill_in_time() -> None:
 
 
 def test_disk_filling_uses_only_the_window() -> None:
-    # fast fill long ago, steady for the last 130 s: outside fill_window_s (120 s)
+    # fast fill long ago, steady for the last 130 s: it stopped
     history = History(capacity=1000)
     sample = None
     for i in range(300):

@@ -137,6 +137,7 @@ class FillState:
     seconds_to_full: float | None = None  # at this rate, from the latest reading
     trend_s: float = 0.0  # how long free space has gone down without being freed
     points: int = 0  # readings in that stretch
+    quiet_s: float = 0.0  # since free space last went down (the time to full counts down)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
