@@ -318,10 +318,11 @@ def test_disk_filling_uses_only_the_window() -> None:
     assert sample.paths["/d"].fill.trend == "steady"
 
 
-def test_disk_filling_warns_for_every_path_on_the_filling_filesystem() -> None:
+def test_disk_filling_warns_once_for_every_path_on_the_filling_filesystem() -> None:
     """Free space belongs to the filesystem: a logdir and a checkpoint dir on one mount get
-    the same warning, and a path added a moment ago gets it too (the mount's history). A
-    directory under a project quota (its own size) is fitted on its own."""
+    one warning naming both (issue 23: one fact, one warning), and a path added a moment
+    ago is named too (the mount's history) without taking the subject. A directory under a
+    project quota (its own size) is fitted on its own."""
     history = History(capacity=1000)
     sample = None
     for i in range(61):
@@ -333,8 +334,10 @@ def test_disk_filling_warns_for_every_path_on_the_filling_filesystem() -> None:
         history.append(sample)
     assert sample is not None
     alerts = filling(history, sample)
-    assert [a.subject for a in alerts] == ["/data/a-new", "/data/ckpt", "/data/logs"]
-    assert all(a.severity == "critical" and "10 MB/s" in a.message for a in alerts)
+    (alert,) = alerts
+    assert alert.subject == "/data/ckpt" and alert.severity == "critical"
+    assert "/data (where /data/a-new, /data/ckpt and /data/logs live)" in alert.message
+    assert "10 MB/s" in alert.message
     fills = {id(p.fill) for p in sample.paths.values()}
     assert len(fills) == 1  # one estimate, the same object on every path of the filesystem
     quota = state("/data/quota", avail_bytes=int(1e9), total_bytes=2 * GIB)  # no history
@@ -421,3 +424,12 @@ def test_a_loop_image_on_the_reference_disk_is_the_same_storage() -> None:
     elsewhere = state("/mnt/img", mountpoint="/mnt/img", device="loop0", disks=["sdb"])
     elsewhere.probe = slow(12.0, ref=ref)
     assert len(run(slow_mount, elsewhere)) == 1
+
+
+def test_checkpoint_wont_fit_once_per_filesystem_about_the_biggest_save() -> None:
+    """Issue 23 item 2: two run directories on one disk, both with saves bigger than the
+    space left: one warning, about the bigger save."""
+    small = state("/data/a", avail_bytes=GIB, checkpoints=ckpt(2 * GIB, None))
+    big = state("/data/b", avail_bytes=GIB, checkpoints=ckpt(3 * GIB, None))
+    (alert,) = run(checkpoint_wont_fit, small, big)
+    assert alert.subject == "/data/b" and "is 3 GiB" in alert.message

@@ -359,3 +359,24 @@ def test_checkpoints_a_pause_and_one_small_file_on_a_40_mib_tmpfs(judge, tmpfs_m
         alerts=[a for a in after if a.code == "disk-filling"][:3],
     )
     assert samples[-1].paths[str(ckpt.parent)].avail_bytes == 5 * MIB // 2
+
+
+def test_two_watched_paths_on_one_filesystem_get_one_warning_per_fact(tmpfs_mount) -> None:
+    """Issue 23 item 2: a checkpoint dir and a logdir on one 40 MiB tmpfs got two identical
+    disk-filling and disk-almost-full warnings ("where .../ckpt lives", "where .../logs
+    lives"). Free space is the filesystem's: one warning, naming both."""
+    m = tmpfs_mount("40m")
+    ckpt, logs = m.path / "ckpt", m.path / "logs"
+    ckpt.mkdir()
+    script = {5 + k: [(logs / f"events.{k}", MIB)] for k in range(37)}  # 1 MiB/s
+    samples = ticked([ckpt, logs], 45, script)
+    fired: dict[str, list[Alert]] = {}
+    for s in samples:
+        for code in ("disk-filling", "disk-almost-full"):
+            mine = [a for a in s.warnings if a.code == code]
+            assert len(mine) <= 1, [a.message for a in mine]
+            fired.setdefault(code, []).extend(mine)
+    for code in ("disk-filling", "disk-almost-full"):
+        assert fired.get(code), f"no {code}"
+        message = fired[code][-1].message
+        assert str(ckpt) in message and str(logs) in message, message

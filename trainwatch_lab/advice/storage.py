@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterator
 
 from ..core.defaults import Defaults
-from ..core.fill import can_fill, is_trend
+from ..core.fill import can_fill, filesystem_key, is_trend
 from ..core.model import Alert, PathState, ProbeResult, Sample
 from .context import Context, Detector, stateless, stateless_only
 from .devices import DEVICE_DETECTORS
@@ -68,15 +68,32 @@ def _comparison(probe: ProbeResult, baseline: ProbeResult | None) -> ProbeResult
     return baseline if baseline is not None and baseline.p50_ms is not None else None
 
 
-def _on(path: str, p: PathState) -> str:
-    """The filesystem a path lives on, as the user will recognise it."""
-    if not p.mountpoint or p.mountpoint == path:
-        return path
-    return f"{p.mountpoint} (where {path} lives)"
+def _on(paths: list[str], p: PathState) -> str:
+    """The filesystem the watched paths live on, as the user will recognise it:
+    ``/mnt/x (where /mnt/x/ckpt and /mnt/x/logs live)``."""
+    mount = p.mountpoint or paths[0]
+    inside = sorted(path for path in paths if path != mount)
+    if not inside:
+        return mount
+    names = inside[0] if len(inside) == 1 else f"{', '.join(inside[:-1])} and {inside[-1]}"
+    return f"{mount} (where {names} {'lives' if len(inside) == 1 else 'live'})"
 
 
 def _watched(sample: Sample) -> Iterator[tuple[str, PathState]]:
     yield from sorted(sample.paths.items())
+
+
+def _filesystems(sample: Sample) -> Iterator[tuple[list[str], PathState]]:
+    """The answering watched paths grouped by filesystem (core.fill's key: the same free
+    space), each with the first one's state: a fact about free space is one warning per
+    filesystem, naming every watched path on it (sorted), with the path watched longest
+    as its subject (paths keep the order they were added: a new one changes no subject)."""
+    groups: dict[tuple[str, int | None], list[str]] = {}
+    for path, p in sample.paths.items():
+        if p.responsive:
+            groups.setdefault(filesystem_key(path, p), []).append(path)
+    for paths in sorted(groups.values()):
+        yield [paths[0], *sorted(paths[1:])], sample.paths[paths[0]]
 
 
 # -- mounts ---------------------------------------------------------------------------
@@ -203,12 +220,12 @@ def almost_full_limit(p: PathState, defaults: Defaults) -> float | None:
     return limit
 
 
-def _room(path: str, p: PathState) -> str:
-    """Where the space is counted: "on /data (ext4 /dev/sda1)", or the quota that binds
-    there ("in your quota on /mnt/lustre") when that leaves less than the filesystem."""
+def _room(paths: list[str], p: PathState) -> str:
+    """Where the space is counted: "on /data (where /data/run lives)", or the quota that
+    binds there ("in your quota on /mnt/lustre") when that leaves less than the filesystem."""
     if p.quota:
-        return f"in {p.quota['name']} (for {path})"
-    return f"on {_on(path, p)}"
+        return f"in {p.quota['name']} (for {', '.join(paths)})"
+    return f"on {_on(paths, p)}"
 
 
 QUOTA_FIX = " Or ask for a bigger quota (quota -s / lfs quota -h show it)."
@@ -230,9 +247,7 @@ def _inodes_low(p: PathState, defaults: Defaults) -> float | None:
 @stateless
 def disk_almost_full(ctx: Context) -> Iterator[Alert]:
     d = ctx.defaults
-    for path, p in _watched(ctx.sample):
-        if not p.responsive:
-            continue
+    for paths, p in _filesystems(ctx.sample):
         limit = almost_full_limit(p, d)
         inodes = _inodes_low(p, d)
         space_low = limit is not None and p.avail_bytes is not None and p.avail_bytes < limit
@@ -245,7 +260,7 @@ def disk_almost_full(ctx: Context) -> Iterator[Alert]:
             shares.append(share)
             parts.append(
                 f"Only {fmt_bytes(p.avail_bytes)} of {fmt_bytes(p.total_bytes)} "
-                f"({fmt_pct(share)}) is free {_room(path, p)}."
+                f"({fmt_pct(share)}) is free {_room(paths, p)}."
             )
             fixes.append(
                 f"Free at least {fmt_bytes(limit - p.avail_bytes)} (old runs, old checkpoints) "
@@ -256,7 +271,7 @@ def disk_almost_full(ctx: Context) -> Iterator[Alert]:
             shares.append(inodes)
             parts.append(
                 f"Only {p.inodes_free:,} of {p.inodes_total:,} inodes ({fmt_pct(inodes)}) are "
-                f"left {_room(path, p)}: every new file needs one."
+                f"left {_room(paths, p)}: every new file needs one."
             )
             fixes.append(
                 "Delete or pack small files (old event files, per-step images; tar or a "
@@ -265,7 +280,7 @@ def disk_almost_full(ctx: Context) -> Iterator[Alert]:
         yield Alert(
             code="disk-almost-full",
             severity="critical" if min(shares) < d.full_critical_fraction else "warning",
-            subject=path,
+            subject=paths[0],
             message=" ".join(parts),
             fix=" ".join(fixes) + (QUOTA_FIX if p.quota else ""),
         )
@@ -274,7 +289,7 @@ def disk_almost_full(ctx: Context) -> Iterator[Alert]:
 def disk_filling(ctx: Context) -> Iterator[Alert]:
     """Free space running out within the horizon, at a rate that has lasted (core.fill)."""
     d = ctx.defaults
-    for path, p in _watched(ctx.sample):
+    for paths, p in _filesystems(ctx.sample):
         fill = p.fill
         if fill is None or not can_fill(p) or not is_trend(fill, d):
             continue
@@ -286,11 +301,11 @@ def disk_filling(ctx: Context) -> Iterator[Alert]:
         yield Alert(
             code="disk-filling",
             severity="critical" if critical else "warning",
-            subject=path,
+            subject=paths[0],
             message=(
-                f"{_on(path, p)} is filling at "
+                f"{_on(paths, p)} is filling at "
                 f"{fmt_rate(fill.rate_bps)} (for {fmt_duration(fill.trend_s)} now): "
-                f"{fmt_bytes(p.avail_bytes)} left{' ' + _room(path, p) if p.quota else ''}, "
+                f"{fmt_bytes(p.avail_bytes)} left{' ' + _room(paths, p) if p.quota else ''}, "
                 "full in about "
                 f"{fmt_duration(ttf)} (around {fmt_clock(ctx.sample.t + ttf)}) at this rate."
             ),
@@ -303,13 +318,18 @@ def disk_filling(ctx: Context) -> Iterator[Alert]:
 
 @stateless
 def checkpoint_wont_fit(ctx: Context) -> Iterator[Alert]:
-    """The newest checkpoint is bigger than the free space: the next save dies with ENOSPC."""
-    for path, p in _watched(ctx.sample):
-        ck = p.checkpoints
-        if ck is None or p.avail_bytes is None or not p.responsive or p.read_only:
+    """The newest checkpoint is bigger than the free space: the next save dies with ENOSPC.
+    One warning per filesystem, about the biggest save that does not fit there."""
+    for paths, first in _filesystems(ctx.sample):
+        if first.avail_bytes is None or first.read_only:
             continue
-        if ck.newest_bytes <= p.avail_bytes:
+        held = [(path, ck) for path in paths if (ck := ctx.sample.paths[path].checkpoints)]
+        too_big = [(path, ck) for path, ck in held if ck.newest_bytes > first.avail_bytes]
+        if not too_big:
             continue
+        path, ck = max(too_big, key=lambda item: item[1].newest_bytes)
+        p = ctx.sample.paths[path]
+        assert p.avail_bytes is not None
         when = ""
         if ck.cadence_s:
             due = ck.newest_mtime + ck.cadence_s - ctx.sample.t
@@ -322,7 +342,7 @@ def checkpoint_wont_fit(ctx: Context) -> Iterator[Alert]:
             else:
                 when = f" Saves come every {every}; the next one is due now."
         name = os.path.basename(ck.newest_path)
-        where = f" {_room(path, p)}" if p.quota else ""
+        where = f" {_room([path], p)}" if p.quota else ""
         yield Alert(
             code="checkpoint-wont-fit",
             severity="critical",
