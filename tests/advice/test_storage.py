@@ -15,6 +15,7 @@ from trainwatch_lab.advice.storage import (
     shared_mount,
     slow_mount,
 )
+from trainwatch_lab.advice.text import fill_text
 from trainwatch_lab.core.defaults import DEFAULTS, GIB, MIB
 from trainwatch_lab.core.fill import fill_filesystems
 from trainwatch_lab.core.history import History
@@ -433,3 +434,20 @@ def test_checkpoint_wont_fit_once_per_filesystem_about_the_biggest_save() -> Non
     big = state("/data/b", avail_bytes=GIB, checkpoints=ckpt(3 * GIB, None))
     (alert,) = run(checkpoint_wont_fit, small, big)
     assert alert.subject == "/data/b" and "is 3 GiB" in alert.message
+
+
+def test_a_fill_the_advisor_does_not_believe_is_sent_without_numbers() -> None:
+    """Issue 23 item 4: the panel read "Storage OK" beside "/: filling at 193 MB/s, full in
+    7 min": a save in progress, no trend, sent with a rate and a time to full as facts."""
+    advisor = Advisor(detectors=STORAGE_DETECTORS)
+    history = History(capacity=100)
+    for i in range(40):
+        avail = 100e9 - 193e6 * max(0, i - 36)  # a save began 3 s ago
+        sample = Sample(t=T0 + i, paths={"/data/run": state(avail_bytes=int(avail))})
+        history.append(sample)
+        alerts = advisor.evaluate(sample, history)
+    sent = sample.to_json()["paths"]["/data/run"]["fill"]
+    assert sent["trend"] == "filling" and alerts == []
+    assert sent["rate_bps"] is None and sent["seconds_to_full"] is None
+    assert fill_text(sample.paths["/data/run"].fill) == "space going down (no trend yet)"
+    assert "OK" in sample.headline.text

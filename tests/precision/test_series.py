@@ -15,6 +15,7 @@ import pytest
 
 from trainwatch_lab.advice.advisor import Advisor
 from trainwatch_lab.advice.storage import STORAGE_DETECTORS
+from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.core.history import History
 from trainwatch_lab.core.model import Alert, DiskRates, PathState, Sample
 
@@ -208,8 +209,16 @@ def alerts_of(run, code: str) -> list[Alert]:
 
 
 def assert_no_growing_time_to_full(run) -> None:
-    """While free space stands still, a stated time to full only counts down: one that
-    grows with nothing written is a rate nothing is writing at (issue 23)."""
+    """The fill every view shows tells the warnings' story (issue 23): while free space
+    stands still, a stated time to full only counts down (one that grows with nothing
+    written is a rate nothing is writing at), and a rate and time to full are sent only
+    when the advisor believes them: inside the horizon, that is a disk-filling warning."""
+    for t, sample, alerts in run:
+        fill = sample.paths[PATH].fill
+        if fill is not None and fill.seconds_to_full is not None:
+            assert fill.rate_bps is not None and fill.rate_bps > 0, (t, fill)
+            warned = any(a.code == "disk-filling" for a in alerts)
+            assert warned or fill.seconds_to_full > DEFAULTS.fill_horizon_s, (t, fill)
     for (_, before, _), (t, now, _) in itertools.pairwise(run):
         a, b = before.paths[PATH], now.paths[PATH]
         if a.avail_bytes != b.avail_bytes or not (a.fill and b.fill):

@@ -136,6 +136,8 @@ def fill_text(fill: FillState | None) -> str:
         return "fill rate: unknown"
     if fill.trend == "filling" and fill.rate_bps is not None:
         return f"filling at {fmt_rate(fill.rate_bps)}, full in {fmt_duration(fill.seconds_to_full)}"
+    if fill.trend == "filling":  # core.fill.believed: no trend yet, so no numbers
+        return "space going down (no trend yet)"
     if fill.trend == "freeing" and fill.rate_bps is not None:
         return f"being freed at {fmt_rate(-fill.rate_bps)}"
     if fill.trend == "measuring":
@@ -145,6 +147,8 @@ def fill_text(fill: FillState | None) -> str:
 
 def fill_columns(fill: FillState | None) -> tuple[str, str]:
     """The same fill as two table cells, FILL RATE and FULL IN (``watch``)."""
+    if fill is not None and fill.trend == "filling" and fill.rate_bps is None:
+        return "going down", "-"  # no trend yet (core.fill.believed)
     if fill is None or fill.rate_bps is None or fill.trend in ("measuring", "steady"):
         return ("-" if fill is None or fill.trend == "measuring" else "steady"), "-"
     if fill.trend == "freeing":

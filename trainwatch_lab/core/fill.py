@@ -14,7 +14,7 @@ import bisect
 import itertools
 import operator
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .defaults import DEFAULTS, Defaults
 from .history import History
@@ -201,10 +201,19 @@ def is_trend(fill: FillState, defaults: Defaults = DEFAULTS) -> bool:
     return fill.points >= d.fill_min_points and fill.trend_s >= needed
 
 
+def believed(fill: FillState, defaults: Defaults = DEFAULTS) -> FillState:
+    """The fill as it is sent: a rate and a time to full only when they are a trend (the
+    evidence disk-filling warns on). Free space going down for a moment (one save) stays
+    "filling", with no numbers: no view can show "full in 7 min" beside "Storage OK"."""
+    if fill.trend != "filling" or is_trend(fill, defaults):
+        return fill
+    return replace(fill, rate_bps=None, seconds_to_full=None)
+
+
 def fill_filesystems(sample: Sample, history: History, defaults: Defaults = DEFAULTS) -> None:
     """Set ``fill`` on every watched path: one estimate per filesystem, read from the path
     watched longest on it (paths are in the order they were added, so its history goes
-    back furthest)."""
+    back furthest), with numbers only where they are believed (``believed``)."""
     fills: dict[FilesystemKey, FillState] = {}
     for path, p in sample.paths.items():
         if not can_fill(p):
@@ -215,5 +224,5 @@ def fill_filesystems(sample: Sample, history: History, defaults: Defaults = DEFA
             times, avail = history.window(  # twice: the fit's window ends at the last drop
                 "path", path, "avail_bytes", 2 * defaults.fill_window_s, now=sample.t
             )
-            fill = fills[key] = estimate_fill(key[0], times, avail, defaults)
+            fill = fills[key] = believed(estimate_fill(key[0], times, avail, defaults), defaults)
         p.fill = fill
