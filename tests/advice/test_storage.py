@@ -43,6 +43,8 @@ def state(path: str = "/data/run", **kw: object) -> PathState:
         avail_bytes=55 * GIB,
     )
     fields.update(kw)
+    if "avail_bytes" in kw and "free_bytes" not in kw:  # no root reserve unless asked
+        fields["free_bytes"] = kw["avail_bytes"]
     return PathState(path=path, **fields)  # type: ignore[arg-type]
 
 

@@ -17,7 +17,16 @@ from ..core.fill import can_fill, filesystem_key, is_trend
 from ..core.model import Alert, PathState, ProbeResult, Sample
 from .context import Context, Detector, stateless, stateless_only
 from .devices import DEVICE_DETECTORS
-from .text import fmt_bytes, fmt_clock, fmt_duration, fmt_ms, fmt_pct, fmt_rate
+from .text import (
+    fmt_bytes,
+    fmt_clock,
+    fmt_duration,
+    fmt_ms,
+    fmt_pct,
+    fmt_rate,
+    free_fraction,
+    reserved_text,
+)
 
 LOCAL_FIX = (
     "Write logs and checkpoints to local disk and copy them to the share in the background: "
@@ -211,10 +220,13 @@ def slow_mount(ctx: Context) -> Iterator[Alert]:
 
 
 def almost_full_limit(p: PathState, defaults: Defaults) -> float | None:
-    """Free bytes under which the disk counts as almost full (None: rule does not apply)."""
+    """Free bytes at or under which the disk counts as almost full (None: the rule does not
+    apply): ``full_fraction`` of the space a user can have as df counts it (used + avail,
+    so df's Use% reads 90 % or more), or ``full_bytes`` on a disk larger than that."""
     if p.read_only or not p.total_bytes or p.avail_bytes is None:
         return None
-    limit = defaults.full_fraction * p.total_bytes
+    usable = p.used_bytes if p.used_bytes is not None else p.total_bytes - p.avail_bytes
+    limit = defaults.full_fraction * (usable + p.avail_bytes)
     if p.total_bytes > defaults.full_bytes:  # on a tiny tmpfs "under 2 GiB" is always true
         limit = max(limit, float(defaults.full_bytes))
     return limit
@@ -236,12 +248,12 @@ def _full_error(p: PathState) -> str:
 
 
 def _inodes_low(p: PathState, defaults: Defaults) -> float | None:
-    """Share of inodes left when under ``full_fraction`` (many small files also end in
+    """Share of inodes left when at or under ``full_fraction`` (many small files also end in
     ENOSPC with bytes to spare); None when fine or unknown (btrfs reports no inodes)."""
     if p.read_only or not p.inodes_total or p.inodes_free is None:
         return None
     share = p.inodes_free / p.inodes_total
-    return share if share < defaults.full_fraction else None
+    return share if share <= defaults.full_fraction else None
 
 
 @stateless
@@ -250,17 +262,21 @@ def disk_almost_full(ctx: Context) -> Iterator[Alert]:
     for paths, p in _filesystems(ctx.sample):
         limit = almost_full_limit(p, d)
         inodes = _inodes_low(p, d)
-        space_low = limit is not None and p.avail_bytes is not None and p.avail_bytes < limit
+        space_low = limit is not None and p.avail_bytes is not None and p.avail_bytes <= limit
         if not space_low and inodes is None:
             continue
         parts, fixes, shares = [], [], []
         if space_low:
             assert limit is not None and p.total_bytes and p.avail_bytes is not None
-            share = p.avail_bytes / p.total_bytes
+            share = free_fraction(p)
+            if share is None:
+                share = p.avail_bytes / p.total_bytes
             shares.append(share)
+            reserved = reserved_text(p)
             parts.append(
                 f"Only {fmt_bytes(p.avail_bytes)} of {fmt_bytes(p.total_bytes)} "
-                f"({fmt_pct(share)}) is free {_room(paths, p)}."
+                f"({fmt_pct(share)}) is free {_room(paths, p)}"
+                + (f" ({reserved})." if reserved else ".")
             )
             fixes.append(
                 f"Free at least {fmt_bytes(limit - p.avail_bytes)} (old runs, old checkpoints) "
@@ -279,7 +295,7 @@ def disk_almost_full(ctx: Context) -> Iterator[Alert]:
             )
         yield Alert(
             code="disk-almost-full",
-            severity="critical" if min(shares) < d.full_critical_fraction else "warning",
+            severity="critical" if min(shares) <= d.full_critical_fraction else "warning",
             subject=paths[0],
             message=" ".join(parts),
             fix=" ".join(fixes) + (QUOTA_FIX if p.quota else ""),

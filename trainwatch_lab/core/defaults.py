@@ -55,6 +55,9 @@ class Defaults:
     full_fraction: float = 0.10
     full_bytes: int = 2 * GIB  # applies to filesystems larger than this
     full_critical_fraction: float = 0.01  # disk-almost-full turns critical under this
+    # the blocks only root may write are named beside free space when they are this share
+    # of the disk (ext4 reserves 5 % by default: df's Size - Used - Avail)
+    reserved_shown_fraction: float = 0.01
     # disk-filling
     fill_horizon_s: float = 3600.0
     fill_critical_s: float = 600.0
