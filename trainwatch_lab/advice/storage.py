@@ -48,7 +48,7 @@ def _where(p: PathState) -> str:
     return f"{fstype} from {p.source}" if p.source else fstype
 
 
-def _storage_of(probe: ProbeResult) -> str:
+def storage_of(probe: ProbeResult) -> str:
     """``/var/tmp (vda)``: where a reference probe was measured."""
     where = probe.where or "local disk"
     return f"{where} ({probe.device})" if probe.device else where
@@ -64,14 +64,14 @@ def _probe_text(probe: ProbeResult | None, baseline: ProbeResult | None) -> str:
         text += f" ({fmt_ms(probe.p99_ms)} p99)"
     if probe.slow_runs >= 2:
         text += f" in {probe.slow_runs} probes in a row"
-    ref = _comparison(probe, baseline)
+    ref = comparison(probe, baseline)
     if ref is not None and ref.p50_ms is not None:
         when = " measured at the same time" if ref is probe.reference else ""
-        text += f", against {fmt_ms(ref.p50_ms)} on {_storage_of(ref)}{when}"
+        text += f", against {fmt_ms(ref.p50_ms)} on {storage_of(ref)}{when}"
     return text
 
 
-def _comparison(probe: ProbeResult, baseline: ProbeResult | None) -> ProbeResult | None:
+def comparison(probe: ProbeResult, baseline: ProbeResult | None) -> ProbeResult | None:
     if probe.reference is not None and probe.reference.p50_ms is not None:
         return probe.reference
     return baseline if baseline is not None and baseline.p50_ms is not None else None
@@ -151,7 +151,7 @@ def shared_mount(ctx: Context) -> Iterator[Alert]:
         )
 
 
-def _same_storage(p: PathState, ref: ProbeResult) -> bool:
+def same_storage(p: PathState, ref: ProbeResult) -> bool:
     """A path cannot be slower than the storage it lives on (a loop-mounted image on the
     reference's disk lives there too: their disks overlap)."""
     if p.device is not None and p.device == ref.device:
@@ -175,8 +175,8 @@ def is_slow(p: PathState, baseline: ProbeResult | None, defaults: Defaults) -> b
     probe = p.probe
     if probe is None or probe.p50_ms is None or probe.slow_runs < defaults.slow_min_probes:
         return False
-    ref = _comparison(probe, baseline)
-    if ref is not None and _same_storage(p, ref):
+    ref = comparison(probe, baseline)
+    if ref is not None and same_storage(p, ref):
         return False
     if not p.shared:
         fresh = probe.reference
@@ -201,7 +201,7 @@ def slow_mount(ctx: Context) -> Iterator[Alert]:
         if not p.responsive or not is_slow(p, ctx.baseline, ctx.defaults):
             continue
         assert p.probe is not None and p.probe.p50_ms is not None
-        ref = _comparison(p.probe, ctx.baseline)
+        ref = comparison(p.probe, ctx.baseline)
         base = ref.p50_ms if ref is not None else None
         ratio = f" ({p.probe.p50_ms / base:.0f}x slower)" if base else ""
         yield Alert(
