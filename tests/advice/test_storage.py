@@ -453,3 +453,18 @@ def test_a_fill_the_advisor_does_not_believe_is_sent_without_numbers() -> None:
     assert sent["rate_bps"] is None and sent["seconds_to_full"] is None
     assert fill_text(sample.paths["/data/run"].fill) == "space going down (no trend yet)"
     assert "OK" in sample.headline.text
+
+
+def test_a_shared_or_dead_mount_is_one_warning_for_all_its_watched_paths() -> None:
+    """Issue 23 item 2: a logdir and a checkpoint dir on one share got two shared-mount
+    warnings (two identical rows in the panel); a dead mount two mount-unresponsive."""
+    share = dict(mountpoint="/mnt/share", fstype="nfs4", source="srv:/x", kind="shared")
+    logs = state("/mnt/share/logs", shared=True, **share)
+    ckpt = state("/mnt/share/ckpt", shared=True, **share)
+    (alert,) = run(shared_mount, logs, ckpt)
+    assert alert.subject == "/mnt/share/logs"
+    assert "/mnt/share (where /mnt/share/ckpt and /mnt/share/logs live)" in alert.message
+    logs.responsive = ckpt.responsive = False
+    (dead,) = run(mount_unresponsive, logs, ckpt)
+    assert "/mnt/share/ckpt and /mnt/share/logs" in dead.message
+    assert run(shared_mount, logs, ckpt) == []

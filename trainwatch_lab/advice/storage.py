@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ..core.defaults import Defaults
 from ..core.fill import can_fill, filesystem_key, is_trend
@@ -97,12 +97,32 @@ def _filesystems(sample: Sample) -> Iterator[tuple[list[str], PathState]]:
     space), each with the first one's state: a fact about free space is one warning per
     filesystem, naming every watched path on it (sorted), with the path watched longest
     as its subject (paths keep the order they were added: a new one changes no subject)."""
-    groups: dict[tuple[str, int | None], list[str]] = {}
+    yield from _grouped(sample, lambda path, p: filesystem_key(path, p) if p.responsive else None)
+
+
+def _mounts(sample: Sample, answering: bool) -> Iterator[tuple[list[str], PathState]]:
+    """The watched paths grouped by mount, those that answer or those that do not: that a
+    mount is shared, or dead, is one fact, however many watched paths live there."""
+    yield from _grouped(
+        sample, lambda path, p: (p.mountpoint or path) if p.responsive == answering else None
+    )
+
+
+def _grouped(
+    sample: Sample, key_of: Callable[[str, PathState], object]
+) -> Iterator[tuple[list[str], PathState]]:
+    groups: dict[object, list[str]] = {}
     for path, p in sample.paths.items():
-        if p.responsive:
-            groups.setdefault(filesystem_key(path, p), []).append(path)
+        key = key_of(path, p)
+        if key is not None:
+            groups.setdefault(key, []).append(path)
     for paths in sorted(groups.values()):
         yield [paths[0], *sorted(paths[1:])], sample.paths[paths[0]]
+
+
+def _named(paths: list[str], p: PathState) -> str:
+    """One watched path as itself; several by the mount they share (``_on``)."""
+    return paths[0] if len(paths) == 1 else _on(paths, p)
 
 
 # -- mounts ---------------------------------------------------------------------------
@@ -111,16 +131,14 @@ def _filesystems(sample: Sample) -> Iterator[tuple[list[str], PathState]]:
 @stateless
 def mount_unresponsive(ctx: Context) -> Iterator[Alert]:
     """The filesystem did not answer statfs/probe in time: anything touching it may hang."""
-    for path, p in _watched(ctx.sample):
-        if p.responsive:
-            continue
-        mount = p.mountpoint or path
+    for paths, p in _mounts(ctx.sample, answering=False):
+        mount = p.mountpoint or paths[0]
         yield Alert(
             code="mount-unresponsive",
             severity="critical",
-            subject=path,
+            subject=paths[0],
             message=(
-                f"{path} ({_where(p)}, mounted at {mount}) did not answer within "
+                f"{_named(paths, p)} ({_where(p)}, mounted at {mount}) did not answer within "
                 f"{fmt_duration(ctx.defaults.mount_timeout_s)}; every process that touches it, "
                 "your training loop included, can hang there."
             ),
@@ -135,15 +153,15 @@ def mount_unresponsive(ctx: Context) -> Iterator[Alert]:
 @stateless
 def shared_mount(ctx: Context) -> Iterator[Alert]:
     """A watched path on a network/shared filesystem: every fsync is a network round trip."""
-    for path, p in _watched(ctx.sample):
-        if not p.shared or not p.responsive:
+    for paths, p in _mounts(ctx.sample, answering=True):
+        if not p.shared:
             continue
         yield Alert(
             code="shared-mount",
             severity="warning",
-            subject=path,
+            subject=paths[0],
             message=(
-                f"{path} is on a shared filesystem ({_where(p)})"
+                f"{_named(paths, p)} is on a shared filesystem ({_where(p)})"
                 f"{_probe_text(p.probe, ctx.baseline)}"
                 "; logs and checkpoints written there step by step can stall training."
             ),
