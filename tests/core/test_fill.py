@@ -69,6 +69,12 @@ def test_saves_at_a_cadence_keep_filling_between_saves() -> None:
     assert all(b < a for a, b in itertools.pairwise(ends)), ends  # between saves: a countdown
 
 
+def test_a_drop_after_a_long_silence_is_measured_anew() -> None:
+    """Readings older than the fit's window before the last drop (a machine that slept)."""
+    fill = estimate_fill("/d", [0.0, 1.0, 2.0, 5000.0], [9e9, 9e9, 9e9, 8e9])
+    assert fill.trend == "measuring" and fill.rate_bps is None
+
+
 def test_two_saves_a_pause_apart_are_no_cadence() -> None:
     """Issue 23: a burst, a pause, one small file: the fit averaged the burst into a rate
     nothing was writing at ("full in 10 s" for 90 s with free space standing still)."""

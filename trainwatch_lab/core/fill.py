@@ -135,6 +135,8 @@ def estimate_fill(
         return FillState(filesystem, "measuring", points=n)
     times, avail = _window_to_last_drop(times[:n], avail[:n], d.fill_window_s)
     n = len(times)
+    if n < 3:  # the readings before the last drop are older than the window (a long pause)
+        return FillState(filesystem, "measuring", points=n)
     peak = _stretch_start(times, avail, n, d)
     drops = [i for i in range(peak + 1, n) if avail[i] < avail[i - 1]]
     if not drops:
