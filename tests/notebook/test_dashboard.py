@@ -19,7 +19,7 @@ from trainwatch_lab.core.history import History
 from trainwatch_lab.core.model import Alert, DiskRates, Headline, PathState, Sample
 from trainwatch_lab.core.sampler import Sampler
 from trainwatch_lab.notebook import dashboard_prefs as prefs
-from trainwatch_lab.notebook.charts import TimeChart, break_gaps
+from trainwatch_lab.notebook.charts import TimeChart, break_gaps, evaluate
 from trainwatch_lab.notebook.dashboard import TrainWatch
 from trainwatch_lab.notebook.dashboard_charts import space_series
 from trainwatch_lab.notebook.dashboard_layout import follow_frontend_subshell
@@ -132,6 +132,16 @@ def test_space_is_one_line_per_filesystem_in_percent_used() -> None:
     series = space_series(s)
     assert [x.label for x in series] == ["/data (xfs)", "/dev/shm (tmpfs)"]
     assert all(x.kind == "used_pct" for x in series)
+
+
+def test_the_space_chart_reads_as_df() -> None:
+    """Issue 23 item 7: df said 25 % used, the chart 70 % (avail over size, with the
+    blocks reserved for root counted as used)."""
+    s = PathState("/", exists=True, mountpoint="/", fstype="ext4")
+    s.total_bytes, s.free_bytes, s.avail_bytes = 1000 * GIB, 850 * GIB, 300 * GIB
+    (series,) = space_series(Sample(t=T0, paths={"/": s}))
+    cols = {k: np.array([float(getattr(s, k[2]))]) for k in series.keys}
+    assert evaluate(series, cols, 1)[0] == pytest.approx(100 * 150 / 450)  # df: 34 %
 
 
 # -- the dashboard -----------------------------------------------------------------------------

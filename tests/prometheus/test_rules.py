@@ -61,6 +61,7 @@ def filesystem(
     return [
         series("node_filesystem_size_bytes", f"{size:g}x300", **fs),
         series("node_filesystem_avail_bytes", f"{avail:g}x300", **fs),
+        series("node_filesystem_free_bytes", f"{avail:g}x300", **fs),  # no root reserve
         series("node_filesystem_files", f"{files:g}x300", **fs),
         series("node_filesystem_files_free", f"{files_free:g}x300", **fs),
         series("node_filesystem_readonly", "0x300", **fs),
@@ -434,12 +435,12 @@ def test_rules_mirror_every_warning_code_with_message_and_fix() -> None:
 
 def test_thresholds_come_from_the_defaults() -> None:
     text = rules_yaml()
-    assert f"< {DEFAULTS.full_fraction:g} * node_filesystem_size_bytes" in text
+    assert f"<= {DEFAULTS.full_fraction:g} * (node_filesystem_size_bytes" in text
     assert f">= {DEFAULTS.saturated_util_pct / 100:g}" in text
     assert f"for: {DEFAULTS.gpu_stalled_for_s:g}s" in text
     other = dataclasses.replace(DEFAULTS, full_fraction=0.2, fill_horizon_s=7200.0)
     changed = rules_yaml(other)
-    assert "< 0.2 * node_filesystem_size_bytes" in changed
+    assert "<= 0.2 * (node_filesystem_size_bytes" in changed
     assert "trainwatch_filesystem_seconds_to_full <= 7200" in changed
     assert "rate(node_disk_io_time_seconds_total[2m])" in rules_yaml(rate_window="2m")
     with pytest.raises(ValueError, match="rate window"):

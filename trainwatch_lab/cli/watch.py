@@ -96,17 +96,21 @@ def add_parser(sub: Any) -> None:
 
 
 def _drain(samples: queue.Queue[Sample], emit: Callable[[Sample], None], end: float | None) -> int:
-    """Print samples until ``end`` (or an exception); the worst severity rank seen."""
-    worst = 0
+    """Print samples until ``end`` (or an exception), and at least one: a first tick slower
+    than a short ``--duration`` (helpers starting on a loaded machine) must not end a run
+    with nothing printed. The worst severity rank seen."""
+    worst, printed = 0, False
     while True:
         wait = 0.5 if end is None else min(0.5, end - time.monotonic())
-        if wait <= 0:
+        if wait <= 0 and printed:
             return worst
+        wait = max(wait, 0.05)
         try:
             sample = samples.get(timeout=wait)
         except queue.Empty:
             continue
         emit(sample)
+        printed = True
         worst = max([worst, *(SEVERITY_RANK[a.severity] for a in sample.warnings)])
 
 

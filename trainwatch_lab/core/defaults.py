@@ -55,10 +55,18 @@ class Defaults:
     full_fraction: float = 0.10
     full_bytes: int = 2 * GIB  # applies to filesystems larger than this
     full_critical_fraction: float = 0.01  # disk-almost-full turns critical under this
+    # the blocks only root may write are named beside free space when they are this share
+    # of the disk (ext4 reserves 5 % by default: df's Size - Used - Avail)
+    reserved_shown_fraction: float = 0.01
     # disk-filling
     fill_horizon_s: float = 3600.0
     fill_critical_s: float = 600.0
-    fill_window_s: float = 120.0  # least-squares window for the growth rate
+    # least-squares window for the growth rate: long enough to hold three saves at a
+    # cadence of a few minutes (a fill made of checkpoints is seen by its cadence)
+    fill_window_s: float = 600.0
+    # writes that make a fill when they come as separate bursts with pauses between them
+    # (checkpoints): two saves are a coincidence, three a cadence
+    fill_min_bursts: int = 3
     fill_min_points: int = 5  # readings in the stretch of shrinking free space, at least
     fill_min_rate_bps: float = 64 * 1024  # below this a "fill rate" is noise
     # disk-filling warns about a fill that has lasted this share of the time it has left

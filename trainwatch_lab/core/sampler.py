@@ -52,6 +52,7 @@ class Sampler:
         interval: float = DEFAULTS.interval_s,
         history: History | None = None,
         evaluate: Evaluate | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if not interval > 0:
             raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
@@ -59,6 +60,7 @@ class Sampler:
         self.interval = float(interval)
         self.history = history if history is not None else History()
         self.evaluate = evaluate
+        self.clock = clock  # a sample's time: tests that tick by hand pass their own
         self._subscribers: list[Subscriber] = []
         self._lock = threading.RLock()
         # held while the thread should keep ticking; stop() releases it, which ends the
@@ -173,7 +175,7 @@ class Sampler:
         with self._lock:
             self._begun += 1
             number = self._begun
-        sample = Sample(t=time.time())
+        sample = Sample(t=self.clock())
         for source in list(self.sources):
             try:
                 source.collect(sample)

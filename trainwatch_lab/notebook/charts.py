@@ -25,6 +25,7 @@ from bqplot import Axis, Figure, LinearScale, Lines
 from ipywidgets import HTML, Layout, VBox
 
 from ..core.history import History, SeriesKey
+from ..core.model import df_used_fraction
 from .ticks import nice_axis, time_ticks
 from .warnings_html import esc
 
@@ -136,8 +137,8 @@ def evaluate(series: Series, cols: dict[SeriesKey, np.ndarray], n: int) -> np.nd
     with np.errstate(invalid="ignore", divide="ignore"):
         if series.kind == "ratio_pct":  # keys: (part, whole)
             return col(0) / col(1) * 100.0
-        if series.kind == "used_pct":  # keys: (avail, total): what df's Use% shows
-            return (1.0 - col(0) / col(1)) * 100.0
+        if series.kind == "used_pct":  # keys: (avail, total, free): df's Use%
+            return df_used_fraction(col(1), col(2), col(0)) * 100.0
         if series.kind == "await":  # keys: (r_await, w_await, r_s, w_s): iostat's combined
             ios = col(2) + col(3)
             combined = (col(0) * col(2) + col(1) * col(3)) / ios

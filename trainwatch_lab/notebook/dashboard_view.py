@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..advice.text import fill_text, fmt_duration
+from ..advice.text import fill_text, fmt_duration, space_text
 from ..core.history import History
 from ..core.model import Headline, Sample
-from .snapshot import latency_text, mount_text, space_text
+from .snapshot import latency_text, mount_text
 from .warnings_html import alert_html, esc
 
 STALE_INTERVALS = 3

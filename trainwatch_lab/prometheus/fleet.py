@@ -157,9 +157,9 @@ def _full(fs: Entry, d: Defaults) -> Entry | None:
     limit = d.full_fraction * total
     if total > d.full_bytes:  # on a tiny tmpfs "under 2 GiB" is always true
         limit = max(limit, float(d.full_bytes))
-    if free >= limit:
+    if free > limit:  # at or under the limit, as advice.storage judges it
         return None
-    severity = "critical" if free < d.full_critical_fraction * total else "warning"
+    severity = "critical" if free <= d.full_critical_fraction * total else "warning"
     return _warning(
         "disk-almost-full",
         severity,
