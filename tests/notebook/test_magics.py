@@ -215,8 +215,13 @@ def test_status_counts_info_notes_apart_from_warnings(
             what="two disks almost full and the GPU note",
         )
         lines = kernel.text(kernel.run("%trainwatch status")).splitlines()
-        assert "  2 warnings, 1 note" in lines, lines
-        assert "  [info] gpu-unavailable: gpu" in lines
+        assert "  this notebook's 2 paths: 2 warnings, 1 note" in lines, lines
+        # each warning in its sentence with its fix; the GPU note in words, never its code
+        assert sum(line.startswith("  CRITICAL [disk-almost-full] ") for line in lines) == 1
+        assert sum(line.startswith("  WARNING [disk-almost-full] ") for line in lines) == 1
+        assert sum(line.startswith("    fix: ") for line in lines) == 2
+        assert any(line.startswith("  GPU: ") for line in lines)
+        assert not any("gpu-unavailable" in line or "[info]" in line for line in lines)
         assert not any("warning(s)" in line for line in lines)
         kernel.run("%trainwatch stop")
     finally:
