@@ -229,7 +229,7 @@ def test_warnings_under_details_update_while_closed_only_when_they_change() -> N
     warned = sample(1)
     warned.warnings = [Alert("disk-saturated", "warning", "vda", "vda 95 % busy", "fix it")]
     feed(dash, sampler, [warned])
-    assert "disk-saturated" in dash.alerts_pane.value and "fix it" in dash.alerts_pane.value
+    assert "disk-saturated" in dash.alerts_pane.html and "fix it" in dash.alerts_pane.html
     dash.close()
 
 
@@ -273,3 +273,50 @@ def test_gpus_are_selected_by_index_or_by_gpu_or_mig_uuid(notebook_state: Path) 
         if not shown:
             assert "none of the GPUs GPU-ffff is present" in dash.gpu_note.value
         dash.stop()
+
+
+def five_warnings(full_in: str) -> list[Alert]:
+    """Five warnings, most severe first (the Advisor's order); long sentences, as the real ones."""
+    tail = " and the rest of a sentence long enough to need more than one line " * 2
+    return [
+        Alert(
+            "disk-filling", "critical", "/fs", f"/fs fills at 3 MB/s: full in {full_in}{tail}", "F1"
+        ),
+        Alert("checkpoint-wont-fit", "critical", "/fs/ckpt", f"ckpt-3 will not fit{tail}", "F2"),
+        Alert("disk-almost-full", "warning", "/fs", f"Only 2 MiB of 40 MiB is free{tail}", "F3"),
+        Alert("slow-mount", "warning", "/share", f"/share is slow{tail}", "F4"),
+        Alert("disk-saturated", "warning", "vda", f"vda is 95 % busy{tail}", "F5"),
+    ]
+
+
+def test_verdict_says_the_worst_warning_and_details_list_one_line_each() -> None:
+    """Issue 23 item 6: the verdict line gave counts only ("5 warnings (3 critical)"), and
+    Details showed every warning in full (1,700 px). Now the header carries the worst
+    warning's sentence; Details one line per warning, opened one at a time, and a warning
+    opened stays open while its numbers change."""
+    dash, sampler = make(details=True)
+    s = sample(0)
+    s.warnings = five_warnings("10 s")
+    feed(dash, sampler, [s])
+    head = dash.status.value
+    assert "class='tw-worst'" in head and "/fs fills at 3 MB/s: full in 10 s" in head
+    assert "data-warnings='5'" in head
+    pane = dash.alerts_pane
+    assert len(pane.rows) == 5
+    lines = [row.line.value for row in pane.rows.values()]
+    assert all("tw-warn-line" in x and "Fix" not in x and "<br>" not in x for x in lines)
+    assert all(row.body.layout.display == "none" for row in pane.rows.values())
+    first = pane.rows[("disk-filling", "/fs")]
+    first.toggle.value = True  # the browser's click
+    assert first.body.layout.display == "block" and "F1" in first.body.value
+    s2 = sample(1)
+    s2.warnings = five_warnings("8 s")
+    feed(dash, sampler, [s2])
+    assert pane.rows[("disk-filling", "/fs")] is first and first.toggle.value
+    assert "full in 8 s" in first.line.value and "full in 8 s" in first.body.value
+    assert "⛔" not in pane.html and '<svg class="tw-icon"' in pane.html
+    s3 = sample(2)
+    s3.warnings = []
+    feed(dash, sampler, [s3])
+    assert not pane.rows and "no warnings" in pane.html and "tw-worst" not in dash.status.value
+    dash.close()

@@ -150,7 +150,7 @@ def test_dashboard_state_updates_from_the_sampler_thread(shell: Any, tmp_path: P
     else:  # no GPU: a plain note instead of an empty chart
         assert dash.charts["gpu"].figure not in dash.grid.children
         assert "GPU:" in dash.gpu_note.value
-    assert "tw-alert" in dash.alerts_pane.value or "no warnings" in dash.alerts_pane.value
+    assert "tw-warn-line" in dash.alerts_pane.html or "no warnings" in dash.alerts_pane.html
 
 
 def test_running_twice_replaces_the_sampler(shell: Any, tmp_path: Path) -> None:

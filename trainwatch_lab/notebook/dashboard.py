@@ -295,7 +295,9 @@ class TrainWatch(DashboardLayout):
         else:
             state = "live" if self.samples else "waiting"
         points = self.charts["io"].points if hasattr(self, "charts") else 0
-        return view.HeaderState(state, self.samples, points, self.sampler.interval, self.window_s)
+        return view.HeaderState(
+            state, self.samples, points, self.sampler.interval, self.window_s, len(self.paths())
+        )
 
     def _header_html(self, sample: Sample | None) -> str:
         return view.header_html(sample, self._header_state(), self.history)
@@ -343,7 +345,7 @@ class TrainWatch(DashboardLayout):
             return
         self._pane_key = key
         self.paths_pane.value = view.paths_html(sample) if sample.paths else view.NO_PATHS_HTML
-        self.alerts_pane.value = view.alerts_html(sample)
+        self.alerts_pane.update(sample.warnings)
         self.gpu_note.value = (
             f'<div class="tw-gpu-note tw-muted">GPU: {esc(reason)}</div>' if reason else ""
         )
