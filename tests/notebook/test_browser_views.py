@@ -13,6 +13,7 @@ longer (counted in ticks, not seconds). Once the disk holds still every view agr
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,10 @@ def test_dashboard_panel_and_status_bar_count_the_same_warnings_during_a_fill(
     args, env = lab_setup(tmp_path)
     env["TRAINWATCH_LAB_STATE_DIR"] = str(tmp_path / "state")
     with jupyter_lab(root, extra_args=args, env=env) as lab, chromium_page(VIEWPORT) as page:
+        console: list[str] = []
+        page.on(
+            "console", lambda m: m.type == "error" and console.append(f"{m.text} @ {m.location}")
+        )
         for p in (ckpt, logs):
             lab.api("trainwatch-lab/api/paths", "POST", {"path": str(p)})
         open_notebook(page, lab, "fill.ipynb")
@@ -167,3 +172,7 @@ def test_dashboard_panel_and_status_bar_count_the_same_warnings_during_a_fill(
         )
         assert shown and all(sentence in text for sentence in shown), (shown, text)
         assert "this notebook's 2 paths" in text
+        # bqplot's SVG errors (negative rect sizes, translate(x,undefined)) come from our charts
+        artifact_path("notebook-console-errors.txt").write_text("\n".join(console))
+        svg = [m for m in console if re.search(r"<(rect|g|path|line|text)> attribute", m)]
+        assert not svg, svg

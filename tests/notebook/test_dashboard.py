@@ -195,7 +195,7 @@ def test_first_sample_is_drawn_at_once_on_a_pinned_axis() -> None:
     space = dash.charts["space"]
     assert len(space.lines.x) == 2 and space.lines.x[0] == space.lines.x[1]  # a dot
     assert float(np.asarray(space.lines.y).ravel()[0]) == pytest.approx(60.0)  # % used
-    assert space.x_scale.max - space.x_scale.min == pytest.approx(30.0)  # grows from the left
+    assert space.x_scale.max - space.x_scale.min == pytest.approx(1.0)  # a dot, never 0 wide
     assert space.x_axis.visible and space.x_axis.tick_labels
     feed(dash, sampler, [sample(i, {"/data": root}) for i in range(1, 40)])
     assert space.x_scale.min is None and space.x_scale.max is None  # released: data decides
@@ -319,4 +319,41 @@ def test_verdict_says_the_worst_warning_and_details_list_one_line_each() -> None
     s3.warnings = []
     feed(dash, sampler, [s3])
     assert not pane.rows and "no warnings" in pane.html and "tw-worst" not in dash.status.value
+    dash.close()
+
+
+def test_charts_scale_to_the_data_they_have_until_the_window_fills() -> None:
+    """Issue 23 item 8: the embedding notebook's hand-ticked widget drew 6 samples on a
+    10 min (then a 30 s) axis, a sliver at its left edge, and ``window_select = 300`` changed
+    the dropdown only. The axis spans the data; each chart says how much of the window it
+    has, so the window picked shows."""
+    dash, sampler = make()
+    root = path_state("/data", "/data", "xfs", 100 * GIB, 40 * GIB)
+    for i in range(6):  # ticked by hand, 0.2 s apart
+        s = sample(0, {"/data": root})
+        s.t = T0 + 0.2 * i
+        feed(dash, sampler, [s])
+    io = dash.charts["io"]
+    assert io.points >= 2  # (one point per sampling interval: two here)
+    x = np.asarray(io.lines.x, dtype=float)
+    lo, hi = io.x_scale.min, io.x_scale.max
+    if lo is not None:  # pinned: to about the data, never a long empty axis
+        assert hi - lo <= 1.5 and lo <= x.min() and hi >= x.max()
+    assert "1 s of 10 min" in io.head.value and "of 10 min" in dash.charts["space"].head.value
+    dash.window_select.value = 300.0
+    assert "1 s of 5 min" in io.head.value  # the window picked is visible at once
+    dash.close()
+
+
+def test_details_opened_on_a_stopped_dashboard_draw_its_history() -> None:
+    """Issue 23 item 8: after Restart & Run All, Details opened on a stopped dashboard showed
+    await, busy and time-lost charts with no axes and no lines."""
+    dash, sampler = make(details=False)
+    root = path_state("/data", "/data", "xfs", 100 * GIB, 40 * GIB)
+    feed(dash, sampler, [sample(i, {"/data": root}) for i in range(5)])
+    dash.stop("stopped")
+    dash.details_button.value = True
+    for name in ("await", "util"):
+        chart = dash.charts[name]
+        assert chart.points == 5 and chart.x_axis.visible and chart.y_axis.visible, name
     dash.close()

@@ -29,7 +29,10 @@ from .ticks import nice_axis, time_ticks
 from .warnings_html import esc
 
 MAX_POINTS = 120  # ~3 px per point on a 360 px plot; each point costs 4 B per line + 4 B
-MIN_SPAN_S = 30.0  # a short history grows from the left of an axis this long (at most)
+# the shortest x axis: a first sample (a dot), or a few ticked by hand within a second, sit on
+# an axis this long, never a zero-width one; longer data fills the axis (charts scale to the
+# data they have until the window fills: 6 samples on a 10 min axis were a sliver at its left)
+MIN_SPAN_S = 1.0
 REBASE_S = 86400.0  # float32 seconds keep 8 ms steps a day from their origin
 # theme-aware: bqplot sets stroke via style(), where CSS variables resolve
 PALETTE = [

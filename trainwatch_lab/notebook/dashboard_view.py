@@ -116,6 +116,19 @@ def header_html(sample: Sample | None, st: HeaderState, history: History | None 
     )
 
 
+def window_note(t: Any, window_s: float, bucket_s: float) -> str:
+    """While the data is shorter than the window, the charts scale to the data: say so, so
+    the window picked is visible ("12 s of 5 min"); nothing once the window is full."""
+    if len(t) < 1:
+        return ""
+    have = float(t[-1] - t[0])
+    if have >= window_s - max(bucket_s, 1.0):
+        return ""
+    from .dashboard_layout import window_label
+
+    return f"{fmt_duration(have)} of {window_label(window_s)}"
+
+
 def paths_html(sample: Sample) -> str:
     """The watched paths, one row each: mount, write latency, free space, fill trend."""
     rows = []
