@@ -97,7 +97,10 @@ class DashboardLayout(widgets.VBox):
         self.charts: dict[str, TimeChart] = {name: make_chart(name) for name in COMPACT}
         self.space_note = widgets.HTML(NO_PATHS_HTML)
         self.space_note.add_class("tw-note-cell")
-        self.grid = widgets.GridBox([self.charts["io"].figure, self.space_note], layout=_grid())
+        # the chart row as the first sample will have it (a figure swapped in later is drawn
+        # by bqplot before the page has placed it: SVG errors, translate(x,undefined))
+        space = self.charts["space"].figure if self.paths() else self.space_note
+        self.grid = widgets.GridBox([self.charts["io"].figure, space], layout=_grid())
         self.grid.add_class("tw-charts")
         self._build_details(details)
         self.children = [self.style_html, bar, self.fixes, self.grid, self.details]
