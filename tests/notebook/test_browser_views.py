@@ -34,6 +34,11 @@ from tests.support.lab import (
 pytestmark = [pytest.mark.browser, pytest.mark.root]
 
 VIEWPORT = (1440, 900)
+MAX_ROW_PX = 30  # a warning under Details: one line (a 20 px toggle and its sentence)
+ROW_HEIGHTS_JS = (
+    "() => [...document.querySelectorAll('.tw-alerts-pane .tw-warn-row')]"
+    ".map(r => r.getBoundingClientRect().height)"
+)
 LAG_TICKS = 3  # one tick of lag, plus the two samplers' phases and the websocket
 
 # counts of non-info warnings in each view, read at one moment; ``fs`` is the tmpfs
@@ -138,6 +143,10 @@ def test_dashboard_panel_and_status_bar_count_the_same_warnings_during_a_fill(
                 )
                 assert late <= LAG_TICKS, (since, v, seen[-20:])
             if not shot and v["dashboard"] >= 2 and agree(v):
+                # Details stay compact: one line per warning, however long its sentence
+                rows = page.evaluate(ROW_HEIGHTS_JS)
+                assert rows and max(rows) <= MAX_ROW_PX, rows
+                dash.evaluate("n => n.scrollIntoView({block: 'start'})")
                 page.screenshot(path=str(artifact_path("notebook-dashboard.png")))
                 set_theme(page, "JupyterLab Dark")
                 page.screenshot(path=str(artifact_path("notebook-dashboard-dark.png")))

@@ -33,6 +33,7 @@ MAX_POINTS = 120  # ~3 px per point on a 360 px plot; each point costs 4 B per l
 # an axis this long, never a zero-width one; longer data fills the axis (charts scale to the
 # data they have until the window fills: 6 samples on a 10 min axis were a sliver at its left)
 MIN_SPAN_S = 1.0
+RIGHT_EDGE_SHARE = 0.08  # of the axis: a clock label there would not fit inside the plot
 REBASE_S = 86400.0  # float32 seconds keep 8 ms steps a day from their origin
 # theme-aware: bqplot sets stroke via style(), where CSS variables resolve
 PALETTE = [
@@ -324,13 +325,18 @@ class TimeChart:
         """Round clock ticks for ``[lo, hi]``; the domain is pinned to it only while the
         data spans less than a minute (set once, then released: two messages)."""
         ticks, labels = time_ticks(lo, hi) if self.origin is not None else ([], [])
+        # a label centred on a tick at the very right edge is cut by the plot's edge ("6"
+        # for 00:13:06): the axis ends at the newest sample now, so leave that one out
+        edge = hi - RIGHT_EDGE_SHARE * (hi - lo)
+        if len(ticks) > 1 and ticks[-1] > edge:
+            ticks, labels = ticks[:-1], labels[:-1]
         rel = [round(v - self.origin) for v in ticks] if self.origin is not None else []
         values = np.asarray(rel, dtype=np.float64)
-        if values.size and not np.array_equal(values, np.asarray(self.x_axis.tick_values)):
+        named = {str(v): text for v, text in zip(rel, labels, strict=True)}
+        same = np.array_equal(values, np.asarray(self.x_axis.tick_values))
+        if values.size and not (same and named == self.x_axis.tick_labels):
             with self.x_axis.hold_sync():
-                self.x_axis.tick_labels = {
-                    str(v): text for v, text in zip(rel, labels, strict=True)
-                }
+                self.x_axis.tick_labels = named
                 self.x_axis.tick_values = values
         want = (lo - self.origin, hi - self.origin) if fixed and self.origin is not None else None
         now = (self.x_scale.min, self.x_scale.max)

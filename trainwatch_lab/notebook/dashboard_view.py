@@ -212,8 +212,11 @@ DASH_STYLE = """
   --bq-grid-color: var(--jp-border-color2);
   --bq-plotarea-background-fill: var(--jp-layout-color0); }
 .trainwatch .tw-bar { gap: 6px; align-items: center; flex-wrap: wrap; }
-.trainwatch .tw-bar .widget-html { flex: 1 1 320px; min-width: 0; margin: 0; }
-.trainwatch .tw-bar .widget-html-content { line-height: 1.4; white-space: normal; }
+/* the header wraps within its own box: never under the window, Pause and Details controls */
+.trainwatch .tw-bar .widget-html { flex: 1 1 320px; min-width: 0; margin: 0; overflow: hidden; }
+.trainwatch .tw-bar .widget-html-content { line-height: 1.4; white-space: normal; width: 100%;
+  min-width: 0; }
+.tw-head .tw-facts { min-width: 0; }
 .trainwatch .tw-bar .jupyter-button, .trainwatch .tw-bar .widget-dropdown { margin: 0; }
 .trainwatch .tw-bar .widget-dropdown > select { padding-right: 18px; }
 .tw-head { display: flex; flex-wrap: wrap; align-items: center; gap: 2px 10px;

@@ -25,11 +25,14 @@ WARNINGS_STYLE = """
 .trainwatch .tw-warn-row .widget-hbox { align-items: center; gap: 4px; }
 .trainwatch .tw-warn-row .jupyter-button { width: 22px; height: 20px; padding: 0;
   margin: 0; background: transparent; }
-.trainwatch .tw-warn-row .widget-html { margin: 0; min-width: 0; flex: 1 1 auto; }
-.trainwatch .tw-warn-row .widget-html-content { line-height: 20px; }
-.tw-warn-line { display: flex; align-items: center; gap: 6px; white-space: nowrap;
+.trainwatch .tw-warn-row .widget-hbox > .widget-html { margin: 0; min-width: 0;
+  flex: 1 1 0; overflow: hidden; }
+.trainwatch .tw-warn-row .widget-html-content { line-height: 20px; min-width: 0;
   overflow: hidden; }
-.tw-warn-line .tw-warn-text { overflow: hidden; text-overflow: ellipsis; }
+.tw-warn-line { display: flex; align-items: center; gap: 6px; white-space: nowrap;
+  overflow: hidden; min-width: 0; }
+.tw-warn-line .tw-warn-text { flex: 1 1 auto; min-width: 0; overflow: hidden;
+  text-overflow: ellipsis; }
 .tw-warn-body { margin: 0 0 4px 26px; padding: 2px 8px; line-height: 1.4;
   border-left: 3px solid var(--jp-border-color1); white-space: normal; }
 .tw-warn-body[data-severity="critical"] { border-left-color: var(--jp-error-color1); }
@@ -69,16 +72,18 @@ def notes_html(alerts: Sequence[Alert]) -> str:
 class WarningRow(widgets.VBox):
     """One warning: a toggle and its line; the full text below while open."""
 
-    def __init__(self) -> None:
+    def __init__(self, a: Alert) -> None:
         from .dashboard_layout import follow_frontend_subshell  # (it imports this module)
 
         self.toggle = widgets.ToggleButton(
             value=False, icon="chevron-right", tooltip="Show the full message and its fix"
         )
-        self.line = widgets.HTML("")
-        self.body = widgets.HTML("", layout=widgets.Layout(display="none"))
-        super().__init__([widgets.HBox([self.toggle, self.line]), self.body])
-        self.add_class("tw-warn-row")
+        # made with their words: they travel with the widgets' creation, not as updates
+        self.line = widgets.HTML(warning_line_html(a))
+        self.body = widgets.HTML(warning_body_html(a), layout=widgets.Layout(display="none"))
+        super().__init__(
+            [widgets.HBox([self.toggle, self.line]), self.body], _dom_classes=("tw-warn-row",)
+        )
         self.toggle.observe(self._on_toggle, names="value")
         follow_frontend_subshell(self.toggle)
 
@@ -110,8 +115,11 @@ class WarningsPane(widgets.VBox):
         serious = [a for a in alerts if a.severity != "info"]
         rows = {}
         for a in serious:
-            row = self.rows.get(a.key) or WarningRow()
-            row.show(a)
+            row = self.rows.get(a.key)
+            if row is None:
+                row = WarningRow(a)
+            else:
+                row.show(a)
             rows[a.key] = row
         for key, row in self.rows.items():
             if key not in rows:
