@@ -40,6 +40,10 @@ ROW_HEIGHTS_JS = (
     ".map(r => r.getBoundingClientRect().height)"
 )
 LAG_TICKS = 3  # one tick of lag, plus the two samplers' phases and the websocket
+# the clock labels under our charts' x axes (their ticks are translate(x,0))
+X_LABELS_JS = """() => [...document.querySelectorAll('.trainwatch .tw-plot .tick')]
+    .filter(t => /translate\\([^,]+,\\s*0\\)/.test(t.getAttribute('transform') || ''))
+    .map(t => t.textContent.trim()).filter(x => x)"""
 
 # counts of non-info warnings in each view, read at one moment; ``fs`` is the tmpfs
 VIEWS_JS = (
@@ -88,9 +92,10 @@ def test_dashboard_panel_and_status_bar_count_the_same_warnings_during_a_fill(
         [
             "%load_ext trainwatch_lab",
             f"%trainwatch {ckpt} {logs} --window 1m",
-            # the scripted fill: 11 checkpoints of 3 MiB, one a second, and a log line each
+            # the scripted fill: 13 checkpoints of 3 MiB, one a second, and a log line each,
+            # until about 1 MiB of the 40 is left (almost full; the next one would not fit)
             "%%trainwatch\nimport os, time\n"
-            "for i in range(11):\n"
+            "for i in range(13):\n"
             f"    with open({str(ckpt)!r} + f'/ckpt-{{i:02d}}.pt', 'wb') as fh:\n"
             "        fh.write(os.urandom(3 << 20)); fh.flush(); os.fsync(fh.fileno())\n"
             f"    with open({str(logs)!r} + '/train.log', 'a') as fh:\n"
@@ -161,6 +166,11 @@ def test_dashboard_panel_and_status_bar_count_the_same_warnings_during_a_fill(
         summary.locator(".tw-cell-summary").wait_for(timeout=30_000)
         summary.screenshot(path=str(artifact_path("cell-summary.png")))
 
+        # every clock label is a time, never raw seconds since the chart's origin ("7")
+        page.wait_for_timeout(1_500)  # (a redraw in flight ends)
+        labels = page.evaluate(X_LABELS_JS)
+        assert labels and all(re.fullmatch(r"\d\d:\d\d(:\d\d)?", x) for x in labels), labels
+
         # the disk holds still now: every view settles on the same count
         page.wait_for_function(
             f"(fs) => {{ const v = ({VIEWS_JS})(fs); return "
@@ -170,7 +180,7 @@ def test_dashboard_panel_and_status_bar_count_the_same_warnings_during_a_fill(
             timeout=60_000,
         )
         settled = views(page, str(fs))
-        assert settled["dashboard"] >= 1, settled  # 3 MiB of 40 left: almost full
+        assert settled["dashboard"] >= 1, settled  # 1 MiB of 40 left: almost full
 
         # %trainwatch status lists the warnings the dashboard shows, sentence for sentence
         status = run_cell(page, 3)
