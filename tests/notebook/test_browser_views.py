@@ -162,9 +162,10 @@ def test_dashboard_panel_and_status_bar_count_the_same_warnings_during_a_fill(
             page.wait_for_timeout(250)
         wait_cell_done(page, 2)
         assert max(v["dashboard"] for v in seen) >= 1, seen[-5:]  # the fill was seen
-        summary = page.locator(".jp-Notebook .jp-Cell").nth(2)
-        summary.locator(".tw-cell-summary").wait_for(timeout=30_000)
-        summary.screenshot(path=str(artifact_path("cell-summary.png")))
+        summary = page.locator(".jp-Notebook .jp-Cell").nth(2).locator(".tw-cell-summary")
+        summary.wait_for(timeout=30_000)
+        summary.evaluate("n => n.scrollIntoView({block: 'start'})")
+        page.screenshot(path=str(artifact_path("cell-summary.png")))
 
         # every clock label is a time, never raw seconds since the chart's origin ("7")
         page.wait_for_timeout(1_500)  # (a redraw in flight ends)

@@ -168,12 +168,13 @@ def _device_text(d: DeviceSummary) -> str:
     )
 
 
-def files_text(w: Written | None) -> str:
-    """``24 MiB in 8 files written`` (files modified during the cell, at their size now)."""
+def files_text(w: Written | None, verb: str = " written") -> str:
+    """``24 MiB in 8 files written`` (files modified during the cell, at their size now);
+    ``verb=""`` where a column header says it."""
     if w is None:
-        return "files written: not listed"
+        return f"files{verb}: not listed" if verb else "not listed"
     count = f"{w.files} file{'s' * (w.files != 1)}"
-    text = f"{fmt_bytes(w.bytes)} in {count} written" if w.files else "no file written"
+    text = f"{fmt_bytes(w.bytes)} in {count}{verb}" if w.files else f"no file{verb}"
     return text if w.complete else f"at least {text} (the listing stopped at its budget)"
 
 
@@ -182,7 +183,7 @@ def _filesystem_rows_html(f: FilesystemSummary) -> str:
     shared = f'<td rowspan="{len(f.paths)}">{esc(_filesystem_text(f))}</td>'
     return "".join(
         f'<tr data-path="{esc(p)}"><td><code>{esc(p)}</code></td>'
-        f'<td class="tw-files">{esc(files_text(f.files.get(p)))}</td>{shared if i == 0 else ""}'
+        f'<td class="tw-files">{esc(files_text(f.files.get(p), ""))}</td>{shared if i == 0 else ""}'
         "</tr>"
         for i, p in enumerate(f.paths)
     )
