@@ -43,6 +43,7 @@ from .worker_ops import (
     op_scan_checkpoints,
     op_sleep,
     op_statvfs,
+    op_written_since,
 )
 
 OPS: dict[str, Callable[..., Any]] = {
@@ -51,6 +52,7 @@ OPS: dict[str, Callable[..., Any]] = {
     "statvfs": op_statvfs,
     "inspect": op_inspect,
     "scan_checkpoints": op_scan_checkpoints,
+    "written_since": op_written_since,
     "probe": op_probe,
     "clean_leftovers": op_clean_leftovers,
     "write_text": op_write_text,
