@@ -5,6 +5,7 @@
 
 import { TitledBlock } from './blocks';
 import { el } from './dom';
+import { severityIcon } from './icons';
 import { AlertJSON, SampleJSON } from './model';
 import { activeWarnings } from './readings';
 
@@ -13,7 +14,7 @@ export class WarningsView extends TitledBlock {
   private _opened = new Set<string>(); // warnings the reader unfolded (code + subject)
 
   constructor() {
-    super('Warnings', 'jp-TrainWatch-warnings');
+    super('warnings', 'Warnings', 'jp-TrainWatch-warnings');
   }
 
   render(sample: SampleJSON | null): void {
@@ -21,6 +22,7 @@ export class WarningsView extends TitledBlock {
     const warnings = activeWarnings(sample);
     this.setHidden(!warnings.length);
     node.dataset.count = String(warnings.length);
+    this.title.setSummary(String(warnings.length)); // folded, the count still shows
     // rebuild only when the warnings changed: a list replaced every tick loses the reader's
     // text selection, scroll position and what they unfolded
     const signature = JSON.stringify(warnings);
@@ -53,8 +55,10 @@ export class WarningsView extends TitledBlock {
       }
     });
     const summary = el('summary', 'jp-TrainWatch-warningHead');
+    const severity = el('span', 'jp-TrainWatch-severity');
+    severity.append(...severityIcon(w.severity), w.severity);
     summary.append(
-      el('span', 'jp-TrainWatch-severity', w.severity),
+      severity,
       el('span', 'jp-TrainWatch-message', w.message)
     );
     summary.title = w.message;

@@ -4,15 +4,24 @@
  */
 
 import { formatBytes, formatDuration, formatMBs } from './format';
-import type { PathStateJSON } from './model';
+import type { AlertJSON, PathStateJSON } from './model';
 
 const MB = 1e6;
 
 /**
  * The fill notes under the free-space chart: one line per filesystem that is filling, in the
  * numbers Python sent (the same estimate the disk-filling warning uses; nothing refitted here).
+ * Python sends the numbers only when the advisor believes them (null otherwise), and a fill
+ * is stated only while a ``disk-filling`` warning is up: an estimate beside "Storage OK" (or
+ * beside warnings about something else) would contradict the verdict.
  */
-export function fillNotes(paths: Record<string, PathStateJSON>): string[] {
+export function fillNotes(
+  paths: Record<string, PathStateJSON>,
+  warnings: readonly AlertJSON[] = []
+): string[] {
+  if (!warnings.some(w => w.code === 'disk-filling' && w.severity !== 'info')) {
+    return [];
+  }
   const seen = new Set<string>();
   const notes: string[] = [];
   for (const p of Object.keys(paths).sort()) {
@@ -21,7 +30,7 @@ export function fillNotes(paths: Record<string, PathStateJSON>): string[] {
       continue;
     }
     seen.add(fill.filesystem);
-    if (fill.trend === 'filling' && fill.rate_bps !== null && fill.seconds_to_full !== null) {
+    if (fill.trend === 'filling' && fill.rate_bps != null && fill.seconds_to_full != null) {
       notes.push(
         `${fill.filesystem}: filling at ${formatMBs(fill.rate_bps / MB)}, full in ${formatDuration(fill.seconds_to_full)}`
       );
