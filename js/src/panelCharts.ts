@@ -161,7 +161,7 @@ export const PANEL_CHARTS: IPanelChart[] = [
     content: gpuUtil
   },
   {
-    section: { id: 'disks', title: 'Disks under the watched paths', open: true },
+    section: { id: 'disks', title: 'Disks under the paths', open: true },
     options: { title: 'Disk throughput', unit: 'MB/s', floor: 1 },
     content: diskChart(
       [

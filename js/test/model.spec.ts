@@ -312,6 +312,7 @@ describe('fillNotes', () => {
 
   const alert = (code: string, severity = 'critical') =>
     ({ code, severity, subject: '/data/ckpt', message: 'm', fix: 'f' }) as AlertJSON;
+  // (the paths below are on /data, watched as /data/ckpt and /data/logs)
   const up = [alert('disk-filling')];
 
   it('says what Python sent, once per filesystem, while a disk-filling warning is up', () => {
@@ -347,7 +348,20 @@ describe('fillNotes', () => {
     expect(fillNotes(paths, [])).toEqual([]);
     expect(fillNotes(paths, [alert('gpu-unavailable', 'info')])).toEqual([]);
     expect(fillNotes(paths, [alert('slow-mount', 'warning')])).toEqual([]);
-    expect(fillNotes(paths, [alert('disk-filling', 'warning')])).toEqual([
+    const about = (subject: string, message = 'm') => ({
+      ...alert('disk-filling', 'warning'),
+      subject,
+      message
+    });
+    expect(fillNotes(paths, [about('/home/me')])).toEqual([
+      '/: filling at 193 MB/s, full in 7 min'
+    ]);
+    expect(fillNotes(paths, [about('/')])).toEqual(['/: filling at 193 MB/s, full in 7 min']);
+    // ...a disk-filling warning about another filesystem says nothing of this one
+    expect(fillNotes(paths, [about('/scratch/ckpt', '/scratch (where ...) is filling')])).toEqual(
+      []
+    );
+    expect(fillNotes(paths, [about('x', '/ (where /home/me lives) is filling at')])).toEqual([
       '/: filling at 193 MB/s, full in 7 min'
     ]);
   });

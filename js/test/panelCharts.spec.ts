@@ -21,7 +21,7 @@ test('the charts, their sections and units, in panel order: the main ones open',
     c.section ? `${c.section.title}${c.section.open ? '' : ' (folded)'}` : null;
   expect(PANEL_CHARTS.map(c => [section(c), c.options.title, c.options.unit])).toEqual([
     ['GPU', 'GPU utilization', '%'],
-    ['Disks under the watched paths', 'Disk throughput', 'MB/s'],
+    ['Disks under the paths', 'Disk throughput', 'MB/s'],
     ['Space', 'Space used', '% per filesystem'],
     ['More charts (folded)', 'GPU memory used', 'GiB'],
     [null, 'Disk await', 'ms'],
