@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -188,13 +189,20 @@ def test_the_panel_tells_one_story_while_a_tmpfs_fills(tmp_path, tmpfs_mount, ss
             timeout=30_000,
         )
         assert "checking" not in row.inner_text()
+        # another client stops watching it: gone from the panel with the next samples (the
+        # panel lists what each sample says is watched, not a copy fetched when it opened)
+        quoted = urllib.parse.quote(str(sshfs_mount.path))
+        lab.api(f"trainwatch-lab/api/paths?path={quoted}", "DELETE")
+        row.wait_for(state="detached", timeout=15_000)
+        assert "sshfs" not in page.locator(f"{PANEL} .jp-TrainWatch-paths").inner_text()
 
-        # dark, with warnings still up (the tmpfs stays almost full, the share stays shared),
-        # the paths folded again as they were
+        # dark, with warnings still up (the tmpfs stays almost full), the paths folded again
         page.locator(f"{PANEL} [data-section='paths'] .jp-TrainWatch-sectionToggle").click()
         set_theme(page, "JupyterLab Dark")
         page.wait_for_timeout(1_500)  # the charts redraw in the dark palette
         dark = read_moment(page)
+        page.mouse.move(700, 450)  # no hover, no focus ring on what was clicked
+        page.evaluate("() => document.activeElement && document.activeElement.blur()")
         screenshot(page, "panel-dark-900.png")
         check_moment(dark)
         assert serious(dark["sample"]) and dark["scroll"][0] <= dark["scroll"][1] + 1
