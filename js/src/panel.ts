@@ -83,6 +83,7 @@ export class TrainWatchPanel extends Panel {
     const told: FoldListener = (id, open) => {
       this._folds = { ...this._folds, [id]: open };
       this.onFoldsChanged?.(this._folds);
+      this._invalidate(); // a section just opened draws what it missed while folded
     };
     this._sections = [
       this._warnings.title,
@@ -147,6 +148,7 @@ export class TrainWatchPanel extends Panel {
     for (const section of this._sections) {
       section.setOpen(folds[section.sectionId] ?? section.openByDefault);
     }
+    this._invalidate();
   }
 
   /** The sections, in panel order (the browser test opens them by id). */
@@ -299,7 +301,10 @@ export class TrainWatchPanel extends Panel {
       sample,
       columns: keys => this._ring.aligned(keys, this._windowS)
     };
-    for (const { spec, chart, note } of this._chartSlots) {
+    for (const { spec, chart, note, section } of this._chartSlots) {
+      if (!section.open) {
+        continue; // folded: nothing to draw (opening it redraws)
+      }
       const { specs, data, empty, unit, hidden } = spec.content(input);
       if (hidden !== undefined) {
         chart.setHidden(hidden);
