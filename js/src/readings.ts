@@ -91,10 +91,10 @@ export function watchedPaths(sample: SampleJSON | null): WatchedPathJSON[] {
  * What a view watches, said beside its verdict: the panel and the status bar watch the
  * machine (the server's sampler), the notebook's dashboard its kernel's paths.
  */
-export function scopeText(sample: SampleJSON | null): string {
+export function scopeText(sample: SampleJSON | null, short = false): string {
   if (!sample) {
     return 'this machine';
   }
   const n = watchedPaths(sample).length;
-  return `this machine: ${n} watched path${n === 1 ? '' : 's'}`;
+  return `this machine: ${n}${short ? '' : ' watched'} path${n === 1 ? '' : 's'}`;
 }

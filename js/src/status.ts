@@ -9,8 +9,8 @@ import { StreamClient } from './stream';
 /**
  * The status-bar item: the headline's ``brief`` Python made for the latest sample (e.g.
  * ``GPU 87 % · disk 45.1 MB/s · ⚠ 1``), the same words as the panel header; a click opens the
- * panel. Its hover says its scope (the machine's watched paths, as the panel does) and the
- * verdict; stale data dims it and says so on hover. ``data-t`` and ``data-warnings`` say
+ * panel. After it, dimmed, its scope ("this machine: 3 paths": the panel's, where the
+ * notebook dashboard says its kernel's); its hover says the scope and the verdict; stale data dims it and says so on hover. ``data-t`` and ``data-warnings`` say
  * which sample it shows and how many warnings that sample has (the browser test compares
  * them with the panel's at the same moment).
  */
@@ -54,6 +54,8 @@ export class TrainWatchStatus extends Widget {
     this.node.textContent = text;
     this.node.dataset.state = state;
     this.node.dataset.scope = scope;
+    // shown after the brief by CSS (::after), so the text stays Python's words alone
+    this.node.dataset.scopeShort = scopeText(sample, true);
     this.node.dataset.t = String(sample?.t ?? '');
     this.node.dataset.warnings = String(activeWarnings(sample).length);
     this.toggleClass('jp-mod-warning', level === 'warning');

@@ -286,6 +286,7 @@ describe('what the panel watches', () => {
       'this machine: 2 watched paths'
     );
     expect(scopeText(sample(1))).toBe('this machine: 1 watched path');
+    expect(scopeText(sample(1), true)).toBe('this machine: 1 path'); // the status bar's
     expect(scopeText(null)).toBe('this machine');
   });
 });

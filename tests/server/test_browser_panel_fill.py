@@ -39,6 +39,7 @@ MOMENT_JS = f"""() => {{
             .textContent,
         status: status.textContent, statusWarnings: Number(status.dataset.warnings),
         statusTitle: status.title, statusScope: status.dataset.scope,
+        statusShown: getComputedStyle(status, '::after').content,
         scope: panel.querySelector('.jp-TrainWatch-scope').textContent,
         sample: latest, notes,
         scroll: [panel.scrollHeight, panel.clientHeight],
@@ -64,6 +65,10 @@ def check_moment(m: dict) -> None:
     watched = len(m["sample"]["watched"])
     scope = f"this machine: {watched} watched path{'' if watched == 1 else 's'}"
     assert m["scope"] == m["statusScope"] == scope and scope in m["statusTitle"], m
+    # ...and the status bar shows it after Python's words (its text stays the brief)
+    short = f"this machine: {watched} path{'' if watched == 1 else 's'}"
+    assert m["statusShown"] == f'" · {short}"', m["statusShown"]
+    assert m["status"] == m["sample"]["headline"]["brief"]
     # a fill estimate is said only while a disk-filling warning is up, never beside OK
     filling = any(w["code"] == "disk-filling" for w in serious(m["sample"]))
     assert filling or not m["notes"], (m["verdict"], m["notes"])
