@@ -18,6 +18,7 @@ import {
   windowLabel
 } from './fleet';
 import { formatClock } from './format';
+import { severityIcon } from './icons';
 import { requestAPI } from './request';
 
 const PERCENT_INCRS = niceIncrs([1, 2, 2.5, 5], 0, 2);
@@ -225,7 +226,8 @@ export class FleetSection extends Panel {
     head.append(name, status);
     row.append(head, el('div', 'jp-TrainWatch-fleetFacts', hostFacts(host).join(' · ')));
     if (host.warnings.length) {
-      const warn = el('div', `jp-TrainWatch-fleetWarning jp-mod-${host.worst}`, warningsText(host));
+      const warn = el('div', `jp-TrainWatch-fleetWarning jp-mod-${host.worst}`);
+      warn.append(...severityIcon(host.worst ?? ''), warningsText(host));
       warn.title = host.warnings.map(w => `${w.severity}: ${warningLine(w)}`).join('\n');
       row.appendChild(warn);
     }

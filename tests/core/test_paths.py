@@ -718,3 +718,31 @@ def test_overlay_reports_the_device_of_its_upper_layer(
     finally:
         unmount(merged)
     assert [n for n in os.listdir(upper) if LEFTOVER.match(n)] == []
+
+
+def test_facts_of_an_unmounted_filesystem_do_not_stay(tmpfs_mount) -> None:
+    """A watched path whose tmpfs is unmounted now lives on the filesystem below: its kind,
+    write latency and checkpoints are that filesystem's, never the tmpfs's (the panel showed
+    "local (ext4) write+fsync 4 us", the tmpfs's probe under the disk's name). The probe of
+    the filesystem now under it comes when the next one is due."""
+    m = tmpfs_mount("8m")
+    logs = m.path / "logs"
+    logs.mkdir()
+    (logs / "last.ckpt").write_bytes(b"\0" * 4096)
+    src = PathsSource([str(logs)], defaults=FAST)
+    try:
+        assert wait_until(
+            lambda: (s := collect(src).paths[str(logs)]).probe and s.checkpoints, timeout=30
+        )
+        before = collect(src).paths[str(logs)]
+        assert before.fstype == "tmpfs"
+        unmount(m.path)
+        after = collect(src).paths[str(logs)]
+        assert after.fstype != "tmpfs" and after.mountpoint != str(m.path)
+        assert after.probe is None or after.probe is not before.probe, after.probe
+        assert after.checkpoints is None
+        # a probe of the filesystem below comes, and it is no tmpfs probe from before
+        assert wait_until(lambda: collect(src).paths[str(logs)].probe is not None, timeout=30)
+        assert collect(src).paths[str(logs)].probe is not before.probe
+    finally:
+        src.close()

@@ -149,6 +149,9 @@ async def test_snapshot_is_a_watch_json_line_with_the_root_dir(jp_fetch, hub, jp
     # the server's own process is not what the user trains: no server-process I/O
     assert data["process"] is None
     assert {s.name for s in hub.sampler.sources} >= {"paths", "disks", "kernels"}
+    # what is watched and why, with every sample: the panel lists these paths and counts
+    # them as its scope (its list was a copy fetched once, left showing gone paths)
+    assert data["watched"] == {str(jp_root_dir): ["root"]}
 
 
 async def test_snapshot_rejects_unknown_parameters(jp_fetch, hub):

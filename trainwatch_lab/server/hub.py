@@ -71,6 +71,9 @@ class Hub:
         self.sampler_factory = sampler_factory
         self.history = History(capacity=capacity_for(config.history_s, config.interval))
         self.sampler: Sampler | None = None
+        # the paths source of the sampler being started or running: told of every change of
+        # the watched paths from the moment it exists, before ``sampler`` is set on the loop
+        self._paths_source: Any = None
         self.latest: Sample | None = None  # the last sample handed to subscribers
         self.lease = Lease(config.stop_grace_s, config.scrape_lease_s)
         initial = [(p, "user") for p in config.paths]
@@ -180,9 +183,12 @@ class Hub:
             processes=discovery if config.watch_processes else False,
             more_sources=self._kernels,
         )
-        paths_source = sampler.find_source("paths")
-        for key in self.watched():  # whose quota: the paths above came without their owners
+        paths_source = self._paths_source = sampler.find_source("paths")
+        watched = self.watched()  # (read again: a change since the line above was told to
+        for key in watched:  # the last source) whose quota: the paths came without owners
             self._tell(paths_source, key, True)
+        for key in set(paths_source.paths if paths_source else ()) - set(watched):
+            self._tell(paths_source, key, False)
         sampler.subscribe(self._on_sample)
         if self.notifier is not None:  # word when nobody looks (issue 17)
             sampler.subscribe(self.notifier)
@@ -272,8 +278,10 @@ class Hub:
         return remove
 
     def sample_json(self, sample: Sample) -> dict[str, Any]:
-        """What the panel gets for a sample: the sample and the machine's log mirrors."""
-        return {**sample.to_json(), "mirrors": self.mirrors}
+        """What the panel gets for a sample: the sample, the machine's log mirrors and the
+        paths watched now with why (``{path: roles}``): the panel lists those, every tick,
+        and says its scope with them ("this machine: 3 paths")."""
+        return {**sample.to_json(), "mirrors": self.mirrors, "watched": self.roles()}
 
     def _look_at_mirrors(self) -> None:  # sampler thread
         try:
@@ -341,9 +349,10 @@ class Hub:
         return self.paths.roles()
 
     def _path_changed(self, key: str, watched: bool) -> None:
-        """Tell the running paths source when a path appears or vanishes, or changes owner."""
-        sampler = self.sampler
-        self._tell(sampler.find_source("paths") if sampler is not None else None, key, watched)
+        """Tell the paths source when a path appears or vanishes, or changes owner: also
+        while its sampler starts (its first tick may find a kernel's or a process's
+        directory before the event loop holds the sampler), and never a closed one."""
+        self._tell(self._paths_source, key, watched)
 
     def _tell(self, source: Any, key: str, watched: bool) -> None:
         """Watch ``key`` in the paths ``source`` for its owner's quota (see
