@@ -188,17 +188,45 @@ class HistoryHandler(BaseHandler):
 
 
 class CheckHandler(BaseHandler):
+    """``GET check?path=P`` diagnoses a path from what can be read (never writes anything);
+    ``POST check {"path": P, "probe": true}`` also measures write + fsync latency there, so
+    the probe passes the XSRF check and the Authorizer's ``write`` action like every write."""
+
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        hub = self.hub
         self.only("path", "probe", "timeout")
         raw = self.arg("path")
         if raw is None:
             raise BadRequest("missing parameter 'path'")
-        path = parse_path(raw)
-        probe = parse_bool("probe", self.arg("probe"), hub.config.probe)
+        if parse_bool("probe", self.arg("probe"), False):
+            raise BadRequest(
+                'GET check never writes; the write probe is POST check {"path": ..., "probe": true}'
+            )
         timeout = parse_float("timeout", self.arg("timeout"), 0.1, 60.0)
+        await self._check(parse_path(raw), False, timeout)
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        self.only()
+        data = self.body_json()
+        unknown = sorted(set(data) - {"path", "probe", "timeout"})
+        if unknown:
+            raise BadRequest(f"unknown field {unknown[0]!r}")
+        probe = data.get("probe", True)
+        if not isinstance(probe, bool):
+            raise BadRequest(f"'probe' must be true or false, got {type(probe).__name__}")
+        timeout = data.get("timeout")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float)
+        ):
+            raise BadRequest("'timeout' must be a number of seconds")
+        timeout = parse_float("timeout", None if timeout is None else str(timeout), 0.1, 60.0)
+        await self._check(parse_path(data.get("path")), probe and self.hub.config.probe, timeout)
+
+    async def _check(self, path: str, probe: bool, timeout: float | None) -> None:
+        hub = self.hub
         limit = (timeout or hub.defaults.mount_timeout_s) + hub.defaults.probe_budget_s + 10.0
         try:
             report = await hub.in_thread(
