@@ -169,6 +169,15 @@ class Defaults:
 
 DEFAULTS = Defaults()
 
+# What any input may weigh (issue 24): a path longer than Linux's PATH_MAX (bytes, with its
+# NUL) names no file, so nothing longer is worth a byte of memory; a request body holds one
+# path and a few fields; a stream message is {"interval": S}; a query parameter is a path,
+# a number or a word. Past these, a request is refused in one line before anything is kept.
+PATH_MAX = 4096
+REQUEST_BODY_MAX = 16 * 1024
+WS_MESSAGE_MAX = 4096
+PARAM_MAX = PATH_MAX
+
 # checkpoint files by name: torch.save / Lightning / Accelerate / Hugging Face (.pt .pth .ckpt
 # .safetensors .bin), Keras 3 (.keras whole models, .weights.h5 weights)
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors", ".bin", ".h5", ".keras")

@@ -284,6 +284,9 @@ class Hub:
     def _on_sample(self, sample: Sample) -> None:  # sampler thread
         run = self._run
         self._look_at_mirrors()
+        # a tick that began before a path was removed recorded it once more: dropped again
+        for gone in set(sample.paths).difference(self.watched()):
+            self.history.forget(gone)
         self.latest = sample  # finished: warnings and headline evaluated
         with self._lock:
             listeners = list(self._listeners)
@@ -344,6 +347,8 @@ class Hub:
         """Tell the running paths source when a path appears or vanishes, or changes owner."""
         sampler = self.sampler
         self._tell(sampler.find_source("paths") if sampler is not None else None, key, watched)
+        if not watched:
+            self.history.forget(key)  # memory follows what is watched now (issue 24)
 
     def _tell(self, source: Any, key: str, watched: bool) -> None:
         """Watch ``key`` in the paths ``source`` for its owner's quota (see
