@@ -169,7 +169,8 @@ class Hub:
             max_paths=config.max_process_paths,
         )
         sampler = self.sampler_factory(
-            self.watched(),
+            # paths found on the machine follow through _tell, told they were not asked for
+            [p for p in self.watched() if self.paths.requested(p)],
             # the Jupyter server trains nothing: per-kernel I/O comes from the kernels source
             process=False,
             interval=config.interval,
@@ -181,6 +182,8 @@ class Hub:
             more_sources=self._kernels,
         )
         paths_source = sampler.find_source("paths")
+        if paths_source is not None:
+            paths_source.probe_others = config.probe_other_users
         for key in self.watched():  # whose quota: the paths above came without their owners
             self._tell(paths_source, key, True)
         sampler.subscribe(self._on_sample)
@@ -359,7 +362,8 @@ class Hub:
             source.remove(key)
             return
         owner = self.paths.owner(key)
-        source.add(key, owner=owner)  # a new path, or a watched one's new writer
+        # a new path, or a watched one's new writer (or asker)
+        source.add(key, owner=owner, requested=self.paths.requested(key))
         if owner is None:
             source.set_owner(key, None)  # its writer left, the path stays: ours again
 

@@ -39,6 +39,12 @@ class WatchedPaths:
         with self._lock:
             return {p: sorted(r) for p, r in sorted(self._roles.items())}
 
+    def requested(self, path: str) -> bool:
+        """Whether someone asked for ``path`` (the user, the root dir, a kernel), rather than
+        only a training process found on the machine (issue 24: probed only then)."""
+        with self._lock:
+            return any(not r.startswith("process:") for r in self._roles.get(path_key(path), ()))
+
     def owner(self, path: str) -> int | None:
         """The training process that brought ``path`` (its ``process:<pid>`` role; the
         lowest pid of several): its writes are the ones a quota there charges."""
