@@ -40,7 +40,7 @@ PREFIX = ".trainwatch-probe-"
 # host (absent in names from before hosts were named), pid, random token; the host is
 # greedy, so a hostname that ends in digits ("node-7") still parses
 LEFTOVER = re.compile(
-    r"^\.trainwatch-probe-(?:(?P<host>.+)-)?(?P<pid>\d+)-(?P<token>[0-9a-f]+)\.tmp$"
+    r"\.trainwatch-probe-(?:(?P<host>.+)-)?(?P<pid>\d+)-(?P<token>[0-9a-f]+)\.tmp"
 )
 STALE_AFTER_S = 3600.0  # a probe file this old is a leftover whatever its pid says
 READ_ONLY = "read-only filesystem"
@@ -203,7 +203,7 @@ def clean_leftovers(directory: str, host: str | None = None) -> int:
     me = host_tag(host)
     with os.scandir(directory) as it:
         for entry in it:
-            m = LEFTOVER.match(entry.name)
+            m = LEFTOVER.fullmatch(entry.name)
             if not m:
                 continue
             try:

@@ -209,7 +209,7 @@ class ServerSettings(Configurable):
     @validate("fleet_rate_window")
     def _check_window(self, proposal: dict) -> str:
         value = proposal["value"]
-        if not WINDOW.match(value):
+        if not WINDOW.fullmatch(value):
             raise TraitError(
                 f"{SECTION}.fleet_rate_window must be a duration like 30s, 1m or 1h, got {value!r}"
             )
