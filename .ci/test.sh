@@ -13,7 +13,7 @@ if [ "$(id -u)" != 0 ]; then SUDO="$(command -v sudo || true)"; fi
 # prometheus-node-exporter: a real Prometheus scraping the agents, our rules checked and
 # unit-tested by promtool, node_exporter's names compared with ours (their services are not
 # started: the tests run their own on free ports)
-DEB_PACKAGES="sshfs openssh-server openssh-client fuse3 chromium e2fsprogs util-linux sysstat gcc"
+DEB_PACKAGES="sshfs openssh-server openssh-client fuse3 chromium e2fsprogs util-linux passwd sysstat gcc"
 DEB_PACKAGES="$DEB_PACKAGES prometheus prometheus-node-exporter"
 command -v node >/dev/null || DEB_PACKAGES="$DEB_PACKAGES nodejs"
 command -v npm >/dev/null || DEB_PACKAGES="$DEB_PACKAGES npm"

@@ -37,6 +37,7 @@ from urllib.parse import urlsplit
 
 from ..core.defaults import DEFAULTS, Defaults
 from ..core.model import Alert, Sample
+from ..core.redact import redact
 from .notify_sign import check_signing, signed, split_secret
 
 log = logging.getLogger(__name__)
@@ -52,22 +53,17 @@ def check_target(url: str, fmt: str = "json") -> tuple[str, str]:
     parts = urlsplit(text)
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise ValueError(f"--notify takes an http:// or https:// webhook URL, got {redact(text)!r}")
+    if any(c.isspace() or not c.isprintable() for c in text):
+        # nothing past the space: the rest of a token split in two would not look like one
+        start = redact(text.split(None, 1)[0] if text.split() else "")
+        raise ValueError(
+            f"--notify: the webhook URL holds a space or a control character: {start!r}..."
+        )
     name = (fmt or "").strip().lower()
     if name not in FORMATS:
         raise ValueError(f"--notify-format must be one of {', '.join(FORMATS)}; got {fmt!r}")
     split_secret(text)  # a malformed #secret= is refused here, where the URL is given
     return text, name
-
-
-def redact(url: str) -> str:
-    """The URL without its query, fragment and last path part: robots carry their token and
-    signing secret there."""
-    url = url.split("#", 1)[0]
-    parts = urlsplit(url)
-    if not parts.scheme:
-        return url if len(url) <= 40 else url[:37] + "..."
-    path = parts.path.rsplit("/", 1)[0] + "/..." if parts.path.count("/") > 1 else parts.path
-    return f"{parts.scheme}://{parts.netloc}{path}" + ("?..." if parts.query else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +215,7 @@ class Notifier:
                 self.last_error = str(exc)
                 break
             except Exception as exc:  # network, timeout, 5xx, 429: worth another try
-                self.last_error = str(exc)
+                self.last_error = redact(str(exc))
             if attempt == d.notify_retries or self._closing.wait(wait):
                 break
             wait = min(wait * 2, d.notify_backoff_max_s)

@@ -99,7 +99,28 @@ def add_serve_parser(sub: Any) -> None:
         metavar="DIR",
         help="write a Prometheus file_sd target file for this agent into DIR, removed on exit",
     )
+    serve.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        metavar="FILE",
+        help="TLS and basic auth, in exporter-toolkit's web config format (node_exporter's "
+        "--web.config.file: one file serves both)",
+    )
+    serve.add_argument(
+        "--web.max-requests",
+        dest="web_max_requests",
+        type=_positive_int,
+        default=DEFAULTS.serve_max_requests,
+        metavar="N",
+        help=f"connections served at once, 503 past it (default: {DEFAULTS.serve_max_requests})",
+    )
     add_notify(serve)
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or not 0 < int(text) <= 100_000:
+        raise argparse.ArgumentTypeError(f"expected a number from 1 to 100000, got {text!r}")
+    return int(text)
 
 
 def add_rules_parser(sub: Any) -> None:
@@ -134,10 +155,12 @@ def run_rules(args: argparse.Namespace) -> int:
 def _start_agent(args: argparse.Namespace, paths: list[str], notify: Any = None) -> Any:
     """A started agent, or UsageError (one line) for a port in use or an unusable --file-sd."""
     from ..monitor import make_sampler
+    from ..prometheus import webconfig
     from ..prometheus.agent import Agent, parse_listen
 
     try:
         host, port = parse_listen(args.listen, DEFAULTS.serve_port)
+        web = webconfig.load(args.web_config_file) if args.web_config_file else None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     refuse_impossible(paths)
@@ -163,6 +186,8 @@ def _start_agent(args: argparse.Namespace, paths: list[str], notify: Any = None)
         process=args.pid is not None,
         file_sd_dir=args.file_sd,
         file_sd_timeout=DEFAULTS.mount_timeout_s,
+        web_config=web,
+        max_requests=args.web_max_requests,
     )
     try:
         return agent.start()
@@ -186,8 +211,9 @@ def run_serve(args: argparse.Namespace) -> int:
         raise
     with stop_signals() as stop:
         try:
+            scheme = "https" if agent.web_config and agent.web_config.context else "http"
             sys.stderr.write(
-                f"{PROG}: serving http://{agent.target}/metrics, a sample every "
+                f"{PROG}: serving {scheme}://{agent.target}/metrics, a sample every "
                 f"{args.interval:g} s; stop with Ctrl-C or SIGTERM\n"
             )
             stop.wait()

@@ -156,6 +156,15 @@ class Defaults:
     # wiki's list goes on from 10000, one port at a time); this one is far past that, below
     # Linux's ephemeral ports (32768+) and in no /etc/services entry
     serve_port: int = 10917
+    # the agent under load (issue 24), as exporter-toolkit's node_exporter: at most this many
+    # connections served at once (exporter-toolkit's --web.max-requests; one request in flight
+    # each), 503 past it; a request's headers must arrive within the read-header timeout and
+    # a kept-alive connection with no request for the idle timeout is closed (Prometheus
+    # scrapes every 15-60 s and simply reconnects); accept() failing for want of descriptors
+    # (EMFILE) waits, doubling from 5 ms to 1 s, as Go's http.Server does, instead of spinning
+    serve_max_requests: int = 40
+    serve_read_header_timeout_s: float = 10.0
+    serve_idle_timeout_s: float = 120.0
     # notifications (advice.notify, issue 17): a webhook hears of a warning when it starts and
     # when it clears, at most once per warning per this long; a failing target is retried with
     # backoff on the notifier's own thread, which holds at most notify_queue messages
@@ -176,6 +185,15 @@ class Defaults:
 
 
 DEFAULTS = Defaults()
+
+# What any input may weigh (issue 24): a path longer than Linux's PATH_MAX (bytes, with its
+# NUL) names no file, so nothing longer is worth a byte of memory; a request body holds one
+# path and a few fields; a stream message is {"interval": S}; a query parameter is a path,
+# a number or a word. Past these, a request is refused in one line before anything is kept.
+PATH_MAX = 4096
+REQUEST_BODY_MAX = 16 * 1024
+WS_MESSAGE_MAX = 4096
+PARAM_MAX = PATH_MAX
 
 # checkpoint files by name: torch.save / Lightning / Accelerate / Hugging Face (.pt .pth .ckpt
 # .safetensors .bin), Keras 3 (.keras whole models, .weights.h5 weights)

@@ -20,6 +20,8 @@ from .defaults import DEFAULTS, Defaults
 from .model import ProcessIO, Sample
 
 SeriesKey = tuple[str, str, str]
+NAMED_BY_PATH = ("path", "wait")  # series kinds whose name is a path
+SWEEP_EVERY = 64  # samples between two sweeps of series with nothing left in the ring
 NAN = float("nan")
 
 
@@ -137,8 +139,25 @@ class History:
                 for key, col in cols.items():
                     if seen[key] != n:
                         col[slot] = NAN
+                if n % SWEEP_EVERY == 0:
+                    self._sweep()
             self._n += 1
             self.latest = sample
+
+    def forget(self, name: str) -> None:
+        """Drop every series of ``name`` (a path no longer watched): what the history holds
+        follows what is watched now, not everything ever watched."""
+        with self._lock:
+            for key in [k for k in self._cols if k[1] == name and k[0] in NAMED_BY_PATH]:
+                del self._cols[key]
+                del self._last_seen[key]
+
+    def _sweep(self) -> None:
+        """Drop the series with no value left in the ring (a vanished device or path)."""
+        oldest_kept = self._n - self.capacity
+        for key in [k for k, seen in self._last_seen.items() if seen < oldest_kept]:
+            del self._cols[key]
+            del self._last_seen[key]
 
     def _evict(self) -> bool:
         """Drop one column that has no value left in the ring (a vanished device)."""

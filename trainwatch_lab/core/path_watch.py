@@ -37,6 +37,9 @@ class Watch:
     key: str
     mount: MountKey | None = None  # the filesystem the probe and checkpoints below are of
     owner: int | None = None  # the process whose writes the quota charges (None: ours)
+    # watched because someone asked (a user, a kernel): probed there; a directory found on
+    # the machine (a training process's) is probed only when it is our user's (issue 24)
+    requested: bool = True
     real: str | None = None  # resolved path from the last answer (symlinks followed)
     probe: ProbeResult | None = None
     probe_at: float | None = None

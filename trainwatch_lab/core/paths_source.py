@@ -70,6 +70,9 @@ class PathsSource:
     ) -> None:
         self.defaults = defaults
         self.owner = owner  # whose quota applies to a path added without an owner
+        # write probes into other users' directories found on the machine (an admin's choice:
+        # c.TrainWatch.probe_other_users); off, they get read-only facts only
+        self.probe_others = False
         self.probe_enabled = probe
         self.sys_root = sys_root
         self._own_guard = guard is None
@@ -89,21 +92,26 @@ class PathsSource:
         with self._lock:
             return list(self._watches)
 
-    def add(self, path: str, owner: int | None = None) -> str:
+    def add(self, path: str, owner: int | None = None, requested: bool | None = None) -> str:
         """Watch ``path`` (idempotent); returns its normalised key. ``owner``: the process
         that writes there, whose quota applies (default: the source's); given for a path
         already watched, it becomes its owner (a training process found writing where the
         user or a kernel already watches). Starts its helper and its first probe in the
-        background; never touches the path on this thread."""
+        background; never touches the path on this thread. ``requested``: asked for (a user,
+        a kernel), not found on the machine; by default, when no ``owner`` is given."""
         key = normalise(path)
+        requested = owner is None if requested is None else requested
         with self._lock:
             if self._closed:
                 return key
             if (known := self._watches.get(key)) is not None:
                 if owner is not None:
                     known.own(owner)
+                known.requested = requested
                 return key
-            watch = self._watches[key] = Watch(key, owner=self.owner if owner is None else owner)
+            watch = self._watches[key] = Watch(
+                key, owner=self.owner if owner is None else owner, requested=requested
+            )
         entry = self._entry(watch)
         if entry is not None:
             watch.moved_to(mount_key(entry))
@@ -152,7 +160,10 @@ class PathsSource:
     def _run_probe(self, watch: Watch, mountpoint: str, mount: MountKey) -> None:
         d = self.defaults
         try:
-            result = probe_with_evidence(self.guard, mountpoint, watch.key, d)
+            owned_only = not (watch.requested or self.probe_others)
+            result = probe_with_evidence(
+                self.guard, mountpoint, watch.key, d, owned_only=owned_only
+            )
         except MountUnresponsive as exc:
             result = ProbeResult(None, None, 0, error=str(exc))
         except (OSError, WorkerUnavailable, WorkerFailed) as exc:

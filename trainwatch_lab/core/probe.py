@@ -40,7 +40,7 @@ PREFIX = ".trainwatch-probe-"
 # host (absent in names from before hosts were named), pid, random token; the host is
 # greedy, so a hostname that ends in digits ("node-7") still parses
 LEFTOVER = re.compile(
-    r"^\.trainwatch-probe-(?:(?P<host>.+)-)?(?P<pid>\d+)-(?P<token>[0-9a-f]+)\.tmp$"
+    r"\.trainwatch-probe-(?:(?P<host>.+)-)?(?P<pid>\d+)-(?P<token>[0-9a-f]+)\.tmp"
 )
 STALE_AFTER_S = 3600.0  # a probe file this old is a leftover whatever its pid says
 READ_ONLY = "read-only filesystem"
@@ -83,6 +83,16 @@ def probe_refusal(directory: str) -> str | None:
     if is_pseudo(fstype):
         return f"not probed: {directory} is on {fstype}, a kernel pseudo-filesystem"
     return None
+
+
+def foreign_owner(directory: str) -> str | None:
+    """Why ``directory`` is not ours to write in (it belongs to another user), or None.
+    As root the server could write anywhere; it writes only where it was asked or into its
+    own user's directories (issue 24)."""
+    uid = os.stat(directory).st_uid
+    if uid == os.geteuid():
+        return None
+    return f"not probed: {directory} belongs to another user (uid {uid}); read-only facts only"
 
 
 def probe_directory(
@@ -193,7 +203,7 @@ def clean_leftovers(directory: str, host: str | None = None) -> int:
     me = host_tag(host)
     with os.scandir(directory) as it:
         for entry in it:
-            m = LEFTOVER.match(entry.name)
+            m = LEFTOVER.fullmatch(entry.name)
             if not m:
                 continue
             try:
@@ -249,7 +259,12 @@ def local_baseline(
 
 
 def probe_through(
-    guard: MountGuard, mountpoint: str, directory: str, defaults: Defaults = DEFAULTS
+    guard: MountGuard,
+    mountpoint: str,
+    directory: str,
+    defaults: Defaults = DEFAULTS,
+    *,
+    owned_only: bool = False,
 ) -> ProbeResult:
     """The probe as every caller runs it: by the mount's helper process, in the probe lane (a
     2 s probe never delays the per-tick statvfs), within the budget plus the mount timeout.
@@ -265,6 +280,7 @@ def probe_through(
         writes=defaults.probe_writes,
         block_bytes=defaults.probe_block_bytes,
         budget_s=defaults.probe_budget_s,
+        owned_only=owned_only,
     )
     return ProbeResult(**raw)
 
@@ -279,7 +295,12 @@ def looks_slow(probe: ProbeResult | None, defaults: Defaults = DEFAULTS) -> bool
 
 
 def probe_with_evidence(
-    guard: MountGuard, mountpoint: str, directory: str, defaults: Defaults = DEFAULTS
+    guard: MountGuard,
+    mountpoint: str,
+    directory: str,
+    defaults: Defaults = DEFAULTS,
+    *,
+    owned_only: bool = False,
 ) -> ProbeResult:
     """``probe_through``, plus what a slow-mount verdict needs besides one number.
 
@@ -289,7 +310,7 @@ def probe_with_evidence(
     with ``slow_runs`` (how many of the two looked slow, counted from the newest) and that
     ``reference``; the rule (advice.storage.slow_mount) compares the two.
     """
-    first = probe_through(guard, mountpoint, directory, defaults)
+    first = probe_through(guard, mountpoint, directory, defaults, owned_only=owned_only)
     if not looks_slow(first, defaults):
         return first
     box: list[ProbeResult | None] = []
@@ -302,7 +323,7 @@ def probe_with_evidence(
 
     thread = threading.Thread(target=measure_reference, name="trainwatch-reference", daemon=True)
     thread.start()
-    again = probe_through(guard, mountpoint, directory, defaults)
+    again = probe_through(guard, mountpoint, directory, defaults, owned_only=owned_only)
     thread.join(defaults.probe_budget_s + defaults.mount_timeout_s)
     runs = 2 if looks_slow(again, defaults) else 0
     again.slow_runs, again.reference = runs, box[0] if box else None

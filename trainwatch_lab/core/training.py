@@ -26,6 +26,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from .defaults import CHECKPOINT_SUFFIXES
+from .redact import redact
 
 EVENT_PREFIX = "events.out.tfevents."  # TensorBoard's event files (torch, TF, Lightning, HF)
 _NVIDIA_MINOR = re.compile(r"/dev/nvidia(\d+)")
@@ -121,7 +122,9 @@ def file_kind(target: str) -> str | None:
 
 def short_command(argv: list[str], limit: int = COMMAND_CHARS) -> str:
     """``python train.py --lr 3e-4`` for one row: the program's and the script's names without
-    their directories, control characters replaced, cut with an ellipsis past ``limit``."""
+    their directories, secrets redacted (``--hf-token=***``: core.redact; this is the only
+    form in which a command line leaves the process), control characters replaced, cut with
+    an ellipsis past ``limit``."""
     if not argv:
         return "?"
     words = [os.path.basename(argv[0]) or argv[0], *argv[1:]]
@@ -129,7 +132,7 @@ def short_command(argv: list[str], limit: int = COMMAND_CHARS) -> str:
     if script is not None:
         words[script] = os.path.basename(words[script]) or words[script]
     text = " ".join(words)
-    text = "".join(c if c.isprintable() else "?" for c in text)
+    text = redact("".join(c if c.isprintable() else "?" for c in text))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -117,8 +117,11 @@ def op_probe(
     block_bytes: int,
     budget_s: float,
     interval_s: float = 0.0,
+    owned_only: bool = False,
 ) -> dict[str, Any]:
-    from .probe import clean_leftovers, probe_directory, probe_refusal
+    """``owned_only``: write only into a directory of this process's user (a directory found
+    on the machine, not asked for); an ancestor of a path not created yet always is."""
+    from .probe import clean_leftovers, foreign_owner, probe_directory, probe_refusal
 
     target, st = nearest_existing(directory)
     why = None
@@ -133,6 +136,8 @@ def op_probe(
     elif not stat.S_ISDIR(st.st_mode):
         why = f"not probed: {target} is a {file_type(st.st_mode)}, not storage"
     why = why or probe_refusal(target)  # a kernel pseudo-filesystem: nothing is written
+    if why is None and (owned_only or target != directory):
+        why = foreign_owner(target)  # another user's directory: read-only facts only
     if why is not None:
         return {"p50_ms": None, "p99_ms": None, "samples": 0, "error": why}
     # a leftover we cannot remove must not prevent the measurement

@@ -16,14 +16,17 @@ thread with a deadline, and a stuck one is abandoned, never waited for.
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import json
 import os
 import re
 import secrets
+import select
 import selectors
 import socket
 import socketserver
+import ssl
 import threading
 from collections.abc import Callable, Collection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -34,12 +37,18 @@ from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.registry import CollectorRegistry
 
+from ..core.defaults import DEFAULTS
 from ..core.model import Sample
 from ..core.probe import host_tag
 from ..core.sampler import Sampler
 from .metrics import SampleCollector, disk_counters
+from .webconfig import WebConfig
 
 WILDCARDS = ("", "0.0.0.0", "::", "[::]")
+# accept() failing for want of descriptors or memory: wait and try again, never spin
+ACCEPT_PAUSES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+ACCEPT_PAUSE_MIN_S, ACCEPT_PAUSE_MAX_S = 0.005, 1.0
+BUSY = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 LANDING = b"""<html><head><title>trainwatch-lab</title></head><body>
 <h1>trainwatch-lab agent</h1><p><a href="metrics">/metrics</a></p></body></html>
 """
@@ -81,14 +90,54 @@ class _Handler(BaseHTTPRequestHandler):
     character of every label and costs three times as much per scrape."""
 
     protocol_version = "HTTP/1.1"
-    timeout = 300  # an idle keep-alive connection (a scraper gone) is dropped after this
     # headers and body leave in one write (flushed after each request), without Nagle's
     # delay: two small writes on a kept-alive connection would wait for a delayed ACK
     wbufsize = 256 * 1024
     disable_nagle_algorithm = True
     server: _Server
 
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.server.read_header_timeout_s)
+        if isinstance(self.connection, ssl.SSLSocket):  # on this thread, never accept()'s
+            try:
+                self.connection.do_handshake()
+            except (OSError, ValueError):
+                self.close_connection = True
+                self.handshake_failed = True
+
+    handshake_failed = False
+
+    def handle(self) -> None:
+        if not self.handshake_failed:
+            super().handle()
+
+    def handle_one_request(self) -> None:
+        """Wait for the next request at most the idle timeout; then its request line and
+        headers must come within the read-header timeout (a slow client cannot hold a
+        connection, nor a thread, for long)."""
+        self.connection.settimeout(self.server.idle_timeout_s)
+        try:
+            if not self.rfile.peek(1):
+                self.close_connection = True
+                return
+        except (OSError, ValueError):
+            self.close_connection = True
+            return
+        self.connection.settimeout(self.server.read_header_timeout_s)
+        super().handle_one_request()
+
     def do_GET(self) -> None:
+        web = self.server.web_config
+        if web is not None and not web.allows(self.headers.get("Authorization")):
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="trainwatch-lab"')
+            self.send_header("Content-Type", "text/plain; charset=utf-8")
+            body = b"Unauthorized\n"
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         path = urlsplit(self.path).path
         if path == "/metrics":
             body = generate_latest(self.server.registry)
@@ -118,7 +167,50 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class _Server(ThreadingHTTPServer):
+    """One thread per connection, at most ``max_connections`` of them: past that, a new
+    connection gets a 503 and is closed at once (threads and descriptors stay bounded)."""
+
     registry: CollectorRegistry
+    web_config: WebConfig | None = None
+    max_connections = DEFAULTS.serve_max_requests
+    read_header_timeout_s = DEFAULTS.serve_read_header_timeout_s
+    idle_timeout_s = DEFAULTS.serve_idle_timeout_s
+    accept_failed = False
+    refused = 0  # connections answered 503 (tests, diagnostics)
+    _slots: threading.BoundedSemaphore
+
+    def get_request(self) -> tuple[Any, Any]:
+        try:
+            sock, address = super().get_request()
+        except OSError as exc:
+            self.accept_failed = exc.errno in ACCEPT_PAUSES
+            raise
+        self.accept_failed = False
+        if self.web_config is not None and self.web_config.context is not None:
+            # the handshake happens on the connection's thread (_Handler.setup)
+            sock = self.web_config.context.wrap_socket(
+                sock, server_side=True, do_handshake_on_connect=False
+            )
+        return sock, address
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        if self._slots.acquire(blocking=False):
+            return True
+        self.refused += 1
+        with contextlib.suppress(OSError):
+            request.settimeout(0)
+            if not isinstance(request, ssl.SSLSocket):  # TLS: no handshake here, just close
+                request.send(BUSY)
+        return False
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that went away mid-answer: nothing to report
 
     def server_bind(self) -> None:
         """Bind without HTTPServer's ``socket.getfqdn``: a reverse DNS lookup can hang on a
@@ -223,12 +315,18 @@ class Agent:
         process: bool = True,
         file_sd_dir: str | None = None,
         file_sd_timeout: float = 2.0,
+        web_config: WebConfig | None = None,
+        max_requests: int = DEFAULTS.serve_max_requests,
+        read_header_timeout_s: float = DEFAULTS.serve_read_header_timeout_s,
+        idle_timeout_s: float = DEFAULTS.serve_idle_timeout_s,
     ) -> None:
         self.sampler = sampler
         self.host, self.port = host, port
         self.file_sd_dir = file_sd_dir
         self.file_sd_timeout = file_sd_timeout
         self.file_sd: FileSD | None = None
+        self.web_config = web_config
+        self.limits = (max_requests, read_header_timeout_s, idle_timeout_s)
         self._latest: Sample | None = None
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -248,7 +346,10 @@ class Agent:
 
     def start(self) -> Agent:
         self._server = _server_class(self.host, self.port)((self.host, self.port), _Handler)
-        self._server.registry = self.registry
+        server = self._server
+        server.registry, server.web_config = self.registry, self.web_config
+        server.max_connections, server.read_header_timeout_s, server.idle_timeout_s = self.limits
+        server._slots = threading.BoundedSemaphore(server.max_connections)
         self.port = self._server.server_address[1]  # the real one when asked for port 0
         self._wake_r, self._wake_w = os.pipe()
         self._thread = threading.Thread(
@@ -274,6 +375,7 @@ class Agent:
         """socketserver's ``serve_forever`` without its polling: asleep until a client
         connects or ``stop`` writes to ``wake`` (polling 10 times a second would cost more
         CPU than the scrapes themselves)."""
+        pause = ACCEPT_PAUSE_MIN_S
         with selectors.DefaultSelector() as selector:
             selector.register(server, selectors.EVENT_READ)
             selector.register(wake, selectors.EVENT_READ)
@@ -283,6 +385,12 @@ class Agent:
                     if wake in ready:
                         return
                     server._handle_request_noblock()  # accept, then a thread per connection
+                    if server.accept_failed:  # EMFILE: the listener stays readable
+                        if select.select([wake], [], [], pause)[0]:
+                            return
+                        pause = min(pause * 2, ACCEPT_PAUSE_MAX_S)
+                    else:
+                        pause = ACCEPT_PAUSE_MIN_S
             finally:
                 os.close(wake)
 

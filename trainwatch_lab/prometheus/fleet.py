@@ -35,7 +35,7 @@ SEEN_STEP = "15s"
 SKIP_FSTYPES = "ramfs|squashfs|iso9660|nsfs|autofs|fuse.lxcfs|tracefs|devtmpfs"
 FS = f'fstype!~"{SKIP_FSTYPES}"'
 SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1}
-HOST_RE = re.compile(r"^[A-Za-z0-9._\-:\[\]%]{1,255}$")
+HOST_RE = re.compile(r"[A-Za-z0-9._\-:\[\]%]{1,255}")  # fullmatch only (issue 24)
 STALLED_FIX = (
     "The GPU holds memory but computes nothing: look at where the training loop waits "
     "(py-spy dump --pid PID); a loop blocked on logs or checkpoints on a network share "
@@ -89,7 +89,7 @@ def host_of(instance: str) -> str:
 
 def host_selector(host: str) -> str:
     """The label matcher for every instance of ``host`` (any port, or none)."""
-    if not HOST_RE.match(host):
+    if not HOST_RE.fullmatch(host):
         raise ValueError(f"not a host name or address: {host!r}")
     return f"instance=~`{re.escape(host)}(:[0-9]+)?`"
 

@@ -31,13 +31,13 @@ from .rules_gpu import gpu_health_rules, gpu_rules
 from .rules_loop import loop_rules
 from .rules_storage import device_rules, filling_rules, mount_rules, space_rules
 
-WINDOW = re.compile(r"^[1-9][0-9]*(s|m|h)$")
+WINDOW = re.compile(r"[1-9][0-9]*(s|m|h)")  # fullmatch: "1m\n" is no window
 
 
 def alert_rules(defaults: Defaults = DEFAULTS, rate_window: str = "1m") -> list[Rule]:
     """Every rule, in the order of ARCHITECTURE.md's warning codes. ``rate_window`` is the
     range of ``rate()``: at least four scrape intervals (1m suits a 15 s scrape)."""
-    if not WINDOW.match(rate_window):
+    if not WINDOW.fullmatch(rate_window):
         raise ValueError(f"a rate window is a duration like 30s, 1m or 5m; got {rate_window!r}")
     return [
         *mount_rules(defaults),

@@ -14,6 +14,7 @@ from traitlets.config import Configurable
 
 from ..advice.notify import FORMATS, Notifier, check_target, make_notifier
 from ..core.defaults import DEFAULTS, parse_gpu_selection
+from ..core.redact import redact
 from ..core.training_source import MAX_PATHS, MAX_PROCESSES
 from ..prometheus.rules import WINDOW
 
@@ -85,6 +86,12 @@ class ServerSettings(Configurable):
     probe = Bool(True, help="Measure small write + fsync latency in watched directories.").tag(
         config=True
     )
+    probe_other_users = Bool(
+        False,
+        help="Also write the latency probe into directories of other users' training "
+        "processes found on the machine (a server running as root). Off: those directories "
+        "get read-only facts (mount, device, space); a path someone asked for is probed.",
+    ).tag(config=True)
     gpu = Union(
         [Bool(), Unicode()],
         default_value=True,
@@ -195,14 +202,14 @@ class ServerSettings(Configurable):
         if value and (parts.scheme not in ("http", "https") or not parts.netloc):
             raise TraitError(
                 f"{SECTION}.prometheus_url must be an http(s) URL like "
-                f"http://prometheus:9090, got {value!r}"
+                f"http://prometheus:9090, got {redact(value)!r}"
             )
         return value.rstrip("/")
 
     @validate("fleet_rate_window")
     def _check_window(self, proposal: dict) -> str:
         value = proposal["value"]
-        if not WINDOW.match(value):
+        if not WINDOW.fullmatch(value):
             raise TraitError(
                 f"{SECTION}.fleet_rate_window must be a duration like 30s, 1m or 1h, got {value!r}"
             )

@@ -7,6 +7,7 @@ import atexit
 import weakref
 from typing import Any
 
+from ..core.redact import redact
 from . import fleet, scrape
 from .config import ServerSettings
 from .handlers import handlers
@@ -42,7 +43,7 @@ def load_jupyter_server_extension(serverapp: Any) -> Hub:
         "metrics%s (sampler starts on first client)",
         base_url,
         base_url,
-        f", the fleet from {config.prometheus_url}" if config.prometheus_url else "",
+        f", the fleet from {redact(config.prometheus_url)}" if config.prometheus_url else "",
     )
     return hub
 

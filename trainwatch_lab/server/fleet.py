@@ -139,7 +139,7 @@ class FleetRangeHandler(FleetBase):
         host = self.arg("host")
         if host is None:
             raise BadRequest("missing parameter 'host'")
-        if not HOST_RE.match(host):
+        if not HOST_RE.fullmatch(host):
             raise BadRequest(f"'host' must be a host name or address from GET fleet, got {host!r}")
         window = parse_float("window", self.arg("window"), MIN_WINDOW_S, MAX_WINDOW_S) or 3600.0
         if self.fleet is None:

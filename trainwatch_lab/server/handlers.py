@@ -23,6 +23,15 @@ from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from ..advice.check import run_check
 from ..core.guard import MountUnresponsive, WorkerFailed, WorkerUnavailable
+from ..core.limits import (
+    PARAM_MAX,
+    REQUEST_BODY_MAX,
+    WS_MESSAGE_MAX,
+    abbreviate,
+    clamp,
+    path_problem,
+    shown,
+)
 from ..core.paths import Located, locate
 from .hub import SETTINGS_KEY, Hub, dumps, path_key
 
@@ -35,6 +44,7 @@ AUTH_RESOURCE = "trainwatch"
 # prints and scripts use)
 AUTH_PARAMS = frozenset({"token"})
 MAX_STREAM_INTERVAL_S = 3600.0
+PID_DIGITS = 10  # Linux's pid_max is at most 2**22: a longer number names no process
 
 
 class BadRequest(web.HTTPError):
@@ -49,14 +59,23 @@ class BadRequest(web.HTTPError):
         return self.message
 
 
+class TooLarge(BadRequest):
+    """A request body over ``REQUEST_BODY_MAX``: 413, read and dropped, never kept."""
+
+    def __init__(self) -> None:
+        super().__init__(f"the request body is larger than {REQUEST_BODY_MAX} bytes")
+        self.status_code = 413
+
+
 def parse_path(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise BadRequest("'path' must be a non-empty string")
-    if "\x00" in value:
-        raise BadRequest("'path' must not contain NUL bytes")
+    problem = path_problem(value)
+    if problem is not None:
+        raise BadRequest(f"'path' {problem}: {shown(value)}")
     value = value.strip()
     if not (os.path.isabs(value) or value.startswith("~")):
-        raise BadRequest(f"'path' must be absolute or start with ~, got {value!r}")
+        raise BadRequest(f"'path' must be absolute or start with ~, got {shown(value)}")
     return value
 
 
@@ -66,9 +85,9 @@ def parse_float(name: str, value: str | None, low: float, high: float) -> float 
     try:
         number = float(value)
     except ValueError:
-        raise BadRequest(f"{name!r} must be a number, got {value!r}") from None
+        raise BadRequest(f"{name!r} must be a number, got {shown(value)}") from None
     if not math.isfinite(number) or not low <= number <= high:
-        raise BadRequest(f"{name!r} must be between {low:g} and {high:g}, got {value!r}")
+        raise BadRequest(f"{name!r} must be between {low:g} and {high:g}, got {shown(value)}")
     return number
 
 
@@ -80,7 +99,7 @@ def parse_bool(name: str, value: str | None, default: bool) -> bool:
         return True
     if lowered in ("0", "false", "no"):
         return False
-    raise BadRequest(f"{name!r} must be true or false, got {value!r}")
+    raise BadRequest(f"{name!r} must be true or false, got {shown(value)}")
 
 
 def judge_new_path(key: str, timeout: float) -> Located:
@@ -90,8 +109,31 @@ def judge_new_path(key: str, timeout: float) -> Located:
     return locate(key, timeout=timeout)
 
 
+@web.stream_request_body
 class BaseHandler(APIHandler):
+    """Bodies are streamed in, so one over ``REQUEST_BODY_MAX`` is dropped as it arrives
+    (never held whole) and answered 413; a client that sent ``Expect: 100-continue`` is
+    answered before it sends any of it."""
+
     auth_resource = AUTH_RESOURCE
+    _body: bytearray
+    _too_large = False
+
+    async def prepare(self) -> None:  # type: ignore[override]
+        self._body = bytearray()
+        declared = self.request.headers.get("Content-Length", "0")
+        if not declared.isdigit() or int(declared) > REQUEST_BODY_MAX:
+            self._too_large = True
+        await super().prepare()
+        if self._too_large and self.request.headers.get("Expect", "").lower() == "100-continue":
+            raise TooLarge()
+
+    def data_received(self, chunk: bytes) -> None:
+        if len(self._body) + len(chunk) > REQUEST_BODY_MAX:
+            self._too_large = True
+            self._body = bytearray()
+        if not self._too_large:
+            self._body += chunk
 
     @property
     def hub(self) -> Hub:
@@ -105,16 +147,19 @@ class BaseHandler(APIHandler):
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc = kwargs.get("exc_info", (None, None, None))[1]
         if isinstance(exc, BadRequest):
-            self.send_json({"error": exc.message}, exc.status_code)
+            self.bad(exc.message, exc.status_code)
             return
         super().write_error(status_code, **kwargs)
 
     def bad(self, message: str, status: int = 400) -> None:
-        self.send_json({"error": message}, status)
+        """A refusal: one line under 1 KB, whatever it quotes."""
+        self.send_json({"error": clamp(message)}, status)
 
     def body_json(self) -> dict[str, Any]:
+        if self._too_large:
+            raise TooLarge()
         try:
-            data = json.loads(self.request.body or b"{}")
+            data = json.loads(bytes(self._body) or b"{}")
         except (ValueError, UnicodeDecodeError):
             raise BadRequest("the request body must be JSON") from None
         if not isinstance(data, dict):
@@ -131,7 +176,7 @@ class BaseHandler(APIHandler):
             if not (n.isdigit() and args[n] == [b""])
         )
         if unknown:
-            raise BadRequest(f"unknown parameter {unknown[0]!r}")
+            raise BadRequest(f"unknown parameter {shown(unknown[0])}")
 
     def value_from_request(self, name: str, *, delete_reads_body: bool) -> Any:
         """The one value a write names (``path``, ``pid``): from the JSON body, or for a
@@ -153,6 +198,8 @@ class BaseHandler(APIHandler):
             return None
         if len(values) > 1:
             raise BadRequest(f"{name!r} given more than once")
+        if len(values[0]) > PARAM_MAX:
+            raise BadRequest(f"{name!r} is longer than {PARAM_MAX} bytes")
         try:
             return values[0].decode("utf-8")
         except UnicodeDecodeError:
@@ -188,17 +235,45 @@ class HistoryHandler(BaseHandler):
 
 
 class CheckHandler(BaseHandler):
+    """``GET check?path=P`` diagnoses a path from what can be read (never writes anything);
+    ``POST check {"path": P, "probe": true}`` also measures write + fsync latency there, so
+    the probe passes the XSRF check and the Authorizer's ``write`` action like every write."""
+
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        hub = self.hub
         self.only("path", "probe", "timeout")
         raw = self.arg("path")
         if raw is None:
             raise BadRequest("missing parameter 'path'")
-        path = parse_path(raw)
-        probe = parse_bool("probe", self.arg("probe"), hub.config.probe)
+        if parse_bool("probe", self.arg("probe"), False):
+            raise BadRequest(
+                'GET check never writes; the write probe is POST check {"path": ..., "probe": true}'
+            )
         timeout = parse_float("timeout", self.arg("timeout"), 0.1, 60.0)
+        await self._check(parse_path(raw), False, timeout)
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        self.only()
+        data = self.body_json()
+        unknown = sorted(set(data) - {"path", "probe", "timeout"})
+        if unknown:
+            raise BadRequest(f"unknown field {unknown[0]!r}")
+        probe = data.get("probe", True)
+        if not isinstance(probe, bool):
+            raise BadRequest(f"'probe' must be true or false, got {type(probe).__name__}")
+        timeout = data.get("timeout")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float)
+        ):
+            raise BadRequest("'timeout' must be a number of seconds")
+        timeout = parse_float("timeout", None if timeout is None else str(timeout), 0.1, 60.0)
+        await self._check(parse_path(data.get("path")), probe and self.hub.config.probe, timeout)
+
+    async def _check(self, path: str, probe: bool, timeout: float | None) -> None:
+        hub = self.hub
         limit = (timeout or hub.defaults.mount_timeout_s) + hub.defaults.probe_budget_s + 10.0
         try:
             report = await hub.in_thread(
@@ -206,9 +281,9 @@ class CheckHandler(BaseHandler):
                 timeout=limit,
             )
         except asyncio.TimeoutError:
-            return self.bad(f"checking {path} did not finish within {limit:.0f} s", 504)
+            return self.bad(f"checking {abbreviate(path)} did not finish within {limit:.0f} s", 504)
         except (ValueError, OSError) as exc:
-            return self.bad(f"cannot check {path}: {exc}")
+            return self.bad(f"cannot check {abbreviate(path)}: {exc}")
         self.send_json(report.to_json())
 
 
@@ -254,7 +329,7 @@ class PathsHandler(BaseHandler):
         except (WorkerUnavailable, WorkerFailed, LookupError):  # cannot tell: the sampler will
             pass
         except OSError as exc:  # ELOOP, ENAMETOOLONG, EACCES: no logdir can be made there
-            return self.bad(f"{key}: {exc.strerror or exc}")
+            return self.bad(f"{abbreviate(key)}: {exc.strerror or exc}")
         else:
             # a logdir not created yet is watched where it will be (with a note); one that
             # can never be created, or that is no storage (/dev, a FIFO), is refused
@@ -275,7 +350,7 @@ class PathsHandler(BaseHandler):
     async def delete(self) -> None:
         path = self.path_from_request()
         if not self.hub.remove_path(path):
-            return self.bad(f"{path_key(path)} is not watched", 404)
+            return self.bad(f"{abbreviate(path_key(path))} is not watched", 404)
         self.send_json(self.listing())
 
 
@@ -293,8 +368,8 @@ class ProcessesHandler(BaseHandler):
     def pid_from_request(self) -> int:
         value = self.value_from_request("pid", delete_reads_body=False)
         text = str(value) if isinstance(value, int | str) and not isinstance(value, bool) else ""
-        if not text.isdigit() or int(text) <= 0:
-            raise BadRequest(f"'pid' must be a process id, got {value!r}")
+        if not text.isdigit() or len(text) > PID_DIGITS or int(text) <= 0:
+            raise BadRequest(f"'pid' must be a process id, got {shown(value)}")
         return int(text)
 
     @web.authenticated
@@ -328,6 +403,7 @@ class StreamHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
     """
 
     min_interval = 0.0
+    max_message_size = WS_MESSAGE_MAX  # past it tornado closes the stream (1009, too big)
     _last_sent = 0.0
     _unlisten = None
     _acquired = False

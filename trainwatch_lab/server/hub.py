@@ -172,7 +172,8 @@ class Hub:
             max_paths=config.max_process_paths,
         )
         sampler = self.sampler_factory(
-            self.watched(),
+            # paths found on the machine follow through _tell, told they were not asked for
+            [p for p in self.watched() if self.paths.requested(p)],
             # the Jupyter server trains nothing: per-kernel I/O comes from the kernels source
             process=False,
             interval=config.interval,
@@ -184,6 +185,8 @@ class Hub:
             more_sources=self._kernels,
         )
         paths_source = self._paths_source = sampler.find_source("paths")
+        if paths_source is not None:
+            paths_source.probe_others = config.probe_other_users
         watched = self.watched()  # (read again: a change since the line above was told to
         for key in watched:  # the last source) whose quota: the paths came without owners
             self._tell(paths_source, key, True)
@@ -292,6 +295,9 @@ class Hub:
     def _on_sample(self, sample: Sample) -> None:  # sampler thread
         run = self._run
         self._look_at_mirrors()
+        # a tick that began before a path was removed recorded it once more: dropped again
+        for gone in set(sample.paths).difference(self.watched()):
+            self.history.forget(gone)
         self.latest = sample  # finished: warnings and headline evaluated
         with self._lock:
             listeners = list(self._listeners)
@@ -353,6 +359,8 @@ class Hub:
         while its sampler starts (its first tick may find a kernel's or a process's
         directory before the event loop holds the sampler), and never a closed one."""
         self._tell(self._paths_source, key, watched)
+        if not watched:
+            self.history.forget(key)  # memory follows what is watched now (issue 24)
 
     def _tell(self, source: Any, key: str, watched: bool) -> None:
         """Watch ``key`` in the paths ``source`` for its owner's quota (see
@@ -363,7 +371,8 @@ class Hub:
             source.remove(key)
             return
         owner = self.paths.owner(key)
-        source.add(key, owner=owner)  # a new path, or a watched one's new writer
+        # a new path, or a watched one's new writer (or asker)
+        source.add(key, owner=owner, requested=self.paths.requested(key))
         if owner is None:
             source.set_owner(key, None)  # its writer left, the path stays: ours again
 

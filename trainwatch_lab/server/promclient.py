@@ -12,9 +12,11 @@ import json
 import socket
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import urlencode
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+
+from ..core.redact import redact
 
 USER_AGENT = "trainwatch-lab (Jupyter server extension)"
 
@@ -23,13 +25,7 @@ class PrometheusError(Exception):
     """One line saying what went wrong, naming the Prometheus asked."""
 
 
-def shown(url: str) -> str:
-    """The URL as messages show it: without a password (``http://user:pw@prom`` works)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+shown = redact  # the URL as messages show it: ``http://user:***@prom`` (core.redact)
 
 
 class PrometheusClient:

@@ -23,7 +23,9 @@ OnChange = Callable[[str, bool], None]  # (path, watched now)
 class WatchedPaths:
     def __init__(self, initial: Iterable[tuple[str, str]] = ()) -> None:
         self._roles: dict[str, set[str]] = {}
-        self._dismissed: set[str] = set()
+        # a path the user removed -> the prefixes ("kernel:", "process:") that still want it:
+        # remembered only while one does, so the set is bounded by what is found now
+        self._dismissed: dict[str, set[str]] = {}
         self._lock = threading.RLock()
         self.on_change: OnChange | None = None
         for path, role in initial:
@@ -36,6 +38,12 @@ class WatchedPaths:
     def roles(self) -> dict[str, list[str]]:
         with self._lock:
             return {p: sorted(r) for p, r in sorted(self._roles.items())}
+
+    def requested(self, path: str) -> bool:
+        """Whether someone asked for ``path`` (the user, the root dir, a kernel), rather than
+        only a training process found on the machine (issue 24: probed only then)."""
+        with self._lock:
+            return any(not r.startswith("process:") for r in self._roles.get(path_key(path), ()))
 
     def owner(self, path: str) -> int | None:
         """The training process that brought ``path`` (its ``process:<pid>`` role; the
@@ -62,7 +70,7 @@ class WatchedPaths:
     def add_user_path(self, path: str) -> str:
         key = path_key(path)
         with self._lock:
-            self._dismissed.discard(key)
+            self._dismissed.pop(key, None)
         self._set_roles(key, add=["user"])
         return key
 
@@ -73,7 +81,9 @@ class WatchedPaths:
             roles = set(self._roles.get(key, ()))
             if not roles:
                 return False
-            self._dismissed.add(key)
+            wanted_by = {r.split(":", 1)[0] + ":" for r in roles if ":" in r}
+            if wanted_by:  # an automatic role would bring it back: remember, while it would
+                self._dismissed[key] = wanted_by
         self._set_roles(key, drop=roles)
         return True
 
@@ -82,9 +92,9 @@ class WatchedPaths:
         leaving out paths the user removed (sampler thread: kernels, processes)."""
         with self._lock:
             current = {(p, r) for p, rs in self._roles.items() for r in rs if r.startswith(prefix)}
-            target = {
-                (path_key(p), role) for p, role in wanted if path_key(p) not in self._dismissed
-            }
+            asked = {(path_key(p), role) for p, role in wanted}
+            self._forget_dismissed(prefix, {key for key, _ in asked})
+            target = {(key, role) for key, role in asked if key not in self._dismissed}
         changes: dict[str, tuple[list[str], list[str]]] = {}  # path -> (add, drop)
         for key, role in target - current:
             changes.setdefault(key, ([], []))[0].append(role)
@@ -92,6 +102,15 @@ class WatchedPaths:
             changes.setdefault(key, ([], []))[1].append(role)
         for key, (add, drop) in sorted(changes.items()):  # each path told once at most
             self._set_roles(key, add, drop)
+
+    def _forget_dismissed(self, prefix: str, wanted: set[str]) -> None:
+        """Under the lock: ``prefix`` no longer wants the dismissed paths outside ``wanted``;
+        a path nobody wants any more is forgotten (found again later: watched again)."""
+        for key in list(self._dismissed):
+            if key not in wanted:
+                self._dismissed[key].discard(prefix)
+                if not self._dismissed[key]:
+                    del self._dismissed[key]
 
 
 def _owner(roles: Iterable[str]) -> int | None:
