@@ -73,12 +73,10 @@ def _open_target(dst: str, offset: int, create: bool) -> int:
         return os.open(dst, NEW_FILE, 0o644)
     try:
         fd = os.open(dst, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except (FileNotFoundError, NotADirectoryError) as exc:
-        raise Mismatch(errno.ENOENT, "the share's copy is gone", dst) from exc
     except OSError as exc:
-        if exc.errno == errno.ELOOP:  # a symbolic link planted at the name: never followed
-            raise Mismatch(errno.ELOOP, "the share's copy is a symbolic link", dst) from exc
-        raise
+        # gone, a symbolic link planted there (ELOOP: never followed), or a network
+        # filesystem's stale view of a file replaced behind it (sshfs: EIO): copied whole
+        raise Mismatch(exc.errno, f"the share's copy cannot be appended to: {exc}", dst) from exc
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode) or st.st_size < offset:
         os.close(fd)
