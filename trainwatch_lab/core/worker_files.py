@@ -469,10 +469,11 @@ def _put_back(partial: str, legacy_final: str | None) -> list[str]:
     return restored
 
 
-def op_discard_partials(items: list[dict[str, Any]]) -> dict[str, list[str]]:
+def op_discard_partials(items: list[dict[str, Any]], check: str | None = None) -> dict[str, Any]:
     """Leftovers of interrupted saves (``{"path", "legacy_final"}``): the earlier save that
     an interrupted commit had moved aside is put back when its name is missing, then the
-    rest goes. Returns the names put back and the paths removed."""
+    rest goes. Returns the names put back, the paths removed, those still there (``left``)
+    and whether ``check`` (the save's name) exists afterwards."""
     restored: list[str] = []
     removed: list[str] = []
     for item in items:
@@ -482,7 +483,9 @@ def op_discard_partials(items: list[dict[str, Any]]) -> dict[str, list[str]]:
             if os.path.lexists(path):
                 _remove(path)
                 removed.append(path)
-    return {"restored": restored, "removed": removed}
+    left = [i["path"] for i in items if os.path.lexists(i["path"])]
+    exists = check is not None and os.path.lexists(check)
+    return {"restored": restored, "removed": removed, "left": left, "exists": exists}
 
 
 def op_remove(paths: list[str]) -> list[str]:

@@ -11,19 +11,22 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .background import SaveHandle, SaveInFlight, SaveStatus, checkpoint_status
+    from .background import SaveHandle, SaveInFlight, SaveSkipped, SaveStatus, checkpoint_status
     from .checkpoint import save_checkpoint
     from .mirror import Mirror, MirrorStatus, active_mirrors, local_mirror
+    from .mirror_lock import ShareInUse
     from .space import CheckpointWontFit, SpaceWatch
 
 _WHERE = {
     "local_mirror": "mirror",
     "Mirror": "mirror",
+    "ShareInUse": "mirror_lock",
     "MirrorStatus": "mirror",
     "active_mirrors": "mirror",
     "save_checkpoint": "checkpoint",
     "SaveHandle": "background",
     "SaveInFlight": "background",
+    "SaveSkipped": "background",
     "SaveStatus": "background",
     "checkpoint_status": "background",
     "CheckpointWontFit": "space",
@@ -35,7 +38,9 @@ __all__ = [
     "MirrorStatus",
     "SaveHandle",
     "SaveInFlight",
+    "SaveSkipped",
     "SaveStatus",
+    "ShareInUse",
     "SpaceWatch",
     "active_mirrors",
     "checkpoint_status",

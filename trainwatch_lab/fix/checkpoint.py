@@ -4,9 +4,12 @@ What a run loses when the disk fills mid-save is usually not the new checkpoint 
 good one (overwritten in place, or truncated beside it). So: check the free space against the
 last save's size first (a clear error before anything is written), let the caller's ``save``
 write to a hidden temporary name in the same directory, fsync and rename it over the real
-name (atomic), and only then remove saves beyond ``keep``. Whatever goes wrong on the way (a
-full disk, an exception in ``save``, Ctrl-C) the temporary name is removed and the earlier
-saves are untouched.
+name (atomic), and only then remove saves beyond ``keep``: only saves this saver wrote, of
+the same series (checkpoint_manifest). The temporary name lies in a private directory made
+for the save (mode 0700, created exclusively), so nothing planted there can redirect the
+write. Whatever goes wrong on the way (a full disk, an exception in ``save``, Ctrl-C, the
+helper killed mid-commit) the temporary name is removed, an earlier save moved aside is put
+back, and the note on the error says what was checked afterwards.
 
 ``save`` is the caller's code and runs in our process; everything else that touches the
 directory (free space, the listing, fsync, rename, removals) goes through the mount guard.
@@ -14,11 +17,11 @@ directory (free space, the listing, fsync, rename, removals) goes through the mo
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import logging
 import os
 import re
-import secrets
 import socket
 from collections.abc import Callable
 from typing import Any, Literal, overload
@@ -27,7 +30,8 @@ from ..core.guard import MountGuard, default_guard
 from ..core.mounts import mount_for_path, read_mounts
 from ..core.paths import normalise, printable
 from ..core.space import space_fields
-from .background import SaveHandle, claim, run_claimed, start_claimed
+from . import checkpoint_manifest as manifest
+from .background import SaveHandle, claim, run_claimed, skipped, start_claimed
 from .space import fmt_size, wont_fit
 
 log = logging.getLogger(__name__)
@@ -39,8 +43,10 @@ SAVE_KEY = "{} (save)"  # its own guard key: a long fsync never marks the mount 
 PLAN_TIMEOUT_S = 10.0
 COMMIT_BASE_S = 30.0  # fsync of a big file on a busy share takes a while ...
 COMMIT_BYTES_PER_S = 20 * 1024 * 1024  # ... plus this long per byte of the last save
-_PARTIAL_NAME = re.compile(r"\.tw-partial-([0-9a-f]{6})-(\d+)-[0-9a-f]{8}-")
-_ACTIVE: set[str] = set()  # temporary names of saves running in this process
+_PARTIAL_NAME = re.compile(r"\.tw-partial-([0-9a-f]{6})-(\d+)-")
+# what versions before the private directories left: a directory moved aside, "<name>.old"
+_LEGACY_OLD = re.compile(r"[0-9a-f]{8}-(.+)\.old")
+_ACTIVE: set[str] = set()  # private directories of saves running in this process
 
 
 def _host_tag() -> str:
@@ -93,8 +99,10 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _stale(directory: str, names: list[str]) -> list[str]:
-    """Leftovers of saves interrupted for good (SIGKILL, a crash) by this host's processes."""
+def _stale(directory: str, names: list[str]) -> list[dict[str, Any]]:
+    """Leftovers of saves interrupted for good (SIGKILL, a crash) by this host's processes,
+    as ``discard_partials`` items: where a leftover is an earlier save moved aside, the name
+    it goes back to."""
     host, found = _host_tag(), []
     for name in names:
         m = _PARTIAL_NAME.match(name)
@@ -103,8 +111,24 @@ def _stale(directory: str, names: list[str]) -> list[str]:
             continue
         pid = int(m.group(2))
         if not _alive(pid) or (pid == os.getpid() and path not in _ACTIVE):
-            found.append(path)
+            legacy = _LEGACY_OLD.fullmatch(name[m.end() :])
+            final = os.path.join(directory, legacy.group(1)) if legacy else None
+            found.append({"path": path, "legacy_final": final})
     return found
+
+
+def _discard(guard: MountGuard, key: str, items: list[dict[str, Any]]) -> None:
+    """Best effort, like ``_remove``: an earlier save an interrupted commit moved aside is
+    put back first (core.worker_files.op_discard_partials)."""
+    if not items:
+        return
+    try:
+        done = guard.call(key, "discard_partials", what="leftovers of saves", items=items)
+    except Exception as exc:
+        log.warning("trainwatch: could not clean up after interrupted saves: %s", exc)
+        return
+    for path in done["restored"]:
+        log.warning("trainwatch: %s was put back from before an interrupted save", path)
 
 
 def _remove(guard: MountGuard, key: str, paths: list[str], why: str) -> None:
@@ -118,10 +142,17 @@ def _remove(guard: MountGuard, key: str, paths: list[str], why: str) -> None:
 
 
 def _room(
-    guard: MountGuard, key: str, plan: dict[str, Any], name: str, directory: str, keep: int | None
+    guard: MountGuard,
+    key: str,
+    plan: dict[str, Any],
+    name: str,
+    directory: str,
+    keep: int | None,
+    mine: set[str],
 ) -> list[list[Any]]:
     """Raise CheckpointWontFit unless the save fits; makes room first from saves that ``keep``
-    would remove right after it anyway (never the newest). Returns the saves, newest first."""
+    would remove right after it anyway (never the newest, only ``mine``: those this saver
+    wrote). Returns the saves, newest first."""
     saves = sorted(plan["saves"], key=lambda s: s[2], reverse=True)
     if not saves:
         return saves
@@ -130,7 +161,8 @@ def _room(
     refusal = wont_fit(name, directory, needed, available, newest_name)
     if refusal is None:
         return saves
-    doomed = saves[max(keep - 1, 1) :] if keep else []
+    ours = [s for s in saves if s[0] in mine]  # the newest save stays until the new one lands
+    doomed = [s for s in ours[keep - 1 :] if s is not saves[0]] if keep else []
     if not doomed or available + sum(s[1] for s in doomed) < needed:
         raise refusal
     log.warning(
@@ -146,7 +178,7 @@ def _room(
         what="remove older saves",
         paths=[os.path.join(directory, s[0]) for s in doomed],
     )
-    return saves[: len(saves) - len(doomed)]
+    return [s for s in saves if s not in doomed]
 
 
 @overload
@@ -155,6 +187,7 @@ def save_checkpoint(
     path: str | os.PathLike[str],
     *,
     keep: int | None = ...,
+    series: str | None = ...,
     guard: MountGuard | None = ...,
     background: Literal[False] = ...,
     if_busy: str = ...,
@@ -165,6 +198,7 @@ def save_checkpoint(
     path: str | os.PathLike[str],
     *,
     keep: int | None = ...,
+    series: str | None = ...,
     guard: MountGuard | None = ...,
     background: Literal[True],
     if_busy: str = ...,
@@ -174,6 +208,7 @@ def save_checkpoint(
     path: str | os.PathLike[str],
     *,
     keep: int | None = None,
+    series: str | None = None,
     guard: MountGuard | None = None,
     background: bool = False,
     if_busy: str = "wait",
@@ -184,21 +219,40 @@ def save_checkpoint(
     ``save`` writes a file or a directory to the path it is given (``lambda p:
     torch.save(state, p)``; the name ends like ``path``, so ``.keras``/``.weights.h5``
     checks pass). Raises ``CheckpointWontFit`` (an OSError, ENOSPC) before calling ``save``
-    when the last save of the series (names differing only in their digits) is larger than
-    the free space; ``keep=N`` then keeps the newest N saves of the series.
+    when the last save of the series is larger than the free space. The series is the
+    names matching the glob ``series`` (``"resnet50-epoch*.pt"``), by default those that
+    differ from ``path``'s name only in their digits; ``keep=N`` then keeps the newest N of
+    the saves of the series that this saver wrote (the manifest ``.trainwatch-saves.json``
+    beside them), never another file.
 
     ``background=True`` returns a ``SaveHandle`` at once and saves on its own thread (hand
     it a state the loop leaves alone). One save is in flight at a time: another one waits
-    for it (``if_busy="wait"``) or raises ``SaveInFlight`` (``"refuse"``).
+    for it at most ``DEFAULTS.save_busy_wait_s`` (``if_busy="wait"``; then a background save
+    is skipped with one logged line, a foreground one raises ``SaveInFlight``), is skipped
+    at once (``"skip"``) or raises ``SaveInFlight`` at once (``"refuse"``). Interpreter exit
+    waits for a background save at most ``DEFAULTS.save_exit_wait_s``.
     """
     directory, name = _validate(save, path, keep)
+    pattern = _series(series, name)
     dst = os.path.join(directory, name)
-    claim(if_busy)  # bad arguments were refused above, before anything waits
+    if not claim(if_busy, dst, background):  # bad arguments were refused above, before any wait
+        return skipped(dst)
 
     def now() -> str:
-        return _save_now(save, directory, name, keep, guard)
+        return _save_now(save, directory, name, keep, pattern, guard)
 
     return start_claimed(now, dst) if background else run_claimed(now, dst)
+
+
+def _series(series: str | None, name: str) -> str:
+    """The series' regular expression: from the glob ``series``, or ``name``'s digits."""
+    if series is None:
+        return series_pattern(name)
+    if not isinstance(series, str) or not series or os.sep in series:
+        raise ValueError(f"series must be a glob of file names like 'epoch-*.pt', not {series!r}")
+    if not fnmatch.fnmatchcase(name, series):
+        raise ValueError(f"the name {name!r} is not in the series {series!r}")
+    return fnmatch.translate(series)
 
 
 def _save_now(
@@ -206,35 +260,53 @@ def _save_now(
     directory: str,
     name: str,
     keep: int | None,
+    pattern: str,
     guard: MountGuard | None,
 ) -> str:
-    """The save itself, in the one save slot: plan, room, write, commit, keep."""
+    """The save itself, in the one save slot: plan, room, write, commit, keep, manifest."""
     dst = os.path.join(directory, name)
     g = guard if guard is not None else default_guard()
     key = SAVE_KEY.format(mount_for_path(directory, read_mounts()).mountpoint)
-    plan = _plan(g, key, directory, name, dst)
-    _remove(g, key, _stale(directory, plan["partials"]), "leftovers of interrupted saves")
-    saves = _room(g, key, plan, name, directory, keep)
-    if not plan["exists"]:
-        os.makedirs(directory, exist_ok=True)  # the save is about to write here anyway
+    plan = _plan(g, key, directory, name, dst, pattern)
+    _discard(g, key, _stale(directory, plan["partials"]))
+    entries = manifest.parse(plan["manifest"])
+    mine = manifest.owned(entries, pattern)
+    saves = _room(g, key, plan, name, directory, keep, mine)
     _write_and_commit(save, g, key, directory, name, last=saves[0][1] if saves else 0)
+    doomed: list[str] = []
     if keep is not None:
-        older = [os.path.join(directory, s[0]) for s in saves if s[0] != name]
-        _remove(g, key, older[keep - 1 :], f"saves beyond keep={keep}")
+        older = [s[0] for s in saves if s[0] != name and s[0] in mine]
+        doomed = older[keep - 1 :]
+        _remove(g, key, [os.path.join(directory, n) for n in doomed], f"saves beyond keep={keep}")
+    present = {s[0] for s in saves} | set(entries) | {name}
+    text = manifest.updated(entries, present, name, pattern, doomed)
+    try:
+        g.call(
+            key,
+            "write_text",
+            what="the saves' manifest",
+            path=os.path.join(directory, manifest.MANIFEST),
+            text=text,
+        )
+    except Exception as exc:  # the save landed: a manifest not updated only keeps more
+        log.warning("trainwatch: could not update %s's manifest: %s", directory, exc)
     return dst
 
 
-def _plan(g: MountGuard, key: str, directory: str, name: str, dst: str) -> dict[str, Any]:
-    """statvfs and listing of ``directory`` in the guard's helper; refused when it is not a
-    directory."""
+def _plan(
+    g: MountGuard, key: str, directory: str, name: str, dst: str, pattern: str
+) -> dict[str, Any]:
+    """statvfs, listing and manifest of ``directory`` in the guard's helper; refused when it
+    is not a directory."""
     plan = g.call(
         key,
         "saves",
         timeout=PLAN_TIMEOUT_S,
         what="statvfs and listing",
         directory=directory,
-        pattern=series_pattern(name),
+        pattern=pattern,
         partial_prefix=PARTIAL,
+        manifest=manifest.MANIFEST,
     )
     if not plan["is_dir"]:
         where = plan["target"]
@@ -248,14 +320,18 @@ def _plan(g: MountGuard, key: str, directory: str, name: str, dst: str) -> dict[
 def _write_and_commit(
     save: Callable[[str], object], g: MountGuard, key: str, directory: str, name: str, last: int
 ) -> None:
-    """``save`` into a hidden partial file, then fsync and rename it over ``name`` (given time
-    for ``last`` bytes, the newest save's size); on any failure the partial file goes and
-    ``name`` stays as it was."""
+    """``save`` into a private directory made for it, then fsync and rename over ``name``
+    (given time for ``last`` bytes, the newest save's size); on any failure the private
+    directory goes, an earlier save moved aside is put back, and the note says what was
+    found afterwards."""
     dst = os.path.join(directory, name)
-    tmp = os.path.join(
-        directory, f"{PARTIAL}{_host_tag()}-{os.getpid()}-{secrets.token_hex(4)}-{name}"
+    prefix = f"{PARTIAL}{_host_tag()}-{os.getpid()}-"
+    partial = g.call(
+        key, "make_partial", what="the save's directory", directory=directory, prefix=prefix
     )
-    _ACTIVE.add(tmp)
+    tmp = os.path.join(partial, name)
+    _ACTIVE.add(partial)
+    committing = False
     try:
         save(tmp)
         if not os.path.lexists(tmp):
@@ -263,6 +339,7 @@ def _write_and_commit(
                 f"save wrote nothing at the path it was given ({printable(tmp)}); it must write "
                 "exactly there (numpy.save adds .npy unless the name ends with it)"
             )
+        committing = True
         g.call(
             key,
             "commit",
@@ -272,11 +349,40 @@ def _write_and_commit(
             dst=dst,
         )
     except BaseException as exc:
-        _remove(g, key, [tmp], "the unfinished save")
         if hasattr(exc, "add_note"):
-            exc.add_note(
-                f"trainwatch: {printable(dst)} was left as it was; nothing partial remains"
-            )
+            exc.add_note(_after_failure(g, key, partial, dst, committing))
         raise
+    else:
+        _remove(g, key, [partial], "the save's empty directory")
     finally:
-        _ACTIVE.discard(tmp)
+        _ACTIVE.discard(partial)
+
+
+def _after_failure(g: MountGuard, key: str, partial: str, dst: str, committing: bool) -> str:
+    """Clean up after a failed save and say what was checked: the earlier save put back if
+    a commit had moved it aside, the private directory gone, and whether ``dst`` exists
+    (untouched, when the failure came before the commit: only the commit renames)."""
+    where = printable(dst)
+    try:
+        done = g.call(
+            key,
+            "discard_partials",
+            what="the unfinished save",
+            items=[{"path": partial, "legacy_final": None}],
+            check=dst,
+        )
+    except Exception as exc:
+        return (
+            f"trainwatch: could not look at {where} after the failure ({exc}); the next save "
+            "puts back or removes what this one left"
+        )
+    if done["restored"]:
+        state = f"{where} was put back from the earlier save"
+    elif done["exists"] and not committing:
+        state = f"{where} was left as it was"
+    elif done["exists"]:
+        state = f"{where} is there, whole (a save lands by rename only)"
+    else:
+        state = f"{where} does not exist (there was no earlier save)"
+    left = "nothing partial remains" if not done["left"] else "its leftover could not be removed"
+    return f"trainwatch: checked after the failure: {state}; {left}"
