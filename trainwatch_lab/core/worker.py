@@ -28,6 +28,7 @@ from typing import Any
 from .worker_files import (
     op_claim_share,
     op_commit,
+    op_copy_in,
     op_copy_ranges,
     op_digests,
     op_discard_partials,
@@ -68,6 +69,7 @@ OPS: dict[str, Callable[..., Any]] = {
     "claim_share": op_claim_share,
     "release_share": op_release_share,
     "make_partial": op_make_partial,
+    "copy_in": op_copy_in,
     "discard_partials": op_discard_partials,
     "quota": op_quota,
 }

@@ -53,10 +53,18 @@ NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def crash_point(name: str) -> None:
-    """Die here, like a helper the guard SIGKILLs, when the environment names this point:
-    how the crash tests stop a real commit between two of its steps."""
-    if os.environ.get(CRASH_ENV) == name:
-        os.kill(os.getpid(), signal.SIGKILL)
+    """Die here, like a helper the guard SIGKILLs, when the environment names this point
+    (``name``, or ``name@FILE``: once, FILE created as it fires): how the crash tests stop
+    a real commit between two of its steps."""
+    wanted, _, once = os.environ.get(CRASH_ENV, "").partition("@")
+    if wanted != name:
+        return
+    if once:
+        try:
+            os.close(os.open(once, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:
+            return
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 class Mismatch(OSError):
@@ -409,6 +417,16 @@ def exchange(a: str, b: str) -> bool:
     if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
         return False
     raise OSError(err, os.strerror(err), a, None, b)
+
+
+def op_copy_in(src: str, dst: str) -> int:
+    """Copy a save written on a local disk (a file or a directory, links kept as links) to
+    ``dst``, a new name in the save's private directory on the share; its bytes."""
+    if os.path.isdir(src) and not os.path.islink(src):
+        shutil.copytree(src, dst, symlinks=True)
+    else:
+        shutil.copyfile(src, dst, follow_symlinks=False)
+    return tree_bytes(dst)
 
 
 def op_commit(tmp: str, dst: str) -> dict[str, Any]:

@@ -30,8 +30,10 @@ from ..core.guard import MountGuard, default_guard
 from ..core.mounts import mount_for_path, read_mounts
 from ..core.paths import normalise, printable
 from ..core.space import space_fields
+from ..core.worker_files import tree_bytes
 from . import checkpoint_manifest as manifest
 from .background import SaveHandle, claim, run_claimed, skipped, start_claimed
+from .checkpoint_stage import remove_stage, stage_for
 from .space import fmt_size, wont_fit
 
 log = logging.getLogger(__name__)
@@ -332,18 +334,31 @@ def _write_and_commit(
     tmp = os.path.join(partial, name)
     _ACTIVE.add(partial)
     committing = False
+    stage = None
     try:
-        save(tmp)
-        if not os.path.lexists(tmp):
+        stage = stage_for(directory, last, prefix, g)
+        written = os.path.join(stage, name) if stage is not None else tmp
+        save(written)
+        if not os.path.lexists(written):
             raise FileNotFoundError(
-                f"save wrote nothing at the path it was given ({printable(tmp)}); it must write "
-                "exactly there (numpy.save adds .npy unless the name ends with it)"
+                f"save wrote nothing at the path it was given ({printable(written)}); it must "
+                "write exactly there (numpy.save adds .npy unless the name ends with it)"
+            )
+        size = tree_bytes(written) if stage is not None else last
+        if stage is not None:
+            g.call(
+                key,
+                "copy_in",
+                timeout=COMMIT_BASE_S + size / COMMIT_BYTES_PER_S,
+                what="copy of the save onto the share",
+                src=written,
+                dst=tmp,
             )
         committing = True
         g.call(
             key,
             "commit",
-            timeout=COMMIT_BASE_S + last / COMMIT_BYTES_PER_S,
+            timeout=COMMIT_BASE_S + max(last, size) / COMMIT_BYTES_PER_S,
             what="fsync and rename of the save",
             tmp=tmp,
             dst=dst,
@@ -356,6 +371,7 @@ def _write_and_commit(
         _remove(g, key, [partial], "the save's empty directory")
     finally:
         _ACTIVE.discard(partial)
+        remove_stage(stage)
 
 
 def _after_failure(g: MountGuard, key: str, partial: str, dst: str, committing: bool) -> str:
