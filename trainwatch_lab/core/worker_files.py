@@ -22,14 +22,17 @@ from typing import Any
 from .worker_ops import error_fields, file_type, nearest_existing
 
 
-def op_write_text(path: str, text: str) -> int:
+def op_write_text(path: str, text: str, tmp_dir: str | None = None) -> int:
     """Write a whole user file atomically (CSV export): a hidden temporary file in the same
-    directory, fsync, then ``os.replace``. Readers see the old file or the new one, never
-    half of one; on any failure (disk full, SIGTERM) the temporary file is removed. Its name
-    is chosen before the ``open`` so that even a signal during the create can clean it up."""
+    directory (or ``tmp_dir``, a private one on the same filesystem that its owner removes,
+    also after a SIGKILL), fsync, then ``os.replace``. Readers see the old file or the new
+    one, never half of one; on any failure (disk full, SIGTERM) the temporary file is
+    removed. Its name is chosen before the ``open`` so that even a signal during the create
+    can clean it up."""
     directory, name = os.path.split(os.path.abspath(path))
     data = text.encode("utf-8")
-    tmp = os.path.join(directory, f".{name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    where = tmp_dir if tmp_dir is not None else directory
+    tmp = os.path.join(where, f".{name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
         with os.fdopen(fd, "wb") as fh:

@@ -274,14 +274,27 @@ def _save_now(
     entries = manifest.parse(plan["manifest"])
     mine = manifest.owned(entries, pattern)
     saves = _room(g, key, plan, name, directory, keep, mine)
-    _write_and_commit(save, g, key, directory, name, last=saves[0][1] if saves else 0)
-    doomed: list[str] = []
-    if keep is not None:
-        older = [s[0] for s in saves if s[0] != name and s[0] in mine]
-        doomed = older[keep - 1 :]
-        _remove(g, key, [os.path.join(directory, n) for n in doomed], f"saves beyond keep={keep}")
-    present = {s[0] for s in saves} | set(entries) | {name}
-    text = manifest.updated(entries, present, name, pattern, doomed)
+    partial = _write_and_commit(save, g, key, directory, name, saves[0][1] if saves else 0)
+    try:
+        doomed: list[str] = []
+        if keep is not None:
+            older = [s[0] for s in saves if s[0] != name and s[0] in mine]
+            doomed = older[keep - 1 :]
+            paths = [os.path.join(directory, n) for n in doomed]
+            _remove(g, key, paths, f"saves beyond keep={keep}")
+        # this series' entries whose files are gone drop out; other series' stay
+        present = {s[0] for s in saves} | (set(entries) - mine) | {name}
+        _write_manifest(
+            g, key, directory, partial, manifest.updated(entries, present, name, pattern, doomed)
+        )
+    finally:
+        _remove(g, key, [partial], "the save's empty directory")
+    return dst
+
+
+def _write_manifest(g: MountGuard, key: str, directory: str, partial: str, text: str) -> None:
+    """The manifest, replaced atomically; its temporary name lies in the save's private
+    directory, which goes right after (also when the helper is killed: a leftover)."""
     try:
         g.call(
             key,
@@ -289,10 +302,10 @@ def _save_now(
             what="the saves' manifest",
             path=os.path.join(directory, manifest.MANIFEST),
             text=text,
+            tmp_dir=partial,
         )
     except Exception as exc:  # the save landed: a manifest not updated only keeps more
-        log.warning("trainwatch: could not update %s's manifest: %s", directory, exc)
-    return dst
+        log.warning("trainwatch: could not update the manifest in %s: %s", directory, exc)
 
 
 def _plan(
@@ -321,11 +334,11 @@ def _plan(
 
 def _write_and_commit(
     save: Callable[[str], object], g: MountGuard, key: str, directory: str, name: str, last: int
-) -> None:
+) -> str:
     """``save`` into a private directory made for it, then fsync and rename over ``name``
-    (given time for ``last`` bytes, the newest save's size); on any failure the private
-    directory goes, an earlier save moved aside is put back, and the note says what was
-    found afterwards."""
+    (given time for ``last`` bytes, the newest save's size); returns the private directory
+    (empty now; the caller removes it). On any failure it goes, an earlier save moved aside
+    is put back, and the note says what was found afterwards."""
     dst = os.path.join(directory, name)
     prefix = f"{PARTIAL}{_host_tag()}-{os.getpid()}-"
     partial = g.call(
@@ -367,11 +380,10 @@ def _write_and_commit(
         if hasattr(exc, "add_note"):
             exc.add_note(_after_failure(g, key, partial, dst, committing))
         raise
-    else:
-        _remove(g, key, [partial], "the save's empty directory")
     finally:
         _ACTIVE.discard(partial)
         remove_stage(stage)
+    return partial
 
 
 def _after_failure(g: MountGuard, key: str, partial: str, dst: str, committing: bool) -> str:
