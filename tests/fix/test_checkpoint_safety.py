@@ -5,6 +5,7 @@ planted where the save writes. Real files, real child processes, a real sshfs sh
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.mounts import SshfsMount, wait_until
+from trainwatch_lab.core.guard import MountUnresponsive
 from trainwatch_lab.fix.checkpoint import PARTIAL, _host_tag, save_checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
@@ -261,3 +263,17 @@ def test_a_save_stuck_on_a_paused_share_holds_neither_training_nor_exit(
     assert len(skipped) == 1 and "a.pt is still in flight" in skipped[0], err
     assert "exiting without the save to" in err and "a.pt" in err, err
     assert wait_until(lambda: not (share / "a.pt").exists(), 1)  # never half a save
+
+
+def test_a_save_to_a_paused_share_raises_an_oserror(sshfs_mount: SshfsMount) -> None:
+    """``except OSError`` around a save catches a share that stopped answering too."""
+    share = sshfs_mount.path / "paused"
+    share.mkdir()
+    sshfs_mount.pause()
+    try:
+        with pytest.raises(OSError) as info:
+            save_checkpoint(writer(b"x"), share / "m.pt")
+    finally:
+        sshfs_mount.resume()
+    assert isinstance(info.value, MountUnresponsive) and info.value.errno == errno.ETIMEDOUT
+    assert not (share / "m.pt").exists()

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from .background import SaveHandle, SaveInFlight, SaveSkipped, SaveStatus, checkpoint_status
-    from .checkpoint import save_checkpoint
+    from .checkpoint import SaveUnresponsive, save_checkpoint
     from .mirror import Mirror, MirrorStatus, active_mirrors, local_mirror
     from .mirror_lock import ShareInUse
     from .space import CheckpointWontFit, SpaceWatch
@@ -24,6 +24,7 @@ _WHERE = {
     "MirrorStatus": "mirror",
     "active_mirrors": "mirror",
     "save_checkpoint": "checkpoint",
+    "SaveUnresponsive": "checkpoint",
     "SaveHandle": "background",
     "SaveInFlight": "background",
     "SaveSkipped": "background",
@@ -40,6 +41,7 @@ __all__ = [
     "SaveInFlight",
     "SaveSkipped",
     "SaveStatus",
+    "SaveUnresponsive",
     "ShareInUse",
     "SpaceWatch",
     "active_mirrors",

@@ -17,6 +17,7 @@ directory (free space, the listing, fsync, rename, removals) goes through the mo
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import hashlib
 import logging
@@ -26,7 +27,7 @@ import socket
 from collections.abc import Callable
 from typing import Any, Literal, overload
 
-from ..core.guard import MountGuard, default_guard
+from ..core.guard import MountGuard, MountUnresponsive, default_guard
 from ..core.mounts import mount_for_path, read_mounts
 from ..core.paths import normalise, printable
 from ..core.space import space_fields
@@ -49,6 +50,19 @@ _PARTIAL_NAME = re.compile(r"\.tw-partial-([0-9a-f]{6})-(\d+)-")
 # what versions before the private directories left: a directory moved aside, "<name>.old"
 _LEGACY_OLD = re.compile(r"[0-9a-f]{8}-(.+)\.old")
 _ACTIVE: set[str] = set()  # private directories of saves running in this process
+
+
+class SaveUnresponsive(OSError, MountUnresponsive):
+    """The share did not answer during a save. An OSError (ETIMEDOUT), so that ``except
+    OSError`` around a save catches it like any other failed write, and still a
+    ``MountUnresponsive``. (core.guard's own ``MountUnresponsive`` stays no OSError: its
+    callers tell "this path is bad" (OSError) from "this mount hangs" by that difference.)"""
+
+    def __init__(self, exc: MountUnresponsive) -> None:
+        OSError.__init__(self, errno.ETIMEDOUT, str(exc))
+        self.key, self.op, self.timeout_s, self.since = exc.key, exc.op, exc.timeout_s, exc.since
+        for note in getattr(exc, "__notes__", ()):
+            self.add_note(note)
 
 
 def _host_tag() -> str:
@@ -241,7 +255,12 @@ def save_checkpoint(
         return skipped(dst)
 
     def now() -> str:
-        return _save_now(save, directory, name, keep, pattern, guard)
+        try:
+            return _save_now(save, directory, name, keep, pattern, guard)
+        except SaveUnresponsive:
+            raise
+        except MountUnresponsive as exc:
+            raise SaveUnresponsive(exc) from exc
 
     return start_claimed(now, dst) if background else run_claimed(now, dst)
 
