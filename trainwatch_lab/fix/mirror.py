@@ -15,11 +15,12 @@ SIGTERM too: mirror_exit); the thread is a daemon and never holds exit up.
 
 from __future__ import annotations
 
-import atexit
+import contextlib
 import json
 import logging
 import math
 import os
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -33,7 +34,9 @@ from ..core.mounts import mount_for_path, read_mounts
 from ..core.paths import normalise, printable
 from . import mirror_plan as mp
 from . import scratch
-from .mirror_exit import flush_open_files, install_sigterm, uninstall_sigterm
+from .mirror_exit import register as _register
+from .mirror_exit import registered as _registered
+from .mirror_exit import unregister as _unregister
 from .mirror_lock import ShareInUse, ShareLock
 from .mirror_status import MirrorStatus
 
@@ -253,9 +256,15 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
             status = replace(status, state="closed")
         data = {**status.to_json(), "pid": os.getpid(), "every": self.every}
         try:
-            with open(f"{path}.tmp", "w") as fh:
-                json.dump(data, fh)
-            os.replace(f"{path}.tmp", path)
+            fd, tmp = tempfile.mkstemp(dir=self.local, prefix=f"{STATUS_FILE}.")
+            try:
+                with os.fdopen(fd, "w") as fh:
+                    json.dump(data, fh)
+                os.replace(tmp, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
         except OSError:  # the status file is a convenience: never a reason to stop copying
             log.debug("trainwatch: could not write %s", path, exc_info=True)
 
@@ -452,39 +461,6 @@ def local_mirror(
         raise
 
 
-# -- every mirror of this process: status surfaces, and the final sync at exit -------------
-_MIRRORS: list[Mirror] = []
-_MIRRORS_LOCK = threading.Lock()
-
-
-def _register(m: Mirror) -> None:
-    with _MIRRORS_LOCK:
-        _MIRRORS.append(m)
-    install_sigterm(_close_all)
-
-
-def _unregister(m: Mirror) -> None:
-    with _MIRRORS_LOCK:
-        if m in _MIRRORS:
-            _MIRRORS.remove(m)
-        last = not _MIRRORS
-    if last:
-        uninstall_sigterm()
-
-
 def active_mirrors() -> list[Mirror]:
-    with _MIRRORS_LOCK:
-        return list(_MIRRORS)
-
-
-@atexit.register
-def _close_all() -> None:
-    """One bounded final sync for all mirrors (registered after core.guard's own atexit
-    handler, so it runs first, while the helpers are still there)."""
-    mirrors = active_mirrors()
-    if not mirrors:
-        return
-    flush_open_files(m.local for m in mirrors)
-    deadline = time.monotonic() + max(m.exit_timeout for m in mirrors)
-    for m in mirrors:
-        m.close(timeout=max(0.0, deadline - time.monotonic()))
+    """The mirrors of this process that are not closed."""
+    return _registered()

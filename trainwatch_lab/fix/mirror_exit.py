@@ -8,11 +8,13 @@ would copy them empty. So the final sync flushes, first, every open file object 
 process under a mirror's local directory. SIGTERM's default ends the process at once, with
 no atexit at all: while a mirror runs, SIGTERM ends it like a normal exit instead (a
 SystemExit with the status a shell shows for SIGTERM, 143), or, when the program had a
-handler of its own, the final sync runs and that handler is called after it.
+handler of its own, the final sync runs and that handler is called after it. The mirrors of
+the process are registered here, for that final sync and for the status surfaces.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gc
 import io
@@ -20,8 +22,9 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -79,3 +82,48 @@ def uninstall_sigterm() -> None:
     if signal.getsignal(signal.SIGTERM) is _on_sigterm:
         signal.signal(signal.SIGTERM, _state["previous"] or signal.SIG_DFL)
     _state["previous"] = _state["on_term"] = None
+
+
+class Closable(Protocol):
+    local: str
+    exit_timeout: float
+
+    def close(self, timeout: float | None = None) -> bool: ...
+
+
+_MIRRORS: list[Any] = []
+_MIRRORS_LOCK = threading.Lock()
+
+
+def register(m: Closable) -> None:
+    with _MIRRORS_LOCK:
+        _MIRRORS.append(m)
+    install_sigterm(close_all)
+
+
+def unregister(m: Closable) -> None:
+    with _MIRRORS_LOCK:
+        if m in _MIRRORS:
+            _MIRRORS.remove(m)
+        last = not _MIRRORS
+    if last:
+        uninstall_sigterm()
+
+
+def registered() -> list[Any]:
+    with _MIRRORS_LOCK:
+        return list(_MIRRORS)
+
+
+@atexit.register
+def close_all() -> None:
+    """One bounded final sync for all mirrors, after flushing the files left open under
+    them (registered after core.guard's own atexit handler, so it runs first, while the
+    helpers are still there)."""
+    mirrors = registered()
+    if not mirrors:
+        return
+    flush_open_files(m.local for m in mirrors)
+    deadline = time.monotonic() + max(m.exit_timeout for m in mirrors)
+    for m in mirrors:
+        m.close(timeout=max(0.0, deadline - time.monotonic()))
