@@ -19,7 +19,8 @@ import pytest
 
 from tests.support.mounts import SshfsMount, wait_until
 from trainwatch_lab.core.guard import MountUnresponsive
-from trainwatch_lab.fix.checkpoint import PARTIAL, _host_tag, save_checkpoint
+from trainwatch_lab.fix.checkpoint import save_checkpoint
+from trainwatch_lab.fix.checkpoint_partial import PARTIAL, host_tag
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1024 * 1024
@@ -108,7 +109,7 @@ def test_a_leftover_old_checkpoint_is_put_back_not_deleted(tmp_path: Path) -> No
     renames leaves ``checkpoint-best`` gone and the old one hidden as ``...-<name>.old``;
     the next save, even one that fails, must put it back, and its note must not claim
     what it did not check."""
-    old = tmp_path / f"{PARTIAL}{_host_tag()}-{dead_pid()}-0123abcd-checkpoint-best.old"
+    old = tmp_path / f"{PARTIAL}{host_tag()}-{dead_pid()}-0123abcd-checkpoint-best.old"
     save_dir(b"o")(str(old))
 
     def broken(path: str) -> None:
@@ -185,7 +186,7 @@ def test_the_saver_never_writes_through_a_planted_link(tmp_path: Path) -> None:
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     for n in range(64):  # every name an attacker could guess from the old scheme's prefix
-        (ckpt / f"{PARTIAL}{_host_tag()}-{os.getpid()}-{n:08x}-model.pt").symlink_to(target)
+        (ckpt / f"{PARTIAL}{host_tag()}-{os.getpid()}-{n:08x}-model.pt").symlink_to(target)
     seen: list[str] = []
 
     def save(path: str) -> None:
