@@ -23,10 +23,9 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from ..core.defaults import DEFAULTS
 from ..core.guard import MountGuard, MountUnresponsive, default_guard
@@ -38,6 +37,7 @@ from .mirror_exit import register as _register
 from .mirror_exit import registered as _registered
 from .mirror_exit import unregister as _unregister
 from .mirror_lock import ShareInUse, ShareLock
+from .mirror_seed import seed
 from .mirror_status import MirrorStatus
 
 log = logging.getLogger(__name__)
@@ -45,22 +45,11 @@ log = logging.getLogger(__name__)
 EVERY_S = 30.0  # a TensorBoard reader refreshes about as often
 RETRY_S = 5.0  # while the share does not answer, try again this often (or every ``every``)
 EXIT_SYNC_S = 10.0  # the final sync at interpreter exit never takes longer
-BATCH_BYTES = 4 * 1024 * 1024  # bytes per call through the guard ...
-MIN_RATE = 1024 * 1024  # ... each allowed the mount timeout plus 1 s per MiB
+
+MIN_RATE = 1024 * 1024  # a call through the guard may take the mount timeout plus 1 s per MiB
 LANE = "mirror"
 KEY = "{} (mirror)"
-STATUS_FILE = f"{mp.LOCK_PREFIX}.json"
-Q = TypeVar("Q")  # the status for other processes, beside the logs
-
-
-def take_batch(queue: list[Q], size_of: Callable[[Q], int]) -> tuple[list[Q], int]:
-    """Take from the front of ``queue`` what one call carries: ``BATCH_BYTES`` at most (one
-    item at least)."""
-    batch, size = [], 0
-    while queue and (not batch or size + size_of(queue[0]) <= BATCH_BYTES):
-        batch.append(queue.pop(0))
-        size += size_of(batch[-1])
-    return batch, size
+STATUS_FILE = f"{mp.LOCK_PREFIX}.json"  # the status for other processes, beside the logs
 
 
 def check_share(share: str, guard: MountGuard) -> None:
@@ -309,7 +298,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         progress: dict[int, list[mp.Range]] = {}  # id(job) -> the ranges it wrote so far
         redone: set[str] = set()
         while queue:
-            batch, size = take_batch(queue, lambda q: q[1]["length"])
+            batch, size = mp.take_batch(queue, lambda q: q[1]["length"])
             budget = (self._timeout(size) or 0.0) / 2
             results = self._call("copy_ranges", size, items=[i for _, i in batch], budget_s=budget)
             if results is None:
@@ -340,29 +329,10 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         return True
 
     def _seed(self) -> bool:
-        """First round: what the share already holds of the local files, trusted only where
-        its bytes are proven the local ones (a digest taken there); the temporaries that
-        earlier mirrors of this share left behind go (we hold its lock)."""
-        tree = self._call("tree", BATCH_BYTES, directory=self.share, skip_prefix=mp.TMP_PREFIX)
-        if tree is None:
+        """First round: what the share already holds, proven (mirror_seed)."""
+        copied = seed(self._call, self._timeout, self.local, self.share)
+        if copied is None:
             return False
-        temps = [os.path.join(self.share, t) for t in tree.get("temps", [])]
-        if temps and self._call("remove", 0, paths=temps) is None:
-            return False
-        files, _ = mp.scan(self.local)
-        queue = list(mp.seed_candidates(files, tree["files"]).values())
-        copied: dict[str, mp.Copied] = {}
-        while queue:
-            batch, size = take_batch(queue, lambda f: f.size)
-            items = [{"path": os.path.join(self.share, f.rel), "length": f.size} for f in batch]
-            budget = (self._timeout(size) or 0.0) / 2
-            found = self._call("digests", size, items=items, budget_s=budget)
-            if found is None:
-                return False
-            for f, share_digest in zip(batch, found, strict=False):
-                if (c := mp.seeded(self.local, f, share_digest)) is not None:
-                    copied[f.rel] = c
-            queue = batch[len(found) :] + queue
         with self._lock:
             self._copied, self._seeded = copied, True
         return True

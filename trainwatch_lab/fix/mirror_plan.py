@@ -20,11 +20,12 @@ import hashlib
 import os
 import secrets
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 CHUNK_BYTES = 4 * 1024 * 1024  # one item of a copy call at most
+BATCH_BYTES = 4 * 1024 * 1024  # bytes per call through the guard
 HASH_CHUNK = 1024 * 1024  # read at a time while hashing a local file
 DIGEST_BYTES = 16  # as core.worker_files.DIGEST_BYTES: the digests are compared
 TMP_PREFIX = ".twmirror-"  # the share-side temporary names (never "tfevents" in them)
@@ -35,6 +36,7 @@ SCAN_LIMIT = 100_000
 IN_PLACE_MAGIC = (b"SQLite format 3\x00",)
 
 Range = tuple[int, int, str]  # [start, end) and the hex digest of those bytes
+Q = TypeVar("Q")
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,3 +235,13 @@ def seeded(local_dir: str, f: LocalFile, share_digest: str | None) -> Copied | N
     if local != share_digest:
         return None
     return Copied(f.size, f.ino, f.mtime_ns, ((0, f.size, share_digest),), f.ctime_ns)
+
+
+def take_batch(queue: list[Q], size_of: Callable[[Q], int]) -> tuple[list[Q], int]:
+    """Take from the front of ``queue`` what one call carries: ``BATCH_BYTES`` at most (one
+    item at least)."""
+    batch, size = [], 0
+    while queue and (not batch or size + size_of(queue[0]) <= BATCH_BYTES):
+        batch.append(queue.pop(0))
+        size += size_of(batch[-1])
+    return batch, size
