@@ -367,7 +367,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
             done.append((item["offset"], result["end"], result["digest"]))
             last = "mtime_ns" in item
             unmoved = last and result["src"] == [f.size, f.mtime_ns, f.ctime_ns, f.ino]
-            times = (f.mtime_ns, f.ctime_ns) if unmoved else (-1, -1)
+            times = (f.mtime_ns, f.ctime_ns) if unmoved else (mp.MOVED if last else -1,) * 2
             with self._lock:
                 self._bytes_copied += result["copied"]
                 if job.append or "rename_to" in item:

@@ -35,6 +35,7 @@ SCAN_LIMIT = 100_000
 # formats that rewrite earlier bytes in place: never appended to, always copied whole
 IN_PLACE_MAGIC = (b"SQLite format 3\x00",)
 
+MOVED = -2  # Copied.mtime_ns of a copy whose file changed while it was read
 Range = tuple[int, int, str]  # [start, end) and the hex digest of those bytes
 Q = TypeVar("Q")
 
@@ -52,7 +53,7 @@ class LocalFile:
 class Copied:
     """What the share holds of one local file: its first ``size`` bytes, whose digests are
     ``ranges``; ``mtime_ns``/``ctime_ns`` the local file's times when the copy ended whole
-    (-1 while only part of it was copied, or it changed while it was copied)."""
+    (-1 while only part of it was copied, ``MOVED`` when it changed while it was read)."""
 
     size: int
     ino: int
@@ -178,7 +179,8 @@ def pending_bytes(files: dict[str, LocalFile], copied: dict[str, Copied]) -> int
         c = copied.get(rel)
         if c is not None and c.same(f):
             continue
-        grew = c is not None and c.ino == f.ino and f.size >= c.size
+        # a copy whose file moved while it was read is not proven: all of it is pending
+        grew = c is not None and c.ino == f.ino and f.size >= c.size and c.mtime_ns != MOVED
         total += f.size - c.size if grew and c is not None else f.size
     return total
 
