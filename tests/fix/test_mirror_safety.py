@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.mounts import SshfsMount, wait_until
+from trainwatch_lab.core.guard import MountGuard
 from trainwatch_lab.fix import mirror_plan as mp
 from trainwatch_lab.fix.mirror import Mirror, local_mirror
 from trainwatch_lab.fix.mirror_lock import ShareInUse
@@ -278,3 +279,57 @@ def test_a_whole_copy_is_fsynced_and_renamed_and_leaves_no_temporary(
         assert m.sync(15)
         assert wait_until(lambda: not list(server.glob(f"{mp.TMP_PREFIX}*")), 5)
     assert visible(server) == {"a.log": b"x" * 10}
+
+
+def test_a_helper_killed_before_its_rename_leaves_the_share_copy_whole(
+    sshfs_mount: SshfsMount, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL at an injected point: the guard's helper dies after writing a whole copy's
+    temporary, before renaming it over the share's copy. The share keeps the old copy whole,
+    the next round lands the new one, and the next mirror of the share removes the leftover."""
+    fired = tmp_path / "fired"
+    fired.touch()  # armed below, after the first copy
+    monkeypatch.setenv("TRAINWATCH_CRASH_AT", f"mirror-before-rename@{fired}")
+    share = sshfs_mount.path / "killed"
+    server = remote(sshfs_mount, share)
+    local = tmp_path / "local"
+    local.mkdir()
+    state = local / "state.json"
+    guard = MountGuard()  # its helpers see the variable
+    try:
+        with Mirror(local, share, every=60, guard=guard) as m:
+            state.write_bytes(b'{"step": 1}' + b" " * 500)
+            assert m.sync(15)
+            fired.unlink()
+            state.write_bytes(b'{"step": 2}' + b" " * 500)
+            assert not m.sync(15)  # the helper died mid-round: not in sync, and says so
+            assert fired.exists() and "error" in m.status().state
+            assert (server / "state.json").read_bytes() == b'{"step": 1}' + b" " * 500
+            assert list(server.glob(f"{mp.TMP_PREFIX}*.tmp"))  # the killed copy's temporary
+            assert m.sync(15)
+            assert (server / "state.json").read_bytes() == state.read_bytes()
+        with Mirror(local, share, every=60, guard=guard) as m:
+            assert m.sync(15)
+        assert not list(server.glob(f"{mp.TMP_PREFIX}*"))
+    finally:
+        guard.close()
+
+
+def test_a_save_bound_for_a_share_is_written_on_local_disk_first(
+    sshfs_mount: SshfsMount,
+) -> None:
+    """The process that trains never writes the share itself (a hung share would hold it in
+    the kernel): ``save`` gets a local path, the helper copies the result over."""
+    from trainwatch_lab.fix.checkpoint import save_checkpoint
+
+    share = sshfs_mount.path / "staged"
+    given: list[str] = []
+
+    def save(path: str) -> None:
+        given.append(path)
+        Path(path).write_bytes(b"w" * 5000)
+
+    save_checkpoint(save, share / "model.pt")
+    assert not given[0].startswith(str(sshfs_mount.mountpoint)), given
+    assert not Path(given[0]).exists() and not Path(given[0]).parent.exists()  # cleaned up
+    assert (remote(sshfs_mount, share) / "model.pt").read_bytes() == b"w" * 5000
