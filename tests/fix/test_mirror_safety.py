@@ -20,6 +20,7 @@ from trainwatch_lab.core.guard import MountGuard
 from trainwatch_lab.fix import mirror_plan as mp
 from trainwatch_lab.fix.mirror import Mirror, local_mirror
 from trainwatch_lab.fix.mirror_lock import ShareInUse
+from trainwatch_lab.fix.mirror_plan import SHARE_LOCK
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -333,3 +334,25 @@ def test_a_save_bound_for_a_share_is_written_on_local_disk_first(
     assert not given[0].startswith(str(sshfs_mount.mountpoint)), given
     assert not Path(given[0]).exists() and not Path(given[0]).parent.exists()  # cleaned up
     assert (remote(sshfs_mount, share) / "model.pt").read_bytes() == b"w" * 5000
+
+
+def test_a_lock_left_by_a_close_on_a_hung_share_does_not_lock_this_process_out(
+    sshfs_mount: SshfsMount, tmp_path: Path
+) -> None:
+    """A mirror closed while the share hung could not remove its lock; a new mirror of the
+    same process (a notebook cell run again) takes it over, an open one still refuses."""
+    share = sshfs_mount.path / "relock"
+    first = Mirror(tmp_path / "a", share, every=60)
+    (tmp_path / "a" / "x.log").write_text("x")
+    assert first.sync(15)
+    sshfs_mount.pause()
+    try:
+        (tmp_path / "a" / "x.log").write_text("xy")
+        assert not first.close(timeout=1.0)
+    finally:
+        sshfs_mount.resume()
+    assert (remote(sshfs_mount, share) / SHARE_LOCK).exists()  # left behind
+    with Mirror(tmp_path / "b", share, every=60) as second:
+        assert second.sync(15)  # its first round claims the share (the guard caught up)
+        with pytest.raises(ShareInUse):
+            Mirror(tmp_path / "c", share, every=60)

@@ -249,13 +249,17 @@ def _read_small(path: str, limit: int = 64 * 1024) -> bytes | None:
         return fh.read(limit)
 
 
-def _holder_gone(holder: Any, host: str) -> bool:
-    """A lock holder on this host whose process is gone (another host's is judged by age)."""
-    if not isinstance(holder, dict) or holder.get("host") != host:
+def _holder_gone(holder: Any, claimer: dict[str, Any], live: list[str]) -> bool:
+    """A lock holder on this host whose process is gone, or that is the claimer's own
+    process with no live mirror behind it (closed while the share hung); another host's is
+    judged by age."""
+    if not isinstance(holder, dict) or holder.get("host") != claimer["host"]:
         return False
     pid = holder.get("pid")
     if not isinstance(pid, int) or pid <= 0:
         return True
+    if pid == claimer["pid"]:
+        return holder.get("token") not in live
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -265,11 +269,14 @@ def _holder_gone(holder: Any, host: str) -> bool:
     return False
 
 
-def op_claim_share(path: str, holder: dict[str, Any], stale_s: float) -> dict[str, Any]:
+def op_claim_share(
+    path: str, holder: dict[str, Any], stale_s: float, live: list[str] | None = None
+) -> dict[str, Any]:
     """Take (or keep) the lock file ``path`` that makes one mirror the only writer of a share
     directory: ``{"ok": True}``, or ``{"ok": False, "holder": ...}`` while another mirror
     holds it. Ours again (the same token): its time is refreshed. Another's is taken over
-    only when its process on this host is gone or it was not refreshed for ``stale_s``."""
+    only when its process on this host is gone (or is the claimer's, and its token is not
+    among the claimer's ``live`` mirrors) or it was not refreshed for ``stale_s``."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     data = json.dumps(holder).encode()
     for _ in range(2):
@@ -294,7 +301,8 @@ def op_claim_share(path: str, holder: dict[str, Any], stale_s: float) -> dict[st
             os.utime(path, follow_symlinks=False)
             return {"ok": True}
         age = time.time() - os.lstat(path).st_mtime
-        if current is not None and age < stale_s and not _holder_gone(current, holder["host"]):
+        gone = _holder_gone(current, holder, live or [])
+        if current is not None and age < stale_s and not gone:
             return {"ok": False, "holder": current, "age_s": age}
         os.unlink(path)  # stale: the next turn of the loop creates ours exclusively
     return {"ok": False, "holder": None, "age_s": 0.0}

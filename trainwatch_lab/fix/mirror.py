@@ -120,7 +120,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
                 lane=LANE,
                 timeout=DEFAULTS.mount_timeout_s,
                 what="mirror claim_share",
-                **self._share_lock.claim_args(),
+                **self._share_lock.claim_args(_live_tokens()),
             )
         except MountUnresponsive:
             return
@@ -318,7 +318,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         now = time.monotonic()
         if self._held_at is not None and now - self._held_at < DEFAULTS.mirror_lock_stale_s / 3:
             return True
-        answer = self._call("claim_share", 0, **self._share_lock.claim_args())
+        answer = self._call("claim_share", 0, **self._share_lock.claim_args(_live_tokens()))
         if answer is None:
             return False
         if not answer["ok"]:
@@ -434,3 +434,7 @@ def local_mirror(
 def active_mirrors() -> list[Mirror]:
     """The mirrors of this process that are not closed."""
     return _registered()
+
+
+def _live_tokens() -> list[str]:
+    return [m._share_lock.holder["token"] for m in active_mirrors()]

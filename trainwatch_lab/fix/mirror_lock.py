@@ -40,8 +40,15 @@ class ShareLock:
             "since": time.time(),
         }
 
-    def claim_args(self) -> dict[str, Any]:
-        return {"path": self.path, "holder": self.holder, "stale_s": DEFAULTS.mirror_lock_stale_s}
+    def claim_args(self, live: list[str]) -> dict[str, Any]:
+        """The helper's arguments; ``live`` the tokens of this process's open mirrors (a
+        lock of this process that is not among them was left by a close on a hung share)."""
+        return {
+            "path": self.path,
+            "holder": self.holder,
+            "stale_s": DEFAULTS.mirror_lock_stale_s,
+            "live": live,
+        }
 
     def release_args(self) -> dict[str, Any]:
         return {"path": self.path, "token": self.holder["token"]}
