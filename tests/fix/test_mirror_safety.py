@@ -353,6 +353,7 @@ def test_a_lock_left_by_a_close_on_a_hung_share_does_not_lock_this_process_out(
         sshfs_mount.resume()
     assert (remote(sshfs_mount, share) / SHARE_LOCK).exists()  # left behind
     with Mirror(tmp_path / "b", share, every=60) as second:
-        assert second.sync(15)  # its first round claims the share (the guard caught up)
+        # a round claims the share once the guard's call stuck in the pause has returned
+        assert wait_until(lambda: second.sync(15), 30), second.status()
         with pytest.raises(ShareInUse):
             Mirror(tmp_path / "c", share, every=60)
