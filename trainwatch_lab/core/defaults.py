@@ -38,6 +38,17 @@ class Defaults:
     # checkpoint scan: its own helper and budget, so a big directory on a slow share
     # reports what it saw instead of tripping the statvfs timeout (mount-unresponsive)
     checkpoint_scan_budget_s: float = 1.0
+    # fix/ (local_mirror, save_checkpoint): how long training code ever waits on a share.
+    # A save asked for while another is still in flight waits this long for it, then is
+    # skipped with one line (a background save) or refused (SaveInFlight): a share that
+    # hangs mid-save must not hold the training loop for ever
+    save_busy_wait_s: float = 10.0
+    # interpreter exit waits this long for a background save in flight, then says which
+    # save did not land (the earlier one is intact) and exits
+    save_exit_wait_s: float = 30.0
+    # a share's mirror lock not refreshed for this long (its holder on another host is
+    # gone, or cannot reach the share) may be taken over by another mirror
+    mirror_lock_stale_s: float = 900.0
     baseline_ttl_s: float = 600.0  # local-disk baseline is re-measured after this
     # slow-mount
     slow_p50_ms: float = 10.0

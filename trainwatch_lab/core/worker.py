@@ -26,8 +26,14 @@ from collections.abc import Callable
 from typing import Any
 
 from .worker_files import (
+    op_claim_share,
     op_commit,
+    op_copy_in,
     op_copy_ranges,
+    op_digests,
+    op_discard_partials,
+    op_make_partial,
+    op_release_share,
     op_remove,
     op_saves,
     op_tree,
@@ -61,6 +67,12 @@ OPS: dict[str, Callable[..., Any]] = {
     "saves": op_saves,
     "commit": op_commit,
     "remove": op_remove,
+    "digests": op_digests,
+    "claim_share": op_claim_share,
+    "release_share": op_release_share,
+    "make_partial": op_make_partial,
+    "copy_in": op_copy_in,
+    "discard_partials": op_discard_partials,
     "quota": op_quota,
 }
 
