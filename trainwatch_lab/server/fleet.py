@@ -6,7 +6,8 @@ warnings, GPU utilization, the busiest disk, the least free filesystem, last see
 from ``query_range``. Without ``c.TrainWatch.prometheus_url`` the listing says so
 (``"prometheus": null``) and the panel hides its Fleet section. Prometheus down, slow or
 refusing is a 502 with one line; bad parameters a 400 with one line; nothing waits longer
-than ``c.TrainWatch.prometheus_timeout_s``.
+than ``c.TrainWatch.prometheus_timeout_s``. Decoding the answers and folding them run on
+the client's worker thread: the event loop (every notebook's requests) never waits on them.
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ from ..prometheus.fleet import (
     MIN_WINDOW_S,
     chart_lines,
     chart_specs,
+    counts,
     fold,
     grid,
     instant_queries,
 )
 from .config import ServerSettings
+from .hub import dumps
 from .handlers import API, BadRequest, BaseHandler, parse_float
 from .promclient import PrometheusClient, PrometheusError
 
@@ -56,10 +59,12 @@ class Fleet:
         self.url = self.client.url  # as shown: without a password
         self.rate_window = config.fleet_rate_window
         self.defaults = defaults
-        self._cached: tuple[float, dict[str, Any]] | None = None
-        self._pending: asyncio.Future[dict[str, Any]] | None = None
+        self._cached: tuple[float, bytes] | None = None
+        self._pending: asyncio.Future[bytes] | None = None
 
-    async def hosts(self) -> dict[str, Any]:
+    async def hosts(self) -> bytes:
+        """The listing, as the JSON body of ``GET fleet`` (encoded off the loop, once for
+        every tab that asks while it is fresh)."""
         cached = self._cached
         if cached is not None and time.monotonic() - cached[0] < CACHE_S:
             return cached[1]
@@ -67,14 +72,20 @@ class Fleet:
             self._pending = asyncio.ensure_future(self._hosts())
         return await asyncio.shield(self._pending)
 
-    async def _hosts(self) -> dict[str, Any]:
+    async def _hosts(self) -> bytes:
         at = time.time()
         q = self.client.query
         queries = instant_queries(self.rate_window, self.defaults)
         answers = await self.client.gather({n: q(e, at) for n, e in queries.items()})
-        listing = {"prometheus": self.url, "t": at, "hosts": fold(answers, self.defaults)}
+        listing = await self.client.off_loop(self.listing, answers, at)
         self._cached = (time.monotonic(), listing)
         return listing
+
+    def listing(self, answers: dict[str, Any], at: float) -> bytes:
+        """The folded answers as the reply's body (on the worker thread)."""
+        hosts = fold(answers, self.defaults)
+        body = {"prometheus": self.url, "t": at, "counts": counts(hosts), "hosts": hosts}
+        return dumps(body).encode()
 
     async def charts(self, host: str, window_s: float) -> dict[str, Any]:
         start, end, step = grid(window_s, time.time())
@@ -87,16 +98,20 @@ class Fleet:
             for i, expr in enumerate(spec["queries"])
         }
         answers = await self.client.gather(calls)
-        charts = [
-            chart_lines(
-                spec,
-                [answers[f"{spec['id']}:{i}"] for i in range(len(spec["queries"]))],
-                start,
-                step,
-                count,
-            )
-            for spec in specs
-        ]
+
+        def lines() -> list[dict[str, Any]]:
+            return [
+                chart_lines(
+                    spec,
+                    [answers[f"{spec['id']}:{i}"] for i in range(len(spec["queries"]))],
+                    start,
+                    step,
+                    count,
+                )
+                for spec in specs
+            ]
+
+        charts = await self.client.off_loop(lines)
         return {
             "host": host,
             "window_s": window_s,
@@ -116,9 +131,13 @@ class FleetBase(BaseHandler):
 
     async def answer(self, call: Any) -> None:
         try:
-            self.send_json(await call)
+            reply = await call
         except PrometheusError as exc:
-            self.bad(str(exc), 502)
+            return self.bad(str(exc), 502)
+        if isinstance(reply, bytes):  # encoded already, off the loop
+            self.set_header("Content-Type", "application/json")
+            return self.finish(reply)
+        self.send_json(reply)
 
 
 class FleetHandler(FleetBase):
@@ -127,7 +146,7 @@ class FleetHandler(FleetBase):
     async def get(self) -> None:
         self.only()
         if self.fleet is None:
-            return self.send_json({"prometheus": None, "hosts": []})
+            return self.send_json({"prometheus": None, "counts": counts([]), "hosts": []})
         await self.answer(self.fleet.hosts())
 
 

@@ -2,7 +2,8 @@
 
 Tornado's non-blocking client (DNS on the loop's resolver thread), every call bounded by one
 deadline: Prometheus down, slow or not Prometheus at all becomes one ``PrometheusError``
-line that the endpoint and the panel show as it is.
+line that the endpoint and the panel show as it is. Answers are decoded on the client's
+worker thread, never on the event loop: a cluster's answer is megabytes of JSON.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 import json
 import socket
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
@@ -38,6 +40,13 @@ class PrometheusClient:
         self.url = shown(self.base)  # what every message says
         self.timeout_s = timeout_s
         self._http: AsyncHTTPClient | None = None
+        # decoding (and the caller's folding, through ``off_loop``): one thread, so that a
+        # listing's work never takes both cores from the kernels
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="trainwatch-fleet")
+
+    async def off_loop(self, fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` on the client's worker thread, awaited from the loop."""
+        return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
 
     @property
     def http(self) -> AsyncHTTPClient:
@@ -49,6 +58,7 @@ class PrometheusClient:
         if self._http is not None:
             self._http.close()
             self._http = None
+        self._worker.shutdown(wait=False, cancel_futures=True)
 
     def late(self) -> PrometheusError:
         return PrometheusError(
@@ -95,7 +105,7 @@ class PrometheusClient:
                 raise self.late()
             why = getattr(error, "strerror", None) or str(error)
             raise PrometheusError(f"Prometheus at {self.url} is not reachable: {why}")
-        return self._data(response.code, response.body or b"")
+        return await self.off_loop(self._data, response.code, response.body or b"")
 
     def _data(self, code: int, body: bytes) -> dict[str, Any]:
         """``data`` of an API answer, or the one line to show."""

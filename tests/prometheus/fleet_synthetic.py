@@ -1,0 +1,164 @@
+"""A synthetic cluster for the fleet's scale tests and benchmark: N hosts, each with
+node_exporter (4 disks, 4 filesystems) and DCGM exporter (8 GPUs), one in ten with our agent,
+written as OpenMetrics and backfilled into a real Prometheus (``promtool tsdb
+create-blocks-from openmetrics``) or imported into VictoriaMetrics (its
+``/api/v1/import/prometheus``). Samples run from a few minutes before now to well after, so
+rates and ``up`` answer "now" for as long as a test runs.
+
+Which hosts warn is a function of the host's number (``expected``), so a test knows what the
+listing must say without reading it from the answer.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.support.env import need_tool
+
+DISKS = ("nvme0n1", "nvme1n1", "sda", "sdb")
+MOUNTS = ("/", "/data", "/scratch", "/home")
+GPUS = 8
+GIB = 1024**3
+STEP_S = 30
+BEFORE_S = 300  # history before now
+AFTER_S = 1800  # and "future" samples, so that now keeps its rates while tests run
+GONE_BEFORE_S = 600  # a gone host's last sample
+
+
+def name(i: int) -> str:
+    return f"gpu{i:05d}"
+
+
+@dataclass(frozen=True)
+class Host:
+    """What host ``i`` exports and what its row must say."""
+
+    i: int
+
+    @property
+    def critical(self) -> bool:  # /scratch at 0.5 % free
+        return self.i % 97 == 3
+
+    @property
+    def full(self) -> bool:  # /data at 5 % free
+        return self.i % 13 == 5
+
+    @property
+    def stalled(self) -> bool:  # GPU 2 holds memory at 0 %
+        return self.i % 31 == 7
+
+    @property
+    def down(self) -> bool:  # every exporter answers up == 0
+        return self.i % 211 == 11
+
+    @property
+    def gone(self) -> bool:  # no sample since GONE_BEFORE_S
+        return self.i % 331 == 13
+
+    @property
+    def agent(self) -> bool:  # runs our agent (its warnings, none derived)
+        return self.i % 10 == 0 and not (self.critical or self.full or self.stalled)
+
+    def state(self) -> str:
+        if self.down or self.gone:
+            return "down"
+        if self.critical:
+            return "critical"
+        return "warning" if self.full or self.stalled else "ok"
+
+
+def expected(n: int) -> dict[str, int]:
+    out = {"critical": 0, "warning": 0, "down": 0, "ok": 0}
+    for i in range(n):
+        out[Host(i).state()] += 1
+    return out
+
+
+def _series(h: Host) -> Iterator[tuple[str, str, float, float]]:
+    """(metric, labels, value at now, rate per second) of every series of one host."""
+    node = f'instance="{name(h.i)}:9100",job="node"'
+    dcgm = f'instance="{name(h.i)}:9400",job="dcgm"'
+    up = 0.0 if h.down else 1.0
+    yield "up", node, up, 0
+    yield "up", dcgm, up, 0
+    if h.agent:
+        agent = f'instance="{name(h.i)}:10917",job="trainwatch",hostname="{name(h.i)}.cluster"'
+        yield "up", agent, up, 0
+        yield "trainwatch_sample_timestamp_seconds", agent, 0, 1
+    busy = (h.i % 7) / 10  # the busiest disk: 0 .. 60 %
+    for k, disk in enumerate(DISKS):
+        labels = f'{node},device="{disk}"'
+        util = busy if k == 0 else 0.01 * k
+        yield "node_disk_io_time_seconds_total", labels, 1e5, util
+        yield "node_disk_read_bytes_total", labels, 1e12, 2e7 * util
+        yield "node_disk_written_bytes_total", labels, 1e12, 1e7 * util
+        yield "node_disk_read_time_seconds_total", labels, 1e4, 0.001 * util * 100
+        yield "node_disk_reads_completed_total", labels, 1e8, util * 100
+        yield "node_disk_write_time_seconds_total", labels, 1e4, 0.001 * util * 100
+        yield "node_disk_writes_completed_total", labels, 1e8, util * 100
+    for k, mount in enumerate(MOUNTS):
+        labels = f'{node},device="/dev/md{k}",mountpoint="{mount}",fstype="ext4"'
+        size = 1000.0 * GIB
+        free = 0.005 if mount == "/scratch" and h.critical else 0.4
+        free = 0.05 if mount == "/data" and h.full else free
+        yield "node_filesystem_size_bytes", labels, size, 0
+        yield "node_filesystem_avail_bytes", labels, size * free, 0
+        yield "node_filesystem_readonly", labels, 0, 0
+    for g in range(GPUS):
+        labels = f'{dcgm},gpu="{g}",UUID="GPU-{h.i:05d}-{g}",modelName="NVIDIA H100"'
+        util = 0.0 if (h.stalled and g == 2) else 50.0 + 5 * g
+        yield "DCGM_FI_DEV_GPU_UTIL", labels, util, 0
+        yield "DCGM_FI_DEV_FB_USED", labels, 20000.0, 0
+
+
+def lines(n: int, now: float, ms: bool = False) -> Iterator[str]:
+    """The cluster as exposition text, family by family (OpenMetrics wants them whole):
+    timestamps in seconds, or milliseconds for VictoriaMetrics (``ms``)."""
+    hosts = [Host(i) for i in range(n)]
+    by_metric: dict[str, list[tuple[Host, str, float, float]]] = {}
+    for h in hosts:
+        if h.down:  # a host down exports nothing but its exporters' up == 0
+            by_metric.setdefault("up", []).extend(
+                (h, labels, 0.0, 0.0) for metric, labels, _, _ in _series(h) if metric == "up"
+            )
+            continue
+        for metric, labels, value, rate in _series(h):
+            by_metric.setdefault(metric, []).append((h, labels, value, rate))
+    t0 = int(now)
+    times = range(t0 - BEFORE_S, t0 + AFTER_S, STEP_S)
+    gone = range(t0 - 2 * GONE_BEFORE_S, t0 - GONE_BEFORE_S, STEP_S)
+    for metric, series in by_metric.items():
+        yield f"# TYPE {metric} unknown"
+        for h, labels, value, rate in series:
+            for t in gone if h.gone else times:
+                ticking = metric == "trainwatch_sample_timestamp_seconds"
+                v = t if ticking else value + rate * (t - now)
+                stamp = t * 1000 if ms else t
+                yield f"{metric}{{{labels}}} {float(v)!r} {stamp}"
+
+
+def write_openmetrics(path: Path, n: int, now: float | None = None) -> None:
+    with path.open("w") as fh:
+        for line in lines(n, time.time() if now is None else now):
+            fh.write(line + "\n")
+        fh.write("# EOF\n")
+
+
+def backfill(n: int, data_dir: Path, work: Path) -> None:
+    """N hosts as TSDB blocks in ``data_dir`` (a Prometheus's --storage.tsdb.path, before
+    it starts)."""
+    promtool = need_tool("promtool")
+    source = work / "fleet.om"
+    write_openmetrics(source, n)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    out = subprocess.run(
+        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(data_dir)],
+        capture_output=True,
+        text=True,
+    )
+    source.unlink()
+    assert out.returncode == 0, out.stderr[-2000:]
