@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.prometheus.conftest import Prometheus, _start_prometheus, stop
 from tests.support.env import need_tool
 
 DISKS = ("nvme0n1", "nvme1n1", "sda", "sdb")
@@ -162,3 +163,16 @@ def backfill(n: int, data_dir: Path, work: Path) -> None:
     )
     source.unlink()
     assert out.returncode == 0, out.stderr[-2000:]
+
+
+def synthetic_prometheus(home: Path, n: int) -> tuple[Prometheus, Callable[[], None]]:
+    """Debian's Prometheus over N backfilled hosts (and our rules), and how to stop it."""
+    home.mkdir(parents=True, exist_ok=True)
+    backfill(n, home / "data", home)
+    proc, log, server = _start_prometheus(home, "")
+
+    def close() -> None:
+        stop(proc)
+        log.close()
+
+    return server, close
