@@ -30,6 +30,8 @@ export interface FleetHostJSON {
   agent: boolean;
   last_seen: number | null;
   worst: Severity | null;
+  /** its line in the counts: worst warning, else down (down or gone), else ok */
+  state?: FleetState;
   warnings: FleetWarningJSON[];
   gpu: { count: number; util_pct: number; source: string } | null;
   disk: { device: string; util_pct: number; bytes_per_s: number | null } | null;
@@ -43,11 +45,67 @@ export interface FleetHostJSON {
   } | null;
 }
 
+/** A host's line in the counts at the top of the section, the most urgent first. */
+export type FleetState = 'critical' | 'warning' | 'down' | 'ok';
+export const FLEET_STATES: FleetState[] = ['critical', 'warning', 'down', 'ok'];
+
 /** ``GET fleet``: ``prometheus`` is null when c.TrainWatch.prometheus_url is not set. */
 export interface FleetJSON {
   prometheus: string | null;
   t?: number;
+  /** hosts per state (the server counts them; an older server's listing has none) */
+  counts?: Record<FleetState, number>;
   hosts: FleetHostJSON[];
+}
+
+/** The host's state as the server says, else as its fields say (an older server). */
+export function hostState(host: FleetHostJSON): FleetState {
+  if (host.state) {
+    return host.state;
+  }
+  if (host.worst === 'critical' || host.worst === 'warning') {
+    return host.worst;
+  }
+  return host.status === 'down' || host.status === 'gone' ? 'down' : 'ok';
+}
+
+/** Hosts per state: the server's counts, else counted here. */
+export function fleetCounts(data: FleetJSON): Record<FleetState, number> {
+  if (data.counts) {
+    return data.counts;
+  }
+  const out: Record<FleetState, number> = { critical: 0, warning: 0, down: 0, ok: 0 };
+  for (const host of data.hosts) {
+    out[hostState(host)] += 1;
+  }
+  return out;
+}
+
+/** "2 critical, 14 warning, 984 ok, 3 down": the states with hosts, most urgent first
+ * (ok before down reads as the issue's example: the healthy bulk, then the lost). */
+export function countsText(counts: Record<FleetState, number>): string {
+  const order: FleetState[] = ['critical', 'warning', 'ok', 'down'];
+  const parts = order.filter(s => counts[s] > 0).map(s => `${counts[s]} ${s}`);
+  return parts.length ? parts.join(', ') : 'no hosts';
+}
+
+/** Whether a host matches the filter box: words (any order, case ignored) each found in
+ * its name, host, instances or a warning's code or subject. */
+export function matchesFilter(host: FleetHostJSON, filter: string): boolean {
+  const words = filter.toLowerCase().split(/\s+/).filter(Boolean);
+  if (!words.length) {
+    return true;
+  }
+  const text = [
+    host.name,
+    host.host,
+    hostState(host),
+    ...host.instances.map(i => i.instance),
+    ...host.warnings.flatMap(w => [w.code, w.subject])
+  ]
+    .join(' ')
+    .toLowerCase();
+  return words.every(w => text.includes(w));
 }
 
 export interface FleetChartJSON {

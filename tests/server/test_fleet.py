@@ -193,7 +193,11 @@ async def test_a_url_that_is_not_prometheus_says_so(jp_fetch, hub, prometheus_ur
 
 
 async def test_without_a_url_the_fleet_is_off(jp_fetch, hub):
-    assert body(await jp_fetch(*API, "fleet")) == {"prometheus": None, "hosts": []}
+    assert body(await jp_fetch(*API, "fleet")) == {
+        "prometheus": None,
+        "counts": {"critical": 0, "warning": 0, "down": 0, "ok": 0},
+        "hosts": [],
+    }
     code, payload = await fetch_error(jp_fetch, *API, "fleet", "range", params={"host": "n1"})
     assert code == 404
     assert payload == {"error": "no Prometheus is configured: set c.TrainWatch.prometheus_url"}
