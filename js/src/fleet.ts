@@ -142,6 +142,8 @@ export function windowLabel(seconds: number): string {
 }
 
 const pct = (v: number) => `${Math.round(v)} %`;
+/** A free share: under 10 % with a decimal (0.5 % free is not "1 %"). */
+const freePct = (v: number) => (v < 9.95 ? `${v.toFixed(1)} %` : pct(v));
 
 /** How the host answers: "up", "2 of 3 exporters answer", "down, last seen 5 min ago". */
 export function statusText(host: FleetHostJSON, nowS: number): string {
@@ -177,7 +179,7 @@ export function hostFacts(host: FleetHostJSON): string[] {
   }
   if (host.space) {
     facts.push(
-      `${formatBytes(host.space.avail_bytes)} free on ${host.space.mountpoint} (${pct(host.space.free_pct)})`
+      `${formatBytes(host.space.avail_bytes)} free on ${host.space.mountpoint} (${freePct(host.space.free_pct)})`
     );
   }
   return facts.length ? facts : ['no numbers yet'];

@@ -297,7 +297,11 @@ export class FleetSection extends Panel {
       statusText(host, nowS)
     );
     head.append(name, status);
-    row.append(head, el('div', 'jp-TrainWatch-fleetFacts', hostFacts(host).join(' · ')));
+    const facts = el('div', 'jp-TrainWatch-fleetFacts');
+    hostFacts(host).forEach((fact, i) => {
+      facts.append(i ? ' · ' : '', el('span', 'jp-TrainWatch-fleetFact', fact));
+    });
+    row.append(head, facts);
     if (host.warnings.length) {
       const warn = el('div', `jp-TrainWatch-fleetWarning jp-mod-${host.worst}`, warningsText(host));
       warn.title = host.warnings.map(w => `${w.severity}: ${warningLine(w)}`).join('\n');

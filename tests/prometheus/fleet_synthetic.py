@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import subprocess
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from tests.prometheus.conftest import Prometheus, _start_prometheus, stop
+from tests.prometheus.conftest import Prometheus, _answers, _start_prometheus, free_port, stop
 from tests.support.env import need_tool
+from tests.support.mounts import wait_until
 
 DISKS = ("nvme0n1", "nvme1n1", "sda", "sdb")
 MOUNTS = ("/", "/data", "/scratch", "/home")
@@ -176,3 +179,67 @@ def synthetic_prometheus(home: Path, n: int) -> tuple[Prometheus, Callable[[], N
         log.close()
 
     return server, close
+
+
+@dataclass
+class Store:
+    """A running Prometheus-compatible store: its base URL for c.TrainWatch.prometheus_url."""
+
+    url: str
+
+
+def synthetic_victoria(home: Path, n: int) -> tuple[Store, Callable[[], None]]:
+    """Debian's VictoriaMetrics (single node) over the same N hosts, imported through its
+    Prometheus text import: a stand-in for the long-term stores clusters put behind
+    Prometheus. ``-search.latencyOffset=0s``: the newest samples answer at once."""
+    binary = need_tool("victoria-metrics")
+    home.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    log = (home / "victoria-metrics.log").open("wb")
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"-storageDataPath={home / 'data'}",
+            f"-httpListenAddr=127.0.0.1:{port}",
+            "-retentionPeriod=100y",
+            "-search.latencyOffset=0s",
+            "-search.disableCache",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def close() -> None:
+        stop(proc)
+        log.close()
+
+    try:
+        assert wait_until(lambda: _answers(f"{url}/health"), timeout=30), "no VictoriaMetrics"
+        now = time.time()
+        batch: list[str] = []
+        for line in lines(n, now, ms=True):
+            if not line.startswith("#"):
+                batch.append(line)
+            if len(batch) >= 200_000:
+                _import(url, batch)
+        _import(url, batch)
+        urllib.request.urlopen(f"{url}/internal/force_flush", timeout=30).close()
+    except BaseException:
+        close()
+        raise
+    return Store(url), close
+
+
+def _import(url: str, batch: list[str]) -> None:
+    body = ("\n".join(batch) + "\n").encode()
+    batch.clear()
+    request = urllib.request.Request(f"{url}/api/v1/import/prometheus", data=body, method="POST")
+    with urllib.request.urlopen(request, timeout=120) as response:
+        assert response.status == 204, response.read()[:500]
+
+
+def synthetic_store(backend: str, home: Path, n: int) -> tuple[Any, Callable[[], None]]:
+    """``synthetic_prometheus`` or ``synthetic_victoria`` by name."""
+    start = synthetic_victoria if backend == "victoriametrics" else synthetic_prometheus
+    return start(home, n)
