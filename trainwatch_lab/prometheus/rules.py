@@ -35,11 +35,16 @@ from .rules_storage import device_rules, filling_rules, mount_rules, space_rules
 WINDOW = re.compile(r"^[1-9][0-9]*(s|m|h)$")
 
 
+def check_window(rate_window: str) -> None:
+    """A ``--rate-window`` as PromQL takes it, or ValueError with the one line to show."""
+    if not WINDOW.match(rate_window):
+        raise ValueError(f"a rate window is a duration like 30s, 1m or 5m; got {rate_window!r}")
+
+
 def alert_rules(defaults: Defaults = DEFAULTS, rate_window: str = "1m") -> list[Rule]:
     """Every rule, in the order of ARCHITECTURE.md's warning codes. ``rate_window`` is the
     range of ``rate()``: at least four scrape intervals (1m suits a 15 s scrape)."""
-    if not WINDOW.match(rate_window):
-        raise ValueError(f"a rate window is a duration like 30s, 1m or 5m; got {rate_window!r}")
+    check_window(rate_window)
     return [
         *mount_rules(defaults),
         *space_rules(defaults),
