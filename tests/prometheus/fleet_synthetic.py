@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.prometheus.conftest import Prometheus, _answers, _start_prometheus, free_port, stop
+from tests.prometheus.conftest import _answers, free_port, stop
 from tests.support.env import need_tool
 from tests.support.mounts import wait_until
 
@@ -119,9 +119,10 @@ def _series(h: Host) -> Iterator[tuple[str, str, float, float]]:
         yield "DCGM_FI_DEV_FB_USED", labels, 20000.0, 0
 
 
-def lines(n: int, now: float, ms: bool = False) -> Iterator[str]:
+def lines(n: int, now: float, ms: bool = False, after_s: int = AFTER_S) -> Iterator[str]:
     """The cluster as exposition text, family by family (OpenMetrics wants them whole):
-    timestamps in seconds, or milliseconds for VictoriaMetrics (``ms``)."""
+    timestamps in seconds, or milliseconds for VictoriaMetrics (``ms``); samples until
+    ``after_s`` past now."""
     hosts = [Host(i) for i in range(n)]
     by_metric: dict[str, list[tuple[Host, str, float, float]]] = {}
     for h in hosts:
@@ -133,7 +134,7 @@ def lines(n: int, now: float, ms: bool = False) -> Iterator[str]:
         for metric, labels, value, rate in _series(h):
             by_metric.setdefault(metric, []).append((h, labels, value, rate))
     t0 = int(now)
-    times = range(t0 - BEFORE_S, t0 + AFTER_S, STEP_S)
+    times = range(t0 - BEFORE_S, t0 + after_s, STEP_S)
     gone = range(t0 - 2 * GONE_BEFORE_S, t0 - GONE_BEFORE_S, STEP_S)
     for metric, series in by_metric.items():
         yield f"# TYPE {metric} unknown"
@@ -145,19 +146,19 @@ def lines(n: int, now: float, ms: bool = False) -> Iterator[str]:
                 yield f"{metric}{{{labels}}} {float(v)!r} {stamp}"
 
 
-def write_openmetrics(path: Path, n: int, now: float | None = None) -> None:
+def write_openmetrics(path: Path, n: int, after_s: int = AFTER_S) -> None:
     with path.open("w") as fh:
-        for line in lines(n, time.time() if now is None else now):
+        for line in lines(n, time.time(), after_s=after_s):
             fh.write(line + "\n")
         fh.write("# EOF\n")
 
 
-def backfill(n: int, data_dir: Path, work: Path) -> None:
+def backfill(n: int, data_dir: Path, work: Path, after_s: int = AFTER_S) -> None:
     """N hosts as TSDB blocks in ``data_dir`` (a Prometheus's --storage.tsdb.path, before
     it starts)."""
     promtool = need_tool("promtool")
     source = work / "fleet.om"
-    write_openmetrics(source, n)
+    write_openmetrics(source, n, after_s)
     data_dir.mkdir(parents=True, exist_ok=True)
     out = subprocess.run(
         [promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(data_dir)],
@@ -168,17 +169,39 @@ def backfill(n: int, data_dir: Path, work: Path) -> None:
     assert out.returncode == 0, out.stderr[-2000:]
 
 
-def synthetic_prometheus(home: Path, n: int) -> tuple[Prometheus, Callable[[], None]]:
-    """Debian's Prometheus over N backfilled hosts (and our rules), and how to stop it."""
+def synthetic_prometheus(
+    home: Path, n: int, after_s: int = AFTER_S
+) -> tuple[Store, Callable[[], None]]:
+    """Debian's Prometheus over N backfilled hosts (nothing scraped, no rules: the answers
+    are the cluster's alone), and how to stop it."""
+    binary = need_tool("prometheus")
     home.mkdir(parents=True, exist_ok=True)
-    backfill(n, home / "data", home)
-    proc, log, server = _start_prometheus(home, "")
+    backfill(n, home / "data", home, after_s)
+    (home / "prometheus.yml").write_text("global: {}\n")
+    port = free_port()
+    log = (home / "prometheus.log").open("wb")
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={home / 'prometheus.yml'}",
+            f"--storage.tsdb.path={home / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    return _ready(Store(f"http://127.0.0.1:{port}", proc), log, "/-/ready")
 
+
+def _ready(store: Store, log: Any, path: str) -> tuple[Store, Callable[[], None]]:
     def close() -> None:
-        stop(proc)
+        stop(store.proc)
         log.close()
 
-    return server, close
+    if not wait_until(lambda: _answers(store.url + path), timeout=60):
+        close()
+        raise AssertionError(Path(log.name).read_text()[-2000:])
+    return store, close
 
 
 @dataclass
@@ -186,9 +209,12 @@ class Store:
     """A running Prometheus-compatible store: its base URL for c.TrainWatch.prometheus_url."""
 
     url: str
+    proc: subprocess.Popen[bytes]
 
 
-def synthetic_victoria(home: Path, n: int) -> tuple[Store, Callable[[], None]]:
+def synthetic_victoria(
+    home: Path, n: int, after_s: int = AFTER_S
+) -> tuple[Store, Callable[[], None]]:
     """Debian's VictoriaMetrics (single node) over the same N hosts, imported through its
     Prometheus text import: a stand-in for the long-term stores clusters put behind
     Prometheus. ``-search.latencyOffset=0s``: the newest samples answer at once."""
@@ -208,27 +234,20 @@ def synthetic_victoria(home: Path, n: int) -> tuple[Store, Callable[[], None]]:
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    url = f"http://127.0.0.1:{port}"
-
-    def close() -> None:
-        stop(proc)
-        log.close()
-
+    store, close = _ready(Store(f"http://127.0.0.1:{port}", proc), log, "/health")
     try:
-        assert wait_until(lambda: _answers(f"{url}/health"), timeout=30), "no VictoriaMetrics"
-        now = time.time()
         batch: list[str] = []
-        for line in lines(n, now, ms=True):
+        for line in lines(n, time.time(), ms=True, after_s=after_s):
             if not line.startswith("#"):
                 batch.append(line)
             if len(batch) >= 200_000:
-                _import(url, batch)
-        _import(url, batch)
-        urllib.request.urlopen(f"{url}/internal/force_flush", timeout=30).close()
+                _import(store.url, batch)
+        _import(store.url, batch)
+        urllib.request.urlopen(f"{store.url}/internal/force_flush", timeout=30).close()
     except BaseException:
         close()
         raise
-    return Store(url), close
+    return store, close
 
 
 def _import(url: str, batch: list[str]) -> None:
@@ -239,7 +258,9 @@ def _import(url: str, batch: list[str]) -> None:
         assert response.status == 204, response.read()[:500]
 
 
-def synthetic_store(backend: str, home: Path, n: int) -> tuple[Any, Callable[[], None]]:
+def synthetic_store(
+    backend: str, home: Path, n: int, after_s: int = AFTER_S
+) -> tuple[Store, Callable[[], None]]:
     """``synthetic_prometheus`` or ``synthetic_victoria`` by name."""
     start = synthetic_victoria if backend == "victoriametrics" else synthetic_prometheus
-    return start(home, n)
+    return start(home, n, after_s)
