@@ -11,8 +11,10 @@ listing must say without reading it from the answer.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ from typing import Any
 from tests.prometheus.conftest import _answers, free_port, stop
 from tests.support.env import need_tool
 from tests.support.mounts import wait_until
+from trainwatch_lab.prometheus.rules import rules_yaml
 
 DISKS = ("nvme0n1", "nvme1n1", "sda", "sdb")
 MOUNTS = ("/", "/data", "/scratch", "/home")
@@ -170,14 +173,29 @@ def backfill(n: int, data_dir: Path, work: Path, after_s: int = AFTER_S) -> None
 
 
 def synthetic_prometheus(
-    home: Path, n: int, after_s: int = AFTER_S
+    home: Path, n: int, after_s: int = AFTER_S, rules: bool = False
 ) -> tuple[Store, Callable[[], None]]:
-    """Debian's Prometheus over N backfilled hosts (nothing scraped, no rules: the answers
-    are the cluster's alone), and how to stop it."""
-    binary = need_tool("prometheus")
+    """Debian's Prometheus over N backfilled hosts (nothing scraped: the answers are the
+    cluster's alone), and how to stop it. ``rules``: with the rules of ``trainwatch-lab
+    rules`` (the fleet's recording rules among them), evaluated every 5 s, and ready once
+    the per-host series are recorded."""
     home.mkdir(parents=True, exist_ok=True)
     backfill(n, home / "data", home, after_s)
-    (home / "prometheus.yml").write_text("global: {}\n")
+    return serve_backfilled(home, n, rules)
+
+
+def serve_backfilled(home: Path, n: int, rules: bool = False) -> tuple[Store, Callable[[], None]]:
+    """Debian's Prometheus over what ``backfill`` wrote into ``home / "data"``."""
+    binary = need_tool("prometheus")
+    config = "global: {}\n"
+    if rules:
+        (home / "rules.yml").write_text(rules_yaml(rate_window="1m"))
+        config = (
+            f"global:\n  evaluation_interval: 5s\nrule_files: [{home / 'rules.yml'}]\n"
+            # the backfilled blocks reach past now: what the rules record now is older
+            "storage:\n  tsdb:\n    out_of_order_time_window: 2h\n"
+        )
+    (home / "prometheus.yml").write_text(config)
     port = free_port()
     log = (home / "prometheus.log").open("wb")
     proc = subprocess.Popen(
@@ -190,7 +208,21 @@ def synthetic_prometheus(
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    return _ready(Store(f"http://127.0.0.1:{port}", proc), log, "/-/ready")
+    store, close = _ready(Store(f"http://127.0.0.1:{port}", proc), log, "/-/ready")
+    if rules and not wait_until(lambda: _recorded(store.url, n), timeout=120):
+        close()
+        raise AssertionError("the fleet's recording rules recorded nothing")
+    return store, close
+
+
+def _recorded(url: str, n: int) -> bool:
+    """Whether the per-host series are recorded for (nearly) every host."""
+    query = urllib.parse.urlencode(
+        {"query": "count(trainwatch:host_fs:node_filesystem_free:ratio)"}
+    )
+    with urllib.request.urlopen(f"{url}/api/v1/query?{query}", timeout=60) as resp:
+        result = json.loads(resp.read())["data"]["result"]
+    return bool(result) and float(result[0]["value"][1]) >= 0.9 * n * len(MOUNTS)
 
 
 def _ready(store: Store, log: Any, path: str) -> tuple[Store, Callable[[], None]]:
@@ -261,6 +293,8 @@ def _import(url: str, batch: list[str]) -> None:
 def synthetic_store(
     backend: str, home: Path, n: int, after_s: int = AFTER_S
 ) -> tuple[Store, Callable[[], None]]:
-    """``synthetic_prometheus`` or ``synthetic_victoria`` by name."""
-    start = synthetic_victoria if backend == "victoriametrics" else synthetic_prometheus
-    return start(home, n, after_s)
+    """By name: ``prometheus``, ``prometheus-rules`` (our recording rules loaded: the listing
+    reads the per-host series they record) or ``victoriametrics``."""
+    if backend == "victoriametrics":
+        return synthetic_victoria(home, n, after_s)
+    return synthetic_prometheus(home, n, after_s, rules=backend == "prometheus-rules")

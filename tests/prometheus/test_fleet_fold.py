@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from trainwatch_lab.core.defaults import DEFAULTS, GIB
+from trainwatch_lab.core.defaults import GIB
 from trainwatch_lab.prometheus.fleet import (
     chart_lines,
     chart_specs,
@@ -19,7 +19,9 @@ from trainwatch_lab.prometheus.fleet import (
     host_of,
     host_selector,
     instant_queries,
+    seen_query,
 )
+from trainwatch_lab.prometheus.rules_fleet import recording_rules
 
 NOW = 1_700_000_000.0
 
@@ -55,7 +57,30 @@ def test_every_query_names_the_thresholds_of_the_defaults() -> None:
     assert "[2m]" in queries["disk_util"] and ">= 0.8" in queries["disk_saturated"]
     assert ">= 0.01" in queries["disk_saturated"]  # await 10 ms
     assert "[30s]) < 5" in queries["dcgm_stalled"]
-    assert "< 0.1 * (" in queries["fs_full_avail"] and "< 2147483648" in queries["fs_full_avail"]
+    assert "< 0.1 * max by" in queries["fs_full_avail"]
+    assert "< 2147483648" in queries["fs_full_avail"]
+
+
+def test_what_prometheus_records_already_is_read_not_computed_again() -> None:
+    names = {record for record, _ in recording_rules("2m")}
+    recorded = instant_queries("2m", recorded=names)
+    assert all("label_replace" not in expr for expr in recorded.values())
+    assert recorded["disk_util"] == (
+        "topk by (host) (1, trainwatch:host_device:node_disk_io_time_seconds:rate2m)"
+    )
+    assert (
+        "label_replace(rate(node_disk_io_time_seconds_total[2m])"
+        in (instant_queries("2m")["disk_util"])
+    )
+    # recorded with another rate window: computed here
+    assert "label_replace" in instant_queries("1m", recorded=names)["disk_util"]
+
+
+def test_last_seen_is_asked_only_for_the_targets_absent_now() -> None:
+    assert seen_query([]) is None
+    query = seen_query([vec("", 1, instance="gpu03:9100"), vec("", 1, instance="[fe80::1]:9100")])
+    assert query is not None
+    assert r"up{instance=~`\[fe80::1\]:9100|gpu03:9100`} == 1" in query
 
 
 def test_one_entry_per_host_worst_first() -> None:

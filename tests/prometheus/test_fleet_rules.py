@@ -16,6 +16,7 @@ from tests.support.env import need_tool
 from trainwatch_lab.core.defaults import DEFAULTS, GIB
 from trainwatch_lab.prometheus.fleet import instant_queries
 from trainwatch_lab.prometheus.rules import rules_yaml
+from trainwatch_lab.prometheus.rules_fleet import recording_rules
 
 NODE = 'instance="gpu01:9100",job="node"'
 AGENT = 'instance="gpu01:10917",job="trainwatch"'
@@ -127,10 +128,16 @@ FULL_CASES = [  # (avail, size, flagged)
 ]
 
 
+@pytest.mark.parametrize("recorded", [False, True], ids=["inline", "recorded"])
 @pytest.mark.parametrize("query", ["fs_full_avail", "fs_full_size"])
-def test_disk_almost_full_uses_the_advisors_thresholds(tmp_path, query) -> None:
+def test_disk_almost_full_uses_the_advisors_thresholds(tmp_path, query, recorded) -> None:
+    """The same answer computed inline and read from the recording rules."""
     assert DEFAULTS.full_fraction == 0.10 and DEFAULTS.full_bytes == 2 * GIB
+    names = {record for record, _ in recording_rules("1m")} if recorded else set()
     series, expect = [], []
+    # a recorded series keeps its name through the comparisons
+    kind = "avail" if query == "fs_full_avail" else "size"
+    named = f'__name__="trainwatch:host_fs:node_filesystem_{kind}_bytes:max",' if recorded else ""
     for k, (avail, size, flagged) in enumerate(FULL_CASES):
         labels = f'instance="n{k}:9100",device="sd{k}",mountpoint="/d{k}",fstype="ext4"'
         series += [
@@ -141,7 +148,7 @@ def test_disk_almost_full_uses_the_advisors_thresholds(tmp_path, query) -> None:
             value = avail if query == "fs_full_avail" else size
             expect.append(
                 sample(
-                    f'{{host="n{k}",device="sd{k}",mountpoint="/d{k}",fstype="ext4"}}',
+                    f'{{{named}host="n{k}",device="sd{k}",mountpoint="/d{k}",fstype="ext4"}}',
                     float(f"{value:.0f}"),
                 )
             )
@@ -149,7 +156,11 @@ def test_disk_almost_full_uses_the_advisors_thresholds(tmp_path, query) -> None:
         "interval": "15s",
         "input_series": series,
         "promql_expr_test": [
-            {"expr": instant_queries("1m")[query], "eval_time": "15s", "exp_samples": expect}
+            {
+                "expr": instant_queries("1m", recorded=names)[query],
+                "eval_time": "15s",
+                "exp_samples": expect,
+            }
         ],
     }
     unit = promtool_test(tmp_path, [test])

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from ..advice.text import fmt_bytes, fmt_duration, fmt_pct
 from ..core.defaults import DEFAULTS, Defaults
-from .rules_fleet import FS, FS_LABELS, by_host, host_series
+from .rules_fleet import FS, FS_LABELS, host_series
 from .rules_storage import FULL_FIX, SATURATED_FIX
 
 Series = list[dict[str, Any]]  # Prometheus's result: [{"metric": {...}, "value": [t, "v"]}]
@@ -48,31 +48,37 @@ STALLED_FIX = (
 )
 
 
-def instant_queries(rate_window: str, d: Defaults = DEFAULTS) -> dict[str, str]:
+def instant_queries(
+    rate_window: str, d: Defaults = DEFAULTS, recorded: Collection[str] = ()
+) -> dict[str, str]:
     """Every query of one fleet listing, by name; each answers for all hosts at once, with
-    one series per host (per instance for ``up``, per flagged device for warnings)."""
+    one series per host (per instance for ``up``, per flagged device for warnings). A
+    building block Prometheus records already (``recorded``: the names of
+    prometheus.rules_fleet's recording rules it has) is read, not computed again: at 10,000
+    hosts computing them costs seconds, reading them milliseconds."""
     r = rate_window
-    s = host_series(rate_window, d)
+    s = {
+        name: name if name in recorded else expr
+        for name, expr in host_series(rate_window, d).items()
+    }
     util = s[f"trainwatch:host_device:node_disk_io_time_seconds:rate{r}"]
     busiest = f"topk by (host) (1, {util})"
     avail = s["trainwatch:host_fs:node_filesystem_avail_bytes:max"]
     size = s["trainwatch:host_fs:node_filesystem_size_bytes:max"]
     least = f"bottomk by (host) (1, {avail} / {size})"
     full = (
-        f"({avail}) < {d.full_fraction:g} * ({size}) or (({avail}) < {d.full_bytes} "
-        f"and on({FS_LABELS}) ({size}) > {d.full_bytes})"
+        f"{avail} < {d.full_fraction:g} * {size} or ({avail} < {d.full_bytes} "
+        f"and on({FS_LABELS}) {size} > {d.full_bytes})"
     )
     ours = s["trainwatch:host_gpu:trainwatch_gpu_utilization_percent:max"]
     dcgm = s["trainwatch:host_gpu:dcgm_fi_dev_gpu_util:max"]
     return {
-        "up": by_host("up"),
-        "scraped": "timestamp(up)",  # when each target was last scraped
-        "seen": (
-            "max by (host) (max_over_time("
-            f"timestamp({by_host('up == 1')})[{LOOKBACK}:{SEEN_STEP}]))"
-        ),
-        "agent": f"count by (host) ({by_host('trainwatch_sample_timestamp_seconds')})",
-        "warnings": (f"max by (host, code, severity, subject) ({by_host('trainwatch_warning')})"),
+        # per target: the host is its instance without the port (host_of), as by_host says
+        "up": "max by (instance, job, hostname) (up)",
+        "scraped": "max by (instance) (timestamp(up))",  # when each was last scraped
+        "absent": ABSENT,  # targets seen within LOOKBACK that do not answer now
+        "agent": "count by (instance) (trainwatch_sample_timestamp_seconds)",
+        "warnings": "max by (instance, code, severity, subject) (trainwatch_warning)",
         "gpu": f"avg by (host) ({ours})",
         "gpu_count": f"count by (host) ({ours})",
         "dcgm": f"avg by (host) ({dcgm})",
@@ -88,6 +94,23 @@ def instant_queries(rate_window: str, d: Defaults = DEFAULTS) -> dict[str, str]:
         "fs_full_avail": full,
         "fs_full_size": f"{size} and on({FS_LABELS}) ({full})",
     }
+
+
+ABSENT = f"group by (instance) (last_over_time(up[{LOOKBACK}])) unless on(instance) up == 1"
+
+
+def seen_query(absent: Series) -> str | None:
+    """When each target of the ``absent`` answer last answered (a second round, for the few
+    targets down or gone: the subquery over every target would cost seconds at 10,000
+    hosts); None when there is none."""
+    instances = sorted({i for item in absent if (i := item.get("metric", {}).get("instance"))})
+    if not instances:
+        return None
+    pattern = "|".join(re.escape(i) for i in instances)
+    return (
+        f"max by (instance) (max_over_time(timestamp(up{{instance=~`{pattern}`}} == 1)"
+        f"[{LOOKBACK}:{SEEN_STEP}]))"
+    )
 
 
 def host_of(instance: str) -> str:

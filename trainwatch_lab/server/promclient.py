@@ -86,7 +86,21 @@ class PrometheusClient:
         params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
         return (await self._get("query_range", params))["result"]
 
-    async def _get(self, endpoint: str, params: dict[str, str]) -> dict[str, Any]:
+    async def names(self, match: str, since: float, until: float) -> list[str]:
+        """The metric names of the series ``match`` selects between two times (the index,
+        not the samples: cheap whatever the size)."""
+        params = {"match[]": match, "start": f"{since:.3f}", "end": f"{until:.3f}"}
+        data = await self._get("label/__name__/values", params)
+        return [str(n) for n in data] if isinstance(data, list) else []
+
+    async def recording_rules(self) -> list[str]:
+        """The names the loaded recording rules record (``/api/v1/rules?type=record``:
+        Prometheus, Thanos, Mimir; a store without rules answers an error)."""
+        data = await self._get("rules", {"type": "record"})
+        groups = data.get("groups", []) if isinstance(data, dict) else []
+        return [str(r.get("name")) for g in groups for r in g.get("rules", [])]
+
+    async def _get(self, endpoint: str, params: dict[str, str]) -> Any:
         request = HTTPRequest(
             f"{self.base}/api/v1/{endpoint}?{urlencode(params)}",
             connect_timeout=self.timeout_s,
@@ -107,7 +121,7 @@ class PrometheusClient:
             raise PrometheusError(f"Prometheus at {self.url} is not reachable: {why}")
         return await self.off_loop(self._data, response.code, response.body or b"")
 
-    def _data(self, code: int, body: bytes) -> dict[str, Any]:
+    def _data(self, code: int, body: bytes) -> Any:
         """``data`` of an API answer, or the one line to show."""
         try:
             payload = json.loads(body)
