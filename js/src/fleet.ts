@@ -90,7 +90,8 @@ export function countsText(counts: Record<FleetState, number>): string {
 }
 
 /** Whether a host matches the filter box: words (any order, case ignored) each found in
- * its name, host, instances or a warning's code or subject. */
+ * its name, host, instances or a warning's code or subject; ``state:warning`` (what a click
+ * on a count writes) is the host's state, exactly. */
 export function matchesFilter(host: FleetHostJSON, filter: string): boolean {
   const words = filter.toLowerCase().split(/\s+/).filter(Boolean);
   if (!words.length) {
@@ -99,13 +100,13 @@ export function matchesFilter(host: FleetHostJSON, filter: string): boolean {
   const text = [
     host.name,
     host.host,
-    hostState(host),
     ...host.instances.map(i => i.instance),
     ...host.warnings.flatMap(w => [w.code, w.subject])
   ]
     .join(' ')
     .toLowerCase();
-  return words.every(w => text.includes(w));
+  const state = `state:${hostState(host)}`;
+  return words.every(w => (w.startsWith('state:') ? w === state : text.includes(w)));
 }
 
 export interface FleetChartJSON {

@@ -222,9 +222,13 @@ export class FleetSection extends Panel {
     this._counts.textContent = '';
     for (const state of ['critical', 'warning', 'ok', 'down'] as const) {
       if (counts[state] > 0) {
-        const part = el('span', `jp-TrainWatch-fleetCount jp-mod-${state}`, `${counts[state]} ${state}`);
+        const part = el(
+          'span',
+          `jp-TrainWatch-fleetCount jp-mod-${state}`,
+          `${counts[state]} ${state}`
+        );
         part.title = `Show only the hosts that are ${state}`;
-        part.onclick = () => this.setFilter(state);
+        part.onclick = () => this.setFilter(`state:${state}`);
         this._counts.append(part);
       }
     }

@@ -152,5 +152,9 @@ describe('fleet rows', () => {
     expect(matchesFilter(warned, 'gpu07 /data')).toBe(true);
     expect(matchesFilter(warned, 'gpu07 gpu-stalled')).toBe(false);
     expect(matchesFilter(host(), 'disk-almost-full')).toBe(false);
+    expect(matchesFilter(warned, 'state:warning')).toBe(true);
+    expect(matchesFilter(warned, 'state:ok')).toBe(false);
+    expect(matchesFilter(host({ name: 'book07' }), 'state:ok')).toBe(true);
+    expect(matchesFilter(host({ name: 'book07' }), 'state:o')).toBe(false);
   });
 });

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.prometheus.conftest import _answers, free_port, stop
+from tests.prometheus.conftest import Prometheus, _answers, free_port, stop
 from tests.support.env import need_tool
 from tests.support.mounts import wait_until
 from trainwatch_lab.prometheus.rules import rules_yaml
@@ -177,7 +177,7 @@ def synthetic_prometheus(
 ) -> tuple[Store, Callable[[], None]]:
     """Debian's Prometheus over N backfilled hosts (nothing scraped: the answers are the
     cluster's alone), and how to stop it. ``rules``: with the rules of ``trainwatch-lab
-    rules`` (the fleet's recording rules among them), evaluated every 5 s, and ready once
+    rules`` (the fleet's recording rules among them), evaluated every 15 s, and ready once
     the per-host series are recorded."""
     home.mkdir(parents=True, exist_ok=True)
     backfill(n, home / "data", home, after_s)
@@ -191,7 +191,7 @@ def serve_backfilled(home: Path, n: int, rules: bool = False) -> tuple[Store, Ca
     if rules:
         (home / "rules.yml").write_text(rules_yaml(rate_window="1m"))
         config = (
-            f"global:\n  evaluation_interval: 5s\nrule_files: [{home / 'rules.yml'}]\n"
+            f"global:\n  evaluation_interval: 15s\nrule_files: [{home / 'rules.yml'}]\n"
             # the backfilled blocks reach past now: what the rules record now is older
             "storage:\n  tsdb:\n    out_of_order_time_window: 2h\n"
         )
@@ -298,3 +298,41 @@ def synthetic_store(
     if backend == "victoriametrics":
         return synthetic_victoria(home, n, after_s)
     return synthetic_prometheus(home, n, after_s, rules=backend == "prometheus-rules")
+
+
+VM_SCRAPE = """\
+global:
+  scrape_interval: 1s
+  scrape_timeout: 900ms
+scrape_configs:
+  - job_name: trainwatch
+    file_sd_configs:
+      - files: ["{sd}/*.json"]
+"""
+
+
+def victoria_scraping(home: Path) -> tuple[Prometheus, Callable[[], None]]:
+    """Debian's VictoriaMetrics scraping every file_sd target written into ``.sd_dir`` each
+    second, as the ``prometheus`` fixture's Prometheus does (no rules: a long-term store
+    evaluates none), behind the same small API wrapper."""
+    binary = need_tool("victoria-metrics")
+    sd = home / "sd"
+    sd.mkdir(parents=True)
+    (home / "scrape.yml").write_text(VM_SCRAPE.format(sd=sd))
+    port = free_port()
+    log = (home / "victoria-metrics.log").open("wb")
+    proc = subprocess.Popen(
+        [
+            binary,
+            f"-storageDataPath={home / 'data'}",
+            f"-httpListenAddr=127.0.0.1:{port}",
+            f"-promscrape.config={home / 'scrape.yml'}",
+            "-promscrape.fileSDCheckInterval=1s",
+            "-search.latencyOffset=0s",
+            "-search.disableCache",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    _, close = _ready(Store(f"http://127.0.0.1:{port}", proc), log, "/health")
+    return Prometheus(proc, port, sd), close

@@ -1,7 +1,9 @@
 """The fleet for the panel: every host Prometheus scrapes, and one host's charts.
 
 ``GET api/fleet`` lists one entry per host (prometheus.fleet.fold: worst warning and the
-warnings, GPU utilization, the busiest disk, the least free filesystem, last seen);
+warnings, its state, GPU utilization, the busiest disk, the least free filesystem, last
+seen), with ``counts`` (hosts per state) and ``recorded`` (whether every per-host series was
+read from the recording rules of ``trainwatch-lab rules`` rather than computed inline);
 ``GET api/fleet/range?host=H&window=S`` returns that host's charts over the last S seconds
 from ``query_range``. Without ``c.TrainWatch.prometheus_url`` the listing says so
 (``"prometheus": null``) and the panel hides its Fleet section. Prometheus down, slow or
