@@ -18,6 +18,7 @@ from tests.prometheus.conftest import ROOT, env
 from tests.support.env import need_tool
 from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.prometheus.rules import alert_rules, rules_yaml
+from trainwatch_lab.prometheus.rules_fleet import recording_rules
 
 CODES = {
     "mount-unresponsive",
@@ -462,7 +463,8 @@ def test_promtool_checks_and_unit_tests_the_rules(tmp_path: Path) -> None:
         [promtool, "check", "rules", "rules.yml"], cwd=tmp_path, capture_output=True, text=True
     )
     assert check.returncode == 0, check.stdout + check.stderr
-    assert f"SUCCESS: {len(alert_rules())} rules found" in check.stdout
+    rules = len(alert_rules()) + len(recording_rules("1m"))  # and the fleet's recording rules
+    assert f"SUCCESS: {rules} rules found" in check.stdout
     (tmp_path / "tests.yml").write_text(json.dumps(unit_tests(alert_rules()), indent=1))
     unit = subprocess.run(
         [promtool, "test", "rules", "tests.yml"], cwd=tmp_path, capture_output=True, text=True

@@ -1,4 +1,5 @@
-"""The ``trainwatch-lab`` command: check / watch / serve / rules / mirror, one module each.
+"""The ``trainwatch-lab`` command: check / watch / serve / rules / dashboard / mirror, one
+module each.
 
 Exit codes: 0 nothing of severity ``warning`` or above, 1 at least one such warning,
 2 bad usage (one line on stderr, never a traceback; for ``check`` also a path that can never
@@ -13,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import check, mirror, serve, watch
+from . import check, dashboard, mirror, serve, watch
 from .common import PROG, RAW, Parser, UsageError
 
 __all__ = ["PROG", "build_parser", "main"]
@@ -24,6 +25,7 @@ examples:
   trainwatch-lab watch /data runs               live, a table per second until Ctrl-C
   trainwatch-lab serve /data                    this node's metrics for Prometheus
   trainwatch-lab rules > trainwatch-rules.yml   alerting rules for Prometheus
+  trainwatch-lab dashboard > fleet.json         a Grafana dashboard of the fleet
   trainwatch-lab mirror /tmp/runs /mnt/runs     copy local logs to a share, as they grow
   trainwatch-lab check --help                   the options of one command, with examples
 
@@ -36,6 +38,7 @@ RUN = {
     "watch": watch.run,
     "serve": serve.run_serve,
     "rules": serve.run_rules,
+    "dashboard": dashboard.run,
     "mirror": mirror.run,
 }
 
@@ -54,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_parser(sub)
     serve.add_serve_parser(sub)
     serve.add_rules_parser(sub)
+    dashboard.add_parser(sub)
     mirror.add_parser(sub)
     return parser
 
