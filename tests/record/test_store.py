@@ -18,8 +18,7 @@ import pytest
 
 from trainwatch_lab.core.defaults import DEFAULTS, MIB
 from trainwatch_lab.core.model import PathState, Sample
-from trainwatch_lab.core.record import Recorder, Store
-from trainwatch_lab.core.record import codec
+from trainwatch_lab.core.record import Recorder, Store, codec
 from trainwatch_lab.core.record.maintain import maintain
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,10 +57,15 @@ def test_sigkill_at_random_points_never_corrupts_and_keeps_every_flushed_point(
     for _ in range(8):
         proc = subprocess.Popen(
             [sys.executable, "-m", "tests.record.writer", str(store), str(watched)],
-            stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=env,
         )
         lines: list[str] = []
-        reader = threading.Thread(target=lambda p=proc: lines.extend(p.stdout), daemon=True)
+        reader = threading.Thread(
+            target=lambda p=proc, out=lines: out.extend(p.stdout), daemon=True
+        )
         reader.start()
         deadline = time.monotonic() + 60
         while not lines and time.monotonic() < deadline:  # it has written at least once
@@ -179,7 +183,11 @@ def test_a_file_that_is_not_our_store_is_moved_aside_never_overwritten(
         path.write_bytes(bytes(data))
     original = path.read_bytes()
     store = Store(str(path), role="t")
-    moved = [p for p in tmp_path.iterdir() if ".moved-" in p.name and not p.name.endswith(("-wal", "-shm"))]
+    moved = [
+        p
+        for p in tmp_path.iterdir()
+        if ".moved-" in p.name and not p.name.endswith(("-wal", "-shm"))
+    ]
     assert len(moved) == 1 and moved[0].read_bytes() == original
     events = store.events(0, 2e9)
     assert [e.kind for e in events] == ["store-moved"] and str(moved[0]) in events[0].text

@@ -14,8 +14,9 @@ from trainwatch_lab.monitor import make_sampler
 
 
 def main(store: str, path: str) -> None:
-    defaults = replace(DEFAULTS, record_block_points=12, record_maintain_every_s=0.3,
-                       record_min_free_bytes=0)
+    defaults = replace(
+        DEFAULTS, record_block_points=12, record_maintain_every_s=0.3, record_min_free_bytes=0
+    )
     sampler = make_sampler([path], interval=0.05, gpu=False, probe=False, process=False)
     recorder = Recorder(store, role="kill-test", every=0.0, defaults=defaults)
     sampler.subscribe(recorder)

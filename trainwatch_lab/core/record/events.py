@@ -48,12 +48,26 @@ class EventWatch:
         now = {a.key: a for a in sample.warnings}
         for key, alert in now.items():
             if key not in self.warnings:
-                out.append(Event(t, "warning-raised", alert.subject,
-                                 f"{alert.code}: {alert.message}", alert.to_json()))
+                out.append(
+                    Event(
+                        t,
+                        "warning-raised",
+                        alert.subject,
+                        f"{alert.code}: {alert.message}",
+                        alert.to_json(),
+                    )
+                )
         for key, alert in self.warnings.items():
             if key not in now:
-                out.append(Event(t, "warning-cleared", alert.subject, f"{alert.code} cleared",
-                                 {"code": alert.code, "severity": alert.severity}))
+                out.append(
+                    Event(
+                        t,
+                        "warning-cleared",
+                        alert.subject,
+                        f"{alert.code} cleared",
+                        {"code": alert.code, "severity": alert.severity},
+                    )
+                )
         self.warnings = now
         return out
 
@@ -67,13 +81,26 @@ class EventWatch:
                 continue
             if identity is None:
                 continue
-            kept = {"pid": pid, "start_ticks": identity[1], "command": proc.command,
-                    "name": _name(proc.command), "cwd": proc.cwd, "reasons": proc.reasons,
-                    "paths": sorted(proc.paths), **ended.at_start(pid)}
+            kept = {
+                "pid": pid,
+                "start_ticks": identity[1],
+                "command": proc.command,
+                "name": _name(proc.command),
+                "cwd": proc.cwd,
+                "reasons": proc.reasons,
+                "paths": sorted(proc.paths),
+                **ended.at_start(pid),
+            }
             self.processes[pid] = kept
-            out.append(Event(t, "process-seen", kept["name"],
-                             f"{kept['name']} (pid {pid}) is training: {', '.join(proc.reasons)}",
-                             kept))
+            out.append(
+                Event(
+                    t,
+                    "process-seen",
+                    kept["name"],
+                    f"{kept['name']} (pid {pid}) is training: {', '.join(proc.reasons)}",
+                    kept,
+                )
+            )
         for pid, kept in list(self.processes.items()):
             if pid in listed:
                 continue
@@ -83,8 +110,9 @@ class EventWatch:
             del self.processes[pid]
             facts = ended.at_end(kept)
             data = {**kept, **facts, "last_seen": kept.get("last_seen", t), "ended": t}
-            out.append(Event(t, "process-ended", kept["name"],
-                             f"{kept['name']} (pid {pid}) ended", data))
+            out.append(
+                Event(t, "process-ended", kept["name"], f"{kept['name']} (pid {pid}) ended", data)
+            )
         for pid in listed:
             if pid in self.processes:
                 self.processes[pid]["last_seen"] = t
@@ -97,18 +125,31 @@ class EventWatch:
             before = self.mounts.get(path)
             if state.mountpoint is not None:
                 if before is not None and before != mount:
-                    out.append(Event(t, "mount-changed", path,
-                                     f"{path} is now on {state.fstype} {state.source} at "
-                                     f"{state.mountpoint} (was {before[1]} {before[2]})",
-                                     {"was": list(before), "now": list(mount)}))
+                    out.append(
+                        Event(
+                            t,
+                            "mount-changed",
+                            path,
+                            f"{path} is now on {state.fstype} {state.source} at "
+                            f"{state.mountpoint} (was {before[1]} {before[2]})",
+                            {"was": list(before), "now": list(mount)},
+                        )
+                    )
                 self.mounts[path] = mount
             ck = state.checkpoints
             if ck is not None:
                 seen = self.checkpoints.get(path)
                 if seen is not None and ck.newest_mtime > seen:
-                    out.append(Event(ck.newest_mtime, "checkpoint", path,
-                                     f"checkpoint saved: {ck.newest_path} "
-                                     f"({ck.newest_bytes / 2**20:.1f} MiB)", ck.to_json()))
+                    out.append(
+                        Event(
+                            ck.newest_mtime,
+                            "checkpoint",
+                            path,
+                            f"checkpoint saved: {ck.newest_path} "
+                            f"({ck.newest_bytes / 2**20:.1f} MiB)",
+                            ck.to_json(),
+                        )
+                    )
                 self.checkpoints[path] = ck.newest_mtime
         return out
 
@@ -118,17 +159,39 @@ class EventWatch:
             before = self.kernels.get(kid)
             what = info.get("name") or kid
             if before is None:
-                out.append(Event(t, "kernel-started", kid, f"kernel {what} started",
-                                 {"pid": info.get("pid"), "cwd": info.get("cwd")}))
+                out.append(
+                    Event(
+                        t,
+                        "kernel-started",
+                        kid,
+                        f"kernel {what} started",
+                        {"pid": info.get("pid"), "cwd": info.get("cwd")},
+                    )
+                )
             elif before.get("pid") != info.get("pid") and info.get("pid"):
-                out.append(Event(t, "kernel-restarted", kid, f"kernel {what} restarted",
-                                 {"pid": info.get("pid"), "was": before.get("pid")}))
+                out.append(
+                    Event(
+                        t,
+                        "kernel-restarted",
+                        kid,
+                        f"kernel {what} restarted",
+                        {"pid": info.get("pid"), "was": before.get("pid")},
+                    )
+                )
         for kid, info in self.kernels.items():
             if kid not in sample.kernels:
-                out.append(Event(t, "kernel-ended", kid,
-                                 f"kernel {info.get('name') or kid} ended", {"pid": info.get("pid")}))
-        self.kernels = {k: {"pid": v.get("pid"), "name": v.get("name")}
-                        for k, v in sample.kernels.items()}
+                out.append(
+                    Event(
+                        t,
+                        "kernel-ended",
+                        kid,
+                        f"kernel {info.get('name') or kid} ended",
+                        {"pid": info.get("pid")},
+                    )
+                )
+        self.kernels = {
+            k: {"pid": v.get("pid"), "name": v.get("name")} for k, v in sample.kernels.items()
+        }
         return out
 
 

@@ -9,6 +9,7 @@ from when to when. Every step is one short transaction, so it runs beside the wr
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -17,7 +18,7 @@ from collections import defaultdict
 
 from ..training import stat_fields
 from . import codec
-from .store import Columns, Event, Store
+from .store import Columns, Store
 
 log = logging.getLogger(__name__)
 DROPPED = "history-dropped"
@@ -36,10 +37,15 @@ def fold_orphans(store: Store) -> int:
         writers = con.execute(
             "SELECT DISTINCT w.id, w.pid, w.start FROM writers w JOIN recent r ON r.writer = w.id"
         ).fetchall()
-        orphans = {r[0]: r[0] for r in con.execute(
-            "SELECT DISTINCT writer FROM recent WHERE writer NOT IN (SELECT id FROM writers)")}
-    dead = [wid for wid, pid, start in writers
-            if wid != store.writer_id and not _alive(pid, start)] + list(orphans)
+        orphans = {
+            r[0]: r[0]
+            for r in con.execute(
+                "SELECT DISTINCT writer FROM recent WHERE writer NOT IN (SELECT id FROM writers)"
+            )
+        }
+    dead = [
+        wid for wid, pid, start in writers if wid != store.writer_id and not _alive(pid, start)
+    ] + list(orphans)
     for wid in dead:
         with store.transaction():
             columns: dict[int, tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
@@ -74,15 +80,21 @@ def thin(store: Store, before: float) -> int:
     step = store.defaults.record_thin_step_s
     con = store.con
     with store._lock:
-        sids = [r[0] for r in con.execute(
-            "SELECT DISTINCT series FROM blocks WHERE tier = 0 AND t1 < ?", (before,))]
+        sids = [
+            r[0]
+            for r in con.execute(
+                "SELECT DISTINCT series FROM blocks WHERE tier = 0 AND t1 < ?", (before,)
+            )
+        ]
         keys = dict(con.execute("SELECT id, key FROM series").fetchall())
     done = 0
     for sid in sids:
         with store.transaction():
             rows = con.execute(
                 "SELECT t0, writer, data FROM blocks WHERE series = ? AND tier = 0 AND t1 < ? "
-                "ORDER BY t0", (sid, before)).fetchall()
+                "ORDER BY t0",
+                (sid, before),
+            ).fetchall()
             points: dict[int, tuple[float, float]] = {}
             for _, _, data in rows:
                 for t, v in zip(*codec.decode(data), strict=True):
@@ -93,27 +105,49 @@ def thin(store: Store, before: float) -> int:
             for i in range(0, len(ts), per):
                 chunk = (ts[i : i + per], vs[i : i + per])
                 store._insert_blocks({keys[sid]: chunk}, 0, 1)
-            con.execute("DELETE FROM blocks WHERE series = ? AND tier = 0 AND t1 < ?",
-                        (sid, before))
+            con.execute(
+                "DELETE FROM blocks WHERE series = ? AND tier = 0 AND t1 < ?", (sid, before)
+            )
             done += len(rows)
     return done
 
 
-def drop_before(store: Store, before: float, why: str) -> int:
+def drop_before(store: Store, before: float, why: str, now: float | None = None) -> int:
     """Delete blocks, recent rows and events older than ``before``; an event says so."""
     con = store.con
     with store.transaction():
         first = con.execute("SELECT min(t0) FROM blocks WHERE t1 < ?", (before,)).fetchone()[0]
         gone = con.execute("DELETE FROM blocks WHERE t1 < ?", (before,)).rowcount
         gone += con.execute("DELETE FROM recent WHERE t1 < ?", (before,)).rowcount
-        gone += con.execute("DELETE FROM events WHERE t < ? AND kind != ?",
-                            (before, DROPPED)).rowcount
+        gone += con.execute(
+            "DELETE FROM events WHERE t < ? AND kind != ?", (before, DROPPED)
+        ).rowcount
     if gone:
         start = time.strftime("%Y-%m-%d %H:%M", time.localtime(first)) if first else "the start"
         end = time.strftime("%Y-%m-%d %H:%M", time.localtime(before))
-        store.add_events([Event(time.time(), DROPPED, store.path,
-                                f"history from {start} to {end} was dropped: {why}",
-                                {"until": before, "reason": why})])
+        at = time.time() if now is None else now
+        text = f"history from {start} to {end} was dropped: {why}"
+        data = {"until": before, "reason": why}
+        with store.transaction():
+            # the age limit drops a little every pass: one event a day says so, kept current
+            last = con.execute(
+                "SELECT id FROM events WHERE kind = ? AND t > ? AND data LIKE ? "
+                "ORDER BY t DESC LIMIT 1",
+                (DROPPED, at - 86_400.0, f'%"reason": "{why}"%'),
+            ).fetchone()
+            if last is not None:
+                old = con.execute("SELECT text FROM events WHERE id = ?", last).fetchone()[0]
+                text = old.split(" to ", 1)[0] + f" to {end} was dropped: {why}"
+                con.execute(
+                    "UPDATE events SET t = ?, text = ?, data = ? WHERE id = ?",
+                    (at, text, json.dumps(data), last[0]),
+                )
+            else:
+                con.execute(
+                    "INSERT INTO events (t, kind, subject, text, data, writer) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (at, DROPPED, store.path, text, json.dumps(data), store.writer_id),
+                )
     return gone
 
 
@@ -126,26 +160,36 @@ def maintain(store: Store, now: float | None = None) -> list[str]:
         done.append("folded a dead writer's last values")
     if thin(store, now - d.record_raw_s):
         done.append("thinned points older than a day")
-    if drop_before(store, now - d.record_keep_s, f"older than {d.record_keep_s / 86400:g} days"):
+    if drop_before(
+        store, now - d.record_keep_s, f"older than {d.record_keep_s / 86400:g} days", now
+    ):
         done.append("dropped history past the age limit")
     # size cap: thin ever closer to now, then drop the oldest, until under 90 % of the cap
     horizon = d.record_raw_s
-    for _ in range(16):
-        if store.used_bytes() <= d.record_max_bytes:
+    for _ in range(32):
+        used = store.used_bytes()
+        if used <= d.record_max_bytes:
             break
-        span = store.span()
-        if span is None:
+        with store._lock:
+            first = store.con.execute("SELECT min(t0) FROM blocks").fetchone()[0]
+        if first is None:
             break
         if horizon > 2 * d.record_flush_s * d.record_block_points:
             horizon /= 2
             thin(store, now - horizon)
         else:
-            cut = span[0] + (now - span[0]) * 0.1
-            drop_before(store, cut, f"the history reached its size cap "
-                                    f"({d.record_max_bytes / 2**20:.0f} MiB)")
+            share = max(0.1, 1.0 - 0.9 * d.record_max_bytes / used)  # what must go, about
+            cut = first + (now - first) * share
+            drop_before(
+                store,
+                cut,
+                f"the history reached its size cap ({d.record_max_bytes / 2**20:.0f} MiB)",
+                now,
+            )
         store.con.execute("PRAGMA incremental_vacuum")
         store.con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        done.append("made room under the size cap")
+        if "made room under the size cap" not in done:
+            done.append("made room under the size cap")
     with store._lock:
         store.con.execute("PRAGMA incremental_vacuum")
     if done:

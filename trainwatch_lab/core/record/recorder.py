@@ -88,13 +88,16 @@ class Recorder:
                 vs.append(value)
                 if len(ts) > cap:  # paused for long: the oldest go, memory stays bounded
                     del ts[0], vs[0]
-                    self._flushed[key_to_str(key)] = max(0, self._flushed.get(key_to_str(key), 0) - 1)
+                    self._flushed[key_to_str(key)] = max(
+                        0, self._flushed.get(key_to_str(key), 0) - 1
+                    )
 
     # -- the recorder's thread -------------------------------------------------------
     def start(self) -> Recorder:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="trainwatch-recorder",
-                                             daemon=True)
+            self._thread = threading.Thread(
+                target=self._run, name="trainwatch-recorder", daemon=True
+            )
             self._thread.start()
         return self
 
@@ -132,8 +135,11 @@ class Recorder:
             return False
         with self._lock:
             events, self._pending = self._pending, []
-            news = {k: (ts[self._flushed.get(k, 0):], vs[self._flushed.get(k, 0):])
-                    for k, (ts, vs) in self._cols.items() if len(ts) > self._flushed.get(k, 0)}
+            news = {
+                k: (ts[self._flushed.get(k, 0) :], vs[self._flushed.get(k, 0) :])
+                for k, (ts, vs) in self._cols.items()
+                if len(ts) > self._flushed.get(k, 0)
+            }
             full = self._points >= self.defaults.record_block_points
             whole = {k: (list(ts), list(vs)) for k, (ts, vs) in self._cols.items()} if full else {}
             sizes = {k: len(ts) for k, (ts, _) in self._cols.items()}
@@ -179,8 +185,10 @@ class Recorder:
         free = st.f_bavail * st.f_frsize
         floor = self.defaults.record_min_free_bytes
         if free < floor:
-            self._pause(f"recording paused: {free / 2**20:.0f} MiB free on the disk of "
-                        f"{directory}, under the {floor / 2**20:.0f} MiB it leaves free")
+            self._pause(
+                f"recording paused: {free / 2**20:.0f} MiB free on the disk of "
+                f"{directory}, under the {floor / 2**20:.0f} MiB it leaves free"
+            )
             return False
         return True
 
@@ -194,10 +202,14 @@ class Recorder:
     def _resumed(self) -> Event:
         since, self._paused_since = self._paused_since or self.clock(), None
         self.paused = False
-        return Event(self.clock(), "recording-resumed", self.path,
-                     f"recording resumed after a pause of {self.clock() - since:.0f} s "
-                     f"(too little free space); points kept in memory meanwhile were written",
-                     {"paused_at": since})
+        return Event(
+            self.clock(),
+            "recording-resumed",
+            self.path,
+            f"recording resumed after a pause of {self.clock() - since:.0f} s "
+            f"(too little free space); points kept in memory meanwhile were written",
+            {"paused_at": since},
+        )
 
     def _set_note(self, note: str | None) -> None:
         self.note = note

@@ -74,8 +74,13 @@ class Event:
     id: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"t": self.t, "kind": self.kind, "subject": self.subject, "text": self.text,
-                "data": self.data}
+        return {
+            "t": self.t,
+            "kind": self.kind,
+            "subject": self.subject,
+            "text": self.text,
+            "data": self.data,
+        }
 
 
 def _identity() -> str | None:
@@ -128,8 +133,9 @@ def move_aside(path: str, why: str) -> str:
 class Store:
     """One connection to the history file, for one thread at a time (a lock guards it)."""
 
-    def __init__(self, path: str, role: str = "reader", defaults: Defaults = DEFAULTS,
-                 readonly: bool = False) -> None:
+    def __init__(
+        self, path: str, role: str = "reader", defaults: Defaults = DEFAULTS, readonly: bool = False
+    ) -> None:
         self.path = path
         self.role = role
         self.defaults = defaults
@@ -160,8 +166,13 @@ class Store:
             self.add_events([Event(time.time(), "store-moved", path, self.notes[-1])])
 
     def _connect(self, target: str, uri: bool = False) -> sqlite3.Connection:
-        con = sqlite3.connect(target, uri=uri, timeout=self.defaults.record_busy_timeout_s,
-                              isolation_level=None, check_same_thread=False)
+        con = sqlite3.connect(
+            target,
+            uri=uri,
+            timeout=self.defaults.record_busy_timeout_s,
+            isolation_level=None,
+            check_same_thread=False,
+        )
         con.execute(f"PRAGMA busy_timeout = {int(self.defaults.record_busy_timeout_s * 1000)}")
         return con
 
@@ -183,7 +194,9 @@ class Store:
             raise
         con.execute("PRAGMA journal_mode = WAL")
         con.execute("PRAGMA synchronous = NORMAL")
-        con.execute("PRAGMA journal_size_limit = 4194304")  # the WAL shrinks back after a checkpoint
+        con.execute(
+            "PRAGMA journal_size_limit = 4194304"
+        )  # the WAL shrinks back after a checkpoint
 
     # -- writers ---------------------------------------------------------------------
     def register(self) -> int:
@@ -228,8 +241,9 @@ class Store:
             self._insert_blocks(columns, writer, tier)
             ends = [ts[-1] for ts, _ in columns.values() if ts]
             if ends:
-                self.con.execute("DELETE FROM recent WHERE writer = ? AND t1 <= ?",
-                                 (writer, max(ends)))
+                self.con.execute(
+                    "DELETE FROM recent WHERE writer = ? AND t1 <= ?", (writer, max(ends))
+                )
 
     def _insert_blocks(self, columns: Columns, writer: int | None, tier: int) -> None:
         rows = []
@@ -237,11 +251,22 @@ class Store:
             if not ts:
                 continue
             fld = key.rsplit(":", 1)[-1]
-            rows.append((self.series_id(key), tier, ts[0], ts[-1], writer or 0, len(ts),
-                         codec.encode(ts, vs, fld)))
+            rows.append(
+                (
+                    self.series_id(key),
+                    tier,
+                    ts[0],
+                    ts[-1],
+                    writer or 0,
+                    len(ts),
+                    codec.encode(ts, vs, fld),
+                )
+            )
         self.con.executemany(
             "INSERT OR REPLACE INTO blocks (series, tier, t0, t1, writer, n, data) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
 
     def add_events(self, events: Sequence[Event]) -> None:
         if not events:
@@ -249,8 +274,17 @@ class Store:
         with self.transaction():
             self.con.executemany(
                 "INSERT INTO events (t, kind, subject, text, data, writer) VALUES (?,?,?,?,?,?)",
-                [(e.t, e.kind, e.subject, e.text, json.dumps(e.data) if e.data else None,
-                  self.writer_id) for e in events],
+                [
+                    (
+                        e.t,
+                        e.kind,
+                        e.subject,
+                        e.text,
+                        json.dumps(e.data) if e.data else None,
+                        self.writer_id,
+                    )
+                    for e in events
+                ],
             )
 
     # -- reading ---------------------------------------------------------------------
@@ -278,7 +312,9 @@ class Store:
                 points: dict[int, tuple[int, float, float]] = {}
                 for tier, data in self.con.execute(
                     "SELECT tier, data FROM blocks WHERE series = ? AND t0 <= ? AND t1 >= ? "
-                    "ORDER BY tier DESC, t0", (sid, until, since)):
+                    "ORDER BY tier DESC, t0",
+                    (sid, until, since),
+                ):
                     _merge(points, *codec.decode(data), tier, since, until)
                 for ts, vs in recent.get(sid, []):
                     _merge(points, ts, vs, 0, since, until)
@@ -286,18 +322,21 @@ class Store:
                 out[key] = ([points[k][1] for k in order], [points[k][2] for k in order])
         return out
 
-    def _recent(self, ids: set[int], since: float, until: float
-                ) -> dict[int, list[tuple[list[float], list[float]]]]:
+    def _recent(
+        self, ids: set[int], since: float, until: float
+    ) -> dict[int, list[tuple[list[float], list[float]]]]:
         found: dict[int, list[tuple[list[float], list[float]]]] = {}
         for (data,) in self.con.execute(
-            "SELECT data FROM recent WHERE t0 <= ? AND t1 >= ?", (until, since)):
+            "SELECT data FROM recent WHERE t0 <= ? AND t1 >= ?", (until, since)
+        ):
             for sid, ts, vs in _unpack(data):
                 if sid in ids:
                     found.setdefault(sid, []).append((ts, vs))
         return found
 
-    def events(self, since: float, until: float, kinds: Sequence[str] = (),
-               limit: int | None = None) -> list[Event]:
+    def events(
+        self, since: float, until: float, kinds: Sequence[str] = (), limit: int | None = None
+    ) -> list[Event]:
         sql = "SELECT id, t, kind, subject, text, data FROM events WHERE t >= ? AND t <= ?"
         args: list[Any] = [since, until]
         if kinds:
@@ -308,8 +347,10 @@ class Store:
             sql += f" LIMIT {int(limit)}"
         with self._lock:
             rows = self.con.execute(sql, args).fetchall()
-        return [Event(t, kind, subject, text, json.loads(data) if data else {}, id=eid)
-                for eid, t, kind, subject, text, data in rows]
+        return [
+            Event(t, kind, subject, text, json.loads(data) if data else {}, id=eid)
+            for eid, t, kind, subject, text, data in rows
+        ]
 
     def span(self) -> tuple[float, float] | None:
         """(first, last) time anything was recorded; None for an empty store."""
@@ -321,16 +362,13 @@ class Store:
         return None if lo is None else (lo, hi)
 
     def used_bytes(self) -> int:
-        """Bytes the file holds in use (free pages not counted), plus its WAL."""
+        """Bytes the file holds in use (free pages not counted); the WAL beside it is kept
+        under 4 MiB by ``journal_size_limit`` and checkpoints."""
         with self._lock:
             pages = self.con.execute("PRAGMA page_count").fetchone()[0]
             free = self.con.execute("PRAGMA freelist_count").fetchone()[0]
             size = self.con.execute("PRAGMA page_size").fetchone()[0]
-        try:
-            wal = os.path.getsize(self.path + "-wal")
-        except OSError:
-            wal = 0
-        return (pages - free) * size + wal
+        return (pages - free) * size
 
     def close(self) -> None:
         with self._lock:
@@ -369,8 +407,14 @@ class _Transaction:
             self.store._lock.release()
 
 
-def _merge(points: dict[int, tuple[int, float, float]], ts: list[float], vs: list[float],
-           tier: int, since: float, until: float) -> None:
+def _merge(
+    points: dict[int, tuple[int, float, float]],
+    ts: list[float],
+    vs: list[float],
+    tier: int,
+    since: float,
+    until: float,
+) -> None:
     """Add points; a finer tier's point replaces a coarser one at the same millisecond."""
     for t, v in zip(ts, vs, strict=True):
         if since <= t <= until:
