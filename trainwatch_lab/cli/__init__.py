@@ -1,4 +1,5 @@
-"""The ``trainwatch-lab`` command: check / watch / serve / rules / mirror, one module each.
+"""The ``trainwatch-lab`` command: check / watch / serve / rules / mirror / history / run, one
+module each.
 
 Exit codes: 0 nothing of severity ``warning`` or above, 1 at least one such warning,
 2 bad usage (one line on stderr, never a traceback; for ``check`` also a path that can never
@@ -13,7 +14,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import check, mirror, serve, watch
+from . import check, history, mirror, serve, watch
+from . import run as run_cmd
 from .common import PROG, RAW, Parser, UsageError
 
 __all__ = ["PROG", "build_parser", "main"]
@@ -25,6 +27,9 @@ examples:
   trainwatch-lab serve /data                    this node's metrics for Prometheus
   trainwatch-lab rules > trainwatch-rules.yml   alerting rules for Prometheus
   trainwatch-lab mirror /tmp/runs /mnt/runs     copy local logs to a share, as they grow
+  trainwatch-lab watch --record /data           ... and keep it in the recorded history
+  trainwatch-lab run -- python train.py         run a script, record how it ends
+  trainwatch-lab history why                    why a run ended, from the recorded history
   trainwatch-lab check --help                   the options of one command, with examples
 
 exit codes of check and watch: 0 no warning, 1 a warning, 2 bad usage (check: or a path
@@ -37,6 +42,8 @@ RUN = {
     "serve": serve.run_serve,
     "rules": serve.run_rules,
     "mirror": mirror.run,
+    "history": history.run,
+    "run": run_cmd.run,
 }
 
 
@@ -55,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_serve_parser(sub)
     serve.add_rules_parser(sub)
     mirror.add_parser(sub)
+    history.add_parser(sub)
+    run_cmd.add_parser(sub)
     return parser
 
 
