@@ -151,8 +151,9 @@ def explain(store: Store, ending: Ending) -> Ending:
         least = _least_free(store, ending)
         if least is not None:
             path, free, when = least
-            evidence.append(f"the least free space recorded: {size(free)} on {path} at "
-                            f"{clock(when)}")
+            evidence.append(
+                f"the least free space recorded: {size(free)} on {path} at {clock(when)}"
+            )
     oom = data.get("oom_killed")
     if cause is None and oom:
         cause = "the kernel's out-of-memory killer ended it"
