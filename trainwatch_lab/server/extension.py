@@ -31,9 +31,9 @@ def load_jupyter_server_extension(serverapp: Any) -> Hub:
         ".*$", handlers(base_url) + scrape.routes(base_url) + fleet.routes(base_url)
     )
     _on_shutdown(hub)
-    if hub.notifier is not None:
-        # word when nobody looks (issue 17): the webhook holds the lease like a client that
-        # never leaves, so the sampler runs from the start with no panel open
+    if hub.notifier is not None or hub.recording is not None:
+        # word when nobody looks (issue 17), a history when nobody looks (issue 27): they
+        # hold the lease like a client that never leaves, so the sampler runs from the start
         from tornado.ioloop import IOLoop
 
         IOLoop.current().add_callback(hub.acquire)

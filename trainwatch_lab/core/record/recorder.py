@@ -63,15 +63,15 @@ class Recorder:
         self._thread: threading.Thread | None = None
 
     # -- the sampler's side ----------------------------------------------------------
-    def __call__(self, sample: Sample) -> None:
-        """Keep this sample's values when it is time, and its events always (cheap)."""
+    def __call__(self, sample: Sample, values: bool = True) -> None:
+        """Keep this sample's values when it is time (and ``values``), its events always."""
         try:
             events = self._events.observe(sample)
         except Exception:  # never into the sampler
             log.debug("trainwatch: events of a sample failed", exc_info=True)
             events = []
         every = self.every() if callable(self.every) else self.every
-        keep = sample.t - self._last_kept >= every * 0.9
+        keep = values and sample.t - self._last_kept >= every * 0.9
         cap = self.defaults.record_buffer_points
         with self._lock:
             self._pending.extend(events)
@@ -94,7 +94,7 @@ class Recorder:
 
     # -- the recorder's thread -------------------------------------------------------
     def start(self) -> Recorder:
-        if self._thread is None:
+        if self._thread is None and not self._stop.is_set():
             self._thread = threading.Thread(
                 target=self._run, name="trainwatch-recorder", daemon=True
             )
@@ -128,6 +128,10 @@ class Recorder:
             return False
 
     def _flush(self) -> bool:
+        with self._lock:
+            idle = not self._pending and not self._cols and self._paused_since is None
+        if idle and self.store is None:
+            return True  # nothing to write yet: no file is made for nothing
         if not self._room():
             return False
         store = self._open()
