@@ -24,7 +24,8 @@ def add_record(parser: argparse.ArgumentParser, every: float) -> None:
         type=seconds,
         default=every,
         metavar="S",
-        help=f"keep a sample every S seconds in the history (default: {every:g})",
+        help=f"keep a sample every S seconds in the history (default: {every:g}; "
+        "e.g. --record-every 5)",
     )
 
 
@@ -32,8 +33,8 @@ def add_store(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store",
         metavar="FILE",
-        help="the history file (default: one per machine on a local disk, see README; "
-        "or $TRAINWATCH_STORE)",
+        help="the history file (default: $TRAINWATCH_STORE, else one per machine on a local "
+        "disk, see README; e.g. --store /var/tmp/history.sqlite)",
     )
 
 

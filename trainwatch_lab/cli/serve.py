@@ -33,6 +33,7 @@ examples:
   trainwatch-lab serve --processes /data                /data and those processes' dirs
   trainwatch-lab serve --notify URL --notify-format feishu /data   a webhook hears of warnings
   trainwatch-lab serve --record /data                   and keep a sample every 10 s on disk
+  trainwatch-lab serve --record --record-every 1 --store /var/tmp/h.sqlite /data
 
 Stops cleanly on SIGTERM or Ctrl-C (exit 0); bad usage or a port in use: exit 2.
 """

@@ -28,6 +28,7 @@ examples:
   trainwatch-lab watch --pid 4242 /mnt/share/runs          a script's time lost to storage
   trainwatch-lab watch --notify URL --notify-format slack /data   a webhook hears of warnings
   trainwatch-lab watch --record /data                      and keep it in the recorded history
+  trainwatch-lab watch --record --record-every 5 --store /var/tmp/h.sqlite /data
 """
 
 
