@@ -36,6 +36,7 @@ GROUPS = {
     "mirror": "bench_mirror",
     "waits": "bench_waits",
     "quota": "bench_quota",
+    "record": "bench_record",
 }
 
 

@@ -17,7 +17,7 @@ NOW = 1_800_000_000.0
 
 
 def _fill(store: Store, days: float, step: float, keys: list[str]) -> None:
-    """Closed blocks of 300 points from ``days`` ago until now, a slow sine per key."""
+    """Closed blocks of 300 points (any size will do) from ``days`` ago until now, a slow sine per key."""
     t = NOW - days * DAY
     while t < NOW:
         ts = [t + i * step for i in range(300) if t + i * step < NOW]
@@ -33,8 +33,9 @@ def test_old_points_are_thinned_then_dropped_with_an_event(tmp_path: Path) -> No
     _fill(store, 8, 10.0, keys)
     maintain(store, NOW)
     times, values = store.read(["disk:sda:util"], 0, 2e9)["disk:sda:util"]
-    # dropped by whole blocks: a thinned block holds 300 minutes
-    assert NOW - 7 * DAY - 300 * 60 <= times[0] < NOW - 7 * DAY + 300 * 60
+    # dropped by whole blocks: a thinned block holds record_block_points minutes
+    span = DEFAULTS.record_block_points * 60
+    assert NOW - 7 * DAY - span <= times[0] < NOW - 7 * DAY + span
     old = [t for t in times if t < NOW - DAY - 3000]  # past the block that straddles the day
     recent = [t for t in times if t > NOW - DAY + 600]
     steps_old = {round(b - a) for a, b in itertools.pairwise(old)}
@@ -45,7 +46,7 @@ def test_old_points_are_thinned_then_dropped_with_an_event(tmp_path: Path) -> No
     assert len(dropped) == 1 and "older than 7 days" in dropped[0].text
     tiers = dict(store.con.execute("SELECT tier, min(t0) FROM blocks GROUP BY tier").fetchall())
     assert tiers[1] < NOW - DAY - 3000 < tiers[0] < NOW - DAY  # one block straddles the day
-    _fill_from = NOW + 3600  # an hour later, the next pass drops another hour: same event
+    _fill_from = NOW + 2 * span  # later, the next pass drops another block: the same event
     store.close_blocks({"disk:sda:util": ([NOW + 10], [1.0])})
     maintain(store, _fill_from)
     again = store.events(0, 2e9, kinds=["history-dropped"])
@@ -54,12 +55,12 @@ def test_old_points_are_thinned_then_dropped_with_an_event(tmp_path: Path) -> No
 
 
 def test_the_size_cap_thins_closer_to_now_then_drops_the_oldest(tmp_path: Path) -> None:
-    cap = 96 * 1024  # less than even the thinned days take: the oldest must go
+    cap = 72 * 1024  # (an empty store takes ~45 KiB) less than the thinned days: the oldest go
     defaults = replace(DEFAULTS, record_max_bytes=cap)
     store = Store(str(tmp_path / "h.sqlite"), role="t", defaults=defaults)
     store.register()
     keys = [f"disk:d{i}:util" for i in range(12)]
-    _fill(store, 3, 1.0 * 10, keys)
+    _fill(store, 6, 10.0, keys)
     assert store.used_bytes() > cap
     done = maintain(store, NOW)
     assert "made room under the size cap" in done

@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Sequence
 
 VERSION = 1
-SIGNIFICANT = 4
+SIGNIFICANT = 3  # 0.1 % of the block's largest value: finer than a chart's pixel
 BYTES_QUANTUM = 4096.0
 EXACT_FIELDS = ("total_bytes", "free_bytes", "avail_bytes")  # filesystem sizes: 4 KiB steps
 COUNT_FIELDS = ("inodes_free", "responsive")  # whole numbers

@@ -42,9 +42,9 @@ CREATE TABLE writers (
     id INTEGER PRIMARY KEY, role TEXT NOT NULL, pid INTEGER NOT NULL, start TEXT,
     started REAL NOT NULL, seen REAL NOT NULL);
 CREATE TABLE blocks (
-    series INTEGER NOT NULL, tier INTEGER NOT NULL, t0 REAL NOT NULL, t1 REAL NOT NULL,
-    writer INTEGER NOT NULL, n INTEGER NOT NULL, data BLOB NOT NULL,
-    PRIMARY KEY (series, tier, t0, writer)) WITHOUT ROWID;
+    id INTEGER PRIMARY KEY, series INTEGER NOT NULL, tier INTEGER NOT NULL, t0 REAL NOT NULL,
+    t1 REAL NOT NULL, writer INTEGER NOT NULL, n INTEGER NOT NULL, data BLOB NOT NULL);
+CREATE UNIQUE INDEX blocks_key ON blocks (series, tier, t0, writer);
 CREATE INDEX blocks_age ON blocks (tier, t1);
 CREATE TABLE recent (
     writer INTEGER NOT NULL, t0 REAL NOT NULL, t1 REAL NOT NULL, data BLOB NOT NULL,
