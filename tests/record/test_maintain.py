@@ -17,7 +17,7 @@ NOW = 1_800_000_000.0
 
 
 def _fill(store: Store, days: float, step: float, keys: list[str]) -> None:
-    """Closed blocks of 300 points (any size will do) from ``days`` ago until now, a slow sine per key."""
+    """Closed blocks of 300 points (any size does) from ``days`` ago until now, a sine per key."""
     t = NOW - days * DAY
     while t < NOW:
         ts = [t + i * step for i in range(300) if t + i * step < NOW]
