@@ -186,12 +186,12 @@ def maintain(store: Store, now: float | None = None) -> list[str]:
                 f"the history reached its size cap ({d.record_max_bytes / 2**20:.0f} MiB)",
                 now,
             )
-        store.con.execute("PRAGMA incremental_vacuum")
+        store.con.executescript("PRAGMA incremental_vacuum;")  # (execute: one page)
         store.con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         if "made room under the size cap" not in done:
             done.append("made room under the size cap")
     with store._lock:
-        store.con.execute("PRAGMA incremental_vacuum")
+        store.con.executescript("PRAGMA incremental_vacuum;")  # (execute: one page)
     if done:
         log.info("trainwatch history (%s): %s", os.path.basename(store.path), "; ".join(done))
     return done

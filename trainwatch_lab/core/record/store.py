@@ -178,11 +178,13 @@ class Store:
 
     def _initialise(self) -> None:
         con = self.con
+        # outside a transaction, before the first table: auto_vacuum can only be chosen for
+        # an empty file (a no-op on an existing one), and only incremental vacuum gives the
+        # pages of dropped history back to the filesystem
+        con.execute("PRAGMA auto_vacuum = INCREMENTAL")
         con.execute("BEGIN IMMEDIATE")
         try:
             if con.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
-                # before the first table: auto_vacuum can only be chosen on an empty file
-                con.execute("PRAGMA auto_vacuum = INCREMENTAL")
                 for statement in SCHEMA.strip().split(";"):
                     if statement.strip():
                         con.execute(statement)
