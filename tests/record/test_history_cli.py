@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -145,3 +146,50 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None
 def test_run_needs_a_command() -> None:
     out = tw("run", "--store", "/tmp/x.sqlite", "--")
     assert out.returncode == 2 and "run needs a command" in out.stderr
+
+
+def test_serve_record_writes_the_history_and_flushes_on_sigterm(tmp_path: Path) -> None:
+    from tests.prometheus.conftest import free_port
+
+    store = tmp_path / "state" / "h.sqlite"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "trainwatch_lab",
+            "serve",
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            "--interval",
+            "0.2",
+            "--no-probe",
+            "--gpu",
+            "none",
+            "--record",
+            "--record-every",
+            "0.2",
+            "--store",
+            str(store),
+            str(tmp_path),
+        ],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert "serving http://" in (proc.stderr.readline() if proc.stderr else "")
+        time.sleep(3.0)  # ~15 samples, 2 asked (the first flush comes at 10 s: SIGTERM first)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    out = tw(
+        "history",
+        "--series",
+        f"path:{tmp_path}:free_bytes",
+        "--format",
+        "json",
+        "--store",
+        str(store),
+    )
+    assert out.returncode == 0, out.stderr
+    assert len(json.loads(out.stdout)[f"path:{tmp_path}:free_bytes"]["t"]) >= 2
