@@ -73,6 +73,7 @@ def test_checkpoints_mounts_and_kernels() -> None:
         "kernel-started"
     ]
     events = watch.observe(sample(2, 11.0, "nfs4", {"k1": {"pid": 6, "name": "py"}}))
-    assert _kinds(events) == ["mount-changed", "checkpoint", "kernel-restarted"]
+    assert _kinds(events) == ["mount-changed", "checkpoint", "kernel-ended", "kernel-restarted"]
+    assert events[2].data["pid"] == 5 and events[3].data == {"pid": 6, "was": 5}
     assert "was ext4 s" in events[0].text and "/ck/a.pt (2.0 MiB)" in events[1].text
     assert _kinds(watch.observe(sample(3, 11.0, "nfs4", {}))) == ["kernel-ended"]

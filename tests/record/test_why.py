@@ -10,13 +10,16 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.env import need_root
 from tests.support.mounts import wait_until
+from trainwatch_lab.core.model import Sample
 from trainwatch_lab.core.record import Event, Store
+from trainwatch_lab.core.record.events import EventWatch
 from trainwatch_lab.core.record.why import endings, explain
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,7 +130,9 @@ def test_no_evidence_no_cause(tmp_path: Path) -> None:
     )
 
 
-def test_an_oom_kill_in_a_memory_cgroup_is_the_cause(tmp_path: Path) -> None:
+@pytest.fixture
+def memory_cgroup() -> Iterator[Path]:
+    """A memory cgroup (v1 where mounted, else v2) limited to 64 MiB with no swap."""
     need_root()
     base = Path("/sys/fs/cgroup/memory")
     v2 = not base.is_dir()
@@ -140,21 +145,7 @@ def test_an_oom_kill_in_a_memory_cgroup_is_the_cause(tmp_path: Path) -> None:
         else:
             (group / "memory.limit_in_bytes").write_text(str(64 << 20))
             (group / "memory.swappiness").write_text("0")
-        store = tmp_path / "h.sqlite"
-        hog = "import time; time.sleep(1); x = bytearray(512 << 20); time.sleep(5)"
-        inner = " ".join(
-            [*CLI, "run", "--store", str(store), "--", sys.executable, "-c", repr(hog)]
-        )
-        done = subprocess.run(
-            ["sh", "-c", f"echo $$ > {group}/cgroup.procs; exec {inner}"],
-            env=ENV,
-            capture_output=True,
-            timeout=120,
-        )
-        assert done.returncode == 128 + signal.SIGKILL, done.stderr
-        why = _history(store, "why")
-        assert "out-of-memory killer ended it (oom_kill 0 -> 1 in cgroup" in why, why
-        assert "killed by SIGKILL" in why
+        yield group
     finally:
         for _ in range(50):
             try:
@@ -162,3 +153,55 @@ def test_an_oom_kill_in_a_memory_cgroup_is_the_cause(tmp_path: Path) -> None:
                 break
             except OSError:
                 time.sleep(0.1)
+
+
+HOG = "import time; time.sleep({}); x = bytearray(512 << 20); time.sleep(5)"
+
+
+def test_an_oom_kill_in_a_memory_cgroup_is_the_cause(tmp_path: Path, memory_cgroup: Path) -> None:
+    store = tmp_path / "h.sqlite"
+    inner = " ".join(
+        [*CLI, "run", "--store", str(store), "--", sys.executable, "-c", repr(HOG.format(1))]
+    )
+    done = subprocess.run(
+        ["sh", "-c", f"echo $$ > {memory_cgroup}/cgroup.procs; exec {inner}"],
+        env=ENV,
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 128 + signal.SIGKILL, done.stderr
+    why = _history(store, "why")
+    assert "out-of-memory killer ended it (oom_kill 0 -> 1 in cgroup" in why, why
+    assert "killed by SIGKILL" in why
+
+
+def test_a_kernel_killed_by_the_oom_killer_is_explained(
+    tmp_path: Path, memory_cgroup: Path
+) -> None:
+    """A kernel's process (here a plain python in the cgroup, as the kernels source reports
+    a kernel) started, then gone: its end carries the OOM kill, and `why` says so."""
+    kernel = subprocess.Popen(
+        [
+            "sh",
+            "-c",
+            f"echo $$ > {memory_cgroup}/cgroup.procs; exec {sys.executable} -c {HOG.format(3)!r}",
+        ]
+    )
+    try:
+        assert wait_until(lambda: str(kernel.pid) in (memory_cgroup / "cgroup.procs").read_text())
+        watch = EventWatch()
+        info = {"k1": {"pid": kernel.pid, "name": "python3"}}
+        started = watch.observe(Sample(t=time.time(), kernels=info))
+        assert [e.kind for e in started] == ["kernel-started"]
+        assert kernel.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        kernel.kill()
+    ended_events = watch.observe(Sample(t=time.time()))
+    assert [e.kind for e in ended_events] == ["kernel-ended"]
+    store = Store(str(tmp_path / "h.sqlite"), role="t")
+    store.register()
+    store.add_events(started + ended_events)
+    (ending,) = [explain(store, e) for e in endings(store, 0, 2e9)]
+    assert ending.sentence.startswith("kernel python3 ended at ")
+    assert "the kernel's out-of-memory killer ended it (oom_kill 0 -> 1" in ending.sentence
+    store.close()

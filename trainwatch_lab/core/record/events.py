@@ -154,10 +154,12 @@ class EventWatch:
         return out
 
     def _kernels(self, sample: Sample, t: float) -> list[Event]:
+        """Kernels started, restarted (its old process ended) and ended; each end with what
+        the system says of it (an OOM kill in its cgroup), as a process's end has."""
         out = []
         for kid, info in sample.kernels.items():
             before = self.kernels.get(kid)
-            what = info.get("name") or kid
+            pid, what = info.get("pid"), info.get("name") or kid
             if before is None:
                 out.append(
                     Event(
@@ -165,34 +167,31 @@ class EventWatch:
                         "kernel-started",
                         kid,
                         f"kernel {what} started",
-                        {"pid": info.get("pid"), "cwd": info.get("cwd")},
+                        {"pid": pid, "cwd": info.get("cwd")},
                     )
                 )
-            elif before.get("pid") != info.get("pid") and info.get("pid"):
+            elif before.get("pid") != pid and pid:
+                out.append(self._kernel_end(kid, before, t))
                 out.append(
                     Event(
                         t,
                         "kernel-restarted",
                         kid,
                         f"kernel {what} restarted",
-                        {"pid": info.get("pid"), "was": before.get("pid")},
+                        {"pid": pid, "was": before.get("pid")},
                     )
                 )
-        for kid, info in self.kernels.items():
-            if kid not in sample.kernels:
-                out.append(
-                    Event(
-                        t,
-                        "kernel-ended",
-                        kid,
-                        f"kernel {info.get('name') or kid} ended",
-                        {"pid": info.get("pid")},
-                    )
-                )
-        self.kernels = {
-            k: {"pid": v.get("pid"), "name": v.get("name")} for k, v in sample.kernels.items()
-        }
+            else:
+                continue
+            self.kernels[kid] = {"pid": pid, "name": what, **(ended.at_start(pid) if pid else {})}
+        for kid in set(self.kernels) - set(sample.kernels):
+            out.append(self._kernel_end(kid, self.kernels.pop(kid), t))
         return out
+
+    def _kernel_end(self, kid: str, kept: dict[str, Any], t: float) -> Event:
+        name = f"kernel {kept.get('name') or kid}"
+        data = {**kept, **ended.at_end(kept), "kernel": kid, "name": name, "ended": t}
+        return Event(t, "kernel-ended", name, f"{name} (pid {kept.get('pid')}) ended", data)
 
 
 def stamp(t: float) -> str:

@@ -24,7 +24,7 @@ LOOK_AFTER_S = 30.0
 FULL_BYTES = 1024 * 1024  # a filesystem with less than this available is full for a writer
 ENOSPC = re.compile(r"Errno 28|No space left on device|ENOSPC")
 DISK_WARNINGS = ("disk-filling", "disk-almost-full", "checkpoint-wont-fit")
-ENDED_KINDS = ("process-ended", "run-ended")
+ENDED_KINDS = ("process-ended", "run-ended", "kernel-ended")
 
 
 @dataclass(slots=True)
