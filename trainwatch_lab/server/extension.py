@@ -7,7 +7,7 @@ import atexit
 import weakref
 from typing import Any
 
-from . import fleet, scrape
+from . import fleet, recorded, scrape
 from .config import ServerSettings
 from .handlers import handlers
 from .hub import SETTINGS_KEY, Hub
@@ -28,7 +28,11 @@ def load_jupyter_server_extension(serverapp: Any) -> Hub:
     web_app.settings[fleet.SETTINGS_KEY] = fleet.make_fleet(config, hub.defaults)
     base_url = web_app.settings["base_url"]
     web_app.add_handlers(
-        ".*$", handlers(base_url) + scrape.routes(base_url) + fleet.routes(base_url)
+        ".*$",
+        handlers(base_url)
+        + scrape.routes(base_url)
+        + fleet.routes(base_url)
+        + recorded.routes(base_url),
     )
     _on_shutdown(hub)
     if hub.notifier is not None or hub.recording is not None:

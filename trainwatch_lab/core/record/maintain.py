@@ -63,7 +63,7 @@ def fold_orphans(store: Store) -> int:
     return len(dead)
 
 
-def _means(ts: list[float], vs: list[float], step: float) -> tuple[list[float], list[float]]:
+def means(ts: list[float], vs: list[float], step: float) -> tuple[list[float], list[float]]:
     """One point per ``step`` bucket: the bucket's middle and the mean of its values."""
     sums: dict[int, list[float]] = {}
     for t, v in zip(ts, vs, strict=True):
@@ -100,7 +100,7 @@ def thin(store: Store, before: float) -> int:
                 for t, v in zip(*codec.decode(data), strict=True):
                     points[round(t * 1000)] = (t, v)
             order = sorted(points)
-            ts, vs = _means([points[k][0] for k in order], [points[k][1] for k in order], step)
+            ts, vs = means([points[k][0] for k in order], [points[k][1] for k in order], step)
             per = store.defaults.record_block_points
             for i in range(0, len(ts), per):
                 chunk = (ts[i : i + per], vs[i : i + per])
