@@ -143,6 +143,17 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None
     assert out.stderr.count("\n") == 1 and message in out.stderr, out.stderr
 
 
+def test_a_file_that_is_no_history_is_one_line_and_left_alone(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    out = tw("history", "--store", str(notes))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert "is no trainwatch history" in out.stderr
+    assert notes.read_text() == "my notes\n" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "notes.txt"
+    ]
+
+
 def test_run_needs_a_command() -> None:
     out = tw("run", "--store", "/tmp/x.sqlite", "--")
     assert out.returncode == 2 and "run needs a command" in out.stderr

@@ -17,7 +17,7 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from ..core.record import choose, query
+from ..core.record import StoreError, choose, query
 from .handlers import API, BadRequest, BaseHandler, parse_float
 
 MAX_PATTERN = 200
@@ -55,7 +55,11 @@ class RecordedBase(BaseHandler):
             path = self.store_path()
         except NoHistory as exc:
             return self.bad(f"no recorded history at {exc}", 404)
-        self.send_json(await self.hub.in_executor(fn, path, *args, timeout=30.0))
+        try:
+            answer = await self.hub.in_executor(fn, path, *args, timeout=30.0)
+        except StoreError as exc:  # a foreign file at the history's path: never read
+            return self.bad(str(exc), 409)
+        self.send_json(answer)
 
 
 class NoHistory(Exception):

@@ -148,6 +148,14 @@ class Store:
             if not os.path.exists(path):
                 raise StoreError(f"no recorded history at {path}")
             self.con = self._connect(f"file:{path}?mode=ro", uri=True)
+            try:
+                app = self.con.execute("PRAGMA application_id").fetchone()[0]
+            except sqlite3.DatabaseError as exc:
+                self.con.close()
+                raise StoreError(f"{path} is no trainwatch history ({exc})") from None
+            if app != APPLICATION_ID:
+                self.con.close()
+                raise StoreError(f"{path} is no trainwatch history (another program's file)")
             return
         try:
             os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
