@@ -205,3 +205,66 @@ def test_a_kernel_killed_by_the_oom_killer_is_explained(
     assert ending.sentence.startswith("kernel python3 ended at ")
     assert "the kernel's out-of-memory killer ended it (oom_kill 0 -> 1" in ending.sentence
     store.close()
+
+
+def test_the_sentence_of_the_issue_full_disk_warned_and_sent(tmp_path: Path) -> None:
+    """The issue's example, from a timeline that holds every piece of it."""
+    store = Store(str(tmp_path / "h.sqlite"), role="t")
+    store.register()
+    end = 1_800_000_000.0
+    warn = {"code": "disk-filling", "severity": "warning", "subject": "/data"}
+    store.add_events(
+        [
+            Event(end - 1900, "warning-raised", "/data", "disk-filling: /data fills", warn),
+            Event(
+                end - 1899,
+                "notification-sent",
+                "/data",
+                "disk-filling started: sent to slack",
+                {"code": "disk-filling", "state": "started", "format": "slack"},
+            ),
+            Event(
+                end,
+                "process-ended",
+                "train.py",
+                "train.py (pid 7) ended",
+                {
+                    "pid": 7,
+                    "started": end - 5 * 3600 - 600,
+                    "paths": ["/data"],
+                    "stderr_tail": ["OSError: [Errno 28] No space left on device"],
+                },
+            ),
+        ]
+    )
+    store.close_blocks({"path:/data:avail_bytes": ([end - 12, end - 2], [8192.0, 0.0])})
+    (ending,) = [explain(store, e) for e in endings(store, 0, 2e9)]
+    at = time.strftime("%H:%M:%S", time.localtime(end))
+    full_at = time.strftime("%H:%M:%S", time.localtime(end - 2))
+    warned_at = time.strftime("%H:%M", time.localtime(end - 1900))
+    assert ending.sentence == (
+        f"train.py ended at {at} after 5 h 10 m: /data was full (0 B free at {full_at}; "
+        f"disk-filling warned at {warned_at} and was sent to slack; "
+        "stderr: OSError: [Errno 28] No space left on device)"
+    )
+
+
+def test_a_notifier_s_deliveries_become_events(tmp_path: Path) -> None:
+    from tests.advice.test_notify import FULL, Webhook
+    from trainwatch_lab.advice.notify import Notifier
+    from trainwatch_lab.core.record import Recorder
+
+    hook = Webhook()
+    recorder = Recorder(str(tmp_path / "h.sqlite"), every=0.0)
+    notifier = Notifier(hook.url, "slack")
+    notifier.on_sent = recorder.notified(notifier.fmt)
+    try:
+        notifier(Sample(t=time.time(), warnings=[FULL]))
+        assert wait_until(lambda: notifier.sent == 1)
+    finally:
+        notifier.close()
+        recorder.close()
+    store = Store(str(tmp_path / "h.sqlite"), readonly=True)
+    (event,) = store.events(0, 2e9, kinds=["notification-sent"])
+    assert event.subject == "/data" and event.text == "disk-almost-full started: sent to slack"
+    store.close()

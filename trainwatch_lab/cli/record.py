@@ -51,15 +51,20 @@ def store_path(args: argparse.Namespace) -> str:
     return where.path
 
 
-def start_recorder(args: argparse.Namespace, sampler: Any, role: str, path: str | None) -> Any:
+def start_recorder(
+    args: argparse.Namespace, sampler: Any, role: str, path: str | None, notify: Any = None
+) -> Any:
     """A started Recorder writing to ``path`` (``store_path``, checked before anything
-    started) subscribed to ``sampler``; None without ``--record``."""
+    started) subscribed to ``sampler``, keeping what ``notify`` sends; None without
+    ``--record``."""
     if not args.record or path is None:
         return None
     from ..core.record import Recorder
 
     recorder = Recorder(path, role=role, every=args.record_every)
     sampler.subscribe(recorder)
+    if notify is not None:
+        notify.on_sent = recorder.notified(notify.fmt)
     return recorder.start()
 
 

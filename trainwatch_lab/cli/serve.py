@@ -189,7 +189,7 @@ def run_serve(args: argparse.Namespace) -> int:
         if notify is not None:
             notify.close()
         raise
-    recorder = start_recorder(args, agent.sampler, "serve", store)
+    recorder = start_recorder(args, agent.sampler, "serve", store, notify)
     with stop_signals() as stop:
         try:
             sys.stderr.write(

@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
 
     emit = json_line if args.json else WatchPrinter(sampler, sys.stdout)
     sampler.subscribe(enqueue)
-    recorder = start_recorder(args, sampler, "watch", store)
+    recorder = start_recorder(args, sampler, "watch", store, notify)
     end = time.monotonic() + args.duration if args.duration else None
     worst = 0
     code = 0

@@ -35,6 +35,8 @@ class ServerRecording:
             record_max_bytes=int(config.record_max_mb * 2**20),
         )
         self.recorder = Recorder(path, role="jupyter-server", every=self.every, defaults=defaults)
+        if hub.notifier is not None:  # what the webhook was told, on the timeline
+            hub.notifier.on_sent = self.recorder.notified(hub.notifier.fmt)
         self._worth_until = -float("inf")
 
     def every(self) -> float:

@@ -17,6 +17,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from ..defaults import DEFAULTS, Defaults
 from ..history import flatten, key_to_str
@@ -91,6 +92,30 @@ class Recorder:
                     self._flushed[key_to_str(key)] = max(
                         0, self._flushed.get(key_to_str(key), 0) - 1
                     )
+
+    def add_event(self, event: Event) -> None:
+        """An event from elsewhere (a notification sent): written with the next flush."""
+        with self._lock:
+            self._pending.append(event)
+            del self._pending[: max(0, len(self._pending) - self.defaults.record_buffer_points)]
+
+    def notified(self, fmt: str) -> Callable[[Any], None]:
+        """A Notifier's ``on_sent``: each message delivered becomes a ``notification-sent``
+        event (duck-typed: core imports nothing from advice)."""
+
+        def sent(msg: Any) -> None:
+            alert = msg.alert
+            self.add_event(
+                Event(
+                    time.time(),
+                    "notification-sent",
+                    alert.subject,
+                    f"{alert.code} {msg.state}: sent to {fmt}",
+                    {"code": alert.code, "state": msg.state, "format": fmt},
+                )
+            )
+
+        return sent
 
     # -- the recorder's thread -------------------------------------------------------
     def start(self) -> Recorder:

@@ -125,6 +125,20 @@ def _warned(events: list[Event], code_set: tuple[str, ...], subject: str | None)
     return None
 
 
+def _sent(events: list[Event], warned: Event) -> str | None:
+    """The webhook format a warning's start was delivered to ("slack"), if it was."""
+    for e in events:
+        if (
+            e.kind == "notification-sent"
+            and e.t >= warned.t
+            and e.subject == warned.subject
+            and e.data.get("code") == warned.data.get("code")
+            and e.data.get("state") == "started"
+        ):
+            return str(e.data.get("format"))
+    return None
+
+
 def explain(store: Store, ending: Ending) -> Ending:
     """Fill ``ending.sentence``, ``cause`` and ``evidence`` (see the module doc)."""
     data = ending.data
@@ -142,7 +156,9 @@ def explain(store: Store, ending: Ending) -> Ending:
         evidence.append(f"{size(least)} free at {clock(when)}")
         warned = _warned(before, DISK_WARNINGS, path)
         if warned is not None:
-            evidence.append(f"{warned.data.get('code')} warned at {clock(warned.t)[:5]}")
+            told = f"{warned.data.get('code')} warned at {clock(warned.t)[:5]}"
+            sent = _sent(before, warned)
+            evidence.append(told + (f" and was sent to {sent}" if sent else ""))
         if nospace:
             evidence.append(f"stderr: {nospace.strip()}")
     elif nospace:
