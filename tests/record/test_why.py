@@ -268,3 +268,38 @@ def test_a_notifier_s_deliveries_become_events(tmp_path: Path) -> None:
     (event,) = store.events(0, 2e9, kinds=["notification-sent"])
     assert event.subject == "/data" and event.text == "disk-almost-full started: sent to slack"
     store.close()
+
+
+def test_an_oom_kill_counted_in_a_shared_cgroup_names_no_process(tmp_path: Path) -> None:
+    store = Store(str(tmp_path / "h.sqlite"), role="t")
+    store.register()
+    t = 1_800_000_000.0
+    oom = {"cgroup": "/sys/fs/cgroup/memory/user.slice", "before": 3, "after": 4}
+    store.add_events(
+        [
+            Event(
+                t,
+                "process-ended",
+                "train.py",
+                "train.py (pid 7) ended",
+                {"pid": 7, "oom_killed": oom},
+            )
+        ]
+    )
+    (ending,) = [explain(store, e) for e in endings(store, 0, 2e9)]
+    assert ending.cause is None and "no cause seen" in ending.sentence
+    assert "(another process there may have been the one killed)" in ending.sentence
+
+
+def test_the_kernel_log_names_the_process_it_killed(tmp_path: Path) -> None:
+    from trainwatch_lab.core.record.ended import kmsg_oom
+
+    kmsg = tmp_path / "kmsg"  # a record in /dev/kmsg's format (the file is read in one go)
+    kmsg.write_text(
+        "3,1158,1000000,-;Memory cgroup out of memory: Killed process 4242 (python) "
+        "total-vm:540884kB, anon-rss:65152kB\n"
+    )
+    assert kmsg_oom(4242, None, str(kmsg)) == (
+        "Memory cgroup out of memory: Killed process 4242 (python)"
+    )
+    assert kmsg_oom(424, None, str(kmsg)) is None

@@ -1,5 +1,6 @@
 """What the system can tell about a process's end, read while it lives and once it ended.
 
+At its end the kernel log (/dev/kmsg, as root) may name it: "Killed process PID".
 At first sight we keep what only a live process shows: its start time, its stderr when that
 is a regular file on a local filesystem (nohup.out: read at the end for the ``Errno 28``
 line), and its memory cgroup with the OOM kills counted there so far. At its end an OOM kill
@@ -17,6 +18,8 @@ from ..mounts import classify, mount_for_path, read_mounts
 from ..training import stat_fields
 
 CGROUP_ROOT = "/sys/fs/cgroup"
+KMSG = "/dev/kmsg"
+KMSG_RECORDS = 8192  # the kernel's ring holds fewer; a bound all the same
 TAIL_BYTES = 4096
 TAIL_LINES = 5
 
@@ -122,6 +125,36 @@ def tail(path: str | None, lines: int = TAIL_LINES) -> list[str]:
     return [line[:300] for line in text if line.strip()][-lines:]
 
 
+def kmsg_oom(pid: int, since: float | None, path: str = KMSG) -> str | None:
+    """The kernel log's "Killed process PID (...)" line for this process, when readable
+    (root; /dev/kmsg read without blocking) and logged after ``since`` (its start: a pid
+    reused later is another process)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    needle = f"Killed process {pid} ("
+    found = None
+    try:
+        for _ in range(KMSG_RECORDS):
+            try:
+                record = os.read(fd, 8192).decode("utf-8", errors="replace")
+            except BlockingIOError:
+                break
+            except OSError:  # EPIPE: a record overwritten while we read; go on
+                continue
+            head, _, text = record.partition(";")
+            if needle not in text:
+                continue
+            fields = head.split(",")
+            at = boot_time() + int(fields[2]) / 1e6 if len(fields) > 2 else None
+            if since is None or at is None or at >= since - 1:
+                found = text.split(" total-vm", 1)[0].strip().rstrip(",")
+    finally:
+        os.close(fd)
+    return found
+
+
 def at_start(pid: int) -> dict[str, Any]:
     """What to keep from a live process for the day it ends."""
     cgroup = memory_cgroup(pid)
@@ -139,6 +172,10 @@ def at_end(seen: dict[str, Any]) -> dict[str, Any]:
     before, after = seen.get("oom_kills"), oom_kills(seen.get("cgroup"))
     if before is not None and after is not None and after > before:
         facts["oom_killed"] = {"cgroup": seen["cgroup"]["dir"], "before": before, "after": after}
+    pid = seen.get("pid")
+    logged = kmsg_oom(int(pid), seen.get("started")) if pid else None
+    if logged:
+        facts["oom_logged"] = logged
     lines = tail(seen.get("stderr"))
     if lines:
         facts["stderr_tail"] = lines

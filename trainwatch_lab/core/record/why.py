@@ -170,10 +170,19 @@ def explain(store: Store, ending: Ending) -> Ending:
             evidence.append(
                 f"the least free space recorded: {size(free)} on {path} at {clock(when)}"
             )
-    oom = data.get("oom_killed")
-    if cause is None and oom:
+    oom, logged = data.get("oom_killed"), data.get("oom_logged")
+    killed = (data.get("exit") or {}).get("signal") == "SIGKILL"
+    if cause is None and (logged or (oom and killed)):
+        # an OOM kill counted in a cgroup it shares with others names no process: only the
+        # kernel log's line for its pid, or its own SIGKILL with the count, does
         cause = "the kernel's out-of-memory killer ended it"
-        evidence.append(f"oom_kill {oom['before']} -> {oom['after']} in cgroup {oom['cgroup']}")
+    if oom:
+        where = "" if cause else " (another process there may have been the one killed)"
+        evidence.append(
+            f"oom_kill {oom['before']} -> {oom['after']} in cgroup {oom['cgroup']}" + where
+        )
+    if logged:
+        evidence.append(f"kernel log: {logged}")
     if cause is None:
         dead = _warned(before, ("mount-unresponsive",), None)
         if dead is not None and dead.subject in own:
