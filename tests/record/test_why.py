@@ -98,6 +98,7 @@ def test_a_script_dying_of_a_full_disk_is_explained_after_the_recorder_restarts(
     watch.wait(timeout=30)
     why = _history(store, "why", "train_until_full.py")
     line = why.strip().splitlines()[0]
+    print(line)  # (shown with -s: the sentence itself)
     assert re.match(r"train_until_full\.py ended at \d\d:\d\d:\d\d after \d+ s: ", line), line
     assert f"{disk.mountpoint}" in line and "was full (" in line, line
     assert "Errno 28" in line, line
