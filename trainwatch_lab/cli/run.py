@@ -47,11 +47,6 @@ def add_parser(sub: Any) -> None:
     )
 
 
-def _name(argv: list[str]) -> str:
-    script = next((w for w in argv[1:] if w.endswith(".py")), None)
-    return os.path.basename(script or argv[0])
-
-
 def _record(store: Any, *events: Any) -> None:
     if store is None:
         return
@@ -63,6 +58,7 @@ def _record(store: Any, *events: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..core.record import Event, Store, ended
+    from ..core.record.events import run_name
 
     argv = list(args.argv)
     if argv and argv[0] == "--":
@@ -80,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         child = subprocess.Popen(argv)
     except OSError as exc:
         raise UsageError(f"cannot run {argv[0]}: {exc.strerror}") from None
-    name = _name(argv)
+    name = run_name(argv)
     kept = {
         "pid": child.pid,
         "command": " ".join(argv),

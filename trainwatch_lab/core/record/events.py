@@ -8,7 +8,7 @@ per new or vanished process: cheap enough for the sampler thread.
 
 from __future__ import annotations
 
-import time
+import os
 from typing import Any
 
 from ..model import Sample
@@ -17,11 +17,11 @@ from . import ended
 from .store import Event
 
 
-def _name(command: str) -> str:
-    """``train.py`` for ``python train.py --lr 3``; the program's name otherwise."""
-    words = command.split()
-    script = next((w for w in words[1:] if w.endswith(".py")), None)
-    return script or (words[0] if words else "?")
+def run_name(argv: list[str]) -> str:
+    """``train.py`` for ``python /x/train.py --lr 3``; the program's name otherwise: what a
+    run is called in the events and in the sentence of its end."""
+    script = next((w for w in argv[1:] if w.endswith(".py")), None)
+    return os.path.basename(script or (argv[0] if argv else "?")) or "?"
 
 
 class EventWatch:
@@ -85,7 +85,7 @@ class EventWatch:
                 "pid": pid,
                 "start_ticks": identity[1],
                 "command": proc.command,
-                "name": _name(proc.command),
+                "name": run_name(proc.command.split()),
                 "cwd": proc.cwd,
                 "reasons": proc.reasons,
                 "paths": sorted(proc.paths),
@@ -192,7 +192,3 @@ class EventWatch:
         name = f"kernel {kept.get('name') or kid}"
         data = {**kept, **ended.at_end(kept), "kernel": kid, "name": name, "ended": t}
         return Event(t, "kernel-ended", name, f"{name} (pid {kept.get('pid')}) ended", data)
-
-
-def stamp(t: float) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(t))
