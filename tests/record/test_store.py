@@ -91,6 +91,43 @@ def test_sigkill_at_random_points_never_corrupts_and_keeps_every_flushed_point(
     reader_store.close()
 
 
+def test_writers_at_once_share_the_file_and_lose_nothing_they_flushed(tmp_path: Path) -> None:
+    """Three recording processes (a server, an agent, a kernel) on one file at once, each
+    flushing and folding every few ticks: none waits out the busy timeout, none loses what
+    it flushed, and the file stays sound."""
+    store = tmp_path / "history.sqlite"
+    watched = tmp_path / "data"
+    watched.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs, outputs = [], []
+    for _ in range(3):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.record.writer", str(store), str(watched)],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=env,
+        )
+        lines: list[str] = []
+        threading.Thread(target=lambda p=proc, out=lines: out.extend(p.stdout), daemon=True).start()
+        procs.append(proc)
+        outputs.append(lines)
+    deadline = time.monotonic() + 120
+    while min(len(o) for o in outputs) < 10 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for proc in procs:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert min(len(o) for o in outputs) >= 10, [len(o) for o in outputs]
+    assert _integrity(store) == "ok"
+    check = Store(str(store), readonly=True)
+    key = f"path:{watched}:free_bytes"
+    kept = {round(t * 1000) for t in check.read([key], 0, 2e9)[key][0]}
+    check.close()
+    promised = [float(x) for o in outputs for x in list(o)]
+    assert not [t for t in promised if round(t * 1000) not in kept]
+
+
 def _free(path: Path) -> int:
     st = os.statvfs(path)
     return st.f_bavail * st.f_frsize
