@@ -37,6 +37,7 @@ GROUPS = {
     "waits": "bench_waits",
     "quota": "bench_quota",
     "fleet": "bench_fleet",
+    "record": "bench_record",
 }
 
 

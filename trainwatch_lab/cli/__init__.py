@@ -1,5 +1,5 @@
-"""The ``trainwatch-lab`` command: check / watch / serve / rules / dashboard / mirror, one
-module each.
+"""The ``trainwatch-lab`` command: check / watch / serve / rules / dashboard / mirror / history /
+run, one module each.
 
 Exit codes: 0 nothing of severity ``warning`` or above, 1 at least one such warning,
 2 bad usage (one line on stderr, never a traceback; for ``check`` also a path that can never
@@ -14,7 +14,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import check, dashboard, mirror, serve, watch
+from . import check, dashboard, history, mirror, serve, watch
+from . import run as run_cmd
 from .common import PROG, RAW, Parser, UsageError
 
 __all__ = ["PROG", "build_parser", "main"]
@@ -27,6 +28,9 @@ examples:
   trainwatch-lab rules > trainwatch-rules.yml   alerting rules for Prometheus
   trainwatch-lab dashboard > fleet.json         a Grafana dashboard of the fleet
   trainwatch-lab mirror /tmp/runs /mnt/runs     copy local logs to a share, as they grow
+  trainwatch-lab watch --record /data           ... and keep it in the recorded history
+  trainwatch-lab run -- python train.py         run a script, record how it ends
+  trainwatch-lab history why                    why a run ended, from the recorded history
   trainwatch-lab check --help                   the options of one command, with examples
 
 exit codes of check and watch: 0 no warning, 1 a warning, 2 bad usage (check: or a path
@@ -40,6 +44,8 @@ RUN = {
     "rules": serve.run_rules,
     "dashboard": dashboard.run,
     "mirror": mirror.run,
+    "history": history.run,
+    "run": run_cmd.run,
 }
 
 
@@ -59,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_rules_parser(sub)
     dashboard.add_parser(sub)
     mirror.add_parser(sub)
+    history.add_parser(sub)
+    run_cmd.add_parser(sub)
     return parser
 
 

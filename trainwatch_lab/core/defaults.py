@@ -193,6 +193,28 @@ class Defaults:
     quota_tool_every_s: float = 10.0
     quota_tool_wait_s: float = 0.5  # well under mount_timeout_s: the helper's look waits it
     quota_tool_timeout_s: float = 10.0
+    # the recorded history (core.record, issue 27): a sample every record_look_every_s while
+    # someone looks (a panel, a terminal running `watch`), every record_every_s otherwise
+    record_look_every_s: float = 1.0
+    record_every_s: float = 10.0
+    # written every this long: what a writer killed with SIGKILL loses at most
+    record_flush_s: float = 10.0
+    # points per closed block: 10 min at 1 s, 100 min at 10 s (zlib needs a few hundred
+    # values to fold the runs, and its header and tables cost ~40 B a block: 300 points
+    # took 0.90 B a value in tests/benchmarks/bench_record.py, 600 took 0.79 B)
+    record_block_points: int = 600
+    record_keep_s: float = 7 * 86_400.0  # everything older is dropped (an event says so)
+    # recorded points are kept this long, then thinned to one mean per record_thin_step_s
+    # (netdata's tiers: per second, then per minute)
+    record_raw_s: float = 86_400.0
+    record_thin_step_s: float = 60.0
+    record_max_bytes: int = 256 * MIB  # the file's size cap: older data is thinned, then dropped
+    # recording pauses (with a note) while its filesystem has less than this free, so the
+    # history never fills a disk that training needs; it resumes when space returns
+    record_min_free_bytes: int = 256 * MIB
+    record_busy_timeout_s: float = 5.0  # a writer waits this long for another's transaction
+    record_maintain_every_s: float = 600.0  # thinning and dropping run this often
+    record_buffer_points: int = 3600  # points held per series while paused: memory bounded
 
 
 DEFAULTS = Defaults()

@@ -36,6 +36,7 @@ from ..prometheus.metrics import disk_counters
 from .config import ServerSettings
 from .kernels import KernelsSource, kernel_pids
 from .lease import Lease
+from .recording import recording_for
 from .watched import WatchedPaths, path_key
 
 SETTINGS_KEY = "trainwatch_hub"  # where the extension keeps the Hub in the tornado settings
@@ -93,6 +94,7 @@ class Hub:
         self._fresh_run = -1
         self._waiters: list[asyncio.Future[None]] = []
         self.notifier = config.notifier()
+        self.recording = recording_for(self)  # the history on disk (issue 27), None when off
         # the log mirrors of this machine (issue 13), read from their status files on their
         # own threads: local disk only, never the share
         self.mirror_files = MirrorFiles()
@@ -102,6 +104,11 @@ class Hub:
     def clients(self) -> int:
         """Streaming clients connected now."""
         return self.lease.clients
+
+    @property
+    def looking(self) -> bool:
+        """A panel streams samples now (the notifier and the recording hold the lease too)."""
+        return bool(self._listeners)
 
     # -- threads ---------------------------------------------------------------------
     async def in_executor(self, fn: Callable[..., Any], *args: Any, timeout: float | None = None):
@@ -195,6 +202,8 @@ class Hub:
         sampler.subscribe(self._on_sample)
         if self.notifier is not None:  # word when nobody looks (issue 17)
             sampler.subscribe(self.notifier)
+        if self.recording is not None:
+            sampler.subscribe(self.recording)
         return sampler.start()
 
     async def ensure_running(self) -> Sampler:
@@ -257,6 +266,8 @@ class Hub:
             await self.in_executor(sampler.close)
         if self.notifier is not None:
             self.notifier.close(timeout=0)
+        if self.recording is not None:
+            await self.in_executor(self.recording.close)
         self._executor.shutdown(wait=False)
 
     def close_now(self) -> None:
@@ -266,6 +277,8 @@ class Hub:
             sampler.close()
         if self.notifier is not None:
             self.notifier.close(timeout=0)
+        if self.recording is not None:
+            self.recording.close()
         self._executor.shutdown(wait=False)
 
     # -- samples ---------------------------------------------------------------------
