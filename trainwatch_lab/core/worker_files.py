@@ -265,26 +265,57 @@ def _holder_gone(holder: Any, claimer: dict[str, Any], live: list[str]) -> bool:
     return False
 
 
+def _create_whole(path: str, data: bytes, tmp_prefix: str) -> bool:
+    """Create ``path`` holding ``data`` unless it exists, in one step: written to a fresh
+    name, then hard-linked to ``path`` (a reader never sees it empty); where the filesystem
+    has no hard links, created exclusively and written. False when ``path`` exists."""
+    tmp = os.path.join(os.path.dirname(path), f"{tmp_prefix}{secrets.token_hex(8)}.tmp")
+    fd = os.open(tmp, NEW_FILE, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path, follow_symlinks=False)
+            return True
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS):
+                raise
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    try:
+        fd = os.open(path, NEW_FILE, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return True
+
+
 def op_claim_share(
-    path: str, holder: dict[str, Any], stale_s: float, live: list[str] | None = None
+    path: str,
+    holder: dict[str, Any],
+    stale_s: float,
+    live: list[str] | None = None,
+    tmp_prefix: str = ".tmp-",
 ) -> dict[str, Any]:
     """Take (or keep) the lock file ``path`` that makes one mirror the only writer of a share
-    directory: ``{"ok": True}``, or ``{"ok": False, "holder": ...}`` while another mirror
-    holds it. Ours again (the same token): its time is refreshed. Another's is taken over
-    only when its process on this host is gone (or is the claimer's, and its token is not
-    among the claimer's ``live`` mirrors) or it was not refreshed for ``stale_s``."""
+        directory: ``{"ok": True}``, or ``{"ok": False, "holder": ...}`` while another mirror
+        holds it. Ours again (the same token): its time is refreshed. Another's is taken over
+        only when its process on this host is gone (or is the claimer's, and its token is not
+        among the claimer's ``live`` mirrors) or it was not refreshed for ``stale_s``. The file is
+    written under a name starting ``tmp_prefix`` first (the mirror's temporaries: a leftover
+    goes with them)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     data = json.dumps(holder).encode()
     for _ in range(2):
-        try:
-            fd = os.open(path, NEW_FILE, 0o644)
-        except FileExistsError:
-            pass
-        else:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
+        if _create_whole(path, data, tmp_prefix):
             return {"ok": True}
         raw = read_small(path)
         if raw is None:
