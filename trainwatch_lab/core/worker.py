@@ -27,15 +27,9 @@ from typing import Any
 
 from .worker_files import (
     op_claim_share,
-    op_commit,
-    op_copy_in,
     op_copy_ranges,
     op_digests,
-    op_discard_partials,
-    op_make_partial,
     op_release_share,
-    op_remove,
-    op_saves,
     op_tree,
     op_write_text,
 )
@@ -50,6 +44,14 @@ from .worker_ops import (
     op_sleep,
     op_statvfs,
     op_written_since,
+)
+from .worker_saves import (
+    op_commit,
+    op_copy_in,
+    op_discard_partials,
+    op_make_partial,
+    op_remove,
+    op_saves,
 )
 
 OPS: dict[str, Callable[..., Any]] = {

@@ -1,25 +1,21 @@
-"""The helper's operations that write or list user files for trainwatch_lab.fix (the mirror,
-``save_checkpoint``) and the notebook's export: atomic writes, range copies, listings,
-commits. Run inside core.worker only."""
+"""The helper's operations that write or list user files for the notebook's export (atomic
+writes) and trainwatch_lab.fix's mirror (range copies, digests, listings, the share's lock);
+``save_checkpoint``'s are in core.worker_saves. Run inside core.worker only."""
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import hashlib
 import json
 import os
-import re
 import secrets
-import shutil
 import signal
 import stat
-import tempfile
 import time
 from typing import Any
 
-from .worker_ops import error_fields, file_type, nearest_existing
+from .worker_ops import error_fields, file_type
 
 
 def op_write_text(path: str, text: str, tmp_dir: str | None = None) -> int:
@@ -239,7 +235,7 @@ def op_tree(directory: str, limit: int = TREE_LIMIT, skip_prefix: str = "") -> d
     }
 
 
-def _read_small(path: str, limit: int = 64 * 1024) -> bytes | None:
+def read_small(path: str, limit: int = 64 * 1024) -> bytes | None:
     """A small file's bytes, links not followed; None when it is not there."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -269,28 +265,59 @@ def _holder_gone(holder: Any, claimer: dict[str, Any], live: list[str]) -> bool:
     return False
 
 
+def _create_whole(path: str, data: bytes, tmp_prefix: str) -> bool:
+    """Create ``path`` holding ``data`` unless it exists, in one step: written to a fresh
+    name, then hard-linked to ``path`` (a reader never sees it empty); where the filesystem
+    has no hard links, created exclusively and written. False when ``path`` exists."""
+    tmp = os.path.join(os.path.dirname(path), f"{tmp_prefix}{secrets.token_hex(8)}.tmp")
+    fd = os.open(tmp, NEW_FILE, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path, follow_symlinks=False)
+            return True
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS):
+                raise
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    try:
+        fd = os.open(path, NEW_FILE, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return True
+
+
 def op_claim_share(
-    path: str, holder: dict[str, Any], stale_s: float, live: list[str] | None = None
+    path: str,
+    holder: dict[str, Any],
+    stale_s: float,
+    live: list[str] | None = None,
+    tmp_prefix: str = ".tmp-",
 ) -> dict[str, Any]:
     """Take (or keep) the lock file ``path`` that makes one mirror the only writer of a share
-    directory: ``{"ok": True}``, or ``{"ok": False, "holder": ...}`` while another mirror
-    holds it. Ours again (the same token): its time is refreshed. Another's is taken over
-    only when its process on this host is gone (or is the claimer's, and its token is not
-    among the claimer's ``live`` mirrors) or it was not refreshed for ``stale_s``."""
+        directory: ``{"ok": True}``, or ``{"ok": False, "holder": ...}`` while another mirror
+        holds it. Ours again (the same token): its time is refreshed. Another's is taken over
+        only when its process on this host is gone (or is the claimer's, and its token is not
+        among the claimer's ``live`` mirrors) or it was not refreshed for ``stale_s``. The file is
+    written under a name starting ``tmp_prefix`` first (the mirror's temporaries: a leftover
+    goes with them)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     data = json.dumps(holder).encode()
     for _ in range(2):
-        try:
-            fd = os.open(path, NEW_FILE, 0o644)
-        except FileExistsError:
-            pass
-        else:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
+        if _create_whole(path, data, tmp_prefix):
             return {"ok": True}
-        raw = _read_small(path)
+        raw = read_small(path)
         if raw is None:
             continue  # released meanwhile: try again
         try:
@@ -310,7 +337,7 @@ def op_claim_share(
 
 def op_release_share(path: str, token: str) -> bool:
     """Remove the lock file ``path`` when it is still ours (``token``)."""
-    raw = _read_small(path)
+    raw = read_small(path)
     try:
         ours = raw is not None and json.loads(raw).get("token") == token
     except (ValueError, AttributeError):
@@ -319,210 +346,3 @@ def op_release_share(path: str, token: str) -> bool:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
     return ours
-
-
-def tree_bytes(path: str, limit: int = TREE_LIMIT) -> int:
-    """Bytes of a file, or of every regular file under a directory (one save of either)."""
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        return st.st_size
-    total, seen = 0, 0
-    for root, _dirs, names in os.walk(path):
-        for name in names:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(root, name)).st_size
-            seen += 1
-            if seen >= limit:
-                return total
-    return total
-
-
-def op_saves(
-    directory: str, pattern: str, partial_prefix: str, manifest: str | None = None
-) -> dict[str, Any]:
-    """Before a save (fix.save_checkpoint): free space where ``directory`` is or will be
-    created, the earlier saves whose names match ``pattern`` (``[name, bytes, mtime]``), the
-    leftovers of interrupted saves (names starting with ``partial_prefix``) and the text of
-    the saver's ``manifest`` file there (None when there is none)."""
-    target, st = nearest_existing(directory)
-    answer: dict[str, Any] = {
-        "target": target,
-        "exists": target == directory,
-        "is_dir": stat.S_ISDIR(st.st_mode),
-        "file_type": file_type(st.st_mode),
-        "statvfs": list(os.statvfs(target)),
-        "saves": [],
-        "partials": [],
-        "manifest": None,
-    }
-    if answer["exists"] and answer["is_dir"]:
-        series = re.compile(pattern)
-        for entry in os.scandir(directory):
-            if entry.name.startswith(partial_prefix):
-                answer["partials"].append(entry.name)
-            elif series.fullmatch(entry.name):
-                with contextlib.suppress(OSError):
-                    mtime = entry.stat(follow_symlinks=False).st_mtime
-                    answer["saves"].append([entry.name, tree_bytes(entry.path), mtime])
-        if manifest is not None:
-            raw = _read_small(os.path.join(directory, manifest), 4 * 1024 * 1024)
-            answer["manifest"] = None if raw is None else raw.decode("utf-8", "replace")
-    return answer
-
-
-PREVIOUS = ".tw-previous"  # inside a save's private directory: the save it replaces
-
-
-def op_make_partial(directory: str, prefix: str) -> str:
-    """A private directory (mode 0700, created exclusively: never a link someone planted) in
-    ``directory`` for one save to write into; ``directory`` is created when missing."""
-    os.makedirs(directory, exist_ok=True)
-    return tempfile.mkdtemp(prefix=prefix, dir=directory)
-
-
-def _fsync_tree(path: str) -> None:
-    """fsync a file, or every file and directory of a saved directory."""
-    paths = [path]
-    if os.path.isdir(path) and not os.path.islink(path):
-        for root, dirs, names in os.walk(path):
-            paths += [os.path.join(root, n) for n in (*names, *dirs)]
-    for p in paths:
-        if os.path.islink(p):
-            continue
-        fd = os.open(p, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path or ".", os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _remove(path: str) -> None:
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    else:
-        os.unlink(path)
-
-
-RENAME_EXCHANGE = 2  # linux/fs.h
-AT_FDCWD = -100
-
-
-def exchange(a: str, b: str) -> bool:
-    """Swap two paths in one step (``renameat2(RENAME_EXCHANGE)``, Linux 3.15+, glibc 2.28+);
-    False where the kernel, the C library or the filesystem (sshfs, NFS) cannot."""
-    try:
-        fn = ctypes.CDLL(None, use_errno=True).renameat2
-    except (AttributeError, OSError):
-        return False
-    if fn(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
-        return False
-    raise OSError(err, os.strerror(err), a, None, b)
-
-
-def op_copy_in(src: str, dst: str) -> int:
-    """Copy a save written on a local disk (a file or a directory, links kept as links) to
-    ``dst``, a new name in the save's private directory on the share; its bytes."""
-    if os.path.isdir(src) and not os.path.islink(src):
-        shutil.copytree(src, dst, symlinks=True)
-    else:
-        shutil.copyfile(src, dst, follow_symlinks=False)
-    return tree_bytes(dst)
-
-
-def op_commit(tmp: str, dst: str) -> dict[str, Any]:
-    """Make a finished save permanent: fsync it, rename it over ``dst`` (atomic for a file),
-    fsync the directory. A directory replacing an older one of the same name is swapped
-    with it in one step where the filesystem can; elsewhere the older one is moved into
-    the save's private directory (``PREVIOUS``) first, and a helper killed between the two
-    renames leaves it there for the next save to put back (``op_discard_partials``). The
-    older save is removed only once the new one holds the name, on disk."""
-    _fsync_tree(tmp)
-    new_is_dir = os.path.isdir(tmp)
-    old_is_dir = os.path.isdir(dst) if os.path.lexists(dst) else None
-    if old_is_dir is not None and old_is_dir != new_is_dir:
-        what = "a directory" if old_is_dir else "a file"
-        raise IsADirectoryError(errno.EISDIR, f"{dst} is {what}; the save wrote the other", dst)
-    if new_is_dir and old_is_dir:
-        if exchange(tmp, dst):
-            old = tmp
-        else:
-            os.makedirs(os.path.join(os.path.dirname(tmp), PREVIOUS), exist_ok=True)
-            old = os.path.join(os.path.dirname(tmp), PREVIOUS, os.path.basename(dst))
-            os.rename(dst, old)
-            crash_point("commit-between-renames")
-            try:
-                os.rename(tmp, dst)
-            except BaseException:
-                os.rename(old, dst)
-                raise
-        _fsync_dir(os.path.dirname(dst))
-        crash_point("commit-before-removing-old")
-        _remove(old)
-    else:
-        os.replace(tmp, dst)
-        _fsync_dir(os.path.dirname(dst))
-    return {"bytes": tree_bytes(dst)}
-
-
-def _put_back(partial: str, legacy_final: str | None) -> list[str]:
-    """The earlier save an interrupted commit moved aside, renamed back where its name is
-    missing: ``PREVIOUS/<name>`` in a save's private directory, or (left by versions before
-    it) ``partial`` itself, named ``<final>.old``. Returns the names put back."""
-    parent = os.path.dirname(partial)
-    moved = []
-    if legacy_final is not None:
-        moved.append((partial, legacy_final))
-    elif os.path.isdir(os.path.join(partial, PREVIOUS)) and not os.path.islink(partial):
-        previous = os.path.join(partial, PREVIOUS)
-        moved += [
-            (os.path.join(previous, n), os.path.join(parent, n)) for n in os.listdir(previous)
-        ]
-    restored = []
-    for old, final in moved:
-        if os.path.dirname(final) == parent and not os.path.lexists(final):
-            os.rename(old, final)
-            restored.append(final)
-    if restored:
-        _fsync_dir(parent)
-    return restored
-
-
-def op_discard_partials(items: list[dict[str, Any]], check: str | None = None) -> dict[str, Any]:
-    """Leftovers of interrupted saves (``{"path", "legacy_final"}``): the earlier save that
-    an interrupted commit had moved aside is put back when its name is missing, then the
-    rest goes. Returns the names put back, the paths removed, those still there (``left``)
-    and whether ``check`` (the save's name) exists afterwards."""
-    restored: list[str] = []
-    removed: list[str] = []
-    for item in items:
-        path = item["path"]
-        with contextlib.suppress(FileNotFoundError):
-            restored += _put_back(path, item.get("legacy_final"))
-            if os.path.lexists(path):
-                _remove(path)
-                removed.append(path)
-    left = [i["path"] for i in items if os.path.lexists(i["path"])]
-    exists = check is not None and os.path.lexists(check)
-    return {"restored": restored, "removed": removed, "left": left, "exists": exists}
-
-
-def op_remove(paths: list[str]) -> list[str]:
-    """Remove files or directories (older saves, a failed save's leftovers); missing ones are
-    no error. Returns those removed."""
-    removed = []
-    for path in paths:
-        with contextlib.suppress(FileNotFoundError):
-            _remove(path)
-            removed.append(path)
-    return removed

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..core.defaults import DEFAULTS
 from ..core.paths import printable
-from .mirror_plan import SHARE_LOCK
+from .mirror_plan import SHARE_LOCK, TMP_PREFIX
 
 
 class ShareInUse(ValueError):
@@ -48,6 +48,7 @@ class ShareLock:
             "holder": self.holder,
             "stale_s": DEFAULTS.mirror_lock_stale_s,
             "live": live,
+            "tmp_prefix": TMP_PREFIX,
         }
 
     def release_args(self) -> dict[str, Any]:

@@ -24,10 +24,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ..core.worker_files import DIGEST_BYTES  # the helper's digests are compared with ours
+
 CHUNK_BYTES = 4 * 1024 * 1024  # one item of a copy call at most
 BATCH_BYTES = 4 * 1024 * 1024  # bytes per call through the guard
 HASH_CHUNK = 1024 * 1024  # read at a time while hashing a local file
-DIGEST_BYTES = 16  # as core.worker_files.DIGEST_BYTES: the digests are compared
+
 TMP_PREFIX = ".twmirror-"  # the share-side temporary names (never "tfevents" in them)
 LOCK_PREFIX = ".trainwatch-mirror"  # local bookkeeping, never copied
 SHARE_LOCK = f"{LOCK_PREFIX}-share.lock"  # on the share: who mirrors into this directory
