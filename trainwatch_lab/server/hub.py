@@ -190,11 +190,11 @@ class Hub:
         paths_source = sampler.find_source("paths")
         for key in self.watched():  # whose quota: the paths above came without their owners
             self._tell(paths_source, key, True)
+        if self.recording is not None:  # first: a paused recording's note reaches the panel
+            sampler.subscribe(self.recording)
         sampler.subscribe(self._on_sample)
         if self.notifier is not None:  # word when nobody looks (issue 17)
             sampler.subscribe(self.notifier)
-        if self.recording is not None:
-            sampler.subscribe(self.recording)
         return sampler.start()
 
     async def ensure_running(self) -> Sampler:
