@@ -155,6 +155,9 @@ def test_disk_full_pauses_with_a_note_and_resumes(loop_ext4, tmp_path: Path) -> 
         recorder(_sample(clock[0] + i, "/w"))  # never raises into the sampler
         assert recorder.flush() is False
     assert recorder.paused and "recording paused" in (recorder.note or "")
+    shown = _sample(clock[0] + 12, "/w")
+    recorder(shown)  # the next sample carries the note to the surfaces
+    assert shown.notes["record"] == recorder.note
     assert os.path.getsize(store) == size_before
     filler.unlink()
     clock[0] += 60
@@ -163,7 +166,7 @@ def test_disk_full_pauses_with_a_note_and_resumes(loop_ext4, tmp_path: Path) -> 
     recorder.close()
     check = Store(str(store), readonly=True)
     times, _ = check.read(["path:/w:free_bytes"], 0, 2e9)["path:/w:free_bytes"]
-    assert len(times) == 12  # what came during the pause was kept and written
+    assert len(times) == 13  # what came during the pause was kept and written
     assert [e.kind for e in check.events(0, 2e9)] == ["recording-resumed"]
     check.close()
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.env import need_root
+from tests.support.env import need, need_root
 from tests.support.mounts import wait_until
 from trainwatch_lab.core.model import Sample
 from trainwatch_lab.core.record import Event, Store
@@ -137,6 +137,8 @@ def memory_cgroup() -> Iterator[Path]:
     need_root()
     base = Path("/sys/fs/cgroup/memory")
     v2 = not base.is_dir()
+    controllers = Path("/sys/fs/cgroup/cgroup.subtree_control")
+    need(not v2 or "memory" in controllers.read_text().split(), "needs the memory controller")
     group = (Path("/sys/fs/cgroup") if v2 else base) / f"trainwatch-test-{os.getpid()}"
     group.mkdir()
     try:

@@ -44,10 +44,13 @@ def load_jupyter_server_extension(serverapp: Any) -> Hub:
         IOLoop.current().add_callback(hub.acquire)
     serverapp.log.info(
         "trainwatch_lab: endpoints under %strainwatch-lab/api/, metrics at %strainwatch-lab/"
-        "metrics%s (sampler starts on first client)",
+        "metrics%s (%s)",
         base_url,
         base_url,
         f", the fleet from {redact(config.prometheus_url)}" if config.prometheus_url else "",
+        f"recording the history to {hub.recording.recorder.path}"
+        if hub.recording is not None
+        else "sampler starts on first client",
     )
     return hub
 

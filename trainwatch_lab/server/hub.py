@@ -199,11 +199,11 @@ class Hub:
             self._tell(paths_source, key, True)
         for key in set(paths_source.paths if paths_source else ()) - set(watched):
             self._tell(paths_source, key, False)
+        if self.recording is not None:  # first: a paused recording's note reaches the panel
+            sampler.subscribe(self.recording)
         sampler.subscribe(self._on_sample)
         if self.notifier is not None:  # word when nobody looks (issue 17)
             sampler.subscribe(self.notifier)
-        if self.recording is not None:
-            sampler.subscribe(self.recording)
         return sampler.start()
 
     async def ensure_running(self) -> Sampler:

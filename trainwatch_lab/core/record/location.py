@@ -51,12 +51,12 @@ def candidates(explicit: str | None = None) -> list[str]:
 
 
 def mount_kind(directory: str) -> tuple[str, str]:
-    """(kind, mountpoint) of the filesystem ``directory`` is (or would be) on."""
+    """(kind, "fstype at mountpoint") of the filesystem ``directory`` is (or would be) on."""
     try:
         entry = mount_for_path(directory, read_mounts())
     except (LookupError, OSError):
-        return "unknown", "?"
-    return classify(entry), entry.mountpoint
+        return "unknown", "an unknown mount"
+    return classify(entry), f"{entry.fstype} at {entry.mountpoint}"
 
 
 def choose(explicit_dir: str | None = None, explicit_file: str | None = None) -> Location:

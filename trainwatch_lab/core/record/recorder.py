@@ -65,7 +65,11 @@ class Recorder:
 
     # -- the sampler's side ----------------------------------------------------------
     def __call__(self, sample: Sample, values: bool = True) -> None:
-        """Keep this sample's values when it is time (and ``values``), its events always."""
+        """Keep this sample's values when it is time (and ``values``), its events always.
+        While recording is paused or failing, the sample carries why (``notes["record"]``),
+        for the surfaces that show notes after this subscriber ran."""
+        if self.note is not None:
+            sample.notes["record"] = self.note
         try:
             events = self._events.observe(sample)
         except Exception:  # never into the sampler
