@@ -1,51 +1,25 @@
-"""A window of the history to attach to a bug report, with command lines redacted.
+"""A window of the history to attach to a bug report, with every secret redacted.
 
-Command lines can carry secrets (``--token``, ``--password``, a URL with credentials), so
-an export keeps a command's program and script and drops its arguments, in event data and
-in texts (the backquoted commands of path labels). ARCHITECTURE.md asks for one redaction
-function for everything that leaves the process; this is the history's until the lead
-merges it with the others (see the branch report).
+Command lines, texts and labels can carry secrets (``--token``, ``HF_TOKEN=...``, a URL with
+credentials): everything the history gives out goes through ``core.redact``, the one
+redaction of everything that leaves the process (ARCHITECTURE.md's trust boundaries).
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from ..redact import redact as redact_text
 from .store import Store
-
-COMMAND_KEYS = ("command", "argv")
-_QUOTED = re.compile(r"`([^`]*)`")
-REDACTED = "[arguments redacted]"
-
-
-def redact_command(command: str) -> str:
-    """``python train.py --token abc`` -> ``python train.py [arguments redacted]``."""
-    words = command.split()
-    if not words:
-        return command
-    keep = 1
-    for i, word in enumerate(words[1:], start=1):
-        if word.endswith(".py") or (i == 1 and word in ("-m",)):
-            keep = i + 1 + (word == "-m")
-            break
-    kept = " ".join(words[:keep])
-    return kept if keep >= len(words) else f"{kept} {REDACTED}"
-
-
-def redact_text(text: str) -> str:
-    return _QUOTED.sub(lambda m: f"`{redact_command(m.group(1))}`", text)
 
 
 def redact(obj: Any) -> Any:
-    """A copy of JSON-like ``obj`` with every command redacted."""
+    """A copy of JSON-like ``obj`` with every string redacted (an argv list joined first)."""
     if isinstance(obj, dict):
         return {
-            k: (
-                redact_command(" ".join(v) if isinstance(v, list) else str(v))
-                if k in COMMAND_KEYS and v
-                else redact(v)
-            )
+            k: redact_text(" ".join(map(str, v)))
+            if k == "argv" and isinstance(v, list)
+            else redact(v)
             for k, v in obj.items()
         }
     if isinstance(obj, list):
