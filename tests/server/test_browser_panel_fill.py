@@ -7,6 +7,7 @@ the rest folded (and the reader's folds remembered), an sshfs path that never st
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import urllib.parse
@@ -181,6 +182,10 @@ def test_the_panel_tells_one_story_while_a_tmpfs_fills(tmp_path, tmpfs_mount, ss
 
         # the verdict, the warnings and the main charts in one screen, with warnings up; the
         # rest folded, each section a line of its own (without a GPU: no scrolling at all)
+        fit = {"gpu": gpus, "scroll_height_and_visible_px": light["scroll"], **light}
+        fit = {k: fit[k] for k in ("gpu", "scroll_height_and_visible_px", "rest", "verdict")}
+        artifact_path(f"panel-fit{'-gpu' if gpus else ''}.json").write_text(json.dumps(fit))
+        print("the panel at 1440x900 during the fill:", fit)
         rest, bottom, scrolled = light["rest"]
         assert scrolled == 0 and rest <= bottom, light["rest"]
         height, visible = light["scroll"]
