@@ -56,7 +56,7 @@ const MIN_SPAN_S = 2;
 const TICK_SIZE = 4;
 const AXIS_GAP = 4;
 const X_AXIS_SIZE = 22;
-const DEFAULT_HEIGHT = 90; // three charts, the verdict and the warnings fit in 900 px
+const DEFAULT_HEIGHT = 80; // three charts, the verdict and the warnings fit in 900 px
 
 function cssVar(node: HTMLElement, name: string): string {
   return getComputedStyle(node).getPropertyValue(name).trim();

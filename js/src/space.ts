@@ -3,7 +3,7 @@
  * percent used of each, and the fill notes in the numbers Python sent (DOM-free).
  */
 
-import { formatBytes, formatDuration, formatMBs } from './format';
+import { formatBytes, formatDuration, formatMBs, shortPath } from './format';
 import type { AlertJSON, PathStateJSON } from './model';
 
 const MB = 1e6;
@@ -47,8 +47,9 @@ export function fillNotes(
       continue;
     }
     if (warnings.some(w => fillingWarning(w, fs, on))) {
+      // (named as in the chart's legend: the end of the mountpoint)
       notes.push(
-        `${fs}: filling at ${formatMBs(fill.rate_bps! / MB)}, full in ${formatDuration(fill.seconds_to_full)}`
+        `${shortPath(fs)}: filling at ${formatMBs(fill.rate_bps! / MB)}, full in ${formatDuration(fill.seconds_to_full)}`
       );
     }
   }

@@ -7,6 +7,7 @@ the rest folded (and the reader's folds remembered), an sshfs path that never st
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import urllib.parse
@@ -14,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.core.fake_nvml import FakeNvml, fake_nvml_lib, gpu
 from tests.server.test_browser import PANEL, STATUS, VERDICT, lab_setup, open_section
 from tests.support.lab import artifact_path, chromium_page, jupyter_lab, set_theme
 
 pytestmark = [pytest.mark.browser, pytest.mark.root]
+__all__ = ["fake_nvml_lib"]  # fixture
 
 MIB = 1024 * 1024
 
@@ -43,6 +46,9 @@ MOMENT_JS = f"""() => {{
         scope: panel.querySelector('.jp-TrainWatch-scope').textContent,
         sample: latest, notes,
         scroll: [panel.scrollHeight, panel.clientHeight],
+        // where the folded rest starts, against the bottom of the panel on screen
+        rest: [panel.querySelector("[data-section='more-charts']").getBoundingClientRect().top,
+               panel.getBoundingClientRect().bottom, panel.scrollTop],
     }};
 }}"""
 
@@ -94,14 +100,27 @@ def fill(directory: Path, stop: threading.Event) -> None:
         (directory / "last.ckpt").write_bytes(b"\1" * (3 * MIB // 2))
 
 
-def screenshot(page, name: str) -> Path:
+def screenshot(page, name: str, gpus: bool) -> Path:
     """The panel as it is at 1440x900 (no taller window: what a reader sees)."""
-    path = artifact_path(name)
+    path = artifact_path(name.replace(".png", "-gpu.png") if gpus else name)
     page.locator(PANEL).screenshot(path=str(path))
     return path
 
 
-def test_the_panel_tells_one_story_while_a_tmpfs_fills(tmp_path, tmpfs_mount, sshfs_mount):
+@pytest.fixture(params=[False, True], ids=["no-gpu", "gpu"])
+def gpu_env(request, tmp_path: Path) -> dict[str, str]:
+    """None (the machine has no NVIDIA driver: one info note), or a fake GPU through the real
+    NVML bindings (the GPU chart opens with the main ones)."""
+    if not request.param:
+        return {}
+    nvml = FakeNvml(request.getfixturevalue("fake_nvml_lib"), tmp_path / "nvml-script.txt")
+    nvml.write([gpu(0, util=87, mem_used=52 * 2**30)])
+    env = nvml.env()
+    return {k: env[k] for k in ("FAKE_NVML_SCRIPT", "LD_LIBRARY_PATH")}
+
+
+def test_the_panel_tells_one_story_while_a_tmpfs_fills(tmp_path, tmpfs_mount, sshfs_mount, gpu_env):
+    gpus = bool(gpu_env)
     tmpfs = tmpfs_mount("40m")
     logs, ckpt = tmpfs.path / "logs", tmpfs.path / "ckpt"
     logs.mkdir()
@@ -109,6 +128,7 @@ def test_the_panel_tells_one_story_while_a_tmpfs_fills(tmp_path, tmpfs_mount, ss
     root = tmp_path / "root"
     root.mkdir()
     args, env = lab_setup(tmp_path)
+    env.update(gpu_env)
     stop = threading.Event()
     writer = threading.Thread(target=fill, args=(ckpt, stop), daemon=True)
     with jupyter_lab(root, extra_args=args, env=env) as lab, chromium_page((1440, 900)) as page:
@@ -136,7 +156,7 @@ def test_the_panel_tells_one_story_while_a_tmpfs_fills(tmp_path, tmpfs_mount, ss
                 check_moment(m)
                 moments.append(m)
                 if m["level"] == "critical" and worst is None:
-                    worst = screenshot(page, "panel-light-900.png")
+                    worst = screenshot(page, "panel-light-900.png", gpus)
                     light = m
                     # critical in JupyterLab's own icon (an SVG), in the verdict and the rows
                     icons = page.locator(
@@ -160,10 +180,16 @@ def test_the_panel_tells_one_story_while_a_tmpfs_fills(tmp_path, tmpfs_mount, ss
             stop.set()
             writer.join(30)
 
-        # the verdict, the warnings and the main charts in one screen: no scrolling, with
-        # warnings up; the rest folded, each section a line of its own
+        # the verdict, the warnings and the main charts in one screen, with warnings up; the
+        # rest folded, each section a line of its own (without a GPU: no scrolling at all)
+        fit = {"gpu": gpus, "scroll_height_and_visible_px": light["scroll"], **light}
+        fit = {k: fit[k] for k in ("gpu", "scroll_height_and_visible_px", "rest", "verdict")}
+        artifact_path(f"panel-fit{'-gpu' if gpus else ''}.json").write_text(json.dumps(fit))
+        print("the panel at 1440x900 during the fill:", fit)
+        rest, bottom, scrolled = light["rest"]
+        assert scrolled == 0 and rest <= bottom, light["rest"]
         height, visible = light["scroll"]
-        assert height <= visible + 1, light["scroll"]
+        assert gpus or height <= visible + 1, light["scroll"]
         folded = page.evaluate(
             f"""() => [...document.querySelectorAll('{PANEL} .jp-TrainWatch-section')]
                 .filter(s => s.offsetParent !== null)
@@ -171,6 +197,7 @@ def test_the_panel_tells_one_story_while_a_tmpfs_fills(tmp_path, tmpfs_mount, ss
         )
         assert ["warnings", "true"] in folded and ["space", "true"] in folded, folded
         assert ["disks", "true"] in folded and ["paths", "false"] in folded, folded
+        assert (["gpu", "true"] in folded) == gpus, folded
         # every open chart is drawn across the plot, not squeezed to its right edge
         spans = page.evaluate(
             """() => window.trainwatchLab.panel.charts
@@ -208,9 +235,9 @@ def test_the_panel_tells_one_story_while_a_tmpfs_fills(tmp_path, tmpfs_mount, ss
         dark = read_moment(page)
         page.mouse.move(700, 450)  # no hover, no focus ring on what was clicked
         page.evaluate("() => document.activeElement && document.activeElement.blur()")
-        screenshot(page, "panel-dark-900.png")
+        screenshot(page, "panel-dark-900.png", gpus)
         check_moment(dark)
-        assert serious(dark["sample"]) and dark["scroll"][0] <= dark["scroll"][1] + 1
+        assert serious(dark["sample"]) and dark["rest"][0] <= dark["rest"][1]
 
         # what the reader opened stays open after a reload (the setting "sections")
         open_section(page, "kernels")
@@ -222,5 +249,5 @@ def test_the_panel_tells_one_story_while_a_tmpfs_fills(tmp_path, tmpfs_mount, ss
                 .dataset.open === 'true'""",
             timeout=30_000,
         )
-    for name in ("panel-light-900.png", "panel-dark-900.png"):
-        assert artifact_path(name).stat().st_size > 0  # (copied to .github/screenshots by hand)
+    for name in ("panel-light-900.png", "panel-dark-900.png"):  # (copied by hand to .github)
+        assert artifact_path(name.replace(".png", "-gpu.png") if gpus else name).stat().st_size
