@@ -38,6 +38,9 @@ class Defaults:
     # checkpoint scan: its own helper and budget, so a big directory on a slow share
     # reports what it saw instead of tripping the statvfs timeout (mount-unresponsive)
     checkpoint_scan_budget_s: float = 1.0
+    # %%trainwatch lists the files a cell wrote under its paths (the same helper lane, each
+    # path within the scan budget) as its output waits: all paths together, at most this
+    cell_files_budget_s: float = 3.0
     baseline_ttl_s: float = 600.0  # local-disk baseline is re-measured after this
     # slow-mount
     slow_p50_ms: float = 10.0
