@@ -13,7 +13,6 @@ import re
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.support.env import need
 from tests.support.lab import artifact_path, chromium_page, jupyter_lab, write_notebook
@@ -35,6 +34,10 @@ def test_the_dashboard_in_notebook_7(tmp_path: Path) -> None:
     )
     env = {"PYTHONPATH": str(REPO), "TRAINWATCH_LAB_STATE_DIR": str(tmp_path / "state")}
     with jupyter_lab(root, env=env) as lab, chromium_page((1440, 900)) as page:
+        from playwright.sync_api import (
+            TimeoutError as PlaywrightTimeout,
+        )  # (chromium_page needs it)
+
         console: list[str] = []
         page.on("console", lambda m: m.type == "error" and console.append(m.text))
         page.goto(lab.url("notebooks/nb7.ipynb"))

@@ -49,6 +49,9 @@ class Defaults:
     # a share's mirror lock not refreshed for this long (its holder on another host is
     # gone, or cannot reach the share) may be taken over by another mirror
     mirror_lock_stale_s: float = 900.0
+    # %%trainwatch lists the files a cell wrote under its paths (the same helper lane, each
+    # path within the scan budget) as its output waits: all paths together, at most this
+    cell_files_budget_s: float = 3.0
     baseline_ttl_s: float = 600.0  # local-disk baseline is re-measured after this
     # slow-mount
     slow_p50_ms: float = 10.0

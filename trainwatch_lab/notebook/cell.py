@@ -151,10 +151,14 @@ class CellWatch:
         source = self.sampler.find_source("paths")
         guard = getattr(source, "guard", None)
         found: dict[str, Written | None] = {}
+        # the cell's output waits for this: one budget in all, however many paths
+        deadline = time.monotonic() + self.defaults.cell_files_budget_s
         for path in self.paths:
             state = latest.paths.get(path) if latest is not None else None
             found[path] = None
             if guard is None or state is None or not state.responsive or not state.exists:
+                continue
+            if time.monotonic() >= deadline:
                 continue
             with contextlib.suppress(MountUnresponsive, WorkerFailed, WorkerUnavailable, OSError):
                 mount = state.mountpoint or path
