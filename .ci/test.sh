@@ -14,7 +14,7 @@ if [ "$(id -u)" != 0 ]; then SUDO="$(command -v sudo || true)"; fi
 # unit-tested by promtool, node_exporter's names compared with ours (their services are not
 # started: the tests run their own on free ports)
 DEB_PACKAGES="sshfs openssh-server openssh-client fuse3 chromium e2fsprogs util-linux passwd sysstat gcc"
-DEB_PACKAGES="$DEB_PACKAGES prometheus prometheus-node-exporter"
+DEB_PACKAGES="$DEB_PACKAGES prometheus prometheus-node-exporter victoria-metrics prometheus-alertmanager"
 command -v node >/dev/null || DEB_PACKAGES="$DEB_PACKAGES nodejs"
 command -v npm >/dev/null || DEB_PACKAGES="$DEB_PACKAGES npm"
 command -v python3 >/dev/null || DEB_PACKAGES="$DEB_PACKAGES python3 python3-venv python3-dev"

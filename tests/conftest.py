@@ -1,5 +1,18 @@
-"""Shared pytest setup: the real-filesystem fixtures of tests/support/mounts.py for every test."""
+"""Shared pytest setup: the real-filesystem fixtures of tests/support/mounts.py for every test,
+and the markers of tests/support/tiers.py (``pytest -m "not slow"`` is the quick run), and a
+history file of the test session's own (issue 27): a Hub, a server or a CLI run that records
+without a --store never writes this machine's real history (subprocesses inherit it)."""
 
 from __future__ import annotations
 
-pytest_plugins = ["tests.support.mounts"]
+import atexit
+import os
+import shutil
+import tempfile
+
+pytest_plugins = ["tests.support.mounts", "tests.support.tiers"]
+
+if "TRAINWATCH_STORE" not in os.environ:
+    _HISTORY_DIR = tempfile.mkdtemp(prefix="trainwatch-test-history-")
+    atexit.register(shutil.rmtree, _HISTORY_DIR, True)
+    os.environ["TRAINWATCH_STORE"] = os.path.join(_HISTORY_DIR, "history.sqlite")

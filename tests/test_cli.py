@@ -48,9 +48,9 @@ def tw(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         ((), "COMMAND"),
         (("check",), "PATH"),
         (("check", "--timeout", "0", "/"), "--timeout"),
-        (("check", "--timeout", "soon", "/"), "expected a number of seconds"),
+        (("check", "--timeout", "soon", "/"), "must be a number of seconds or a duration"),
         (("watch", "--interval", "-1", "/"), "--interval"),
-        (("watch", "--interval", "nan", "/"), "positive"),
+        (("watch", "--interval", "nan", "/"), "must be a number of seconds"),
         (("watch", "--duration", "0", "/"), "--duration"),
         (("watch", "--interval", "0.001", "/"), "at least"),
         (("check", "--frobnicate", "/"), "--frobnicate"),
@@ -361,3 +361,53 @@ def test_watch_table_shows_decimal_mb_per_s() -> None:
     header, row = (line.split() for line in out.getvalue().splitlines())
     assert header[3:5] == ["rMB/s", "wMB/s"]
     assert row[:5] == ["sda", "1.0", "2.0", "1.05", "104.86"]
+
+
+# -- issue 23 item 11 ----------------------------------------------------------------
+
+
+def test_check_never_compares_the_home_disk_with_itself(tmp_path: Path) -> None:
+    """VS LOCAL read 0.1x, 1.6x, <0.1x across runs for a path on the very disk the local
+    reference is measured on: that is no comparison (ARCHITECTURE's slow-mount rule)."""
+    out = tw("check", str(tmp_path))
+    assert out.returncode in (0, 1), out.stderr
+    header, row = out.stdout.splitlines()[:2]
+    assert header.split()[-3:] == ["VS", "LOCAL", "VERDICT"]
+    assert row.split()[-2:] == ["-", "ok"], row
+    assert "not compared with paths on that disk" in out.stdout
+
+
+def test_watch_takes_a_duration_as_the_magic_does(tmp_path: Path) -> None:
+    out = tw("watch", "--json", "--interval", "0.5", "--duration", "2s", str(tmp_path))
+    assert out.returncode in (0, 1), out.stderr
+    assert [json.loads(line) for line in out.stdout.splitlines()]
+    bad = tw("watch", "--duration", "2x", str(tmp_path))
+    assert bad.returncode == 2 and "like 500ms, 30s, 10m, 1h" in bad.stderr
+
+
+def test_check_a_path_under_a_regular_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """`check /etc/hostname/x` printed a local row of its ancestor's filesystem and "No
+    warnings." before its error, and exited 2."""
+    (tmp_path / "file").write_text("x")
+    bad = tmp_path / "file" / "x"
+    out = tw("check", "--no-probe", str(bad))
+    assert out.returncode == 2 and out.stdout == "", out
+    (line,) = out.stderr.splitlines()
+    assert line.startswith("trainwatch-lab: error: ") and "not a directory" in line
+    both = tw("check", "--no-probe", str(bad), str(tmp_path))
+    assert both.returncode == 2
+    row = next(r for r in both.stdout.splitlines() if r.startswith(str(bad)))
+    assert row.split()[1:] == ["-"] * 5 + ["missing"], row
+    assert "No warnings for the other paths." in both.stdout
+
+
+@pytest.mark.parametrize(
+    ("command", "typo", "meant"),
+    [("check", "--jsn", "--json"), ("watch", "--intervall", "--interval")],
+)
+def test_an_unknown_option_names_the_closest_one_as_the_magic_does(
+    tmp_path: Path, command: str, typo: str, meant: str
+) -> None:
+    out = tw(command, typo, str(tmp_path))
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr == f"trainwatch-lab: error: unknown option {typo!r}, did you mean {meant}?\n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 import os
 import struct
 import subprocess
@@ -136,8 +137,10 @@ def test_watch_prints_a_warning_once_and_exits_1(tmpfs_mount) -> None:
     out = tw("watch", "--interval", "0.3", "--duration", "2", str(m.path), str(m.path / "new"))
     assert out.returncode == 1, out.stderr
     assert out.stdout.count("FILL RATE") >= 4  # several samples ...
-    assert out.stdout.count(f"disk-almost-full: {m.path}\n") == 1  # ... one warning each
-    assert out.stdout.count(f"disk-almost-full: {m.path / 'new'}\n") == 1
+    # ... one warning for the filesystem, naming both paths (issue 23: one fact, one warning)
+    assert out.stdout.count(f"disk-almost-full: {m.path}\n") == 1
+    assert out.stdout.count("disk-almost-full") == 1
+    assert f"{m.path} (where {m.path / 'new'} lives)" in out.stdout
     assert f"{m.path / 'new'} (not created yet)" in out.stdout
     assert "256 KiB of 8 MiB" in out.stdout
 
@@ -411,3 +414,59 @@ def test_a_newline_in_a_name_is_one_escaped_table_row(tmpfs_mount) -> None:
     assert "run\n1" not in out.stdout  # no raw newline of a name anywhere
     as_json = json.loads(tw("check", "--json", "--no-probe", str(odd)).stdout)
     assert as_json["paths"][0]["path"] == str(odd)  # JSON keeps the name exactly
+
+
+def df(path: Path) -> dict[str, int]:
+    """What `df -B1` says: Size, Used, Avail and Use% (rounded up, as df does)."""
+    out = run(["df", "-B1", "--output=size,used,avail,pcent", str(path)]).splitlines()[-1]
+    size, used, avail, pcent = out.split()
+    return {"size": int(size), "used": int(used), "avail": int(avail), "pcent": int(pcent[:-1])}
+
+
+def test_space_numbers_follow_df_on_ext4_with_reserved_blocks(loop_ext4) -> None:
+    """Issue 23 item 7: df said / was 25 % used; the chart and `watch` said 70 % used (avail
+    over size, ~150 GB reserved for root), and JSON's free_bytes was not the free space
+    shown beside it. Used % is df's used / (used + avail); free is Avail; the reserve is
+    named; check --json and watch --json use the same names for the same numbers."""
+    m = loop_ext4(64, reserved_pct=20)
+    fill(m.path, "data.bin", 16 * MIB)
+    want = df(m.path)
+    use = want["used"] / (want["used"] + want["avail"])
+    assert want["pcent"] == math.ceil(100 * use)  # what df prints, to the percent
+    (entry,) = json.loads(tw("check", "--json", "--no-probe", str(m.path)).stdout)["paths"]
+    line = json.loads(
+        tw(
+            "watch", "--json", "--interval", "0.3", "--duration", "1", str(m.path)
+        ).stdout.splitlines()[0]
+    )["paths"][str(m.path)]
+    for got in (entry, line):
+        assert got["total_bytes"] == want["size"]
+        assert got["avail_bytes"] == want["avail"] and got["used_bytes"] == want["used"]
+        assert got["reserved_bytes"] == want["size"] - want["used"] - want["avail"]
+        assert abs(got["used_pct"] - 100 * use) < 0.01
+    table = tw("watch", "--interval", "0.3", "--duration", "1", str(m.path)).stdout
+    row = next(r for r in table.splitlines() if r.strip().startswith(str(m.path)))
+    assert f" {100 * use:.0f} %" in row, (row, want)
+    # nearly full for a user: the warning's share is df's, and it names the reserve
+    st = os.statvfs(m.path)
+    fill(m.path, "more.bin", st.f_bavail * st.f_frsize - 2 * MIB)
+    want = df(m.path)
+    report = json.loads(tw("check", "--json", "--no-probe", str(m.path)).stdout)
+    warning = codes(report, str(m.path))["disk-almost-full"]
+    free = want["avail"] / (want["used"] + want["avail"])
+    assert f"({100 * free:.1f} %) is free" in warning["message"], (warning, want)
+    reserved = (want["size"] - want["used"] - want["avail"]) / want["size"]
+    assert f"({100 * reserved:.0f} % reserved for root)" in warning["message"], warning
+
+
+@pytest.mark.parametrize(("free_kib", "fires"), [(4096, True), (4096 + 64, False)])
+def test_disk_almost_full_at_exactly_10_percent_of_a_40_mib_tmpfs(
+    tmpfs_mount, free_kib, fires
+) -> None:
+    """Issue 23 item 12: README says "10 % or less": 4 MiB free of 40 MiB is 10 %."""
+    m = tmpfs_mount("40m")
+    st = os.statvfs(m.path)
+    fill(m.path, "big.bin", st.f_bavail * st.f_frsize - free_kib * 1024)
+    assert df(m.path)["avail"] == free_kib * 1024
+    report = json.loads(tw("check", "--json", "--no-probe", str(m.path)).stdout)
+    assert ("disk-almost-full" in codes(report, str(m.path))) == fires

@@ -12,8 +12,11 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from tests.support.env import need
 
+pytestmark = pytest.mark.slow  # builds a wheel with the JupyterLab extension: a minute
 REPO = Path(__file__).resolve().parents[1]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 

@@ -16,6 +16,7 @@ bookkeeping (``Discovery.on_paths``).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -129,6 +130,7 @@ def make_sampler(
     history_capacity: int | None = None,
     processes: bool | Discovery = False,
     more_sources: MoreSources | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> Sampler:
     """A ready (not started) Sampler watching ``paths`` and the process tree of ``pid``.
 
@@ -138,7 +140,8 @@ def make_sampler(
     one holds ``history_capacity`` samples, by default ``defaults.history_s`` worth at
     ``interval``. ``processes``: also find training processes (scripts in terminals, tmux,
     nohup) and watch their log, checkpoint and working directories; a ``Discovery`` says
-    how. ``more_sources(gpu_memory)`` returns sources to run after the built-in ones, given
+    how. ``clock`` stamps each sample (a test that ticks by hand passes its own).
+    ``more_sources(gpu_memory)`` returns sources to run after the built-in ones, given
     the GPU source's per-process memory reader (None without GPUs). ``waits``: measure the
     share of its time the process loses to each watched path (core.waits, a thread sampling
     at ``defaults.wait_rate_hz``); by default exactly when ``pid`` is given. ``gpu``: True
@@ -172,7 +175,7 @@ def make_sampler(
         defaults=defaults,
         baseline=(lambda: local_baseline(defaults)) if probe else None,
     )
-    return Sampler(sources, interval=interval, history=history, evaluate=advisor)
+    return Sampler(sources, interval=interval, history=history, evaluate=advisor, clock=clock)
 
 
 def _training_sources(

@@ -47,12 +47,16 @@ const PALETTE_VARS = [
   '--jp-success-color3'
 ];
 
-/** The shortest span of the time axis (s): a minute of ticks reads better than three. */
-const MIN_SPAN_S = 60;
+/**
+ * The shortest span of the time axis (s). The axis spans the data the chart has, so a chart
+ * whose window has not filled yet (a path watched a moment ago, a panel just opened) draws
+ * its points across the plot, never as a tick at its right edge.
+ */
+const MIN_SPAN_S = 2;
 const TICK_SIZE = 4;
 const AXIS_GAP = 4;
 const X_AXIS_SIZE = 22;
-const DEFAULT_HEIGHT = 110;
+const DEFAULT_HEIGHT = 80; // three charts, the verdict and the warnings fit in 900 px
 
 function cssVar(node: HTMLElement, name: string): string {
   return getComputedStyle(node).getPropertyValue(name).trim();
@@ -280,7 +284,7 @@ export class TimeChart extends Widget {
           label: s.label,
           stroke: color(i),
           width: 1.5,
-          points: { show: false },
+          points: { size: 4 }, // shown while few (uPlot's rule): one point is no line
           spanGaps: false
         }))
       ],

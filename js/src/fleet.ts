@@ -30,6 +30,8 @@ export interface FleetHostJSON {
   agent: boolean;
   last_seen: number | null;
   worst: Severity | null;
+  /** its line in the counts: worst warning, else down (down or gone), else ok */
+  state?: FleetState;
   warnings: FleetWarningJSON[];
   gpu: { count: number; util_pct: number; source: string } | null;
   disk: { device: string; util_pct: number; bytes_per_s: number | null } | null;
@@ -43,11 +45,68 @@ export interface FleetHostJSON {
   } | null;
 }
 
+/** A host's line in the counts at the top of the section, the most urgent first. */
+export type FleetState = 'critical' | 'warning' | 'down' | 'ok';
+export const FLEET_STATES: FleetState[] = ['critical', 'warning', 'down', 'ok'];
+
 /** ``GET fleet``: ``prometheus`` is null when c.TrainWatch.prometheus_url is not set. */
 export interface FleetJSON {
   prometheus: string | null;
   t?: number;
+  /** hosts per state (the server counts them; an older server's listing has none) */
+  counts?: Record<FleetState, number>;
   hosts: FleetHostJSON[];
+}
+
+/** The host's state as the server says, else as its fields say (an older server). */
+export function hostState(host: FleetHostJSON): FleetState {
+  if (host.state) {
+    return host.state;
+  }
+  if (host.worst === 'critical' || host.worst === 'warning') {
+    return host.worst;
+  }
+  return host.status === 'down' || host.status === 'gone' ? 'down' : 'ok';
+}
+
+/** Hosts per state: the server's counts, else counted here. */
+export function fleetCounts(data: FleetJSON): Record<FleetState, number> {
+  if (data.counts) {
+    return data.counts;
+  }
+  const out: Record<FleetState, number> = { critical: 0, warning: 0, down: 0, ok: 0 };
+  for (const host of data.hosts) {
+    out[hostState(host)] += 1;
+  }
+  return out;
+}
+
+/** "2 critical, 14 warning, 984 ok, 3 down": the states with hosts, most urgent first
+ * (ok before down reads as the issue's example: the healthy bulk, then the lost). */
+export function countsText(counts: Record<FleetState, number>): string {
+  const order: FleetState[] = ['critical', 'warning', 'ok', 'down'];
+  const parts = order.filter(s => counts[s] > 0).map(s => `${counts[s]} ${s}`);
+  return parts.length ? parts.join(', ') : 'no hosts';
+}
+
+/** Whether a host matches the filter box: words (any order, case ignored) each found in
+ * its name, host, instances or a warning's code or subject; ``state:warning`` (what a click
+ * on a count writes) is the host's state, exactly. */
+export function matchesFilter(host: FleetHostJSON, filter: string): boolean {
+  const words = filter.toLowerCase().split(/\s+/).filter(Boolean);
+  if (!words.length) {
+    return true;
+  }
+  const text = [
+    host.name,
+    host.host,
+    ...host.instances.map(i => i.instance),
+    ...host.warnings.flatMap(w => [w.code, w.subject])
+  ]
+    .join(' ')
+    .toLowerCase();
+  const state = `state:${hostState(host)}`;
+  return words.every(w => (w.startsWith('state:') ? w === state : text.includes(w)));
 }
 
 export interface FleetChartJSON {
@@ -84,6 +143,8 @@ export function windowLabel(seconds: number): string {
 }
 
 const pct = (v: number) => `${Math.round(v)} %`;
+/** A free share: under 10 % with a decimal (0.5 % free is not "1 %"). */
+const freePct = (v: number) => (v < 9.95 ? `${v.toFixed(1)} %` : pct(v));
 
 /** How the host answers: "up", "2 of 3 exporters answer", "down, last seen 5 min ago". */
 export function statusText(host: FleetHostJSON, nowS: number): string {
@@ -119,7 +180,7 @@ export function hostFacts(host: FleetHostJSON): string[] {
   }
   if (host.space) {
     facts.push(
-      `${formatBytes(host.space.avail_bytes)} free on ${host.space.mountpoint} (${pct(host.space.free_pct)})`
+      `${formatBytes(host.space.avail_bytes)} free on ${host.space.mountpoint} (${freePct(host.space.free_pct)})`
     );
   }
   return facts.length ? facts : ['no numbers yet'];

@@ -7,20 +7,28 @@ import { TimeChart } from './chart';
 import { el } from './dom';
 import {
   chartData,
+  countsText,
+  fleetCounts,
   FLEET_WINDOWS,
   FleetHostJSON,
   FleetJSON,
   FleetRangeJSON,
   hostFacts,
+  hostState,
+  matchesFilter,
   statusText,
   warningLine,
   warningsText,
   windowLabel
 } from './fleet';
 import { formatClock } from './format';
+import { severityIcon } from './icons';
 import { requestAPI } from './request';
 
 const PERCENT_INCRS = niceIncrs([1, 2, 2.5, 5], 0, 2);
+/** Rows drawn at a time: a cluster of thousands of hosts draws a page, the worst first,
+ * and "Show more" draws the next (the DOM stays a few hundred nodes whatever the size). */
+export const FLEET_PAGE = 50;
 
 /**
  * The Fleet section of the panel: one row per host Prometheus scrapes (``GET fleet``, read
@@ -28,12 +36,19 @@ const PERCENT_INCRS = niceIncrs([1, 2, 2.5, 5], 0, 2);
  * that host's charts over the chosen window (``GET fleet/range``). Hidden when the server has
  * no Prometheus URL. Prometheus down or slow: the server's one line, in place of the rows'
  * freshness, never a spinner that waits forever. Polls only while the panel is visible.
+ * At cluster size: the hosts per state at the top, a filter box (host name, warning code),
+ * only a page of rows drawn, one host's charts on demand above the list.
  */
 export class FleetSection extends Panel {
   private _head = new Block('jp-TrainWatch-fleetHead');
   private _status = el('div', 'jp-TrainWatch-fleetStatus');
   private _error = el('div', 'jp-TrainWatch-error jp-TrainWatch-fleetError');
   private _rows = new Block('jp-TrainWatch-fleetRows');
+  private _counts = el('div', 'jp-TrainWatch-fleetCounts');
+  private _filter: HTMLInputElement;
+  private _list = new Block('jp-TrainWatch-fleetListBlock');
+  private _data: FleetJSON | null = null;
+  private _shown = FLEET_PAGE;
   private _detailTitle = new Block('jp-TrainWatch-fleetDetailTitle');
   private _detail = new Panel();
   private _charts = new Map<string, TimeChart>();
@@ -56,15 +71,32 @@ export class FleetSection extends Panel {
     this._select.onchange = () => this.setWindow(Number(this._select.value));
     this._head.node.append(el('h3', 'jp-TrainWatch-sectionTitle', 'Fleet'), this._select);
     this._error.setAttribute('role', 'alert');
-    this._rows.node.append(this._status, this._error);
+    this._counts.setAttribute('aria-live', 'polite');
+    this._filter = el('input', 'jp-mod-styled jp-TrainWatch-fleetFilter');
+    this._filter.type = 'search';
+    this._filter.placeholder = 'Filter: host or warning code';
+    this._filter.setAttribute('aria-label', 'Filter hosts by name or warning code');
+    this._filter.oninput = () => {
+      this._shown = FLEET_PAGE;
+      this._renderList();
+    };
+    this._rows.node.append(this._status, this._counts, this._filter, this._error);
     this._detail.addClass('jp-TrainWatch-fleetDetail');
     this._detail.addWidget(this._detailTitle);
     this._detail.hide();
     this.addWidget(this._head);
     this.addWidget(this._rows);
     this.addWidget(this._detail);
+    this.addWidget(this._list);
     this._fillSelect();
     this.hide(); // until the server says it has a Prometheus
+  }
+
+  /** Show only the hosts matching ``text`` (the filter box's words). */
+  setFilter(text: string): void {
+    this._filter.value = text;
+    this._shown = FLEET_PAGE;
+    this._renderList();
   }
 
   /** The hosts of the last listing (the browser test reads them). */
@@ -182,31 +214,78 @@ export class FleetSection extends Panel {
   }
 
   private _renderRows(data: FleetJSON): void {
-    const node = this._rows.node;
-    node
-      .querySelectorAll('.jp-TrainWatch-fleetList, .jp-TrainWatch-empty')
-      .forEach(n => n.remove());
     const at = data.t ?? Date.now() / 1000;
     this._answeredAt = at;
+    this._data = data;
     this._status.textContent = `${data.hosts.length} host${data.hosts.length === 1 ? '' : 's'} · Prometheus at ${formatClock(at)}`;
     this._status.title = data.prometheus ?? '';
+    const counts = fleetCounts(data);
+    this._counts.textContent = '';
+    for (const state of ['critical', 'warning', 'ok', 'down'] as const) {
+      if (counts[state] > 0) {
+        const part = el(
+          'span',
+          `jp-TrainWatch-fleetCount jp-mod-${state}`,
+          `${counts[state]} ${state}`
+        );
+        part.title = `Show only the hosts that are ${state}`;
+        part.onclick = () => this.setFilter(`state:${state}`);
+        this._counts.append(part);
+      }
+    }
+    this._counts.title = countsText(counts);
+    this._counts.dataset.text = countsText(counts);
+    this._filter.hidden = data.hosts.length < 2;
+    this._renderList();
+    if (this._selected && !data.hosts.some(h => h.host === this._selected)) {
+      this._selectHost(null);
+    }
+  }
+
+  /** The page of rows that match the filter, the worst first (the server's order). */
+  private _renderList(): void {
+    const node = this._list.node;
+    node.textContent = '';
+    const data = this._data;
+    if (!data) {
+      return;
+    }
     if (!data.hosts.length) {
       node.appendChild(el('div', 'jp-TrainWatch-empty', 'Prometheus scrapes no host yet.'));
       return;
     }
+    const filter = this._filter.value.trim();
+    const matching = filter ? data.hosts.filter(h => matchesFilter(h, filter)) : data.hosts;
+    node.dataset.matching = String(matching.length);
+    if (!matching.length) {
+      node.appendChild(el('div', 'jp-TrainWatch-empty', `No host matches “${filter}”.`));
+      return;
+    }
+    const at = this._answeredAt ?? Date.now() / 1000;
     const list = el('ul', 'jp-TrainWatch-fleetList');
-    for (const host of data.hosts) {
+    for (const host of matching.slice(0, this._shown)) {
       list.appendChild(this._row(host, at));
     }
     node.appendChild(list);
-    if (this._selected && !data.hosts.some(h => h.host === this._selected)) {
-      this._selectHost(null);
+    const left = matching.length - this._shown;
+    if (left > 0) {
+      const more = el(
+        'button',
+        'jp-mod-styled jp-TrainWatch-fleetMore',
+        `Show ${Math.min(left, FLEET_PAGE)} more (${left} not shown)`
+      );
+      more.onclick = () => {
+        this._shown += FLEET_PAGE;
+        this._renderList();
+      };
+      node.appendChild(more);
     }
   }
 
   private _row(host: FleetHostJSON, nowS: number): HTMLLIElement {
     const row = el('li', `jp-TrainWatch-fleetRow jp-mod-${host.worst ?? 'ok'}`);
     row.dataset.host = host.host;
+    row.dataset.state = hostState(host);
     row.dataset.status = host.status;
     row.tabIndex = 0;
     row.setAttribute('role', 'button');
@@ -223,9 +302,14 @@ export class FleetSection extends Panel {
       statusText(host, nowS)
     );
     head.append(name, status);
-    row.append(head, el('div', 'jp-TrainWatch-fleetFacts', hostFacts(host).join(' · ')));
+    const facts = el('div', 'jp-TrainWatch-fleetFacts');
+    hostFacts(host).forEach((fact, i) => {
+      facts.append(i ? ' · ' : '', el('span', 'jp-TrainWatch-fleetFact', fact));
+    });
+    row.append(head, facts);
     if (host.warnings.length) {
-      const warn = el('div', `jp-TrainWatch-fleetWarning jp-mod-${host.worst}`, warningsText(host));
+      const warn = el('div', `jp-TrainWatch-fleetWarning jp-mod-${host.worst}`);
+      warn.append(...severityIcon(host.worst ?? ''), warningsText(host));
       warn.title = host.warnings.map(w => `${w.severity}: ${warningLine(w)}`).join('\n');
       row.appendChild(warn);
     }
@@ -242,13 +326,14 @@ export class FleetSection extends Panel {
 
   private _selectHost(host: string | null): void {
     this._selected = host;
-    this._rows.node.querySelectorAll<HTMLElement>('.jp-TrainWatch-fleetRow').forEach(row => {
+    this._list.node.querySelectorAll<HTMLElement>('.jp-TrainWatch-fleetRow').forEach(row => {
       const on = row.dataset.host === host;
       row.classList.toggle('jp-mod-selected', on);
       row.setAttribute('aria-expanded', String(on));
     });
     this._detail.setHidden(host === null);
     if (host) {
+      this._detail.node.scrollIntoView({ block: 'nearest' });
       void this._loadRange(host);
     }
   }

@@ -4,7 +4,7 @@ import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { LabIcon } from '@jupyterlab/ui-components';
 
-import { TrainWatchPanel } from './panel';
+import { Folds, TrainWatchPanel } from './panel';
 import { TrainWatchStatus } from './status';
 import { StreamClient } from './stream';
 
@@ -77,6 +77,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         Number(settings.get('fleetWindow').composite) || 3600,
         Number(settings.get('fleetRefreshInterval').composite) || 15
       );
+      panel.setFolds((settings.get('sections').composite as Folds | undefined) ?? {});
     };
     if (settingRegistry) {
       settingRegistry
@@ -84,6 +85,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
         .then(settings => {
           apply(settings);
           settings.changed.connect(apply);
+          // what the reader opens or folds is kept with the other settings
+          panel.onFoldsChanged = folds => {
+            settings.set('sections', folds).catch(reason => {
+              console.warn('trainwatch-lab: the open sections were not saved', reason);
+            });
+          };
         })
         .catch(reason => console.error('trainwatch-lab: settings failed to load', reason));
     }

@@ -121,6 +121,8 @@ export interface SampleJSON {
   headline?: HeadlineJSON | null;
   /** the log mirrors live on the server's machine (server/hub.py, fix/mirror_files.py) */
   mirrors?: MirrorJSON[];
+  /** the paths the server watches at this sample and why (roles: user, root, kernel:ID...) */
+  watched?: Record<string, string[]>;
 }
 
 /** One ``local_mirror`` (fix/mirror_status.py MirrorStatus, its owner and Python's words). */

@@ -1,7 +1,7 @@
 import { Panel } from '@lumino/widgets';
 import { Message } from '@lumino/messaging';
 
-import { Block, section } from './blocks';
+import { Block, FoldListener, Section } from './blocks';
 import { TimeChart } from './chart';
 import { FleetSection } from './fleetView';
 import { formatClock } from './format';
@@ -20,9 +20,12 @@ import { StreamClient } from './stream';
 interface IChartSlot {
   spec: IPanelChart;
   chart: TimeChart;
-  section: Block;
+  section: Section;
   note: Block | null;
 }
+
+/** Which sections are open (true) or folded (false), by id: the setting ``sections``. */
+export type Folds = Record<string, boolean>;
 
 /**
  * The side panel. At its top the state of its data (live, paused, stale, stopped) and the
@@ -31,6 +34,9 @@ interface IChartSlot {
  * folded to their first line, live charts of the GPUs, the disks under the watched paths and
  * the space used per filesystem, the watched paths (add/remove), the machine's log mirrors,
  * the training processes found (with the time each loses to storage) and the running kernels.
+ * Every section folds; at first only the verdict, the warnings and the main charts are open,
+ * so that they fit in one screen (900 px), and what the reader opens or folds is remembered
+ * (``onFoldsChanged``: the setting ``sections``).
  * Data always flows into the ring; drawing stops while the panel is hidden, and the charts
  * hold still while paused. Each section draws itself (panelHeader, panelWarnings, panelPaths,
  * panelMachine, fleetView); this shell holds the data and decides when to draw.
@@ -51,6 +57,10 @@ export class TrainWatchPanel extends Panel {
   private _kernels = new KernelsView();
   /** Every host Prometheus scrapes (hidden without c.TrainWatch.prometheus_url). */
   readonly fleet = new FleetSection();
+  /** Told when the reader opens or folds a section (index.ts saves it in the settings). */
+  onFoldsChanged: ((folds: Folds) => void) | null = null;
+  private _sections: Section[] = [];
+  private _folds: Folds = {};
 
   constructor(readonly stream: StreamClient) {
     super();
@@ -70,6 +80,17 @@ export class TrainWatchPanel extends Panel {
       view.widgets.forEach(w => this.addWidget(w));
     }
     this.addWidget(this.fleet);
+    const told: FoldListener = (id, open) => {
+      this._folds = { ...this._folds, [id]: open };
+      this.onFoldsChanged?.(this._folds);
+      this._invalidate(); // a section just opened draws what it missed while folded
+    };
+    this._sections = [
+      this._warnings.title,
+      ...new Set(this._chartSlots.map(s => s.section)),
+      ...[this._paths, this._mirrors, this._processes, this._kernels].map(v => v.title)
+    ];
+    this._sections.forEach(s => (s.onToggle = told));
 
     stream.sampleReceived.connect(this._onSample, this);
     stream.historyReceived.connect(this._onHistory, this);
@@ -119,6 +140,20 @@ export class TrainWatchPanel extends Panel {
       this._ring = ring;
     }
     this._invalidate();
+  }
+
+  /** Open or fold the sections as saved (ids not given keep their default). */
+  setFolds(folds: Folds): void {
+    this._folds = { ...folds };
+    for (const section of this._sections) {
+      section.setOpen(folds[section.sectionId] ?? section.openByDefault);
+    }
+    this._invalidate();
+  }
+
+  /** The sections, in panel order (the browser test opens them by id). */
+  get sections(): Section[] {
+    return this._sections;
   }
 
   /** Re-read theme colours. */
@@ -206,17 +241,20 @@ export class TrainWatchPanel extends Panel {
   // -- drawing -------------------------------------------------------------------------------
   /** Each chart of the table, after the title of the section it opens, a note under it. */
   private _addCharts(specs: IPanelChart[]): void {
-    let current: Block | null = null;
+    let current: Section | null = null;
     for (const spec of specs) {
       if (spec.section !== undefined || current === null) {
-        current = section(spec.section ?? '');
+        const { id, title, open } = spec.section ?? { id: 'charts', title: '', open: true };
+        current = new Section(id, title, open);
         this.addWidget(current);
       }
       const chart = new TimeChart(spec.options);
       this.addWidget(chart);
+      current.add(chart);
       const note = spec.note ? new Block('jp-TrainWatch-note') : null;
       if (note) {
         this.addWidget(note);
+        current.add(note);
       }
       this._chartSlots.push({ spec, chart, section: current, note });
     }
@@ -263,7 +301,10 @@ export class TrainWatchPanel extends Panel {
       sample,
       columns: keys => this._ring.aligned(keys, this._windowS)
     };
-    for (const { spec, chart, note } of this._chartSlots) {
+    for (const { spec, chart, note, section } of this._chartSlots) {
+      if (!section.open) {
+        continue; // folded: nothing to draw (opening it redraws)
+      }
       const { specs, data, empty, unit, hidden } = spec.content(input);
       if (hidden !== undefined) {
         chart.setHidden(hidden);

@@ -32,10 +32,17 @@ export interface IChartContent {
   hidden?: boolean;
 }
 
+/** A section of charts: its title and whether it starts open (the reader's choice is kept). */
+export interface IChartSection {
+  id: string;
+  title: string;
+  open: boolean;
+}
+
 /** One chart of the panel. */
 export interface IPanelChart {
-  /** The section title this chart opens (the charts after it belong to the section). */
-  section?: string;
+  /** The section this chart opens (the charts after it belong to the section). */
+  section?: IChartSection;
   options: IChartOptions;
   content(input: IChartInput): IChartContent;
   /** A line of text under the chart (class jp-TrainWatch-note). */
@@ -142,16 +149,19 @@ function spaceUsed({ sample, columns }: IChartInput): IChartContent {
 
 const percent = { range: [0, 100] as [number, number], incrs: PERCENT_INCRS };
 
-/** The panel's charts, in panel order (the browser test reads them by position). */
+/**
+ * The panel's charts, in panel order (the browser test reads them by position). The main
+ * ones are open, so that at 900 px the verdict, the warnings and these fit in one screen:
+ * GPU utilization, disk throughput, space used; the rest waits folded under "More charts".
+ */
 export const PANEL_CHARTS: IPanelChart[] = [
   {
-    section: 'GPU',
+    section: { id: 'gpu', title: 'GPU', open: true },
     options: { title: 'GPU utilization', unit: '%', ...percent },
     content: gpuUtil
   },
-  { options: { title: 'GPU memory used', unit: 'GiB' }, content: gpuMem },
   {
-    section: 'Disks under the watched paths',
+    section: { id: 'disks', title: 'Disks under the paths', open: true },
     options: { title: 'Disk throughput', unit: 'MB/s', floor: 1 },
     content: diskChart(
       [
@@ -160,6 +170,17 @@ export const PANEL_CHARTS: IPanelChart[] = [
       ],
       MIB_TO_MB
     )
+  },
+  {
+    section: { id: 'space', title: 'Space', open: true },
+    options: { title: 'Space used', unit: '% per filesystem', ...percent },
+    content: spaceUsed,
+    note: sample => (sample ? fillNotes(sample.paths, sample.warnings).join('\n') : '')
+  },
+  {
+    section: { id: 'more-charts', title: 'More charts', open: false },
+    options: { title: 'GPU memory used', unit: 'GiB' },
+    content: gpuMem
   },
   {
     options: { title: 'Disk await', unit: 'ms', floor: 1 },
@@ -171,11 +192,5 @@ export const PANEL_CHARTS: IPanelChart[] = [
   {
     options: { title: 'Disk busy', unit: '%util', ...percent },
     content: diskChart([['util', '']])
-  },
-  {
-    section: 'Space',
-    options: { title: 'Space used', unit: '% per filesystem', ...percent },
-    content: spaceUsed,
-    note: sample => (sample ? fillNotes(sample.paths).join('\n') : '')
   }
 ];

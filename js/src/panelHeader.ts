@@ -8,9 +8,10 @@ import { Widget } from '@lumino/widgets';
 import { Block } from './blocks';
 import { el } from './dom';
 import { formatDuration } from './format';
+import { severityIcon } from './icons';
 import { LiveState } from './live';
 import { SampleJSON } from './model';
-import { infoNotes } from './readings';
+import { infoNotes, scopeText, watchedPaths } from './readings';
 
 /** What each state reads like in the header (the clock is the last sample's, 24-hour). */
 export function stateText(state: LiveState, clock: string, ageS: number | null): string {
@@ -68,9 +69,14 @@ export class StateHeader extends Block {
   }
 }
 
-/** The verdict line (the headline's text, coloured by its level) and the info notes. */
+/**
+ * The verdict line (the headline's text, coloured by its level), the scope of the panel
+ * (the machine's watched paths, where the notebook's dashboard says its kernel's) and the
+ * info notes.
+ */
 export class VerdictView {
   readonly verdict = new Block('jp-TrainWatch-verdict');
+  readonly scope = new Block('jp-TrainWatch-scope');
   readonly notes = new Block('jp-TrainWatch-notes');
   private _shown: string | null = null;
 
@@ -80,7 +86,7 @@ export class VerdictView {
 
   /** The widgets to add to the panel, in order. */
   get widgets(): Widget[] {
-    return [this.verdict, this.notes];
+    return [this.verdict, this.scope, this.notes];
   }
 
   render(sample: SampleJSON | null): void {
@@ -92,20 +98,25 @@ export class VerdictView {
     } else {
       delete node.dataset.t;
     }
-    const signature = JSON.stringify([headline ?? null, notes, !!sample]);
+    const paths = watchedPaths(sample).map(p => p.path);
+    const signature = JSON.stringify([headline ?? null, notes, !!sample, paths]);
     if (signature === this._shown) {
       return;
     }
     this._shown = signature;
     this._renderVerdict(sample);
-    // info notes (no GPU...): one quiet line each, shown once, never a warning box
+    const scope = this.scope.node;
+    scope.textContent = scopeText(sample);
+    scope.dataset.paths = String(paths.length);
+    scope.title = paths.length ? `Watched on this machine:\n${paths.join('\n')}` : '';
+    // info notes (no GPU...): one quiet line each, shown once, never a warning box; a long
+    // one wraps (cut, "no NVIDIA driver on t..." said nothing)
     const box = this.notes.node;
     box.textContent = '';
     for (const note of notes) {
       const line = el('div', 'jp-TrainWatch-infoNote', note.message);
       line.dataset.code = note.code;
       line.title = `${note.message}\n${note.fix}`;
-      line.onclick = () => line.classList.toggle('jp-mod-expanded'); // the whole note
       box.appendChild(line);
     }
   }
@@ -124,7 +135,9 @@ export class VerdictView {
       const rest = headline.text.startsWith(headline.verdict)
         ? headline.text.slice(headline.verdict.length)
         : headline.facts.map(f => ` · ${f}`).join('');
-      node.append(el('span', 'jp-TrainWatch-verdictWord', headline.verdict));
+      const word = el('span', 'jp-TrainWatch-verdictWord');
+      word.append(...severityIcon(level), headline.verdict);
+      node.append(word);
       if (rest) {
         node.append(el('span', 'jp-TrainWatch-facts', rest));
       }

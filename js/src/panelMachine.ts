@@ -15,11 +15,12 @@ export class MirrorsView extends TitledBlock {
   private _shown: string | null = null;
 
   constructor() {
-    super('Log mirrors', 'jp-TrainWatch-mirrors');
+    super('mirrors', 'Log mirrors', 'jp-TrainWatch-mirrors', false);
   }
 
   render(mirrors: MirrorJSON[]): void {
     this.setHidden(!mirrors.length);
+    this.title.setSummary(String(mirrors.length));
     const signature = JSON.stringify(mirrors.map(m => [m.local, m.state, m.text]));
     if (signature === this._shown) {
       return;
@@ -39,12 +40,13 @@ export class MirrorsView extends TitledBlock {
 /** Training processes found on the machine, each with a Hide button; hidden when none. */
 export class ProcessesView extends TitledBlock {
   constructor(private _onHide: (pid: number) => void) {
-    super('Training processes', 'jp-TrainWatch-processes');
+    super('processes', 'Training processes', 'jp-TrainWatch-processes', false);
   }
 
   render(sample: SampleJSON | null): void {
     const processes = sample?.processes ?? [];
     this.setHidden(!processes.length);
+    this.title.setSummary(String(processes.length));
     renderProcesses(this.node, processes, this._onHide);
   }
 }
@@ -52,13 +54,14 @@ export class ProcessesView extends TitledBlock {
 /** The running kernels: name, state, pid, working directory, I/O rates and GPU memory. */
 export class KernelsView extends TitledBlock {
   constructor() {
-    super('Kernels', 'jp-TrainWatch-kernels');
+    super('kernels', 'Kernels', 'jp-TrainWatch-kernels', false);
   }
 
   render(sample: SampleJSON | null): void {
     const node = this.node;
     node.textContent = '';
     const kernels = Object.values(sample?.kernels ?? {});
+    this.title.setSummary(String(kernels.length));
     if (!kernels.length) {
       node.appendChild(el('div', 'jp-TrainWatch-empty', 'No running kernel.'));
       return;

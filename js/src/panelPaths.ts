@@ -1,21 +1,25 @@
 /**
  * The panel's Watched paths section: one row per watched path (its kind, write latency and
  * free space, from the latest sample), a button to stop watching it, and the form that adds
- * one (``GET/POST/DELETE paths``).
+ * one (``GET/POST/DELETE paths``). What is watched comes with every sample (``watched``):
+ * a list fetched once would keep showing a path nobody watches any more.
  */
-
-import { Widget } from '@lumino/widgets';
 
 import { Block, TitledBlock } from './blocks';
 import { el } from './dom';
 import { formatBytes, formatMs } from './format';
 import { PathStateJSON, SampleJSON, WatchedPathJSON } from './model';
+import { watchedPaths } from './readings';
 import { requestAPI } from './request';
 
 const pct = (v: number) => `${Math.round(v)} %`;
 
 export class PathsView extends TitledBlock {
   private _paths: WatchedPathJSON[] = [];
+  /** The time of the latest sample when the server last answered a request of ours: a
+   * sample after that one lists the paths watched then, newer than our answer. */
+  private _answeredAt = -Infinity;
+  private _latestT = -Infinity;
   private _form = new Block('jp-TrainWatch-addPath');
   private _input: HTMLInputElement;
   private _addButton: HTMLButtonElement;
@@ -24,7 +28,7 @@ export class PathsView extends TitledBlock {
 
   /** ``changed`` is called after each answer of the server (the panel redraws). */
   constructor(private _changed: () => void) {
-    super('Watched paths', 'jp-TrainWatch-paths');
+    super('paths', 'Watched paths', 'jp-TrainWatch-paths', false);
     this._input = el('input', 'jp-mod-styled jp-TrainWatch-pathInput');
     this._input.placeholder = '/path/to/logs or ~/checkpoints';
     this._input.setAttribute('aria-label', 'Path to watch');
@@ -42,11 +46,7 @@ export class PathsView extends TitledBlock {
     });
     this._error = el('div', 'jp-TrainWatch-error');
     this._form.node.append(formNode, this._error);
-  }
-
-  /** The title, the rows and the form, in panel order. */
-  get widgets(): Widget[] {
-    return [...super.widgets, this._form];
+    this.title.add(this._form);
   }
 
   /** Say what went wrong under the form (a path refused, a process not hidden). */
@@ -57,7 +57,7 @@ export class PathsView extends TitledBlock {
   async refresh(): Promise<void> {
     try {
       const data = await requestAPI<{ paths: WatchedPathJSON[] }>('paths');
-      this._paths = data.paths;
+      this._answered(data.paths);
     } catch (error) {
       console.warn('trainwatch: paths unavailable', error);
     }
@@ -76,7 +76,7 @@ export class PathsView extends TitledBlock {
         method: 'POST',
         body: JSON.stringify({ path })
       });
-      this._paths = data.paths;
+      this._answered(data.paths);
       this._input.value = '';
     } catch (error) {
       this._error.textContent = (error as Error).message;
@@ -92,11 +92,16 @@ export class PathsView extends TitledBlock {
         `paths?path=${encodeURIComponent(path)}`,
         { method: 'DELETE' }
       );
-      this._paths = data.paths;
+      this._answered(data.paths);
     } catch (error) {
       this._error.textContent = (error as Error).message;
     }
     this._changed();
+  }
+
+  private _answered(paths: WatchedPathJSON[]): void {
+    this._paths = paths;
+    this._answeredAt = this._latestT;
   }
 
   /** Stopped: nothing a click could reach, so the form and the buttons say so. */
@@ -116,12 +121,16 @@ export class PathsView extends TitledBlock {
     const node = this.node;
     node.textContent = '';
     const states = sample?.paths ?? {};
-    const known = new Map(this._paths.map(p => [p.path, p] as const));
-    for (const p of Object.keys(states)) {
-      if (!known.has(p)) {
-        known.set(p, { path: p, roles: [], state: null });
+    this._latestT = sample?.t ?? this._latestT;
+    // the sample's list, unless our own request was answered after it came
+    const fresh = !!sample?.watched && sample.t > this._answeredAt;
+    const known = new Map((fresh ? [] : this._paths).map(p => [p.path, p] as const));
+    for (const w of watchedPaths(sample)) {
+      if (fresh || !known.has(w.path)) {
+        known.set(w.path, w);
       }
     }
+    this.title.setSummary(String(known.size));
     if (!known.size) {
       node.appendChild(
         el('div', 'jp-TrainWatch-empty', 'No watched path. Add a log or checkpoint directory.')

@@ -1,19 +1,28 @@
+/** Warning rows shown at first, the worst first: the verdict, these and the main charts fit
+ * in one screen (900 px); a "more" line shows the others. */
+export const WARNINGS_SHOWN = 3;
+
+const RANK: Record<string, number> = { critical: 0, warning: 1, info: 2 };
+
 /**
  * The panel's Warnings section: each warning folded to its first line, a click unfolds the
- * whole message and the fix; what the reader unfolded stays unfolded across samples.
+ * whole message and the fix; what the reader unfolded stays unfolded across samples. The
+ * worst come first; past ``WARNINGS_SHOWN`` the others wait behind one "N more" line.
  */
 
 import { TitledBlock } from './blocks';
 import { el } from './dom';
+import { severityIcon } from './icons';
 import { AlertJSON, SampleJSON } from './model';
 import { activeWarnings } from './readings';
 
 export class WarningsView extends TitledBlock {
   private _shown: string | null = null;
   private _opened = new Set<string>(); // warnings the reader unfolded (code + subject)
+  private _all = false; // the reader asked to see every warning
 
   constructor() {
-    super('Warnings', 'jp-TrainWatch-warnings');
+    super('warnings', 'Warnings', 'jp-TrainWatch-warnings');
   }
 
   render(sample: SampleJSON | null): void {
@@ -21,6 +30,7 @@ export class WarningsView extends TitledBlock {
     const warnings = activeWarnings(sample);
     this.setHidden(!warnings.length);
     node.dataset.count = String(warnings.length);
+    this.title.setSummary(String(warnings.length)); // folded, the count still shows
     // rebuild only when the warnings changed: a list replaced every tick loses the reader's
     // text selection, scroll position and what they unfolded
     const signature = JSON.stringify(warnings);
@@ -33,10 +43,24 @@ export class WarningsView extends TitledBlock {
       return;
     }
     const list = el('div', 'jp-TrainWatch-warningList');
-    for (const w of warnings) {
-      list.appendChild(this._item(w));
-    }
+    const sorted = [...warnings].sort((a, b) => RANK[a.severity] - RANK[b.severity]);
+    const items = sorted.map(w => this._item(w));
+    list.append(...items);
     node.appendChild(list);
+    const extra = items.slice(WARNINGS_SHOWN);
+    if (extra.length) {
+      const more = el('button', 'jp-TrainWatch-moreWarnings');
+      more.type = 'button';
+      const show = (all: boolean) => {
+        this._all = all;
+        extra.forEach(item => item.classList.toggle('jp-mod-extra', !all));
+        more.textContent = all ? 'Show fewer' : `${extra.length} more…`;
+        more.setAttribute('aria-expanded', String(all));
+      };
+      more.onclick = () => show(!this._all);
+      show(this._all);
+      node.appendChild(more);
+    }
   }
 
   private _item(w: AlertJSON): HTMLDetailsElement {
@@ -53,8 +77,10 @@ export class WarningsView extends TitledBlock {
       }
     });
     const summary = el('summary', 'jp-TrainWatch-warningHead');
+    const severity = el('span', 'jp-TrainWatch-severity');
+    severity.append(...severityIcon(w.severity), w.severity);
     summary.append(
-      el('span', 'jp-TrainWatch-severity', w.severity),
+      severity,
       el('span', 'jp-TrainWatch-message', w.message)
     );
     summary.title = w.message;

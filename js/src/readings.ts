@@ -4,7 +4,7 @@
  */
 
 import { MIB_TO_MB } from './format';
-import type { AlertJSON, SampleJSON } from './model';
+import type { AlertJSON, SampleJSON, WatchedPathJSON } from './model';
 
 /** Devices under watched paths; all devices when no watched path resolved to one. */
 export function watchedDevices(sample: SampleJSON): string[] {
@@ -70,4 +70,31 @@ export function gpuEmptyReason(sample: SampleJSON | null): string | null {
     return null;
   }
   return sample.notes?.gpus || 'No NVIDIA GPU found on the server.';
+}
+
+/**
+ * The paths watched at this sample and why (``watched``, the server's list sent with every
+ * sample), each with its state when the sample has one; without that list, the sample's
+ * paths.
+ */
+export function watchedPaths(sample: SampleJSON | null): WatchedPathJSON[] {
+  if (!sample) {
+    return [];
+  }
+  const roles = sample.watched ?? Object.fromEntries(Object.keys(sample.paths).map(p => [p, []]));
+  return Object.keys(roles)
+    .sort()
+    .map(path => ({ path, roles: roles[path], state: sample.paths[path] ?? null }));
+}
+
+/**
+ * What a view watches, said beside its verdict: the panel and the status bar watch the
+ * machine (the server's sampler), the notebook's dashboard its kernel's paths.
+ */
+export function scopeText(sample: SampleJSON | null, short = false): string {
+  if (!sample) {
+    return 'this machine';
+  }
+  const n = watchedPaths(sample).length;
+  return `this machine: ${n}${short ? '' : ' watched'} path${n === 1 ? '' : 's'}`;
 }

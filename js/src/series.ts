@@ -114,7 +114,12 @@ export class SeriesRing {
     }
   }
 
-  /** The last ``seconds`` (relative to the newest point) of ``keys``, ready for uPlot. */
+  /**
+   * The last ``seconds`` (relative to the newest point) of ``keys``, ready for uPlot. The
+   * columns start at the first point where one of them has a value: a chart of a path watched
+   * a moment ago scales to the data it has until its window fills, instead of drawing a tick
+   * at the right edge of ten empty minutes (the ring holds the other series' times).
+   */
   aligned(keys: string[], seconds: number): Aligned {
     const last = this.lastTime;
     const ts: number[] = [];
@@ -132,11 +137,12 @@ export class SeriesRing {
       if (!(t >= since)) {
         continue;
       }
+      const values = sources.map(col => (col ? col[slot] : NaN));
+      if (!ts.length && keys.length && values.every(Number.isNaN)) {
+        continue; // before the first value of any of them
+      }
       ts.push(t);
-      sources.forEach((col, j) => {
-        const v = col ? col[slot] : NaN;
-        cols[j].push(Number.isNaN(v) ? null : v);
-      });
+      values.forEach((v, j) => cols[j].push(Number.isNaN(v) ? null : v));
     }
     return [ts, ...cols];
   }

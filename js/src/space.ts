@@ -3,27 +3,53 @@
  * percent used of each, and the fill notes in the numbers Python sent (DOM-free).
  */
 
-import { formatBytes, formatDuration, formatMBs } from './format';
-import type { PathStateJSON } from './model';
+import { formatBytes, formatDuration, formatMBs, shortPath } from './format';
+import type { AlertJSON, PathStateJSON } from './model';
 
 const MB = 1e6;
 
 /**
+ * Whether ``w`` is a disk-filling warning about the filesystem mounted at ``mount``, on which
+ * ``paths`` are watched: its subject is the filesystem or one of those paths (one warning per
+ * path, or one per filesystem), or its sentence opens with the filesystem.
+ */
+function fillingWarning(w: AlertJSON, mount: string, paths: string[]): boolean {
+  return (
+    w.code === 'disk-filling' &&
+    w.severity !== 'info' &&
+    (w.subject === mount || paths.includes(w.subject) || w.message.startsWith(`${mount} `))
+  );
+}
+
+/**
  * The fill notes under the free-space chart: one line per filesystem that is filling, in the
  * numbers Python sent (the same estimate the disk-filling warning uses; nothing refitted here).
+ * Python sends the numbers only when the advisor believes them (null otherwise), and a fill
+ * is stated only while a ``disk-filling`` warning about that filesystem is up: an estimate
+ * beside "Storage OK" (or beside warnings about something else) would contradict the verdict.
  */
-export function fillNotes(paths: Record<string, PathStateJSON>): string[] {
-  const seen = new Set<string>();
-  const notes: string[] = [];
+export function fillNotes(
+  paths: Record<string, PathStateJSON>,
+  warnings: readonly AlertJSON[] = []
+): string[] {
+  const onFs = new Map<string, string[]>();
   for (const p of Object.keys(paths).sort()) {
-    const fill = paths[p].fill;
-    if (!fill || seen.has(fill.filesystem)) {
+    const fs = paths[p].fill?.filesystem;
+    if (fs) {
+      onFs.set(fs, [...(onFs.get(fs) ?? []), p]);
+    }
+  }
+  const notes: string[] = [];
+  for (const [fs, on] of onFs) {
+    const fill = paths[on[0]].fill!;
+    const numbers = fill.rate_bps != null && fill.seconds_to_full != null;
+    if (fill.trend !== 'filling' || !numbers) {
       continue;
     }
-    seen.add(fill.filesystem);
-    if (fill.trend === 'filling' && fill.rate_bps !== null && fill.seconds_to_full !== null) {
+    if (warnings.some(w => fillingWarning(w, fs, on))) {
+      // (named as in the chart's legend: the end of the mountpoint)
       notes.push(
-        `${fill.filesystem}: filling at ${formatMBs(fill.rate_bps / MB)}, full in ${formatDuration(fill.seconds_to_full)}`
+        `${shortPath(fs)}: filling at ${formatMBs(fill.rate_bps! / MB)}, full in ${formatDuration(fill.seconds_to_full)}`
       );
     }
   }

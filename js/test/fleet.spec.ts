@@ -1,8 +1,12 @@
 /** fleet.ts: the words of a fleet row and a host's chart data (DOM-free). */
 import {
   chartData,
+  countsText,
+  fleetCounts,
   FleetHostJSON,
   hostFacts,
+  hostState,
+  matchesFilter,
   statusText,
   warningsText,
   windowLabel
@@ -114,5 +118,43 @@ describe('fleet rows', () => {
       [1, null, 3],
       [4, 5, 6]
     ]);
+  });
+
+  it('count hosts per state, the server counts first', () => {
+    const hosts = [
+      host({ worst: 'critical' }),
+      host({ worst: 'warning' }),
+      host({ worst: 'info' }),
+      host({ status: 'gone' }),
+      host({ status: 'partial' })
+    ];
+    expect(hosts.map(hostState)).toEqual(['critical', 'warning', 'ok', 'down', 'ok']);
+    expect(countsText(fleetCounts({ prometheus: 'p', hosts }))).toBe(
+      '1 critical, 1 warning, 2 ok, 1 down'
+    );
+    const counts = { critical: 2, warning: 14, down: 3, ok: 984 };
+    expect(countsText(fleetCounts({ prometheus: 'p', hosts, counts }))).toBe(
+      '2 critical, 14 warning, 984 ok, 3 down'
+    );
+    expect(countsText({ critical: 0, warning: 0, down: 0, ok: 0 })).toBe('no hosts');
+  });
+
+  it('filter by host name and warning code, every word', () => {
+    const warned = host({
+      worst: 'warning',
+      warnings: [
+        { code: 'disk-almost-full', severity: 'warning', subject: '/data', message: '', fix: '' }
+      ]
+    });
+    expect(matchesFilter(warned, '')).toBe(true);
+    expect(matchesFilter(warned, 'GPU07')).toBe(true);
+    expect(matchesFilter(warned, 'almost-full')).toBe(true);
+    expect(matchesFilter(warned, 'gpu07 /data')).toBe(true);
+    expect(matchesFilter(warned, 'gpu07 gpu-stalled')).toBe(false);
+    expect(matchesFilter(host(), 'disk-almost-full')).toBe(false);
+    expect(matchesFilter(warned, 'state:warning')).toBe(true);
+    expect(matchesFilter(warned, 'state:ok')).toBe(false);
+    expect(matchesFilter(host({ name: 'book07' }), 'state:ok')).toBe(true);
+    expect(matchesFilter(host({ name: 'book07' }), 'state:o')).toBe(false);
   });
 });

@@ -19,14 +19,16 @@ import {
   shortPath
 } from '../src/format';
 import { STALE_AFTER_INTERVALS, backoffDelay, liveState, medianGap } from '../src/live';
-import { HeadlineJSON, PathStateJSON, SampleJSON } from '../src/model';
+import { AlertJSON, HeadlineJSON, PathStateJSON, SampleJSON } from '../src/model';
 import {
   activeWarnings,
   diskThroughput,
   gpuEmptyReason,
   infoNotes,
+  scopeText,
   statusText,
-  watchedDevices
+  watchedDevices,
+  watchedPaths
 } from '../src/readings';
 import { SeriesRing, flatten, ringCapacity, seriesKey } from '../src/series';
 import { filesystems, fillNotes, usedPercent } from '../src/space';
@@ -158,8 +160,24 @@ describe('SeriesRing', () => {
     ring.pushSample(sample(2));
     ring.pushSample(sample(3, { gpus: [] }));
     const [ts, util] = ring.aligned([seriesKey('gpu', '1', 'util_pct'), 'gpu:9:none'], 100);
-    expect(ts).toEqual([1, 2, 3]);
-    expect(util).toEqual([null, 94, null]);
+    expect(ts).toEqual([2, 3]); // from its first value on
+    expect(util).toEqual([94, null]);
+  });
+
+  it('starts a series watched a moment ago at its first point, not ten minutes back', () => {
+    const ring = new SeriesRing(1000);
+    for (let t = 0; t < 600; t++) {
+      const s = sample(t);
+      ring.pushSample(t < 595 ? { ...s, paths: {} } : s); // /data watched at t = 595
+    }
+    const key = seriesKey('path', '/data', 'avail_bytes');
+    const [ts, avail] = ring.aligned([key, seriesKey('path', '/data', 'total_bytes')], 600);
+    expect(ts).toEqual([595, 596, 597, 598, 599]);
+    expect(avail).toEqual([1e9, 1e9, 1e9, 1e9, 1e9]);
+    // a key with no value at all: no points (the chart says "no data" instead)
+    expect(ring.aligned(['path:/gone:avail_bytes'], 600)).toEqual([[], []]);
+    // no key asked: every time of the window (the times alone)
+    expect(ring.aligned([], 600)[0]).toHaveLength(600);
   });
 
   it('windows relative to the newest point', () => {
@@ -249,6 +267,30 @@ describe('formatting', () => {
   });
 });
 
+describe('what the panel watches', () => {
+  it('lists the paths watched at this sample, with their roles and states', () => {
+    const s = sample(1, { watched: { '/data': ['user'], '/new': ['kernel:k1'] } });
+    expect(watchedPaths(s).map(w => [w.path, w.roles, w.state?.path ?? null])).toEqual([
+      ['/data', ['user'], '/data'],
+      ['/new', ['kernel:k1'], null] // watched since, not sampled yet
+    ]);
+    // a path the sample has but nobody watches any more is not listed
+    expect(watchedPaths(sample(1, { watched: {} }))).toEqual([]);
+    // an older server (no list): the sample's paths
+    expect(watchedPaths(sample(1)).map(w => w.path)).toEqual(['/data']);
+    expect(watchedPaths(null)).toEqual([]);
+  });
+
+  it('says its scope: the machine and how many paths', () => {
+    expect(scopeText(sample(1, { watched: { '/a': ['user'], '/b': ['root'] } }))).toBe(
+      'this machine: 2 watched paths'
+    );
+    expect(scopeText(sample(1))).toBe('this machine: 1 watched path');
+    expect(scopeText(sample(1), true)).toBe('this machine: 1 path'); // the status bar's
+    expect(scopeText(null)).toBe('this machine');
+  });
+});
+
 describe('shortPath', () => {
   it('keeps the informative end of a path', () => {
     expect(shortPath('/tmp/pytest-of-root/sshfs0/mnt/work')).toBe('…/mnt/work');
@@ -269,20 +311,60 @@ describe('fillNotes', () => {
     points: 91
   };
 
-  it('says what Python sent, once per filesystem', () => {
-    const notes = fillNotes({
-      '/data/ckpt': path('/data', filling),
-      '/data/logs': path('/data', filling),
-      '/tmp/x': path('/tmp', { ...filling, filesystem: '/tmp', trend: 'steady' })
-    });
+  const alert = (code: string, severity = 'critical') =>
+    ({ code, severity, subject: '/data/ckpt', message: 'm', fix: 'f' }) as AlertJSON;
+  // (the paths below are on /data, watched as /data/ckpt and /data/logs)
+  const up = [alert('disk-filling')];
+
+  it('says what Python sent, once per filesystem, while a disk-filling warning is up', () => {
+    const notes = fillNotes(
+      {
+        '/data/ckpt': path('/data', filling),
+        '/data/logs': path('/data', filling),
+        '/tmp/x': path('/tmp', { ...filling, filesystem: '/tmp', trend: 'steady' })
+      },
+      up
+    );
     expect(notes).toEqual(['/data: filling at 3.42 MB/s, full in 6 h 44 min']);
   });
 
   it('is silent while measuring, steady, freeing or unknown', () => {
     for (const trend of ['measuring', 'steady', 'freeing']) {
-      expect(fillNotes({ '/d': path('/d', { ...filling, trend }) })).toEqual([]);
+      expect(fillNotes({ '/d': path('/d', { ...filling, trend }) }, up)).toEqual([]);
     }
-    expect(fillNotes({ '/d': path('/d', null) })).toEqual([]);
+    expect(fillNotes({ '/d': path('/d', null) }, up)).toEqual([]);
+  });
+
+  it('never states numbers the advisor does not believe (sent as null)', () => {
+    const unsure = { ...filling, rate_bps: null, seconds_to_full: null };
+    expect(fillNotes({ '/data/ckpt': path('/data', unsure) }, up)).toEqual([]);
+    const noEnd = { ...filling, seconds_to_full: null };
+    expect(fillNotes({ '/data/ckpt': path('/data', noEnd) }, up)).toEqual([]);
+  });
+
+  it('never contradicts the verdict: no estimate beside "Storage OK"', () => {
+    // "Storage OK" beside "/: filling at 193 MB/s, full in 7 min" (issue 23, item 4)
+    const fast = { ...filling, filesystem: '/', rate_bps: 193e6, seconds_to_full: 420 };
+    const paths = { '/home/me': path('/', fast) };
+    expect(fillNotes(paths, [])).toEqual([]);
+    expect(fillNotes(paths, [alert('gpu-unavailable', 'info')])).toEqual([]);
+    expect(fillNotes(paths, [alert('slow-mount', 'warning')])).toEqual([]);
+    const about = (subject: string, message = 'm') => ({
+      ...alert('disk-filling', 'warning'),
+      subject,
+      message
+    });
+    expect(fillNotes(paths, [about('/home/me')])).toEqual([
+      '/: filling at 193 MB/s, full in 7 min'
+    ]);
+    expect(fillNotes(paths, [about('/')])).toEqual(['/: filling at 193 MB/s, full in 7 min']);
+    // ...a disk-filling warning about another filesystem says nothing of this one
+    expect(fillNotes(paths, [about('/scratch/ckpt', '/scratch (where ...) is filling')])).toEqual(
+      []
+    );
+    expect(fillNotes(paths, [about('x', '/ (where /home/me lives) is filling at')])).toEqual([
+      '/: filling at 193 MB/s, full in 7 min'
+    ]);
   });
 });
 

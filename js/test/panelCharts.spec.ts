@@ -16,22 +16,24 @@ function input(sample: SampleJSON | null, asked: string[][] = []): IChartInput {
 
 const bare: SampleJSON = { t: 1, disks: {}, paths: {}, gpus: [], warnings: [] };
 
-test('the charts, their sections and units, in panel order', () => {
-  expect(PANEL_CHARTS.map(c => [c.section ?? null, c.options.title, c.options.unit])).toEqual([
+test('the charts, their sections and units, in panel order: the main ones open', () => {
+  const section = (c: (typeof PANEL_CHARTS)[number]) =>
+    c.section ? `${c.section.title}${c.section.open ? '' : ' (folded)'}` : null;
+  expect(PANEL_CHARTS.map(c => [section(c), c.options.title, c.options.unit])).toEqual([
     ['GPU', 'GPU utilization', '%'],
-    [null, 'GPU memory used', 'GiB'],
-    ['Disks under the watched paths', 'Disk throughput', 'MB/s'],
+    ['Disks under the paths', 'Disk throughput', 'MB/s'],
+    ['Space', 'Space used', '% per filesystem'],
+    ['More charts (folded)', 'GPU memory used', 'GiB'],
     [null, 'Disk await', 'ms'],
-    [null, 'Disk busy', '%util'],
-    ['Space', 'Space used', '% per filesystem']
+    [null, 'Disk busy', '%util']
   ]);
   expect(PANEL_CHARTS.filter(c => c.note).map(c => c.options.title)).toEqual(['Space used']);
 });
 
 test('before the first sample: waiting, the GPU memory chart hidden', () => {
   const got = PANEL_CHARTS.map(c => c.content(input(null)));
-  expect(got.map(c => c.hidden)).toEqual([false, true, undefined, undefined, undefined, undefined]);
-  expect(got[2].empty).toBe('Waiting for data…');
+  expect(got.map(c => c.hidden)).toEqual([false, undefined, undefined, true, undefined, undefined]);
+  expect(got[1].empty).toBe('Waiting for data…');
   expect(got.every(c => c.specs.length === 0)).toBe(true);
 });
 
@@ -42,7 +44,7 @@ test('no GPU noted in the info notes: both GPU charts hidden', () => {
       { code: 'gpu-unavailable', severity: 'info', subject: 'gpu', message: 'm', fix: 'f' }
     ] as SampleJSON['warnings']
   };
-  const [util, mem] = PANEL_CHARTS.map(c => c.content(input(sample)));
+  const [util, mem] = [0, 3].map(i => PANEL_CHARTS[i].content(input(sample)));
   expect([util.hidden, mem.hidden]).toEqual([true, true]);
 });
 
@@ -52,7 +54,7 @@ test('GPU series are keyed per index, memory in a byte unit', () => {
     gpus: [{ index: 0, name: 'H100', mem_total_bytes: 80 * 1024 ** 3 }] as SampleJSON['gpus']
   };
   const asked: string[][] = [];
-  const [util, mem] = PANEL_CHARTS.slice(0, 2).map(c => c.content(input(sample, asked)));
+  const [util, mem] = [0, 3].map(i => PANEL_CHARTS[i].content(input(sample, asked)));
   expect(asked).toEqual([['gpu:0:util_pct'], ['gpu:0:mem_used_bytes']]);
   expect(util.specs).toEqual([{ key: 'gpu:0:util_pct', label: 'H100' }]);
   expect([util.hidden, mem.hidden, mem.unit]).toEqual([false, false, 'GiB']);

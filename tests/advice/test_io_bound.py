@@ -31,13 +31,17 @@ def proc(
     return p
 
 
+PATHS = {
+    SHARE: PathState(SHARE, mountpoint="/mnt/share", fstype="nfs4", kind="shared", shared=True),
+    DATA: PathState(DATA, mountpoint="/", fstype="ext4", kind="local", device="vda"),
+}
+
+
 def run(seconds: int, make: object) -> list[Alert]:
     history = History(capacity=600)
     alerts: list[Alert] = []
     for i in range(seconds + 1):
-        sample = Sample(
-            t=T0 + i, paths={SHARE: PathState(SHARE), DATA: PathState(DATA)}, process=make(i)
-        )
+        sample = Sample(t=T0 + i, paths=dict(PATHS), process=make(i))
         history.append(sample)
         alerts = list(io_bound(Context(sample, history, DEFAULTS, None)))
     return alerts
@@ -91,6 +95,19 @@ def test_workers_waiting_on_reads_while_the_loop_waits_for_them() -> None:
         lambda i: proc({SHARE: {}, DATA: {}}, workers={DATA: {"read": 0.7}, SHARE: {}}),
     )
     assert [a.severity for a in busy] == ["info"]  # the loop never waited for them
+
+
+def test_on_a_local_disk_the_fix_is_fewer_flushes_not_a_mirror() -> None:
+    """Issue 23 item 5: io-bound on local ext4 (a TensorBoard file's fsync) suggested
+    local_mirror, "log to local disk", for a path already on local disk."""
+    alerts = run(30, lambda i: proc({DATA: {"fsync": 0.06}, SHARE: {}}))
+    (alert,) = alerts
+    assert alert.subject == DATA and "local_mirror" not in alert.fix
+    assert "trainwatch-lab mirror" not in alert.fix and "local disk" not in alert.fix
+    assert "flush_secs" in alert.fix and "max_queue" in alert.fix
+    assert "background thread" in alert.fix and "faster disk" in alert.fix
+    writes = run(30, lambda i: proc({DATA: {"pwrite64": 0.3}, SHARE: {}}))
+    assert "local_mirror" not in writes[0].fix and "max_queue" in writes[0].fix
 
 
 def test_the_fix_follows_the_call() -> None:

@@ -15,6 +15,7 @@ from trainwatch_lab.advice.storage import (
     shared_mount,
     slow_mount,
 )
+from trainwatch_lab.advice.text import fill_text
 from trainwatch_lab.core.defaults import DEFAULTS, GIB, MIB
 from trainwatch_lab.core.fill import fill_filesystems
 from trainwatch_lab.core.history import History
@@ -42,6 +43,8 @@ def state(path: str = "/data/run", **kw: object) -> PathState:
         avail_bytes=55 * GIB,
     )
     fields.update(kw)
+    if "avail_bytes" in kw and "free_bytes" not in kw:  # no root reserve unless asked
+        fields["free_bytes"] = kw["avail_bytes"]
     return PathState(path=path, **fields)  # type: ignore[arg-type]
 
 
@@ -306,7 +309,7 @@ def test_disk_filling_sees_a_fast_fill_in_time() -> None:
 
 
 def test_disk_filling_uses_only_the_window() -> None:
-    # fast fill long ago, steady for the last 130 s: outside fill_window_s (120 s)
+    # fast fill long ago, steady for the last 130 s: it stopped
     history = History(capacity=1000)
     sample = None
     for i in range(300):
@@ -318,10 +321,11 @@ def test_disk_filling_uses_only_the_window() -> None:
     assert sample.paths["/d"].fill.trend == "steady"
 
 
-def test_disk_filling_warns_for_every_path_on_the_filling_filesystem() -> None:
+def test_disk_filling_warns_once_for_every_path_on_the_filling_filesystem() -> None:
     """Free space belongs to the filesystem: a logdir and a checkpoint dir on one mount get
-    the same warning, and a path added a moment ago gets it too (the mount's history). A
-    directory under a project quota (its own size) is fitted on its own."""
+    one warning naming both (issue 23: one fact, one warning), and a path added a moment
+    ago is named too (the mount's history) without taking the subject. A directory under a
+    project quota (its own size) is fitted on its own."""
     history = History(capacity=1000)
     sample = None
     for i in range(61):
@@ -333,8 +337,10 @@ def test_disk_filling_warns_for_every_path_on_the_filling_filesystem() -> None:
         history.append(sample)
     assert sample is not None
     alerts = filling(history, sample)
-    assert [a.subject for a in alerts] == ["/data/a-new", "/data/ckpt", "/data/logs"]
-    assert all(a.severity == "critical" and "10 MB/s" in a.message for a in alerts)
+    (alert,) = alerts
+    assert alert.subject == "/data/ckpt" and alert.severity == "critical"
+    assert "/data (where /data/a-new, /data/ckpt and /data/logs live)" in alert.message
+    assert "10 MB/s" in alert.message
     fills = {id(p.fill) for p in sample.paths.values()}
     assert len(fills) == 1  # one estimate, the same object on every path of the filesystem
     quota = state("/data/quota", avail_bytes=int(1e9), total_bytes=2 * GIB)  # no history
@@ -421,3 +427,44 @@ def test_a_loop_image_on_the_reference_disk_is_the_same_storage() -> None:
     elsewhere = state("/mnt/img", mountpoint="/mnt/img", device="loop0", disks=["sdb"])
     elsewhere.probe = slow(12.0, ref=ref)
     assert len(run(slow_mount, elsewhere)) == 1
+
+
+def test_checkpoint_wont_fit_once_per_filesystem_about_the_biggest_save() -> None:
+    """Issue 23 item 2: two run directories on one disk, both with saves bigger than the
+    space left: one warning, about the bigger save."""
+    small = state("/data/a", avail_bytes=GIB, checkpoints=ckpt(2 * GIB, None))
+    big = state("/data/b", avail_bytes=GIB, checkpoints=ckpt(3 * GIB, None))
+    (alert,) = run(checkpoint_wont_fit, small, big)
+    assert alert.subject == "/data/b" and "is 3 GiB" in alert.message
+
+
+def test_a_fill_the_advisor_does_not_believe_is_sent_without_numbers() -> None:
+    """Issue 23 item 4: the panel read "Storage OK" beside "/: filling at 193 MB/s, full in
+    7 min": a save in progress, no trend, sent with a rate and a time to full as facts."""
+    advisor = Advisor(detectors=STORAGE_DETECTORS)
+    history = History(capacity=100)
+    for i in range(40):
+        avail = 100e9 - 193e6 * max(0, i - 36)  # a save began 3 s ago
+        sample = Sample(t=T0 + i, paths={"/data/run": state(avail_bytes=int(avail))})
+        history.append(sample)
+        alerts = advisor.evaluate(sample, history)
+    sent = sample.to_json()["paths"]["/data/run"]["fill"]
+    assert sent["trend"] == "filling" and alerts == []
+    assert sent["rate_bps"] is None and sent["seconds_to_full"] is None
+    assert fill_text(sample.paths["/data/run"].fill) == "space going down (no trend yet)"
+    assert "OK" in sample.headline.text
+
+
+def test_a_shared_or_dead_mount_is_one_warning_for_all_its_watched_paths() -> None:
+    """Issue 23 item 2: a logdir and a checkpoint dir on one share got two shared-mount
+    warnings (two identical rows in the panel); a dead mount two mount-unresponsive."""
+    share = dict(mountpoint="/mnt/share", fstype="nfs4", source="srv:/x", kind="shared")
+    logs = state("/mnt/share/logs", shared=True, **share)
+    ckpt = state("/mnt/share/ckpt", shared=True, **share)
+    (alert,) = run(shared_mount, logs, ckpt)
+    assert alert.subject == "/mnt/share/logs"
+    assert "/mnt/share (where /mnt/share/ckpt and /mnt/share/logs live)" in alert.message
+    logs.responsive = ckpt.responsive = False
+    (dead,) = run(mount_unresponsive, logs, ckpt)
+    assert "/mnt/share/ckpt and /mnt/share/logs" in dead.message
+    assert run(shared_mount, logs, ckpt) == []

@@ -36,6 +36,8 @@ GROUPS = {
     "mirror": "bench_mirror",
     "waits": "bench_waits",
     "quota": "bench_quota",
+    "fleet": "bench_fleet",
+    "record": "bench_record",
 }
 
 

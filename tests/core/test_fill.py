@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import replace
 
@@ -62,8 +63,26 @@ def test_saves_at_a_cadence_keep_filling_between_saves() -> None:
         if t % 60 in (0, 1):
             avail -= 0.5e9
         values.append(avail)
-    fill = estimate_fill("/d", *series(values[-120:]))
+    fill = estimate_fill("/d", *series(values))
     assert fill.trend == "filling" and 5 * MB < fill.rate_bps < 30 * MB
+    ends = [estimate_fill("/d", *series(values[:t])).seconds_to_full for t in range(242, 300)]
+    assert all(b < a for a, b in itertools.pairwise(ends)), ends  # between saves: a countdown
+
+
+def test_a_drop_after_a_long_silence_is_measured_anew() -> None:
+    """Readings older than the fit's window before the last drop (a machine that slept)."""
+    fill = estimate_fill("/d", [0.0, 1.0, 2.0, 5000.0], [9e9, 9e9, 9e9, 8e9])
+    assert fill.trend == "measuring" and fill.rate_bps is None
+
+
+def test_two_saves_a_pause_apart_are_no_cadence() -> None:
+    """Issue 23: a burst, a pause, one small file: the fit averaged the burst into a rate
+    nothing was writing at ("full in 10 s" for 90 s with free space standing still)."""
+    values = [40e6] * 10 + [40e6 - 2e6 * i for i in range(1, 11)] + [20e6] * 30
+    values += [18.5e6] * 60
+    for t in range(35, len(values)):
+        fill = estimate_fill("/d", *series(values[:t]))
+        assert not is_trend(fill), (t, fill)
 
 
 def test_wiggles_under_the_noise_floor_do_not_restart_the_stretch() -> None:

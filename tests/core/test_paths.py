@@ -513,7 +513,9 @@ def test_mounts_that_cannot_hang_are_looked_at_without_the_helper(
     disk = loop_ext4(32).path
     link = memory / "to-loop"
     link.symlink_to(disk)
-    d = replace(FAST, mount_timeout_s=0.5)
+    # a timeout of several times a helper's start on a loaded machine: the first look
+    # starts the helpers and must answer; the frozen ones cost the whole timeout once
+    d = replace(FAST, mount_timeout_s=5.0)
     g = MountGuard(d.mount_timeout_s)
     src = PathsSource([str(memory), str(disk), str(link)], defaults=d, probe=False, guard=g)
     frozen: list[int] = []
@@ -530,7 +532,7 @@ def test_mounts_that_cannot_hang_are_looked_at_without_the_helper(
         assert later.paths[str(memory)].free_bytes < first.paths[str(memory)].free_bytes
         for guarded in (str(disk), str(link)):
             assert not later.paths[guarded].responsive
-            assert later.paths[guarded].error == "no answer within 0.5 s (statvfs)"
+            assert later.paths[guarded].error == "no answer within 5.0 s (statvfs)"
     finally:
         for pid in frozen:
             os.kill(pid, signal.SIGCONT)
@@ -592,21 +594,32 @@ def test_look_without_following_answers_like_the_helper_or_declines(tmpfs_mount)
 def test_a_look_that_answers_after_its_tick_never_counts_as_fresh(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """With the mount timeout longer than the gap between ticks, a guarded look can end
-    while a later tick waits for other paths: that tick must still say "no answer" (it asked
-    nothing of that path), never publish the half-filled state of an earlier tick."""
-    d = replace(FAST, mount_timeout_s=0.3)
+    """A guarded look can end while a later tick waits for other paths: that tick must still
+    say "no answer" (it asked nothing of that path), never publish the half-filled state of an
+    earlier tick. Ordered by events, not sleeps: the slow path's look is held until the second
+    tick's look at the other path releases it and waits for it to end, so the order holds on
+    a loaded machine, with the whole mount timeout (2 s) as the margin for the quick steps."""
+    d = replace(FAST, mount_timeout_s=2.0)
     g = MountGuard(d.mount_timeout_s)
     slow, other = str(tmp_path / "slow"), str(tmp_path / "other")
     (tmp_path / "target").mkdir()
     (tmp_path / "other").symlink_to(tmp_path / "target")  # a symlink: always guarded
     real_call = g.call
+    release, slow_done = threading.Event(), threading.Event()
+    looks_at_other: list[int] = []
 
     def call(key: str, op: str, **kw: object) -> object:
         if op == "inspect" and kw.get("path") == slow:
-            time.sleep(0.45)  # a share that answers, but late
-        elif op == "inspect":
-            time.sleep(0.25)
+            release.wait(30)  # a share that answers, but only after its tick gave up
+            try:
+                return real_call(key, op, **kw)
+            finally:
+                slow_done.set()
+        if op == "inspect":
+            looks_at_other.append(1)
+            if len(looks_at_other) == 2:  # the second tick: the slow look ends meanwhile
+                release.set()
+                slow_done.wait(30)
         return real_call(key, op, **kw)
 
     monkeypatch.setattr(g, "call", call)
@@ -614,11 +627,14 @@ def test_a_look_that_answers_after_its_tick_never_counts_as_fresh(
     try:
         first = collect(src)
         assert not first.paths[slow].responsive
+        assert first.paths[other].responsive
         second = collect(src)  # the first look at `slow` ends while this tick waits
+        assert slow_done.is_set()
         assert not second.paths[slow].responsive, second.paths[slow]
-        assert second.paths[slow].error == "no answer within 0.3 s (statvfs)"
+        assert second.paths[slow].error == "no answer within 2.0 s (statvfs)"
         assert second.paths[other].responsive
     finally:
+        release.set()
         src.close()
         g.close()
 
@@ -704,3 +720,31 @@ def test_overlay_reports_the_device_of_its_upper_layer(
     finally:
         unmount(merged)
     assert [n for n in os.listdir(upper) if LEFTOVER.match(n)] == []
+
+
+def test_facts_of_an_unmounted_filesystem_do_not_stay(tmpfs_mount) -> None:
+    """A watched path whose tmpfs is unmounted now lives on the filesystem below: its kind,
+    write latency and checkpoints are that filesystem's, never the tmpfs's (the panel showed
+    "local (ext4) write+fsync 4 us", the tmpfs's probe under the disk's name). The probe of
+    the filesystem now under it comes when the next one is due."""
+    m = tmpfs_mount("8m")
+    logs = m.path / "logs"
+    logs.mkdir()
+    (logs / "last.ckpt").write_bytes(b"\0" * 4096)
+    src = PathsSource([str(logs)], defaults=FAST)
+    try:
+        assert wait_until(
+            lambda: (s := collect(src).paths[str(logs)]).probe and s.checkpoints, timeout=30
+        )
+        before = collect(src).paths[str(logs)]
+        assert before.fstype == "tmpfs"
+        unmount(m.path)
+        after = collect(src).paths[str(logs)]
+        assert after.fstype != "tmpfs" and after.mountpoint != str(m.path)
+        assert after.probe is None or after.probe is not before.probe, after.probe
+        assert after.checkpoints is None
+        # a probe of the filesystem below comes, and it is no tmpfs probe from before
+        assert wait_until(lambda: collect(src).paths[str(logs)].probe is not None, timeout=30)
+        assert collect(src).paths[str(logs)].probe is not before.probe
+    finally:
+        src.close()

@@ -181,7 +181,10 @@ def test_closing_a_source_with_scans_and_probes_in_flight_is_quiet(
             src.collect(sample)  # the look fails now, so no new probe replaces the last one
             probe = sample.paths[link].probe
             assert probe is not None
-            assert probe.error == "guard was closed during the call", probe
+            # the guard's own words, never EBADF of our closed pipe: "during the call" when
+            # the request was written before close(), "is closed" when a loaded machine let
+            # close() run first (the 0.2 s above is no promise)
+            assert probe.error in ("guard was closed during the call", "guard is closed"), probe
         finally:
             for pid in frozen:
                 os.kill(pid, signal.SIGCONT)

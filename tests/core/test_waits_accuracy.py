@@ -20,6 +20,8 @@ from tests.support.env import need
 from trainwatch_lab.core.model import Sample
 from trainwatch_lab.monitor import make_sampler
 
+pytestmark = pytest.mark.slow  # accuracy loops of 10-20 s each
+
 SECONDS = 10.0
 TOLERANCE = 0.05
 

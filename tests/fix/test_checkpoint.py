@@ -16,13 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.mounts import wait_until
-from trainwatch_lab.fix.checkpoint import (
-    PARTIAL,
-    _host_tag,
-    directory_of_pattern,
-    save_checkpoint,
-    series_pattern,
-)
+from trainwatch_lab.fix.checkpoint import directory_of_pattern, save_checkpoint, series_pattern
+from trainwatch_lab.fix.checkpoint_manifest import MANIFEST
+from trainwatch_lab.fix.checkpoint_partial import PARTIAL, host_tag
 from trainwatch_lab.fix.space import CheckpointWontFit, SpaceWatch
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,8 +34,11 @@ def writer(size: int, fill: bytes = b"x") -> Callable[[str], None]:
 
 
 def listing(directory: Path) -> dict[str, int]:
-    """Every entry, hidden ones included, with its size: 'nothing changed' is this equal."""
-    return {p.name: p.stat().st_size for p in directory.iterdir()} if directory.exists() else {}
+    """Every entry, hidden ones included, with its size: 'nothing changed' is this equal
+    (the saver's manifest aside, test_checkpoint_safety.py looks at it)."""
+    if not directory.exists():
+        return {}
+    return {p.name: p.stat().st_size for p in directory.iterdir() if p.name != MANIFEST}
 
 
 def test_saves_land_whole_and_keep_the_newest(tmp_path: Path) -> None:
@@ -185,8 +184,8 @@ def test_leftovers_of_dead_processes_are_removed(tmp_path: Path) -> None:
         text=True,
         check=True,
     )
-    stale = tmp_path / f"{PARTIAL}{_host_tag()}-{dead.stdout.strip()}-0123abcd-m.pt"
-    alive = tmp_path / f"{PARTIAL}{_host_tag()}-1-0123abcd-m.pt"  # pid 1: alive, not ours
+    stale = tmp_path / f"{PARTIAL}{host_tag()}-{dead.stdout.strip()}-0123abcd-m.pt"
+    alive = tmp_path / f"{PARTIAL}{host_tag()}-1-0123abcd-m.pt"  # pid 1: alive, not ours
     other_host = tmp_path / f"{PARTIAL}ffffff-{dead.stdout.strip()}-0123abcd-m.pt"
     for p in (stale, alive, other_host):
         p.write_bytes(b"partial")
@@ -223,8 +222,12 @@ def test_ctrl_c_mid_write_in_a_real_process(tmp_path: Path) -> None:
         text=True,
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "first save done"
-    partial = lambda: [p for p in tmp_path.iterdir() if p.name.startswith(PARTIAL)]  # noqa: E731
-    assert wait_until(lambda: partial() and partial()[0].stat().st_size > 256 * 1024, 30)
+
+    def written() -> int:  # the save writes inside its private directory
+        found = [p for p in tmp_path.iterdir() if p.name.startswith(PARTIAL)]
+        return sum(f.stat().st_size for f in found[0].rglob("*")) if found else 0
+
+    assert wait_until(lambda: written() > 256 * 1024, 30)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode != 0 and "KeyboardInterrupt" in err, err

@@ -3,10 +3,10 @@ rewrites), resuming, the status, bad input. The dead-share cases are test_mirror
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +14,7 @@ import pytest
 
 from trainwatch_lab.fix import mirror_plan as mp
 from trainwatch_lab.fix.mirror import STATUS_FILE, Mirror, active_mirrors, local_mirror
+from trainwatch_lab.fix.mirror_lock import ShareInUse
 from trainwatch_lab.fix.scratch import ROOT_ENV, local_refusal
 
 
@@ -150,8 +151,8 @@ def test_local_mirror_puts_the_local_side_on_local_disk(
         assert m.local.startswith(str(tmp_path / "scratch" / "trainwatch-mirror"))
         assert "runs-exp1" in os.path.basename(m.local)
         assert local_refusal(m.local) is None
-        with local_mirror(share, every=60) as second:  # the first one holds its directory
-            assert second.local != m.local
+        with pytest.raises(ShareInUse, match=r"another mirror copies into .*exp1: process"):
+            local_mirror(share, every=60)  # one writer per share directory (review finding 7)
         (m / "events").write_bytes(b"e")
         assert m.sync(10)
     assert (share / "events").read_bytes() == b"e"
@@ -196,20 +197,21 @@ def test_plan_appends_only_when_the_old_bytes_are_unchanged(tmp_path: Path) -> N
     f.write_bytes(b"a" * 5000)
     files, _ = mp.scan(str(tmp_path))
     st = files["f"]
-    copied = {"f": mp.Copied(5000, st.ino, st.mtime_ns, mp.tail_hash(str(f), 5000))}
+    held = ((0, 5000, hashlib.blake2b(b"a" * 5000, digest_size=mp.DIGEST_BYTES).hexdigest()),)
+    copied = {"f": mp.Copied(5000, st.ino, st.mtime_ns, held, st.ctime_ns)}
     assert mp.plan(str(tmp_path), files, copied) == []
     with open(f, "ab") as fh:
         fh.write(b"b" * 10)
     files, _ = mp.scan(str(tmp_path))
     (job,) = mp.plan(str(tmp_path), files, copied)
     assert job.append and job.offset == 5000 and job.length == 10
-    with open(f, "r+b") as fh:  # an earlier byte changed too: copied whole
-        fh.seek(4999)
-        fh.write(b"z")
-    files, _ = mp.scan(str(tmp_path))
-    (job,) = mp.plan(str(tmp_path), files, copied)
-    assert not job.append and job.offset == 0
-    time.sleep(0)
+    for where in (4999, 0):  # an earlier byte changed too, at the end or the head: whole
+        with open(f, "r+b") as fh:
+            fh.seek(where)
+            fh.write(b"z")
+        files, _ = mp.scan(str(tmp_path))
+        (job,) = mp.plan(str(tmp_path), files, copied)
+        assert not job.append and job.offset == 0
 
 
 def test_trainwatch_status_shows_each_mirror(dirs: tuple[Path, Path], capsys) -> None:

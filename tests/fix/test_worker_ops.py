@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,16 +31,18 @@ def test_copy_ranges_appends_in_place_and_replaces_through_a_temporary_name(
     gone = {"src": str(tmp_path / "vanished"), "dst": str(tmp_path / "share" / "g"),
             "offset": 0, "length": 3}  # fmt: skip
     results = guard.call("/", "copy_ranges", items=[whole, append, gone])
-    assert results == [
+    assert [{k: r[k] for k in ("copied", "end")} for r in results] == [
         {"copied": 6, "end": 6},
         {"copied": 4, "end": 10},
-        {"copied": 0, "end": 0, "gone": True},
+        {"copied": 0, "end": 0},
     ]
+    assert results[2]["gone"] and results[1]["src"][:1] == [10]
+    assert results[1]["digest"] == hashlib.blake2b(b"6789", digest_size=16).hexdigest()
     assert dst.read_bytes() == b"0123456789" and not tmp.exists()
     assert not (tmp_path / "share" / "g").exists()
     (tmp_path / "share" / "x").write_text("a file where a directory must go")
     blocked = {"src": str(src), "dst": str(tmp_path / "share" / "x" / "f"), "offset": 0,
-               "length": 1}  # fmt: skip
+               "length": 1, "create": True}  # fmt: skip
     (error,) = guard.call("/", "copy_ranges", items=[blocked])
     assert error["error"]["strerror"] in ("Not a directory", "File exists")
 

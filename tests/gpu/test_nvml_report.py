@@ -88,6 +88,7 @@ def test_no_cuda_is_a_prerequisite_missing_after_the_nvml_half(fake_nvml: FakeNv
     assert "prerequisite missing: libcuda.so.1 does not load" in out.stderr
 
 
+@pytest.mark.slow
 def test_the_whole_report_against_fake_nvml_and_fake_cuda(
     fake_nvml: FakeNvml, fake_nvml_lib: Path, tmp_path: Path
 ) -> None:

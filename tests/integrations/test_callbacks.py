@@ -28,6 +28,8 @@ from tests.support.frameworks import (
     trainer_spacer,
 )
 from tests.support.mounts import SshfsMount
+from trainwatch_lab.fix import checkpoint_manifest as manifest
+from trainwatch_lab.fix.checkpoint_manifest import MANIFEST
 
 CHILD_TIMEOUT_S = 280
 STEP_GAP_S = 0.5  # between saves: the space readings (every 0.05 s) see each save land
@@ -49,6 +51,11 @@ def timed(watch: Any) -> list[float]:
     return took
 
 
+def read_manifest(ckpt: Path) -> str | None:
+    path = ckpt / MANIFEST
+    return path.read_text() if path.exists() else None
+
+
 def outcome(run: Any, watch: Any, took: list[float], ckpt: Path) -> dict[str, Any]:
     try:
         run()
@@ -59,6 +66,7 @@ def outcome(run: Any, watch: Any, took: list[float], ckpt: Path) -> dict[str, An
     return {
         "error": error,
         "files": sorted(str(p.relative_to(ckpt)) for p in ckpt.rglob("*")),
+        "manifest": sorted(manifest.parse(text)) if (text := read_manifest(ckpt)) else None,
         "warnings": [[a.code, a.subject] for a in watch.warnings],
         "hook_max_s": max(took, default=0.0),
         "hooks": len(took),
@@ -187,7 +195,7 @@ def check_refused_third_save(name: str, result: dict[str, Any], saves: list[str]
     error = result["error"] or {}
     assert error.get("type") == "CheckpointWontFit", f"{name}: {result}"
     assert "will not fit" in error["message"]
-    top = sorted({f.split("/")[0] for f in result["files"]})
+    top = sorted({f.split("/")[0] for f in result["files"]} - {MANIFEST})
     assert top == saves, f"{name}: {result['files']}"
     assert result["hook_max_s"] < 0.05, f"{name}: {result}"  # from readings, never waiting
 
@@ -198,6 +206,9 @@ def test_callbacks_in_lightning_hugging_face_and_keras(
     results = train_all(tmpfs_mount, sshfs_mount, tmp_path)
     lightning, hf, keras = results["lightning"], results["huggingface"], results["keras"]
     check_refused_third_save("lightning", lightning, ["epoch=0-step=1.ckpt", "epoch=0-step=2.ckpt"])
+    # Lightning's files went through fix.save_checkpoint: its manifest names both (issue 25)
+    assert MANIFEST in lightning["files"], lightning
+    assert lightning["manifest"] == ["epoch=0-step=1.ckpt", "epoch=0-step=2.ckpt"], lightning
     check_refused_third_save("huggingface", hf, ["checkpoint-1", "checkpoint-2"])
     check_refused_third_save("keras", keras, ["w_01.weights.h5", "w_02.weights.h5"])
     # the check at train start: Lightning's CSV logs go to the share (said in a log line:

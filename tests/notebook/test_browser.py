@@ -1,7 +1,8 @@
 """The dashboard in a real browser: JupyterLab started here, Debian's Chromium via Playwright.
 
-Screenshots land in .test-artifacts/ (repo root, gitignored) for the CI run to keep;
-``notebook-dashboard.png`` and ``notebook-dashboard-dark.png`` are the README's pictures.
+Screenshots land in .test-artifacts/ (repo root, gitignored) for the CI run to keep; the
+README's pictures (the dashboard during a fill, light and dark, and the cell summary) are
+taken by test_browser_views.py.
 """
 
 from __future__ import annotations
@@ -455,11 +456,11 @@ def test_three_paths_two_gpus_light_and_dark(gpu_lab: LabServer, page: Any) -> N
     height = check_layout(page, dash, MAX_HEIGHT_THREE_PATHS_TWO_GPUS, charts=3)
     print(f"three paths, two GPUs: {height:.0f} px")
     check_contrast(page, dash, "light")
-    dash.screenshot(path=str(artifact_path("notebook-dashboard.png")))
+    dash.screenshot(path=str(artifact_path("notebook-dashboard-gpus.png")))
     set_theme(page, "JupyterLab Dark")
     page.wait_for_timeout(500)
     check_contrast(page, dash, "dark")
-    dash.screenshot(path=str(artifact_path("notebook-dashboard-dark.png")))
+    dash.screenshot(path=str(artifact_path("notebook-dashboard-gpus-dark.png")))
     set_theme(page, "JupyterLab Light")
 
 

@@ -19,7 +19,7 @@ from trainwatch_lab.core.history import History
 from trainwatch_lab.core.model import Alert, DiskRates, Headline, PathState, Sample
 from trainwatch_lab.core.sampler import Sampler
 from trainwatch_lab.notebook import dashboard_prefs as prefs
-from trainwatch_lab.notebook.charts import TimeChart, break_gaps
+from trainwatch_lab.notebook.charts import TimeChart, break_gaps, evaluate
 from trainwatch_lab.notebook.dashboard import TrainWatch
 from trainwatch_lab.notebook.dashboard_charts import space_series
 from trainwatch_lab.notebook.dashboard_layout import follow_frontend_subshell
@@ -134,6 +134,16 @@ def test_space_is_one_line_per_filesystem_in_percent_used() -> None:
     assert all(x.kind == "used_pct" for x in series)
 
 
+def test_the_space_chart_reads_as_df() -> None:
+    """Issue 23 item 7: df said 25 % used, the chart 70 % (avail over size, with the
+    blocks reserved for root counted as used)."""
+    s = PathState("/", exists=True, mountpoint="/", fstype="ext4")
+    s.total_bytes, s.free_bytes, s.avail_bytes = 1000 * GIB, 850 * GIB, 300 * GIB
+    (series,) = space_series(Sample(t=T0, paths={"/": s}))
+    cols = {k: np.array([float(getattr(s, k[2]))]) for k in series.keys}
+    assert evaluate(series, cols, 1)[0] == pytest.approx(100 * 150 / 450)  # df: 34 %
+
+
 # -- the dashboard -----------------------------------------------------------------------------
 
 
@@ -195,7 +205,7 @@ def test_first_sample_is_drawn_at_once_on_a_pinned_axis() -> None:
     space = dash.charts["space"]
     assert len(space.lines.x) == 2 and space.lines.x[0] == space.lines.x[1]  # a dot
     assert float(np.asarray(space.lines.y).ravel()[0]) == pytest.approx(60.0)  # % used
-    assert space.x_scale.max - space.x_scale.min == pytest.approx(30.0)  # grows from the left
+    assert space.x_scale.max - space.x_scale.min == pytest.approx(1.0)  # a dot, never 0 wide
     assert space.x_axis.visible and space.x_axis.tick_labels
     feed(dash, sampler, [sample(i, {"/data": root}) for i in range(1, 40)])
     assert space.x_scale.min is None and space.x_scale.max is None  # released: data decides
@@ -229,7 +239,7 @@ def test_warnings_under_details_update_while_closed_only_when_they_change() -> N
     warned = sample(1)
     warned.warnings = [Alert("disk-saturated", "warning", "vda", "vda 95 % busy", "fix it")]
     feed(dash, sampler, [warned])
-    assert "disk-saturated" in dash.alerts_pane.value and "fix it" in dash.alerts_pane.value
+    assert "disk-saturated" in dash.alerts_pane.html and "fix it" in dash.alerts_pane.html
     dash.close()
 
 
@@ -273,3 +283,87 @@ def test_gpus_are_selected_by_index_or_by_gpu_or_mig_uuid(notebook_state: Path) 
         if not shown:
             assert "none of the GPUs GPU-ffff is present" in dash.gpu_note.value
         dash.stop()
+
+
+def five_warnings(full_in: str) -> list[Alert]:
+    """Five warnings, most severe first (the Advisor's order); long sentences, as the real ones."""
+    tail = " and the rest of a sentence long enough to need more than one line " * 2
+    return [
+        Alert(
+            "disk-filling", "critical", "/fs", f"/fs fills at 3 MB/s: full in {full_in}{tail}", "F1"
+        ),
+        Alert("checkpoint-wont-fit", "critical", "/fs/ckpt", f"ckpt-3 will not fit{tail}", "F2"),
+        Alert("disk-almost-full", "warning", "/fs", f"Only 2 MiB of 40 MiB is free{tail}", "F3"),
+        Alert("slow-mount", "warning", "/share", f"/share is slow{tail}", "F4"),
+        Alert("disk-saturated", "warning", "vda", f"vda is 95 % busy{tail}", "F5"),
+    ]
+
+
+def test_verdict_says_the_worst_warning_and_details_list_one_line_each() -> None:
+    """Issue 23 item 6: the verdict line gave counts only ("5 warnings (3 critical)"), and
+    Details showed every warning in full (1,700 px). Now the header carries the worst
+    warning's sentence; Details one line per warning, opened one at a time, and a warning
+    opened stays open while its numbers change."""
+    dash, sampler = make(details=True)
+    s = sample(0)
+    s.warnings = five_warnings("10 s")
+    feed(dash, sampler, [s])
+    head = dash.status.value
+    assert "class='tw-worst'" in head and "/fs fills at 3 MB/s: full in 10 s" in head
+    assert "data-warnings='5'" in head
+    pane = dash.alerts_pane
+    assert len(pane.rows) == 5
+    lines = [row.line.value for row in pane.rows.values()]
+    assert all("tw-warn-line" in x and "Fix" not in x and "<br>" not in x for x in lines)
+    assert all(row.body.layout.display == "none" for row in pane.rows.values())
+    first = pane.rows[("disk-filling", "/fs")]
+    first.toggle.value = True  # the browser's click
+    assert first.body.layout.display == "block" and "F1" in first.body.value
+    s2 = sample(1)
+    s2.warnings = five_warnings("8 s")
+    feed(dash, sampler, [s2])
+    assert pane.rows[("disk-filling", "/fs")] is first and first.toggle.value
+    assert "full in 8 s" in first.line.value and "full in 8 s" in first.body.value
+    assert "⛔" not in pane.html and '<svg class="tw-icon"' in pane.html
+    s3 = sample(2)
+    s3.warnings = []
+    feed(dash, sampler, [s3])
+    assert not pane.rows and "no warnings" in pane.html and "tw-worst" not in dash.status.value
+    dash.close()
+
+
+def test_charts_scale_to_the_data_they_have_until_the_window_fills() -> None:
+    """Issue 23 item 8: the embedding notebook's hand-ticked widget drew 6 samples on a
+    10 min (then a 30 s) axis, a sliver at its left edge, and ``window_select = 300`` changed
+    the dropdown only. The axis spans the data; each chart says how much of the window it
+    has, so the window picked shows."""
+    dash, sampler = make()
+    root = path_state("/data", "/data", "xfs", 100 * GIB, 40 * GIB)
+    for i in range(6):  # ticked by hand, 0.2 s apart
+        s = sample(0, {"/data": root})
+        s.t = T0 + 0.2 * i
+        feed(dash, sampler, [s])
+    io = dash.charts["io"]
+    assert io.points >= 2  # (one point per sampling interval: two here)
+    x = np.asarray(io.lines.x, dtype=float)
+    lo, hi = io.x_scale.min, io.x_scale.max
+    if lo is not None:  # pinned: to about the data, never a long empty axis
+        assert hi - lo <= 1.5 and lo <= x.min() and hi >= x.max()
+    assert "1 s of 10 min" in io.head.value and "of 10 min" in dash.charts["space"].head.value
+    dash.window_select.value = 300.0
+    assert "1 s of 5 min" in io.head.value  # the window picked is visible at once
+    dash.close()
+
+
+def test_details_opened_on_a_stopped_dashboard_draw_its_history() -> None:
+    """Issue 23 item 8: after Restart & Run All, Details opened on a stopped dashboard showed
+    await, busy and time-lost charts with no axes and no lines."""
+    dash, sampler = make(details=False)
+    root = path_state("/data", "/data", "xfs", 100 * GIB, 40 * GIB)
+    feed(dash, sampler, [sample(i, {"/data": root}) for i in range(5)])
+    dash.stop("stopped")
+    dash.details_button.value = True
+    for name in ("await", "util"):
+        chart = dash.charts[name]
+        assert chart.points == 5 and chart.x_axis.visible and chart.y_axis.visible, name
+    dash.close()

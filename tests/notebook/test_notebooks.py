@@ -4,6 +4,7 @@ outputs say what the notebook promises."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,12 @@ def test_quickstart(tmp_path: Path) -> None:
     summary = cell_with(nb, "%%trainwatch")
     html = [o["data"]["text/html"] for o in summary.outputs if "text/html" in o.get("data", {})]
     assert any("tw-cell-summary" in h and "peak write" in h for h in html)
-    assert "samples x" in texts(cell_with(nb, "export_csv"))
+    export = texts(cell_with(nb, "export_csv"))
+    assert "samples x" in export
+    # the export outlives the clean-up: it was saved into the directory the last cell deletes
+    saved = Path(export.split("saved to ", 1)[1].split()[0])
+    assert saved.is_file() and saved.stat().st_size > 0
+    shutil.rmtree(saved.parent)
     assert "stopped after" in texts(cell_with(nb, "%trainwatch stop"))
     # the saved output of the dashboard was refreshed at stop: a frontend without widget
     # state (nbconvert, GitHub) shows the final snapshot, not "waiting for the first sample"

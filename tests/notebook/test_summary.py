@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from trainwatch_lab.core.defaults import MIB
 from trainwatch_lab.core.history import History
 from trainwatch_lab.core.model import (
@@ -165,7 +167,8 @@ def test_a_cell_never_reuses_the_previous_cells_samples() -> None:
     assert g.mean_util_pct == 0 and math.isclose(g.idle_s, 0.05, abs_tol=1e-6)
     text = second.to_text()
     assert "(1 sample)" in text and "50 MiB" not in text and "MB/s" not in text.split("GPU")[0]
-    assert f"  {LOGS}, {CKPT}: space used on /data +0 B; 0 B written to sda" in text
+    assert f"  {LOGS}: files written: not listed" in text  # a row per path, then its fs
+    assert "    space used on /data +0 B; 0 B written to sda (all processes)" in text
     assert "this kernel wrote 0 B" in text and "reached" not in text
 
 
@@ -288,6 +291,7 @@ sampler.close()
 """
 
 
+@pytest.mark.kernel
 def test_a_kernel_cell_blocked_on_its_share(tmp_path) -> None:
     """The whole path in one process, as in a kernel: its sampler, its main thread, the
     cell's summary."""

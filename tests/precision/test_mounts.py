@@ -300,3 +300,83 @@ def test_a_logdir_not_created_yet_on_a_slow_share_is_judged_before_the_run(
         must={"shared-mount", "slow-mount"},
         alerts=alerts,
     )
+
+
+# -- issue 23: the fill a new user watched, on a real 40 MiB tmpfs, by an injected clock --
+
+T0 = 1_800_000_000.0
+
+
+class Clock:
+    """The sampler's clock, moved by the test: one tick a second without waiting for it."""
+
+    def __init__(self) -> None:
+        self.t = T0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def ticked(
+    watch: list[Path], seconds: int, script: dict[int, list[tuple[Path, int]]]
+) -> list[Sample]:
+    """One sample a (simulated) second on the real filesystem; before tick ``i`` the files
+    of ``script[i]`` are written for real (a negative size deletes the file)."""
+    clock = Clock()
+    sampler = make_sampler([str(p) for p in watch], probe=False, gpu=False, clock=clock)
+    samples = []
+    try:
+        for i in range(seconds + 1):
+            for path, size in script.get(i, ()):
+                if size < 0:
+                    path.unlink()
+                else:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(b"\0" * size)
+            clock.t = T0 + i
+            samples.append(sampler.tick())
+    finally:
+        sampler.close()
+    return samples
+
+
+def test_checkpoints_a_pause_and_one_small_file_on_a_40_mib_tmpfs(judge, tmpfs_mount) -> None:
+    """Issue 23 as seen: 12 x 3 MiB checkpoints (one every 10 s), a pause until Storage OK,
+    one 1.5 MiB file, then nothing. It showed CRITICAL "filling at 253 kB/s ... full in
+    about 10 s" for 74 samples while free space stood at 2.5 MiB."""
+    m = tmpfs_mount("40m")
+    ckpt, logs = m.path / "run" / "ckpt", m.path / "run" / "logs"
+    script = {10 + 10 * k: [(ckpt / f"epoch={k}.ckpt", 3 * MIB)] for k in range(12)}
+    script[170] = [(logs / "events.out", 3 * MIB // 2)]
+    samples = ticked([ckpt.parent], 350, script)
+    stopped = T0 + 120 + 2 * 10 + 1  # the last save, and the two gaps that take to tell
+    after = [a for s in samples if s.t >= stopped for a in s.warnings]
+    judge(
+        "40 MiB tmpfs: 12 x 3 MiB every 10 s, a pause, 1.5 MiB",
+        {a.code for a in after},
+        must={"disk-almost-full"},  # 2.5 MiB of 40 MiB
+        must_not={"disk-filling", "slow-mount", "shared-mount", "mount-unresponsive"},
+        alerts=[a for a in after if a.code == "disk-filling"][:3],
+    )
+    assert samples[-1].paths[str(ckpt.parent)].avail_bytes == 5 * MIB // 2
+
+
+def test_two_watched_paths_on_one_filesystem_get_one_warning_per_fact(tmpfs_mount) -> None:
+    """Issue 23 item 2: a checkpoint dir and a logdir on one 40 MiB tmpfs got two identical
+    disk-filling and disk-almost-full warnings ("where .../ckpt lives", "where .../logs
+    lives"). Free space is the filesystem's: one warning, naming both."""
+    m = tmpfs_mount("40m")
+    ckpt, logs = m.path / "ckpt", m.path / "logs"
+    ckpt.mkdir()
+    script = {5 + k: [(logs / f"events.{k}", MIB)] for k in range(37)}  # 1 MiB/s
+    samples = ticked([ckpt, logs], 45, script)
+    fired: dict[str, list[Alert]] = {}
+    for s in samples:
+        for code in ("disk-filling", "disk-almost-full"):
+            mine = [a for a in s.warnings if a.code == code]
+            assert len(mine) <= 1, [a.message for a in mine]
+            fired.setdefault(code, []).extend(mine)
+    for code in ("disk-filling", "disk-almost-full"):
+        assert fired.get(code), f"no {code}"
+        message = fired[code][-1].message
+        assert str(ckpt) in message and str(logs) in message, message

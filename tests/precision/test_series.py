@@ -8,12 +8,14 @@ sampler, and the codes that fired at any tick are judged against the scenario's 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import pytest
 
 from trainwatch_lab.advice.advisor import Advisor
 from trainwatch_lab.advice.storage import STORAGE_DETECTORS
+from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.core.history import History
 from trainwatch_lab.core.model import Alert, DiskRates, PathState, Sample
 
@@ -170,3 +172,161 @@ def test_disk_saturated(judge, name, busy_s, util, await_ms, saturated) -> None:
 
     first, alerts = replay(120, lambda t: 100 * GB, disk_at=disk)
     judge(name, first, must={"disk-saturated"} if saturated else set(), alerts=alerts)
+
+
+# -- issue 23: bursts, pauses and checkpoints on a 40 MiB disk -------------------------
+
+MiB = 1024 * 1024
+SMALL = 40 * MiB  # the issue's tmpfs
+
+
+def ticks(
+    seconds: int, avail_at: Callable[[float], float], total: float = SMALL
+) -> list[tuple[float, Sample, list[Alert]]]:
+    """Every tick through the whole storage rule set: (t, sample, warnings)."""
+    advisor = Advisor(detectors=STORAGE_DETECTORS)
+    history = History(capacity=4000)
+    out = []
+    for i in range(seconds + 1):
+        t = float(i)
+        sample = Sample(t=T0 + t, paths={PATH: local_path(avail_at(t), total)})
+        history.append(sample)
+        out.append((t, sample, advisor.evaluate(sample, history)))
+    return out
+
+
+def written(events: list[tuple[float, float]], total: float = SMALL) -> Callable[[float], float]:
+    """Free space after writes of ``(at, bytes)`` (negative bytes: a file deleted)."""
+    return lambda t: total - sum(size for at, size in events if at <= t)
+
+
+def fired_between(run, start: float, end: float = float("inf")) -> set[str]:
+    return {a.code for t, _, alerts in run if start <= t <= end for a in alerts}
+
+
+def alerts_of(run, code: str) -> list[Alert]:
+    return [a for _, _, alerts in run for a in alerts if a.code == code][:3]
+
+
+def assert_no_growing_time_to_full(run) -> None:
+    """The fill every view shows tells the warnings' story (issue 23): while free space
+    stands still, a stated time to full only counts down (one that grows with nothing
+    written is a rate nothing is writing at), and a rate and time to full are sent only
+    when the advisor believes them: inside the horizon, that is a disk-filling warning."""
+    for t, sample, alerts in run:
+        fill = sample.paths[PATH].fill
+        if fill is not None and fill.seconds_to_full is not None:
+            assert fill.rate_bps is not None and fill.rate_bps > 0, (t, fill)
+            warned = any(a.code == "disk-filling" for a in alerts)
+            assert warned or fill.seconds_to_full > DEFAULTS.fill_horizon_s, (t, fill)
+    for (_, before, _), (t, now, _) in itertools.pairwise(run):
+        a, b = before.paths[PATH], now.paths[PATH]
+        if a.avail_bytes != b.avail_bytes or not (a.fill and b.fill):
+            continue
+        if a.fill.seconds_to_full is not None and b.fill.seconds_to_full is not None:
+            assert b.fill.seconds_to_full <= a.fill.seconds_to_full, (t, a.fill, b.fill)
+
+
+QUIET_CODES = {"disk-filling", "disk-saturated", "slow-mount", "shared-mount"}
+
+
+@pytest.mark.parametrize("every", [1, 2, 10])
+def test_checkpoints_a_pause_then_one_small_file(judge, every) -> None:
+    """Issue 23, as seen: 12 x 3 MiB checkpoints on a 40 MiB tmpfs, a pause until the fill
+    is over, one 1.5 MiB file, then nothing. The small file is one write, not a fill: no
+    disk-filling once the checkpoints have stopped (after the two gaps that take to tell)."""
+    saves = [(30.0 + every * k, 3 * MiB) for k in range(12)]
+    last = saves[-1][0]
+    pause_end = last + 2 * every + 30
+    run = ticks(int(pause_end) + 180, written([*saves, (pause_end, 1.5 * MiB)]))
+    judge(
+        f"12 x 3 MiB every {every} s, a pause, 1.5 MiB",
+        fired_between(run, last + 2 * every + 1),
+        must={"disk-almost-full"},  # 2.5 MiB of 40 MiB free at the end
+        must_not=QUIET_CODES,
+        alerts=alerts_of(run, "disk-filling"),
+    )
+    assert_no_growing_time_to_full(run)
+
+
+@pytest.mark.parametrize("then", ["nothing", "a small file"])
+def test_a_burst_then_a_pause(judge, then) -> None:
+    """20 MiB at 2 MiB/s (a fill while it lasts), then a pause, then maybe one 1.5 MiB file:
+    once the burst is over there is nothing filling the disk."""
+    burst = [(30.0 + k, 2 * MiB) for k in range(10)]
+    extra = [(100.0, 1.5 * MiB)] if then != "nothing" else []
+    run = ticks(300, written(burst + extra))
+    judge(f"a 20 MiB burst, a pause, then {then}", fired_between(run, 42), must_not=QUIET_CODES)
+    assert_no_growing_time_to_full(run)
+
+
+@pytest.mark.parametrize(
+    ("every", "size", "total", "long_gap_every"),
+    [
+        (20, 3 * MiB, SMALL, 0),  # 13 saves fit: ENOSPC after 260 s
+        (60, 1e9, 40e9, 0),  # 1 GB a minute onto 40 GB
+        (120, 2e9, 40e9, 0),  # 2 GB every 2 min
+        (60, 1e9, 30e9, 4),  # every 4th gap three times as long (a validation epoch)
+    ],
+)
+def test_bursty_checkpoints_with_long_gaps_are_caught_early(
+    judge, every, size, total, long_gap_every
+) -> None:
+    """A true fill made of saves with long quiet gaps between them: warned about before
+    half the time to ENOSPC has passed."""
+    saves, t = [], 10.0
+    while sum(s for _, s in saves) + size <= total:
+        saves.append((t, size))
+        longer = long_gap_every and len(saves) % long_gap_every == 0
+        t += every * (3 if longer else 1)
+    full_at = t  # the save that does not fit
+    run = ticks(int(full_at), written(saves, total), total)
+    half_way = saves[0][0] + (full_at - saves[0][0]) / 2
+    judge(
+        f"{size / 1e6:.0f} MB every {every} s onto {total / 1e6:.0f} MB"
+        + (f", every {long_gap_every}th gap longer" if long_gap_every else ""),
+        fired_between(run, 0, half_way),
+        must={"disk-filling"},
+        must_not=QUIET_CODES,
+        alerts=alerts_of(run, "disk-filling"),
+    )
+    assert_no_growing_time_to_full(run)
+
+
+def test_a_file_deleted_during_a_true_fill(judge) -> None:
+    """A download at 10 MB/s onto 6 GB free, an old 1 GB run deleted half way: still a fill,
+    warned about before half way and again before ENOSPC."""
+    rate, free = 10e6, 6e9
+
+    def avail(t: float) -> float:
+        return free - rate * max(0.0, t - 10) + (1e9 if t >= 300 else 0.0)
+
+    full_at = 10 + (free + 1e9) / rate
+    run = ticks(int(full_at), avail, total=100e9)
+    judge(
+        "10 MB/s onto 6 GB, 1 GB deleted half way",
+        fired_between(run, 0, 300) & fired_between(run, 300, full_at - 120),
+        must={"disk-filling"},
+        must_not=QUIET_CODES,
+        alerts=alerts_of(run, "disk-filling"),
+    )
+    assert_no_growing_time_to_full(run)
+
+
+def test_checkpoints_then_one_deleted_then_nothing(judge) -> None:
+    saves = [(30.0 + 5 * k, 3 * MiB) for k in range(8)]
+    run = ticks(240, written([*saves, (80.0, -3 * MiB)]))
+    judge("8 saves, one deleted, then nothing", fired_between(run, 81), must_not=QUIET_CODES)
+    assert_no_growing_time_to_full(run)
+
+
+def test_a_fill_that_stops_just_before_the_floor(judge) -> None:
+    """2 MiB/s until 2 MiB are left (5 %): disk-almost-full, but the fill is over."""
+    run = ticks(200, written([(30.0 + k, 2 * MiB) for k in range(19)]))
+    judge(
+        "a fill that stops 2 MiB before the floor",
+        fired_between(run, 52),
+        must={"disk-almost-full"},
+        must_not=QUIET_CODES,
+    )
+    assert_no_growing_time_to_full(run)

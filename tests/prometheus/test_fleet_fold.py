@@ -9,16 +9,19 @@ from typing import Any
 
 import pytest
 
-from trainwatch_lab.core.defaults import DEFAULTS, GIB
+from trainwatch_lab.core.defaults import GIB
 from trainwatch_lab.prometheus.fleet import (
     chart_lines,
     chart_specs,
+    counts,
     fold,
     grid,
     host_of,
     host_selector,
     instant_queries,
+    seen_query,
 )
+from trainwatch_lab.prometheus.rules_fleet import recording_rules
 
 NOW = 1_700_000_000.0
 
@@ -54,6 +57,30 @@ def test_every_query_names_the_thresholds_of_the_defaults() -> None:
     assert "[2m]" in queries["disk_util"] and ">= 0.8" in queries["disk_saturated"]
     assert ">= 0.01" in queries["disk_saturated"]  # await 10 ms
     assert "[30s]) < 5" in queries["dcgm_stalled"]
+    assert "< 0.1 * max by" in queries["fs_full_avail"]
+    assert "< 2147483648" in queries["fs_full_avail"]
+
+
+def test_what_prometheus_records_already_is_read_not_computed_again() -> None:
+    names = {record for record, _ in recording_rules("2m")}
+    recorded = instant_queries("2m", recorded=names)
+    assert all("label_replace" not in expr for expr in recorded.values())
+    assert recorded["disk_util"] == (
+        "topk by (host) (1, trainwatch:host_device:node_disk_io_time_seconds:rate2m)"
+    )
+    assert (
+        "label_replace(rate(node_disk_io_time_seconds_total[2m])"
+        in (instant_queries("2m")["disk_util"])
+    )
+    # recorded with another rate window: computed here
+    assert "label_replace" in instant_queries("1m", recorded=names)["disk_util"]
+
+
+def test_last_seen_is_asked_only_for_the_targets_absent_now() -> None:
+    assert seen_query([]) is None
+    query = seen_query([vec("", 1, instance="gpu03:9100"), vec("", 1, instance="[fe80::1]:9100")])
+    assert query is not None
+    assert r"up{instance=~`\[fe80::1\]:9100|gpu03:9100`} == 1" in query
 
 
 def test_one_entry_per_host_worst_first() -> None:
@@ -89,26 +116,22 @@ def test_one_entry_per_host_worst_first() -> None:
                 subject="/mnt/share/runs",
             ),
         ],
-        "gpu": [
-            vec(
-                "trainwatch_gpu_utilization_percent", 80, instance="gpu01:10917", gpu="0", UUID="G0"
-            ),
-            vec(
-                "trainwatch_gpu_utilization_percent", 40, instance="gpu01:10917", gpu="1", UUID="G1"
-            ),
-        ],
-        "dcgm": [vec("DCGM_FI_DEV_GPU_UTIL", 99, instance="gpu01:9400", gpu="0", UUID="G0")],
-        "dcgm_stalled": [vec("DCGM_FI_DEV_GPU_UTIL", 0, instance="gpu02:9400", gpu="3")],
+        # Prometheus's per-host answers (prometheus.rules_fleet): one series per host
+        "gpu": [vec("", 60, host="gpu01")],
+        "gpu_count": [vec("", 2, host="gpu01")],
+        "dcgm": [vec("", 99, host="gpu01"), vec("", 10, host="gpu02")],
+        "dcgm_count": [vec("", 1, host="gpu01"), vec("", 4, host="gpu02")],
+        "dcgm_stalled": [vec("", 0, host="gpu02", gpu="3")],
         "disk_util": [
-            vec("", 0.25, instance="gpu01:9100", device="sda"),
-            vec("", 0.30, instance="gpu01:10917", device="sda"),
-            vec("", 0.95, instance="gpu02:9100", device="nvme0n1"),
-            vec("", 0.10, instance="gpu02:9100", device="sdb"),
+            vec("", 0.30, host="gpu01", device="sda"),
+            vec("", 0.95, host="gpu02", device="nvme0n1"),
         ],
-        "disk_bytes": [vec("", 2e8, instance="gpu02:9100", device="nvme0n1")],
-        "disk_saturated": [vec("", 0.95, instance="gpu02:9100", device="nvme0n1")],
+        "disk_bytes": [vec("", 2e8, host="gpu02", device="nvme0n1")],
+        "disk_saturated": [vec("", 0.95, host="gpu02", device="nvme0n1")],
         "fs_avail": [a_avail, n_avail, full_avail],
         "fs_size": [a_size, n_size, full_size],
+        "fs_full_avail": [full_avail],
+        "fs_full_size": [full_size],
     }
     hosts = fold(results)
     assert [h["host"] for h in hosts] == ["gpu02", "gpu01", "gpu03", "gpu04"]
@@ -128,6 +151,14 @@ def test_one_entry_per_host_worst_first() -> None:
         "Only 512 MiB of 100 GiB (0.5 %) is free on /scratch (ext4 nvme0n1)."
     )
     assert gpu02["disk"] == {"device": "nvme0n1", "util_pct": 95.0, "bytes_per_s": 2e8}
+    assert gpu02["gpu"] == {"count": 4, "util_pct": 10.0, "source": "dcgm"}
+    assert (gpu02["state"], gpu01["state"], gpu03["state"], gpu04["state"]) == (
+        "critical",
+        "warning",
+        "down",
+        "down",
+    )
+    assert counts(hosts) == {"critical": 1, "warning": 1, "down": 2, "ok": 0}
     assert gpu02["space"]["mountpoint"] == "/scratch" and gpu02["space"]["free_pct"] == 0.5
     assert gpu02["last_seen"] == NOW - 2  # the scrape of the exporter that answers
 
@@ -142,26 +173,6 @@ def test_one_entry_per_host_worst_first() -> None:
     # down (a target that does not answer) and gone (no target any more): last seen
     assert (gpu03["status"], gpu03["last_seen"]) == ("down", NOW - 600)
     assert (gpu04["status"], gpu04["last_seen"], gpu04["instances"]) == ("gone", NOW - 900, [])
-
-
-@pytest.mark.parametrize(
-    ("avail", "size", "severity"),
-    [
-        (50 * GIB, 100 * GIB, None),
-        (9 * GIB, 100 * GIB, "warning"),  # under 10 %
-        (1.5 * GIB, 10 * GIB, "warning"),  # 15 % free, but under 2 GiB on a 10 GiB disk
-        (0.225 * GIB, 1.5 * GIB, None),  # 15 %: "under 2 GiB" counts on larger disks only
-        (1.9 * GIB, 30 * GIB, "warning"),  # 6 %... and under 2 GiB
-        (3 * GIB, 1000 * GIB, "critical"),  # 0.3 %
-        (10 * 1024**2, 64 * 1024**2, None),  # a tiny tmpfs at 15 % is fine
-    ],
-)
-def test_disk_almost_full_uses_the_advisors_thresholds(avail, size, severity) -> None:
-    a, s = fs("n1:9100", "/data", avail, size)
-    hosts = fold({"up": [vec("up", 1, instance="n1:9100")], "fs_avail": [a], "fs_size": [s]})
-    warned = [w["severity"] for w in hosts[0]["warnings"] if w["code"] == "disk-almost-full"]
-    assert warned == ([severity] if severity else [])
-    assert DEFAULTS.full_fraction == 0.10 and DEFAULTS.full_bytes == 2 * GIB
 
 
 def test_nothing_known_is_nothing_listed() -> None:

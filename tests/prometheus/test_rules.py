@@ -18,6 +18,7 @@ from tests.prometheus.conftest import ROOT, env
 from tests.support.env import need_tool
 from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.prometheus.rules import alert_rules, rules_yaml
+from trainwatch_lab.prometheus.rules_fleet import recording_rules
 
 CODES = {
     "mount-unresponsive",
@@ -61,6 +62,7 @@ def filesystem(
     return [
         series("node_filesystem_size_bytes", f"{size:g}x300", **fs),
         series("node_filesystem_avail_bytes", f"{avail:g}x300", **fs),
+        series("node_filesystem_free_bytes", f"{avail:g}x300", **fs),  # no root reserve
         series("node_filesystem_files", f"{files:g}x300", **fs),
         series("node_filesystem_files_free", f"{files_free:g}x300", **fs),
         series("node_filesystem_readonly", "0x300", **fs),
@@ -434,12 +436,12 @@ def test_rules_mirror_every_warning_code_with_message_and_fix() -> None:
 
 def test_thresholds_come_from_the_defaults() -> None:
     text = rules_yaml()
-    assert f"< {DEFAULTS.full_fraction:g} * node_filesystem_size_bytes" in text
+    assert f"<= {DEFAULTS.full_fraction:g} * (node_filesystem_size_bytes" in text
     assert f">= {DEFAULTS.saturated_util_pct / 100:g}" in text
     assert f"for: {DEFAULTS.gpu_stalled_for_s:g}s" in text
     other = dataclasses.replace(DEFAULTS, full_fraction=0.2, fill_horizon_s=7200.0)
     changed = rules_yaml(other)
-    assert "< 0.2 * node_filesystem_size_bytes" in changed
+    assert "<= 0.2 * (node_filesystem_size_bytes" in changed
     assert "trainwatch_filesystem_seconds_to_full <= 7200" in changed
     assert "rate(node_disk_io_time_seconds_total[2m])" in rules_yaml(rate_window="2m")
     with pytest.raises(ValueError, match="rate window"):
@@ -461,7 +463,8 @@ def test_promtool_checks_and_unit_tests_the_rules(tmp_path: Path) -> None:
         [promtool, "check", "rules", "rules.yml"], cwd=tmp_path, capture_output=True, text=True
     )
     assert check.returncode == 0, check.stdout + check.stderr
-    assert f"SUCCESS: {len(alert_rules())} rules found" in check.stdout
+    rules = len(alert_rules()) + len(recording_rules("1m"))  # and the fleet's recording rules
+    assert f"SUCCESS: {rules} rules found" in check.stdout
     (tmp_path / "tests.yml").write_text(json.dumps(unit_tests(alert_rules()), indent=1))
     unit = subprocess.run(
         [promtool, "test", "rules", "tests.yml"], cwd=tmp_path, capture_output=True, text=True

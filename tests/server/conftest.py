@@ -26,6 +26,9 @@ def jp_server_config(jp_root_dir):
                 "stop_grace_s": GRACE,
                 "probe": False,
                 "watch_processes": False,
+                # no history on this machine's disk from every test server
+                # (tests/server/test_recording.py turns it on, in a temporary file)
+                "record": False,
             },
         }
     )

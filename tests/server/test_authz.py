@@ -26,7 +26,12 @@ def jp_server_config(jp_root_dir):
                 "jpserver_extensions": {"trainwatch_lab": True},
                 "authorizer_class": ReadOnly,
             },
-            "TrainWatch": {"interval": INTERVAL, "stop_grace_s": GRACE, "probe": False},
+            "TrainWatch": {
+                "interval": INTERVAL,
+                "stop_grace_s": GRACE,
+                "probe": False,
+                "record": False,
+            },
         }
     )
 

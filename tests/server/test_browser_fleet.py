@@ -15,8 +15,10 @@ from tests.prometheus.conftest import fake_dcgm as fake_dcgm  # fixtures
 from tests.prometheus.conftest import serve as serve
 from tests.prometheus.conftest import start_prometheus as start_prometheus
 from tests.prometheus.conftest import wait_for
+from tests.prometheus.fleet_synthetic import Host, expected, synthetic_prometheus
+from tests.prometheus.fleet_synthetic import name as host_name
 from tests.server.test_browser import PANEL, lab_setup, widen_sidebar
-from tests.support.lab import artifact_path, chromium_page, jupyter_lab
+from tests.support.lab import artifact_path, chromium_page, jupyter_lab, set_theme
 
 pytestmark = [pytest.mark.browser]
 
@@ -25,6 +27,7 @@ ROWS = f"{FLEET} .jp-TrainWatch-fleetRow"
 OPEN = "() => window.jupyterapp.commands.execute('trainwatch-lab:open')"
 REFRESH = "() => window.trainwatchLab.panel.fleet.refresh()"
 SHOWN_S = 75  # data in the charts of the screenshot, seconds
+FLEET_PAGE = 50  # rows drawn at a time (js/src/fleetView.ts)
 
 
 def test_the_fleet_lists_both_hosts_draws_one_and_says_when_prometheus_stops(
@@ -123,3 +126,89 @@ def test_without_a_prometheus_url_there_is_no_fleet_section(tmp_path: Path) -> N
         # no training process found (discovery is off here): no such section either
         assert page.locator(f"{PANEL} .jp-TrainWatch-processes").is_hidden()
         assert page.evaluate("() => window.trainwatchLab.panel.fleet.hosts.length") == 0
+
+
+def test_a_thousand_hosts_counts_filter_a_page_of_rows_and_one_hosts_charts(
+    tmp_path: Path,
+) -> None:
+    """Debian's Prometheus holding a backfilled cluster of 1000 hosts (node_exporter with 4
+    disks and 4 filesystems, DCGM exporter with 8 GPUs each): the hosts per state at the top,
+    a page of rows (the worst first) however many hosts, the filter box by warning code and
+    host name, one host's charts on demand; screenshots in both themes."""
+    n = 1000
+    prometheus, close = synthetic_prometheus(tmp_path / "cluster", n)
+    root = tmp_path / "root"
+    root.mkdir()
+    args, env = lab_setup(tmp_path)
+    args += [
+        f"--TrainWatch.prometheus_url={prometheus.url}",
+        "--TrainWatch.prometheus_timeout_s=30",
+    ]
+    try:
+        with jupyter_lab(root, extra_args=args, env=env) as lab, chromium_page((1440, 900)) as page:
+            page.goto(lab.url("lab"))
+            page.wait_for_function("() => !!window.trainwatchLab", timeout=90_000)
+            page.evaluate(OPEN)
+            page.locator(PANEL).wait_for(state="visible", timeout=30_000)
+            widen_sidebar(page, 460)
+            page.locator(FLEET).wait_for(state="visible", timeout=60_000)
+            page.wait_for_function(
+                f"() => document.querySelectorAll('{ROWS}').length > 0", timeout=60_000
+            )
+            assert page.evaluate("() => window.trainwatchLab.panel.fleet.hosts.length") == n
+            # a page of rows, not a thousand
+            assert page.locator(ROWS).count() == FLEET_PAGE
+            counts = expected(n)
+            text = page.get_attribute(f"{FLEET} .jp-TrainWatch-fleetCounts", "data-text")
+            assert text == (
+                f"{counts['critical']} critical, {counts['warning']} warning, "
+                f"{counts['ok']} ok, {counts['down']} down"
+            )
+            states = page.eval_on_selector_all(ROWS, "rows => rows.map(r => r.dataset.state)")
+            assert states[: counts["critical"]] == ["critical"] * counts["critical"]
+            assert states[counts["critical"]] == "warning"  # the worst first
+
+            # the filter box: a warning code, then a host name
+            stalled = sum(1 for i in range(n) if Host(i).stalled and Host(i).state() != "down")
+            page.fill(f"{FLEET} .jp-TrainWatch-fleetFilter", "gpu-stalled")
+            page.wait_for_function(
+                f"() => document.querySelectorAll('{ROWS}').length === {stalled}"
+            )
+            page.fill(f"{FLEET} .jp-TrainWatch-fleetFilter", host_name(3))
+            page.wait_for_function(f"() => document.querySelectorAll('{ROWS}').length === 1")
+
+            # one host's charts, on demand
+            page.click(f"{ROWS}[data-host='{host_name(3)}']")
+            detail = f"{FLEET} .jp-TrainWatch-fleetDetail"
+            page.wait_for_function(
+                f"""() => {{
+                    const d = document.querySelector('{detail}');
+                    if (!d || d.dataset.host !== '{host_name(3)}') return false;
+                    return [...d.querySelectorAll('.jp-TrainWatch-chart')].filter(
+                        c => Number(c.dataset.series) > 0 && c.querySelector('.u-over')
+                    ).length === 4;
+                }}""",
+                timeout=60_000,
+            )
+            # every host again: the first page, and the next on demand
+            page.fill(f"{FLEET} .jp-TrainWatch-fleetFilter", "")
+            page.wait_for_function(
+                f"() => document.querySelectorAll('{ROWS}').length === {FLEET_PAGE}"
+            )
+            page.click(f"{FLEET} .jp-TrainWatch-fleetMore")
+            page.wait_for_function(
+                f"() => document.querySelectorAll('{ROWS}').length === {2 * FLEET_PAGE}"
+            )
+            # the picture: the counts, the filter and the worst rows (the charts closed again)
+            page.click(f"{ROWS}[data-host='{host_name(3)}']")
+            page.locator(detail).wait_for(state="hidden")
+            page.mouse.move(0, 0)  # no row under the pointer
+            page.locator(FLEET).evaluate("n => n.scrollIntoView()")
+            page.screenshot(path=str(artifact_path("fleet-1000-light.png")))
+            set_theme(page, "JupyterLab Dark")
+            page.evaluate(REFRESH)
+            page.wait_for_timeout(1_500)
+            page.locator(FLEET).evaluate("n => n.scrollIntoView()")
+            page.screenshot(path=str(artifact_path("fleet-1000-dark.png")))
+    finally:
+        close()

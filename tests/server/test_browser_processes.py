@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.test_browser import PANEL, lab_setup, widen_sidebar
+from tests.server.test_browser import PANEL, lab_setup, open_section, widen_sidebar
 from tests.server.test_processes import detached_run
 from tests.support import lab as lab_support
 from tests.support.lab import artifact_path, chromium_page, jupyter_lab
@@ -69,6 +69,10 @@ def test_a_detached_run_is_listed_and_can_be_hidden(tmp_path: Path) -> None:
         page.evaluate("() => window.jupyterapp.commands.execute('trainwatch-lab:open')")
         page.locator(PANEL).wait_for(state="visible", timeout=30_000)
         widen_sidebar(page, 420)
+        # the section shows once a process is found, folded (the panel fits 900 px): open it
+        section = page.locator(f"{PANEL} .jp-TrainWatch-section[data-section='processes']")
+        section.wait_for(timeout=60_000)
+        open_section(page, "processes")
         row = page.locator(f"{ROWS}[data-pid='{pid}']")
         row.wait_for(timeout=60_000)
         assert page.locator(f"{PANEL} .jp-TrainWatch-processes").is_visible()

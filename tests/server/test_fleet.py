@@ -19,6 +19,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from tests.prometheus.conftest import (  # noqa: F401  (fixtures)
+    Prometheus,
     fake_dcgm,
     free_port,
     node_exporter_on,
@@ -26,6 +27,7 @@ from tests.prometheus.conftest import (  # noqa: F401  (fixtures)
     start_prometheus,
     wait_for,
 )
+from tests.prometheus.fleet_synthetic import victoria_scraping
 from trainwatch_lab.server.promclient import shown
 
 API = ("trainwatch-lab", "api")
@@ -46,9 +48,22 @@ async def fetch_error(jp_fetch, *parts, **kwargs) -> tuple[int, dict]:
 
 
 @pytest.fixture
-def fleet_hosts(start_prometheus, serve, node_exporter_on, fake_dcgm, tmp_path: Path):  # noqa: F811
-    """Prometheus scraping the three hosts, once it has two scrapes of each (rates)."""
-    prometheus = start_prometheus()
+def victoria(tmp_path: Path) -> Iterator[Prometheus]:
+    """VictoriaMetrics scraping the file_sd targets, as Prometheus does."""
+    store, close = victoria_scraping(tmp_path / "victoria-metrics")
+    yield store
+    close()
+
+
+@pytest.fixture
+def fleet_hosts(request, serve, node_exporter_on, fake_dcgm, tmp_path: Path):  # noqa: F811
+    """Prometheus (VictoriaMetrics for ``prometheus_url`` "real-vm") scraping the three
+    hosts, once it has two scrapes of each (rates)."""
+    spec = getattr(request.node, "callspec", None)
+    if spec is not None and spec.params.get("prometheus_url") == "real-vm":
+        prometheus = request.getfixturevalue("victoria")
+    else:
+        prometheus = request.getfixturevalue("start_prometheus")()
     common = ("--file-sd", str(prometheus.sd_dir), "--interval", "0.5", "--gpu", "none")
     dirs = {}
     for name in ("a", "b"):
@@ -80,7 +95,7 @@ def silent_url() -> Iterator[str]:
 @pytest.fixture
 def prometheus_url(request) -> str:
     kind = getattr(request, "param", "")
-    if kind == "real":
+    if kind in ("real", "real-vm"):
         return request.getfixturevalue("fleet_hosts").prometheus.url
     if kind == "dead":
         return f"http://127.0.0.1:{free_port()}"
@@ -98,7 +113,9 @@ def jp_server_config(jp_server_config, prometheus_url):
     return jp_server_config
 
 
-@pytest.mark.parametrize("prometheus_url", ["real"], indirect=True)
+@pytest.mark.parametrize(
+    "prometheus_url", ["real", "real-vm"], indirect=True, ids=["prometheus", "victoriametrics"]
+)
 async def test_the_fleet_lists_every_host_with_what_it_exports(
     jp_fetch, hub, fleet_hosts, prometheus_url
 ):
@@ -193,7 +210,11 @@ async def test_a_url_that_is_not_prometheus_says_so(jp_fetch, hub, prometheus_ur
 
 
 async def test_without_a_url_the_fleet_is_off(jp_fetch, hub):
-    assert body(await jp_fetch(*API, "fleet")) == {"prometheus": None, "hosts": []}
+    assert body(await jp_fetch(*API, "fleet")) == {
+        "prometheus": None,
+        "counts": {"critical": 0, "warning": 0, "down": 0, "ok": 0},
+        "hosts": [],
+    }
     code, payload = await fetch_error(jp_fetch, *API, "fleet", "range", params={"host": "n1"})
     assert code == 404
     assert payload == {"error": "no Prometheus is configured: set c.TrainWatch.prometheus_url"}

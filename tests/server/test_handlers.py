@@ -149,6 +149,9 @@ async def test_snapshot_is_a_watch_json_line_with_the_root_dir(jp_fetch, hub, jp
     # the server's own process is not what the user trains: no server-process I/O
     assert data["process"] is None
     assert {s.name for s in hub.sampler.sources} >= {"paths", "disks", "kernels"}
+    # what is watched and why, with every sample: the panel lists these paths and counts
+    # them as its scope (its list was a copy fetched once, left showing gone paths)
+    assert data["watched"] == {str(jp_root_dir): ["root"]}
 
 
 async def test_snapshot_rejects_unknown_parameters(jp_fetch, hub):
@@ -159,9 +162,13 @@ async def test_snapshot_rejects_unknown_parameters(jp_fetch, hub):
 
 
 async def test_history_since(jp_fetch, hub):
-    await jp_fetch(*API, "snapshot")
-    await asyncio.sleep(INTERVAL * 3)
-    everything = body(await jp_fetch(*API, "history"))
+    # each REST call renews the sampler's lease, so asking again until two samples are in
+    # holds on a loaded machine, where a fixed sleep may outlast the grace and the sampler
+    for _ in range(300):
+        everything = body(await jp_fetch(*API, "history"))
+        if len(everything["t"]) >= 2:
+            break
+        await asyncio.sleep(INTERVAL / 2)
     assert len(everything["t"]) >= 2
     assert all(len(col) == len(everything["t"]) for col in everything["series"].values())
     cut = everything["t"][-2]
@@ -410,14 +417,16 @@ async def test_sampler_runs_while_clients_are_connected_and_stops_after_the_last
 
 
 async def test_rest_use_starts_the_sampler_and_idles_it_out(jp_fetch, hub):
+    starts = hub.starts
     await jp_fetch(*API, "snapshot")
-    sampler = hub.sampler
-    assert sampler is not None and sampler.running
-    for _ in range(100):
+    # started by the call (counted, since on a loaded machine the short grace may already
+    # have stopped it again by the time this line runs)
+    assert hub.starts == starts + 1
+    for _ in range(400):
         if hub.sampler is None:
             break
         await asyncio.sleep(0.05)
-    assert hub.sampler is None and not sampler.running
+    assert hub.sampler is None
 
 
 # -- kernels -------------------------------------------------------------------------------

@@ -7,8 +7,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.support.env import need
 
+pytestmark = pytest.mark.slow  # runs jest under node
 JS = Path(__file__).resolve().parents[2] / "js"
 
 

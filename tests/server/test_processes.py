@@ -102,7 +102,12 @@ def jp_server_config(jp_root_dir):
     return Config(
         {
             "ServerApp": {"jpserver_extensions": {"trainwatch_lab": True}},
-            "TrainWatch": {"interval": 0.2, "stop_grace_s": 5.0, "probe": False},
+            "TrainWatch": {
+                "interval": 0.2,
+                "stop_grace_s": 5.0,
+                "probe": False,
+                "record": False,
+            },
         }
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from trainwatch_lab.monitor import make_sampler
 from trainwatch_lab.server.config import ServerSettings
 from trainwatch_lab.server.hub import Hub
 from trainwatch_lab.server.watched import WatchedPaths
@@ -56,5 +57,36 @@ def test_the_hubs_paths_source_charges_each_path_to_its_writer(tmp_path: Path) -
         assert source.owner_of(mine) == 777
         hub._process_dirs({early: {4242}})  # it ended; the user's path stays, ours again
         assert mine in hub.watched() and source.owner_of(mine) is None
+    finally:
+        hub.close_now()
+
+
+def test_a_path_found_while_the_sampler_starts_is_sampled(tmp_path: Path) -> None:
+    """The first tick reports a training process's or a kernel's directory before the event
+    loop has the new sampler in hand: that path must reach the paths source (it stayed
+    listed as "checking..." with no state, forever, while nothing changed its roles)."""
+    early = str(tmp_path / "found-at-the-first-tick")
+    config = ServerSettings(watch_processes=False, probe=False, gpu=False, interval=0.2)
+
+    def factory(*args, **kwargs):
+        sampler = make_sampler(*args, **kwargs)
+        start = sampler.start
+
+        def start_then_find():  # what the first tick's discovery does, in that window
+            started = start()
+            hub._process_dirs({early: {4242}})
+            return started
+
+        sampler.start = start_then_find
+        return sampler
+
+    hub = Hub(config, sampler_factory=factory)
+    try:
+        hub.sampler = hub._create_and_start()
+        assert early in hub.watched()
+        source = hub.sampler.find_source("paths")
+        assert early in source.paths and source.owner_of(early) == 4242
+        hub._process_dirs({})  # and gone again when the process ends
+        assert early not in source.paths
     finally:
         hub.close_now()

@@ -18,6 +18,12 @@ CHECK_PATH_KEYS = [
     "verdict",
     "checked_at",  # a path not created yet: the ancestor that was checked (issue 10)
     "note",
+    # df's numbers under watch --json's names (issue 23): free_bytes is f_bfree (the root
+    # reserve included), what a user can write is avail_bytes, used_pct is df's Use%
+    "avail_bytes",
+    "used_bytes",
+    "reserved_bytes",
+    "used_pct",
 ]
 WARNING_KEYS = ["code", "severity", "subject", "message", "fix"]
 PROBE_KEYS = ["p50_ms", "p99_ms", "samples"]

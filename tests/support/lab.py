@@ -124,6 +124,13 @@ def jupyter_lab(
             if any("watch_processes" in a for a in extra_args)
             else ["--TrainWatch.watch_processes=False"]
         ),
+        # the recording would hold the sampler from the start (issue 27); a test that
+        # wants it passes --TrainWatch.record=True
+        *(
+            []
+            if any("TrainWatch.record" in a for a in extra_args)
+            else ["--TrainWatch.record=False"]
+        ),
         *extra_args,
     ]
     if os.geteuid() == 0:

@@ -33,8 +33,10 @@ PATH_FIELDS = (
     "total_bytes",
     "free_bytes",
 )
-# after "probe" and "verdict": added to the ARCHITECTURE.md contract, never replacing a field
-EXTRA_FIELDS = ("checked_at", "note")
+# after "probe" and "verdict": added to the ARCHITECTURE.md contract, never replacing a field;
+# the space of df under the names watch --json gives them (free_bytes is statvfs f_bfree, the
+# root reserve included: what a user can write is avail_bytes)
+EXTRA_FIELDS = ("checked_at", "note", "avail_bytes", "used_bytes", "reserved_bytes")
 
 
 def verdict_for(state: PathState, alerts: list[Alert]) -> Verdict:
@@ -87,6 +89,8 @@ class CheckReport:
             entry["probe"] = state.probe.to_json() if measured else None  # type: ignore[union-attr]
             entry["verdict"] = verdict
             entry.update((name, getattr(state, name)) for name in EXTRA_FIELDS)
+            used = state.used_fraction
+            entry["used_pct"] = None if used is None else 100.0 * used  # df's Use%
             paths.append(entry)
         return {"paths": paths, "warnings": [a.to_json() for a in self.alerts]}
 

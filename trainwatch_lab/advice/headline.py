@@ -15,7 +15,7 @@ from ..core.defaults import DEFAULTS, Defaults
 from ..core.history import History
 from ..core.model import SEVERITY_RANK, Alert, Headline, Sample, watched_devices
 from .io_bound import lost_to_storage
-from .text import fmt_bytes, fmt_mbs, fmt_pct, warning_count_text
+from .text import fmt_bytes, fmt_mbs, fmt_pct, free_fraction, warning_count_text
 
 
 def _verdict(warnings: Sequence[Alert]) -> tuple[str, str]:
@@ -54,8 +54,8 @@ def _least_free(sample: Sample) -> str | None:
     ]
     if not roomy:
         return None
-    p = min(roomy, key=lambda s: (s.avail_bytes or 0) / (s.total_bytes or 1))
-    share = fmt_pct((p.avail_bytes or 0) / (p.total_bytes or 1))
+    p = min(roomy, key=lambda s: free_fraction(s) or 0.0)
+    share = fmt_pct(free_fraction(p))  # as df counts it
     return f"{fmt_bytes(p.avail_bytes)} free on {p.mountpoint or p.path} ({share})"
 
 

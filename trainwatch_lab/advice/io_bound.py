@@ -15,7 +15,7 @@ from itertools import pairwise
 
 from ..core.defaults import Defaults
 from ..core.history import History
-from ..core.model import Alert, Sample
+from ..core.model import Alert, PathState, Sample
 from ..core.paths import printable
 from .context import Context, Detector
 from .text import fmt_duration, fmt_pct, short_path
@@ -58,6 +58,40 @@ FIXES = {
         "(tar shards, WebDataset, one array file)."
     ),
 }
+# the same waits on a local disk: no server behind it, so no mirror to a local disk either
+LOCAL_FIXES = {
+    **FIXES,
+    "sync": (
+        "Each fsync waits for the disk under {path} to store the data: flush less often "
+        "(TensorBoard `SummaryWriter(logdir, flush_secs=120, max_queue=1000)`, Lightning "
+        "log_every_n_steps), let a background thread do the writing (an async logger or "
+        "checkpoint writer, so the loop does not wait), or put the logs on a faster disk "
+        "(local NVMe, /dev/shm for small logs)."
+    ),
+    "write": (
+        "Write less often or in larger pieces (TensorBoard flush_secs and max_queue, "
+        "Lightning log_every_n_steps, fewer checkpoints), write from a background thread "
+        "(an async logger or checkpoint writer), or use a faster disk for {path}."
+    ),
+    "lock": (
+        "File locks on {path} wait for another process holding them: give each process its "
+        "own file, or turn HDF5's file locking off (HDF5_USE_FILE_LOCKING=FALSE) for "
+        "read-only data."
+    ),
+    "meta": (
+        "Opening, listing and stat-ing many files on {path} adds up: list the files once and "
+        "keep the list, open each file once, and pack small files together (tar shards, "
+        "WebDataset, one array file)."
+    ),
+}
+
+
+def is_remote(p: PathState | None) -> bool:
+    """Whether a path's storage sits behind a server (a share, a network block device, a
+    FUSE mount) or is unknown: only there does copying to a local disk help."""
+    if p is None or p.kind == "unknown":
+        return True
+    return p.shared or (p.fstype or "").startswith("fuse")
 
 
 def kind_of(call: str) -> str:
@@ -129,9 +163,10 @@ def _calls_text(calls: list[tuple[str, float]], file: str | None) -> str:
     return text + (f" of {file}" if file else "")
 
 
-def _fix(path: str, calls: list[tuple[str, float]]) -> str:
+def _fix(path: str, calls: list[tuple[str, float]], p: PathState | None) -> str:
+    """The fix for the call the time went to, on the storage the path is on."""
     kind = kind_of(calls[0][0]) if calls else "write"
-    return FIXES[kind].format(path=path)
+    return (FIXES if is_remote(p) else LOCAL_FIXES)[kind].format(path=path)
 
 
 def _verdict(fraction: float, ctx: Context) -> str | None:
@@ -162,7 +197,7 @@ def _main_alert(ctx: Context, sample: Sample, path: str) -> Alert | None:
             f": {how} I/O-bound ({fmt_pct(d.io_bound_moderate)} is moderately, "
             f"{fmt_pct(d.io_bound_high)} highly)."
         ),
-        fix=_fix(path, calls),
+        fix=_fix(path, calls, sample.paths.get(path)),
     )
 
 
@@ -195,7 +230,7 @@ def _worker_alert(ctx: Context, sample: Sample, path: str) -> Alert | None:
             f"{fmt_pct(fraction)} of the last {fmt_duration(covered)} waiting on {path}"
             f"{_calls_text(calls, None)}{loop}."
         ),
-        fix=_fix(path, calls),
+        fix=_fix(path, calls, sample.paths.get(path)),
     )
 
 

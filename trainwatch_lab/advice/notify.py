@@ -159,6 +159,9 @@ class Notifier:
         self.failed = 0
         self.dropped = 0
         self.last_error: str | None = None
+        # called on the notifier's thread with each Message delivered (the recorded history
+        # keeps it: "disk-filling warned at 02:40 and was sent to slack")
+        self.on_sent: Callable[[Message], None] | None = None
         self._told: dict[tuple[str, str], _Told] = {}
         self._queue: queue.Queue[Message | None] = queue.Queue(maxsize=defaults.notify_queue)
         self._closing = threading.Event()
@@ -210,6 +213,8 @@ class Notifier:
             try:
                 self.post(body_of(msg, self.fmt))
                 self.sent += 1
+                if self.on_sent is not None:
+                    self.on_sent(msg)
                 return
             except _Refused as exc:
                 self.last_error = str(exc)

@@ -10,14 +10,23 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ..core.defaults import Defaults
-from ..core.fill import can_fill, is_trend
+from ..core.fill import can_fill, filesystem_key, is_trend
 from ..core.model import Alert, PathState, ProbeResult, Sample
 from .context import Context, Detector, stateless, stateless_only
 from .devices import DEVICE_DETECTORS
-from .text import fmt_bytes, fmt_clock, fmt_duration, fmt_ms, fmt_pct, fmt_rate
+from .text import (
+    fmt_bytes,
+    fmt_clock,
+    fmt_duration,
+    fmt_ms,
+    fmt_pct,
+    fmt_rate,
+    free_fraction,
+    reserved_text,
+)
 
 LOCAL_FIX = (
     "Write logs and checkpoints to local disk and copy them to the share in the background: "
@@ -39,7 +48,7 @@ def _where(p: PathState) -> str:
     return f"{fstype} from {p.source}" if p.source else fstype
 
 
-def _storage_of(probe: ProbeResult) -> str:
+def storage_of(probe: ProbeResult) -> str:
     """``/var/tmp (vda)``: where a reference probe was measured."""
     where = probe.where or "local disk"
     return f"{where} ({probe.device})" if probe.device else where
@@ -55,28 +64,65 @@ def _probe_text(probe: ProbeResult | None, baseline: ProbeResult | None) -> str:
         text += f" ({fmt_ms(probe.p99_ms)} p99)"
     if probe.slow_runs >= 2:
         text += f" in {probe.slow_runs} probes in a row"
-    ref = _comparison(probe, baseline)
+    ref = comparison(probe, baseline)
     if ref is not None and ref.p50_ms is not None:
         when = " measured at the same time" if ref is probe.reference else ""
-        text += f", against {fmt_ms(ref.p50_ms)} on {_storage_of(ref)}{when}"
+        text += f", against {fmt_ms(ref.p50_ms)} on {storage_of(ref)}{when}"
     return text
 
 
-def _comparison(probe: ProbeResult, baseline: ProbeResult | None) -> ProbeResult | None:
+def comparison(probe: ProbeResult, baseline: ProbeResult | None) -> ProbeResult | None:
     if probe.reference is not None and probe.reference.p50_ms is not None:
         return probe.reference
     return baseline if baseline is not None and baseline.p50_ms is not None else None
 
 
-def _on(path: str, p: PathState) -> str:
-    """The filesystem a path lives on, as the user will recognise it."""
-    if not p.mountpoint or p.mountpoint == path:
-        return path
-    return f"{p.mountpoint} (where {path} lives)"
+def _on(paths: list[str], p: PathState) -> str:
+    """The filesystem the watched paths live on, as the user will recognise it:
+    ``/mnt/x (where /mnt/x/ckpt and /mnt/x/logs live)``."""
+    mount = p.mountpoint or paths[0]
+    inside = sorted(path for path in paths if path != mount)
+    if not inside:
+        return mount
+    names = inside[0] if len(inside) == 1 else f"{', '.join(inside[:-1])} and {inside[-1]}"
+    return f"{mount} (where {names} {'lives' if len(inside) == 1 else 'live'})"
 
 
 def _watched(sample: Sample) -> Iterator[tuple[str, PathState]]:
     yield from sorted(sample.paths.items())
+
+
+def _filesystems(sample: Sample) -> Iterator[tuple[list[str], PathState]]:
+    """The answering watched paths grouped by filesystem (core.fill's key: the same free
+    space), each with the first one's state: a fact about free space is one warning per
+    filesystem, naming every watched path on it (sorted), with the path watched longest
+    as its subject (paths keep the order they were added: a new one changes no subject)."""
+    yield from _grouped(sample, lambda path, p: filesystem_key(path, p) if p.responsive else None)
+
+
+def _mounts(sample: Sample, answering: bool) -> Iterator[tuple[list[str], PathState]]:
+    """The watched paths grouped by mount, those that answer or those that do not: that a
+    mount is shared, or dead, is one fact, however many watched paths live there."""
+    yield from _grouped(
+        sample, lambda path, p: (p.mountpoint or path) if p.responsive == answering else None
+    )
+
+
+def _grouped(
+    sample: Sample, key_of: Callable[[str, PathState], object]
+) -> Iterator[tuple[list[str], PathState]]:
+    groups: dict[object, list[str]] = {}
+    for path, p in sample.paths.items():
+        key = key_of(path, p)
+        if key is not None:
+            groups.setdefault(key, []).append(path)
+    for paths in sorted(groups.values()):
+        yield [paths[0], *sorted(paths[1:])], sample.paths[paths[0]]
+
+
+def _named(paths: list[str], p: PathState) -> str:
+    """One watched path as itself; several by the mount they share (``_on``)."""
+    return paths[0] if len(paths) == 1 else _on(paths, p)
 
 
 # -- mounts ---------------------------------------------------------------------------
@@ -85,16 +131,14 @@ def _watched(sample: Sample) -> Iterator[tuple[str, PathState]]:
 @stateless
 def mount_unresponsive(ctx: Context) -> Iterator[Alert]:
     """The filesystem did not answer statfs/probe in time: anything touching it may hang."""
-    for path, p in _watched(ctx.sample):
-        if p.responsive:
-            continue
-        mount = p.mountpoint or path
+    for paths, p in _mounts(ctx.sample, answering=False):
+        mount = p.mountpoint or paths[0]
         yield Alert(
             code="mount-unresponsive",
             severity="critical",
-            subject=path,
+            subject=paths[0],
             message=(
-                f"{path} ({_where(p)}, mounted at {mount}) did not answer within "
+                f"{_named(paths, p)} ({_where(p)}, mounted at {mount}) did not answer within "
                 f"{fmt_duration(ctx.defaults.mount_timeout_s)}; every process that touches it, "
                 "your training loop included, can hang there."
             ),
@@ -109,15 +153,15 @@ def mount_unresponsive(ctx: Context) -> Iterator[Alert]:
 @stateless
 def shared_mount(ctx: Context) -> Iterator[Alert]:
     """A watched path on a network/shared filesystem: every fsync is a network round trip."""
-    for path, p in _watched(ctx.sample):
-        if not p.shared or not p.responsive:
+    for paths, p in _mounts(ctx.sample, answering=True):
+        if not p.shared:
             continue
         yield Alert(
             code="shared-mount",
             severity="warning",
-            subject=path,
+            subject=paths[0],
             message=(
-                f"{path} is on a shared filesystem ({_where(p)})"
+                f"{_named(paths, p)} is on a shared filesystem ({_where(p)})"
                 f"{_probe_text(p.probe, ctx.baseline)}"
                 "; logs and checkpoints written there step by step can stall training."
             ),
@@ -125,7 +169,7 @@ def shared_mount(ctx: Context) -> Iterator[Alert]:
         )
 
 
-def _same_storage(p: PathState, ref: ProbeResult) -> bool:
+def same_storage(p: PathState, ref: ProbeResult) -> bool:
     """A path cannot be slower than the storage it lives on (a loop-mounted image on the
     reference's disk lives there too: their disks overlap)."""
     if p.device is not None and p.device == ref.device:
@@ -149,8 +193,8 @@ def is_slow(p: PathState, baseline: ProbeResult | None, defaults: Defaults) -> b
     probe = p.probe
     if probe is None or probe.p50_ms is None or probe.slow_runs < defaults.slow_min_probes:
         return False
-    ref = _comparison(probe, baseline)
-    if ref is not None and _same_storage(p, ref):
+    ref = comparison(probe, baseline)
+    if ref is not None and same_storage(p, ref):
         return False
     if not p.shared:
         fresh = probe.reference
@@ -175,7 +219,7 @@ def slow_mount(ctx: Context) -> Iterator[Alert]:
         if not p.responsive or not is_slow(p, ctx.baseline, ctx.defaults):
             continue
         assert p.probe is not None and p.probe.p50_ms is not None
-        ref = _comparison(p.probe, ctx.baseline)
+        ref = comparison(p.probe, ctx.baseline)
         base = ref.p50_ms if ref is not None else None
         ratio = f" ({p.probe.p50_ms / base:.0f}x slower)" if base else ""
         yield Alert(
@@ -194,21 +238,24 @@ def slow_mount(ctx: Context) -> Iterator[Alert]:
 
 
 def almost_full_limit(p: PathState, defaults: Defaults) -> float | None:
-    """Free bytes under which the disk counts as almost full (None: rule does not apply)."""
+    """Free bytes at or under which the disk counts as almost full (None: the rule does not
+    apply): ``full_fraction`` of the space a user can have as df counts it (used + avail,
+    so df's Use% reads 90 % or more), or ``full_bytes`` on a disk larger than that."""
     if p.read_only or not p.total_bytes or p.avail_bytes is None:
         return None
-    limit = defaults.full_fraction * p.total_bytes
+    usable = p.used_bytes if p.used_bytes is not None else p.total_bytes - p.avail_bytes
+    limit = defaults.full_fraction * (usable + p.avail_bytes)
     if p.total_bytes > defaults.full_bytes:  # on a tiny tmpfs "under 2 GiB" is always true
         limit = max(limit, float(defaults.full_bytes))
     return limit
 
 
-def _room(path: str, p: PathState) -> str:
-    """Where the space is counted: "on /data (ext4 /dev/sda1)", or the quota that binds
-    there ("in your quota on /mnt/lustre") when that leaves less than the filesystem."""
+def _room(paths: list[str], p: PathState) -> str:
+    """Where the space is counted: "on /data (where /data/run lives)", or the quota that
+    binds there ("in your quota on /mnt/lustre") when that leaves less than the filesystem."""
     if p.quota:
-        return f"in {p.quota['name']} (for {path})"
-    return f"on {_on(path, p)}"
+        return f"in {p.quota['name']} (for {', '.join(paths)})"
+    return f"on {_on(paths, p)}"
 
 
 QUOTA_FIX = " Or ask for a bigger quota (quota -s / lfs quota -h show it)."
@@ -219,33 +266,35 @@ def _full_error(p: PathState) -> str:
 
 
 def _inodes_low(p: PathState, defaults: Defaults) -> float | None:
-    """Share of inodes left when under ``full_fraction`` (many small files also end in
+    """Share of inodes left when at or under ``full_fraction`` (many small files also end in
     ENOSPC with bytes to spare); None when fine or unknown (btrfs reports no inodes)."""
     if p.read_only or not p.inodes_total or p.inodes_free is None:
         return None
     share = p.inodes_free / p.inodes_total
-    return share if share < defaults.full_fraction else None
+    return share if share <= defaults.full_fraction else None
 
 
 @stateless
 def disk_almost_full(ctx: Context) -> Iterator[Alert]:
     d = ctx.defaults
-    for path, p in _watched(ctx.sample):
-        if not p.responsive:
-            continue
+    for paths, p in _filesystems(ctx.sample):
         limit = almost_full_limit(p, d)
         inodes = _inodes_low(p, d)
-        space_low = limit is not None and p.avail_bytes is not None and p.avail_bytes < limit
+        space_low = limit is not None and p.avail_bytes is not None and p.avail_bytes <= limit
         if not space_low and inodes is None:
             continue
         parts, fixes, shares = [], [], []
         if space_low:
             assert limit is not None and p.total_bytes and p.avail_bytes is not None
-            share = p.avail_bytes / p.total_bytes
+            share = free_fraction(p)
+            if share is None:
+                share = p.avail_bytes / p.total_bytes
             shares.append(share)
+            reserved = reserved_text(p)
             parts.append(
                 f"Only {fmt_bytes(p.avail_bytes)} of {fmt_bytes(p.total_bytes)} "
-                f"({fmt_pct(share)}) is free {_room(path, p)}."
+                f"({fmt_pct(share)}) is free {_room(paths, p)}"
+                + (f" ({reserved})." if reserved else ".")
             )
             fixes.append(
                 f"Free at least {fmt_bytes(limit - p.avail_bytes)} (old runs, old checkpoints) "
@@ -256,7 +305,7 @@ def disk_almost_full(ctx: Context) -> Iterator[Alert]:
             shares.append(inodes)
             parts.append(
                 f"Only {p.inodes_free:,} of {p.inodes_total:,} inodes ({fmt_pct(inodes)}) are "
-                f"left {_room(path, p)}: every new file needs one."
+                f"left {_room(paths, p)}: every new file needs one."
             )
             fixes.append(
                 "Delete or pack small files (old event files, per-step images; tar or a "
@@ -264,8 +313,8 @@ def disk_almost_full(ctx: Context) -> Iterator[Alert]:
             )
         yield Alert(
             code="disk-almost-full",
-            severity="critical" if min(shares) < d.full_critical_fraction else "warning",
-            subject=path,
+            severity="critical" if min(shares) <= d.full_critical_fraction else "warning",
+            subject=paths[0],
             message=" ".join(parts),
             fix=" ".join(fixes) + (QUOTA_FIX if p.quota else ""),
         )
@@ -274,7 +323,7 @@ def disk_almost_full(ctx: Context) -> Iterator[Alert]:
 def disk_filling(ctx: Context) -> Iterator[Alert]:
     """Free space running out within the horizon, at a rate that has lasted (core.fill)."""
     d = ctx.defaults
-    for path, p in _watched(ctx.sample):
+    for paths, p in _filesystems(ctx.sample):
         fill = p.fill
         if fill is None or not can_fill(p) or not is_trend(fill, d):
             continue
@@ -286,11 +335,11 @@ def disk_filling(ctx: Context) -> Iterator[Alert]:
         yield Alert(
             code="disk-filling",
             severity="critical" if critical else "warning",
-            subject=path,
+            subject=paths[0],
             message=(
-                f"{_on(path, p)} is filling at "
+                f"{_on(paths, p)} is filling at "
                 f"{fmt_rate(fill.rate_bps)} (for {fmt_duration(fill.trend_s)} now): "
-                f"{fmt_bytes(p.avail_bytes)} left{' ' + _room(path, p) if p.quota else ''}, "
+                f"{fmt_bytes(p.avail_bytes)} left{' ' + _room(paths, p) if p.quota else ''}, "
                 "full in about "
                 f"{fmt_duration(ttf)} (around {fmt_clock(ctx.sample.t + ttf)}) at this rate."
             ),
@@ -303,13 +352,18 @@ def disk_filling(ctx: Context) -> Iterator[Alert]:
 
 @stateless
 def checkpoint_wont_fit(ctx: Context) -> Iterator[Alert]:
-    """The newest checkpoint is bigger than the free space: the next save dies with ENOSPC."""
-    for path, p in _watched(ctx.sample):
-        ck = p.checkpoints
-        if ck is None or p.avail_bytes is None or not p.responsive or p.read_only:
+    """The newest checkpoint is bigger than the free space: the next save dies with ENOSPC.
+    One warning per filesystem, about the biggest save that does not fit there."""
+    for paths, first in _filesystems(ctx.sample):
+        if first.avail_bytes is None or first.read_only:
             continue
-        if ck.newest_bytes <= p.avail_bytes:
+        held = [(path, ck) for path in paths if (ck := ctx.sample.paths[path].checkpoints)]
+        too_big = [(path, ck) for path, ck in held if ck.newest_bytes > first.avail_bytes]
+        if not too_big:
             continue
+        path, ck = max(too_big, key=lambda item: item[1].newest_bytes)
+        p = ctx.sample.paths[path]
+        assert p.avail_bytes is not None
         when = ""
         if ck.cadence_s:
             due = ck.newest_mtime + ck.cadence_s - ctx.sample.t
@@ -322,7 +376,7 @@ def checkpoint_wont_fit(ctx: Context) -> Iterator[Alert]:
             else:
                 when = f" Saves come every {every}; the next one is due now."
         name = os.path.basename(ck.newest_path)
-        where = f" {_room(path, p)}" if p.quota else ""
+        where = f" {_room([path], p)}" if p.quota else ""
         yield Alert(
             code="checkpoint-wont-fit",
             severity="critical",

@@ -13,8 +13,10 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from ..core.defaults import DEFAULTS
+
 if TYPE_CHECKING:
-    from ..core.model import FillState
+    from ..core.model import FillState, PathState
 
 _BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
 _DECIMAL_RATE = ("B/s", "kB/s", "MB/s", "GB/s", "TB/s")
@@ -107,6 +109,38 @@ def fmt_pct(fraction: float | None) -> str:
     return f"{pct:.0f} %" if pct >= 10 or pct == 0 else f"{pct:.1f} %"
 
 
+def free_fraction(p: PathState) -> float | None:
+    """The share of the disk still free as df counts it, avail / (used + avail): 100 % less
+    df's Use%."""
+    used = p.used_bytes
+    if used is None or p.avail_bytes is None or used + p.avail_bytes <= 0:
+        return None
+    return p.avail_bytes / (used + p.avail_bytes)
+
+
+def reserved_text(p: PathState) -> str:
+    """``5 % reserved for root`` when that much of the disk is free only to root, else ""."""
+    reserved = p.reserved_bytes
+    if not reserved or not p.total_bytes:
+        return ""
+    share = reserved / p.total_bytes
+    shown = share >= DEFAULTS.reserved_shown_fraction
+    return f"{fmt_pct(share)} reserved for root" if shown else ""
+
+
+def space_text(p: PathState) -> str:
+    """``4 MiB free of 40 MiB (90 % used)``: free is what a user can write, used % is df's
+    Use%, and reserved space is named when it matters (every surface words it so)."""
+    used = p.used_fraction
+    if p.avail_bytes is None or not p.total_bytes or used is None:
+        return "free space: ?"
+    reserved = reserved_text(p)
+    return (
+        f"{fmt_bytes(p.avail_bytes)} free of {fmt_bytes(p.total_bytes)} "
+        f"({fmt_pct(used)} used{'; ' + reserved if reserved else ''})"
+    )
+
+
 def short_path(path: str, parts: int = 3) -> str:
     """The last ``parts`` components (``…/gpu-lab/runs/exp1``), for a line that must stay one
     line; the same rule as the panel's ``shortPath``. The full path is in the warning."""
@@ -136,6 +170,8 @@ def fill_text(fill: FillState | None) -> str:
         return "fill rate: unknown"
     if fill.trend == "filling" and fill.rate_bps is not None:
         return f"filling at {fmt_rate(fill.rate_bps)}, full in {fmt_duration(fill.seconds_to_full)}"
+    if fill.trend == "filling":  # core.fill.believed: no trend yet, so no numbers
+        return "space going down (no trend yet)"
     if fill.trend == "freeing" and fill.rate_bps is not None:
         return f"being freed at {fmt_rate(-fill.rate_bps)}"
     if fill.trend == "measuring":
@@ -145,6 +181,8 @@ def fill_text(fill: FillState | None) -> str:
 
 def fill_columns(fill: FillState | None) -> tuple[str, str]:
     """The same fill as two table cells, FILL RATE and FULL IN (``watch``)."""
+    if fill is not None and fill.trend == "filling" and fill.rate_bps is None:
+        return "going down", "-"  # no trend yet (core.fill.believed)
     if fill is None or fill.rate_bps is None or fill.trend in ("measuring", "steady"):
         return ("-" if fill is None or fill.trend == "measuring" else "steady"), "-"
     if fill.trend == "freeing":

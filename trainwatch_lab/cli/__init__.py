@@ -1,4 +1,5 @@
-"""The ``trainwatch-lab`` command: check / watch / serve / rules / mirror, one module each.
+"""The ``trainwatch-lab`` command: check / watch / serve / rules / dashboard / mirror / history /
+run, one module each.
 
 Exit codes: 0 nothing of severity ``warning`` or above, 1 at least one such warning,
 2 bad usage (one line on stderr, never a traceback; for ``check`` also a path that can never
@@ -13,7 +14,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import check, mirror, serve, watch
+from . import check, dashboard, history, mirror, serve, watch
+from . import run as run_cmd
 from .common import PROG, RAW, Parser, UsageError
 
 __all__ = ["PROG", "build_parser", "main"]
@@ -24,7 +26,11 @@ examples:
   trainwatch-lab watch /data runs               live, a table per second until Ctrl-C
   trainwatch-lab serve /data                    this node's metrics for Prometheus
   trainwatch-lab rules > trainwatch-rules.yml   alerting rules for Prometheus
+  trainwatch-lab dashboard > fleet.json         a Grafana dashboard of the fleet
   trainwatch-lab mirror /tmp/runs /mnt/runs     copy local logs to a share, as they grow
+  trainwatch-lab watch --record /data           ... and keep it in the recorded history
+  trainwatch-lab run -- python train.py         run a script, record how it ends
+  trainwatch-lab history why                    why a run ended, from the recorded history
   trainwatch-lab check --help                   the options of one command, with examples
 
 exit codes of check and watch: 0 no warning, 1 a warning, 2 bad usage (check: or a path
@@ -36,7 +42,10 @@ RUN = {
     "watch": watch.run,
     "serve": serve.run_serve,
     "rules": serve.run_rules,
+    "dashboard": dashboard.run,
     "mirror": mirror.run,
+    "history": history.run,
+    "run": run_cmd.run,
 }
 
 
@@ -54,7 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_parser(sub)
     serve.add_serve_parser(sub)
     serve.add_rules_parser(sub)
+    dashboard.add_parser(sub)
     mirror.add_parser(sub)
+    history.add_parser(sub)
+    run_cmd.add_parser(sub)
     return parser
 
 

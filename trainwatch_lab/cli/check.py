@@ -6,8 +6,10 @@ import argparse
 import sys
 from typing import Any, TextIO
 
+from ..advice.storage import comparison, same_storage, storage_of
 from ..advice.text import fmt_bytes, fmt_ms
 from ..core.defaults import DEFAULTS
+from ..core.model import PathState, ProbeResult
 from ..core.paths import printable
 from .common import PROG, RAW, dumps, print_alert, seconds, table, user_paths
 
@@ -63,18 +65,28 @@ def add_parser(sub: Any) -> None:
     )
 
 
-def vs_local(p50: float | None, base: float | None) -> str:
-    """The probe's median as a multiple of the local disk's (``-`` when either is unknown)."""
-    if p50 is None or not base:
+def vs_local(state: PathState, baseline: ProbeResult | None) -> str:
+    """The probe's median as a multiple of the local reference's, compared as slow-mount
+    compares (advice.storage): with the reference measured at the same moment when there
+    is one, and never with the storage the path is on (the home disk against itself read
+    0.1x, 1.6x, <0.1x across runs). ``-`` when there is nothing different to compare with."""
+    probe = state.probe
+    if probe is None or probe.p50_ms is None:
         return "-"
-    ratio = p50 / base
+    ref = comparison(probe, baseline)
+    if ref is None or not ref.p50_ms or same_storage(state, ref):
+        return "-"
+    ratio = probe.p50_ms / ref.p50_ms
     if ratio < 0.1:
         return "<0.1x"
     return f"{ratio:.0f}x" if ratio >= 10 else f"{ratio:.1f}x"
 
 
-def _row(state: Any, verdict: str, base: float | None) -> list[str]:
-    """One path's row of the check table."""
+def _row(state: PathState, verdict: str, baseline: ProbeResult | None) -> list[str]:
+    """One path's row of the check table (a path that can never exist: its name and
+    verdict only; what its ancestor's filesystem says is not about it)."""
+    if verdict == "missing":
+        return [state.path, "-", "-", "-", "-", "-", verdict]
     if verdict == "not-storage":  # devtmpfs reports the machine's memory: not for logs
         free = "-"
     elif state.total_bytes:
@@ -89,19 +101,28 @@ def _row(state: Any, verdict: str, base: float | None) -> list[str]:
     else:
         probe = "-"
     kind = state.kind + (", ro" if state.read_only else "")
-    return [state.path, state.fstype or "?", kind, free, probe, vs_local(p50, base), verdict]
+    return [state.path, state.fstype or "?", kind, free, probe, vs_local(state, baseline), verdict]
 
 
 def print_check(report: Any, out: TextIO) -> None:
-    """The human report: the table, the notes and errors, then the warnings."""
-    base = report.baseline.p50_ms if report.baseline is not None else None
+    """The human report: the table, the notes and errors, then the warnings. A path that
+    can never exist is said once, on stderr (``run``): with no other path, nothing here."""
+    missing = set(report.missing)
+    if all(s.path in missing for s in report.states):
+        return
+    baseline = report.baseline
     rows = [["PATH", "FS TYPE", "KIND", "FREE", "PROBE p50", "VS LOCAL", "VERDICT"]]
     for state, verdict in zip(report.states, report.verdicts, strict=True):
-        rows.append(_row(state, verdict, base))
+        rows.append(_row(state, verdict, baseline))
     out.write(table(rows) + "\n")
-    if base is not None:
-        out.write(f"(probe: 4 KiB write + fsync, median; local disk: {fmt_ms(base)})\n")
+    if baseline is not None and baseline.p50_ms is not None:
+        out.write(
+            f"(probe: 4 KiB write + fsync, median; local disk: {fmt_ms(baseline.p50_ms)} on "
+            f"{storage_of(baseline)}, not compared with paths on that disk)\n"
+        )
     for state in report.states:
+        if state.path in missing:
+            continue
         for line in (state.note, state.error if state.responsive else None):
             if line:
                 out.write(f"{printable(state.path)}: {printable(line)}\n")
@@ -110,7 +131,7 @@ def print_check(report: Any, out: TextIO) -> None:
         for alert in report.alerts:
             print_alert(alert, out)
     else:
-        out.write("\nNo warnings.\n")
+        out.write(f"\nNo warnings{' for the other paths' if missing else ''}.\n")
 
 
 def run(args: argparse.Namespace) -> int:

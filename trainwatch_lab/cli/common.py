@@ -17,6 +17,7 @@ from typing import Any, NoReturn, TextIO
 from ..core.defaults import DEFAULTS
 from ..core.model import Alert, json_safe
 from ..core.paths import normalise, printable
+from ..core.usage import parse_seconds, unknown_option
 
 PROG = "trainwatch-lab"
 RAW = argparse.RawDescriptionHelpFormatter  # keeps the epilogs' example columns
@@ -27,18 +28,38 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """An argparse parser whose errors are UsageError (one line, exit 2), never SystemExit."""
+    """An argparse parser whose errors are UsageError (one line, exit 2), never SystemExit;
+    an unknown option names the closest real one of its command, as the magic does."""
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        typo = next((e for e in extras if e.startswith("-") and len(e) > 1), None)
+        if typo is not None:
+            self.error(unknown_option(typo, self._options_of(parsed)))
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def _options_of(self, parsed: argparse.Namespace) -> list[str]:
+        """The long options of the command that was given (or of this parser)."""
+        parser: argparse.ArgumentParser = self
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = getattr(parsed, action.dest or "", None)
+                parser = action.choices.get(chosen, self) if chosen else self
+        return [o for o in parser._option_string_actions if o.startswith("--")]
+
 
 def seconds(text: str) -> float:
-    """A positive, finite number of seconds (``--timeout``, ``--duration``, ``--every``)."""
+    """A positive, finite duration (``--timeout``, ``--duration``, ``--every``): seconds, or
+    ``500ms``, ``2s``, ``10m``, ``1h`` as the magic takes them (core.usage)."""
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+        value = parse_seconds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
     return value

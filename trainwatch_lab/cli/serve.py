@@ -21,6 +21,7 @@ from .common import (
     stop_signals,
     user_paths,
 )
+from .record import DEFAULT_EVERY, add_record, start_recorder, store_path
 
 SERVE_EPILOG = f"""\
 examples:
@@ -31,6 +32,8 @@ examples:
   trainwatch-lab serve                                  the training processes found here
   trainwatch-lab serve --processes /data                /data and those processes' dirs
   trainwatch-lab serve --notify URL --notify-format feishu /data   a webhook hears of warnings
+  trainwatch-lab serve --record /data                   and keep a sample every 10 s on disk
+  trainwatch-lab serve --record --record-every 1 --store /var/tmp/h.sqlite /data
 
 Stops cleanly on SIGTERM or Ctrl-C (exit 0); bad usage or a port in use: exit 2.
 """
@@ -115,6 +118,7 @@ def add_serve_parser(sub: Any) -> None:
         help=f"connections served at once, 503 past it (default: {DEFAULTS.serve_max_requests})",
     )
     add_notify(serve)
+    add_record(serve, DEFAULT_EVERY["serve"])
 
 
 def _positive_int(text: str) -> int:
@@ -203,12 +207,14 @@ def run_serve(args: argparse.Namespace) -> int:
     """Serve until SIGTERM or Ctrl-C, then stop the agent (exit 0)."""
     paths = user_paths(args.paths)
     notify = notifier(args)
+    store = store_path(args) if args.record else None
     try:
         agent = _start_agent(args, paths, notify)
     except BaseException:
         if notify is not None:
             notify.close()
         raise
+    recorder = start_recorder(args, agent.sampler, "serve", store, notify)
     with stop_signals() as stop:
         try:
             scheme = "https" if agent.web_config and agent.web_config.context else "http"
@@ -221,4 +227,6 @@ def run_serve(args: argparse.Namespace) -> int:
             agent.stop()
             if notify is not None:
                 notify.close()
+            if recorder is not None:
+                recorder.close()
     return 0

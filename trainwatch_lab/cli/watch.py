@@ -15,6 +15,7 @@ from typing import Any
 from ..core.defaults import DEFAULTS
 from ..core.model import SEVERITY_RANK, Sample
 from .common import RAW, add_notify, interval, notifier, pid, refuse_impossible, seconds, user_paths
+from .record import DEFAULT_EVERY, add_record, start_recorder, store_path
 from .watch_output import WatchPrinter, json_line
 
 EPILOG = """\
@@ -26,6 +27,8 @@ examples:
   trainwatch-lab watch --processes /data                   /data and those processes' dirs
   trainwatch-lab watch --pid 4242 /mnt/share/runs          a script's time lost to storage
   trainwatch-lab watch --notify URL --notify-format slack /data   a webhook hears of warnings
+  trainwatch-lab watch --record /data                      and keep it in the recorded history
+  trainwatch-lab watch --record --record-every 5 --store /var/tmp/h.sqlite /data
 """
 
 
@@ -93,20 +96,25 @@ def add_parser(sub: Any) -> None:
         ),
     )
     add_notify(watch)
+    add_record(watch, DEFAULT_EVERY["watch"])
 
 
 def _drain(samples: queue.Queue[Sample], emit: Callable[[Sample], None], end: float | None) -> int:
-    """Print samples until ``end`` (or an exception); the worst severity rank seen."""
-    worst = 0
+    """Print samples until ``end`` (or an exception), and at least one: a first tick slower
+    than a short ``--duration`` (helpers starting on a loaded machine) must not end a run
+    with nothing printed. The worst severity rank seen."""
+    worst, printed = 0, False
     while True:
         wait = 0.5 if end is None else min(0.5, end - time.monotonic())
-        if wait <= 0:
+        if wait <= 0 and printed:
             return worst
+        wait = max(wait, 0.05)
         try:
             sample = samples.get(timeout=wait)
         except queue.Empty:
             continue
         emit(sample)
+        printed = True
         worst = max([worst, *(SEVERITY_RANK[a.severity] for a in sample.warnings)])
 
 
@@ -114,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
     """Exit 1 when a warning was raised, 0 when none, 130/143 on Ctrl-C/SIGTERM."""
     paths = user_paths(args.paths)
     refuse_impossible(paths)
+    store = store_path(args) if args.record else None
     from ..monitor import make_sampler
 
     # no path: what trains on this machine is what to watch (an agent on a cluster node)
@@ -131,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
 
     emit = json_line if args.json else WatchPrinter(sampler, sys.stdout)
     sampler.subscribe(enqueue)
+    recorder = start_recorder(args, sampler, "watch", store, notify)
     end = time.monotonic() + args.duration if args.duration else None
     worst = 0
     code = 0
@@ -154,6 +164,8 @@ def run(args: argparse.Namespace) -> int:
             sampler.close()
             if notify is not None:
                 notify.close()
+            if recorder is not None:
+                recorder.close()
         finally:
             if in_main:
                 signal.signal(signal.SIGINT, previous_int)

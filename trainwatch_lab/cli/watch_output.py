@@ -83,7 +83,7 @@ def print_paths(sample: Sample, out: TextIO) -> None:
             rows.append([path, p.fstype or "?", "no answer", "", "", ""])
             continue
         rate, ttf = fill_columns(p.fill)
-        used = fmt_pct(1 - (p.avail_bytes or 0) / p.total_bytes) if p.total_bytes else "?"
+        used = fmt_pct(p.used_fraction)  # df's Use%
         name = path if p.exists or p.error else f"{path} (not created yet)"
         rows.append([name, p.fstype or "?", fmt_bytes(p.avail_bytes), used, rate, ttf])
     out.write(table(rows, right={2, 3, 4, 5}, indent="  ") + "\n")

@@ -38,6 +38,20 @@ class Defaults:
     # checkpoint scan: its own helper and budget, so a big directory on a slow share
     # reports what it saw instead of tripping the statvfs timeout (mount-unresponsive)
     checkpoint_scan_budget_s: float = 1.0
+    # fix/ (local_mirror, save_checkpoint): how long training code ever waits on a share.
+    # A save asked for while another is still in flight waits this long for it, then is
+    # skipped with one line (a background save) or refused (SaveInFlight): a share that
+    # hangs mid-save must not hold the training loop for ever
+    save_busy_wait_s: float = 10.0
+    # interpreter exit waits this long for a background save in flight, then says which
+    # save did not land (the earlier one is intact) and exits
+    save_exit_wait_s: float = 30.0
+    # a share's mirror lock not refreshed for this long (its holder on another host is
+    # gone, or cannot reach the share) may be taken over by another mirror
+    mirror_lock_stale_s: float = 900.0
+    # %%trainwatch lists the files a cell wrote under its paths (the same helper lane, each
+    # path within the scan budget) as its output waits: all paths together, at most this
+    cell_files_budget_s: float = 3.0
     baseline_ttl_s: float = 600.0  # local-disk baseline is re-measured after this
     # slow-mount
     slow_p50_ms: float = 10.0
@@ -55,10 +69,18 @@ class Defaults:
     full_fraction: float = 0.10
     full_bytes: int = 2 * GIB  # applies to filesystems larger than this
     full_critical_fraction: float = 0.01  # disk-almost-full turns critical under this
+    # the blocks only root may write are named beside free space when they are this share
+    # of the disk (ext4 reserves 5 % by default: df's Size - Used - Avail)
+    reserved_shown_fraction: float = 0.01
     # disk-filling
     fill_horizon_s: float = 3600.0
     fill_critical_s: float = 600.0
-    fill_window_s: float = 120.0  # least-squares window for the growth rate
+    # least-squares window for the growth rate: long enough to hold three saves at a
+    # cadence of a few minutes (a fill made of checkpoints is seen by its cadence)
+    fill_window_s: float = 600.0
+    # writes that make a fill when they come as separate bursts with pauses between them
+    # (checkpoints): two saves are a coincidence, three a cadence
+    fill_min_bursts: int = 3
     fill_min_points: int = 5  # readings in the stretch of shrinking free space, at least
     fill_min_rate_bps: float = 64 * 1024  # below this a "fill rate" is noise
     # disk-filling warns about a fill that has lasted this share of the time it has left
@@ -174,6 +196,28 @@ class Defaults:
     quota_tool_every_s: float = 10.0
     quota_tool_wait_s: float = 0.5  # well under mount_timeout_s: the helper's look waits it
     quota_tool_timeout_s: float = 10.0
+    # the recorded history (core.record, issue 27): a sample every record_look_every_s while
+    # someone looks (a panel, a terminal running `watch`), every record_every_s otherwise
+    record_look_every_s: float = 1.0
+    record_every_s: float = 10.0
+    # written every this long: what a writer killed with SIGKILL loses at most
+    record_flush_s: float = 10.0
+    # points per closed block: 10 min at 1 s, 100 min at 10 s (zlib needs a few hundred
+    # values to fold the runs, and its header and tables cost ~40 B a block: 300 points
+    # took 0.90 B a value in tests/benchmarks/bench_record.py, 600 took 0.79 B)
+    record_block_points: int = 600
+    record_keep_s: float = 7 * 86_400.0  # everything older is dropped (an event says so)
+    # recorded points are kept this long, then thinned to one mean per record_thin_step_s
+    # (netdata's tiers: per second, then per minute)
+    record_raw_s: float = 86_400.0
+    record_thin_step_s: float = 60.0
+    record_max_bytes: int = 256 * MIB  # the file's size cap: older data is thinned, then dropped
+    # recording pauses (with a note) while its filesystem has less than this free, so the
+    # history never fills a disk that training needs; it resumes when space returns
+    record_min_free_bytes: int = 256 * MIB
+    record_busy_timeout_s: float = 5.0  # a writer waits this long for another's transaction
+    record_maintain_every_s: float = 600.0  # thinning and dropping run this often
+    record_buffer_points: int = 3600  # points held per series while paused: memory bounded
 
 
 DEFAULTS = Defaults()

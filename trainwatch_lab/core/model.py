@@ -137,9 +137,23 @@ class FillState:
     seconds_to_full: float | None = None  # at this rate, from the latest reading
     trend_s: float = 0.0  # how long free space has gone down without being freed
     points: int = 0  # readings in that stretch
+    quiet_s: float = 0.0  # since free space last went down (the time to full counts down)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def df_used_fraction(total: Any, free: Any, avail: Any) -> Any:
+    """df's Use% as a fraction (coreutils df.c): used / (used + avail), used = total - free.
+    Blocks reserved for root count neither as used nor as available, so a disk whose user
+    space is full reads 100 % (total - avail over total would not). Plain arithmetic: it
+    also takes numpy arrays (a chart's whole history at once); None where nothing is usable.
+    """
+    used = total - free
+    room = used + avail
+    if isinstance(room, (int, float)):
+        return used / room if room > 0 else None
+    return used / room
 
 
 @dataclass(slots=True)
@@ -157,8 +171,8 @@ class PathState:
     shared: bool = False
     read_only: bool = False
     total_bytes: int | None = None
-    free_bytes: int | None = None
-    avail_bytes: int | None = None  # f_bavail: what an unprivileged user may still write
+    free_bytes: int | None = None  # f_bfree: free blocks, the ones reserved for root included
+    avail_bytes: int | None = None  # f_bavail (df Avail): what a user may still write: "free"
     inodes_total: int | None = None
     inodes_free: int | None = None
     responsive: bool = True
@@ -181,10 +195,36 @@ class PathState:
     # avail_bytes (and the inode figures) are what it leaves
     quota: dict[str, Any] | None = None
 
+    @property
+    def used_bytes(self) -> int | None:
+        """df's Used: the blocks in use (total less free, the root reserve not counted)."""
+        if self.total_bytes is None or self.free_bytes is None:
+            return None
+        return max(0, self.total_bytes - self.free_bytes)
+
+    @property
+    def reserved_bytes(self) -> int | None:
+        """Free blocks only root may write (ext4 reserves 5 % by default)."""
+        if self.free_bytes is None or self.avail_bytes is None:
+            return None
+        return max(0, self.free_bytes - self.avail_bytes)
+
+    @property
+    def used_fraction(self) -> float | None:
+        """df's Use%, as a fraction: used / (used + avail) (see df_used_fraction)."""
+        if self.total_bytes is None or self.free_bytes is None or self.avail_bytes is None:
+            return None
+        return df_used_fraction(self.total_bytes, self.free_bytes, self.avail_bytes)
+
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["probe"] = self.probe.to_json() if self.probe else None
         data["checkpoints"] = self.checkpoints.to_json() if self.checkpoints else None
+        # derived once here, so every view shows df's numbers without recomputing them
+        data["used_bytes"] = self.used_bytes
+        data["reserved_bytes"] = self.reserved_bytes
+        used = self.used_fraction
+        data["used_pct"] = None if used is None else 100.0 * used
         return data
 
 

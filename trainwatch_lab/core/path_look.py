@@ -24,6 +24,7 @@ from .probe import READ_ONLY, probe_with_evidence
 from .quota import apply_quota, binding, read_quotas
 from .space import space_fields
 from .worker_ops import inspect_answer
+from .written import Written
 
 INSPECT_WHAT = "statvfs"  # the user reads "no answer within 2.0 s (statvfs)"
 SCAN_LANE = "checkpoints"
@@ -63,6 +64,24 @@ def scan_checkpoints_guarded(
         skip_dirs=sorted(skip_dirs),
     )
     return CheckpointInfo(**raw) if raw else None
+
+
+def written_since_guarded(
+    guard: MountGuard, mountpoint: str, key: str, since: float, d: Defaults
+) -> Written:
+    """The files written under ``key`` since ``since`` (core.written), listed by the checkpoint
+    scan's helper with its budget. Raises as ``MountGuard.call``."""
+    raw = guard.call(
+        scan_key(mountpoint),
+        "written_since",
+        lane=SCAN_LANE,
+        timeout=d.checkpoint_scan_budget_s + d.mount_timeout_s,
+        what="listing of the files written",
+        directory=key,
+        since=since,
+        budget_s=d.checkpoint_scan_budget_s,
+    )
+    return Written(**raw)
 
 
 def look_without_following(path: str, mount: MountEntry) -> dict[str, Any] | None:

@@ -13,6 +13,10 @@ from .defaults import Defaults
 from .model import CheckpointInfo, ProbeResult
 from .quota import binding
 
+# what identifies the filesystem a path's facts were measured on: mount id, st_dev, mountpoint
+# (an id alone is reused once a mount is gone)
+MountKey = tuple[int, int, str]
+
 CHECKPOINT_RESCAN_S = 10.0  # a directory listing per tick would be wasteful on a share
 # Where the directory's mtime is known each tick (paths looked at locally), a directory
 # that has not changed is rescanned only this long after its last change (the newest
@@ -31,6 +35,7 @@ class Watch:
     """Per-path memory between ticks."""
 
     key: str
+    mount: MountKey | None = None  # the filesystem the probe and checkpoints below are of
     owner: int | None = None  # the process whose writes the quota charges (None: ours)
     # watched because someone asked (a user, a kernel): probed there; a directory found on
     # the machine (a training process's) is probed only when it is our user's (issue 24)
@@ -56,6 +61,20 @@ class Watch:
         nothing of this one's)."""
         if owner != self.owner:
             self.owner, self.quota_none_until = owner, 0.0
+
+    def moved_to(self, mount: MountKey) -> bool:
+        """The path now lives on ``mount``: what was measured on another filesystem (probe,
+        checkpoints, quota) is forgotten and due again at once. True when it moved (an
+        unmount, a mount over it); the first call only records where it is."""
+        with self.lock:
+            if mount == self.mount:
+                return False
+            moved, self.mount = self.mount is not None, mount
+            if moved:
+                self.probe = self.probe_at = None
+                self.checkpoints = self.checkpoints_at = self.scanned_mtime = None
+                self.quota_none_until, self.quota_said = 0.0, False
+            return moved
 
     def quota_from(self, answer: dict[str, Any] | None, mountpoint: str) -> dict[str, Any] | None:
         """The quota that binds in ``answer`` (core.quota.binding), None without one: also when

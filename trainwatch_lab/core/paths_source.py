@@ -27,11 +27,15 @@ from .path_look import (
     read_quota,
     scan_checkpoints_guarded,
 )
-from .path_watch import Watch
+from .path_watch import MountKey, Watch
 from .paths import correct_mount, normalise, resolved_path
 from .probe import READ_ONLY, probe_with_evidence
 from .quota import apply_quota
 from .space import scan_checkpoints
+
+
+def mount_key(entry: MountEntry) -> MountKey:
+    return (entry.mount_id, entry.dev, entry.mountpoint)
 
 
 class PathsSource:
@@ -110,6 +114,7 @@ class PathsSource:
             )
         entry = self._entry(watch)
         if entry is not None:
+            watch.moved_to(mount_key(entry))
             self.guard.prestart(entry.mountpoint)
             if self.probe_enabled and not entry.read_only and classify(entry) != "pseudo":
                 self._submit_probe(watch, entry)  # (the helper refuses a FIFO, a device)
@@ -145,14 +150,14 @@ class PathsSource:
             watch.probe_at = time.monotonic()
             thread = threading.Thread(
                 target=self._run_probe,
-                args=(watch, entry.mountpoint),
+                args=(watch, entry.mountpoint, mount_key(entry)),
                 name=f"trainwatch-probe {watch.key}",
                 daemon=True,
             )
             watch.probe_thread = thread
         thread.start()
 
-    def _run_probe(self, watch: Watch, mountpoint: str) -> None:
+    def _run_probe(self, watch: Watch, mountpoint: str, mount: MountKey) -> None:
         d = self.defaults
         try:
             owned_only = not (watch.requested or self.probe_others)
@@ -168,11 +173,19 @@ class PathsSource:
                 raise  # a bug while running: let it show
             return  # closed under the probe (unload, exit): nobody is left to tell
         with watch.lock:
-            watch.probe = result
+            if watch.mount == mount:  # (else the path moved meanwhile: a figure of elsewhere)
+                watch.probe = result
 
     # -- checkpoint scans --------------------------------------------------------------
 
-    def _run_scan(self, watch: Watch, mountpoint: str, skip: frozenset[str], here: bool) -> None:
+    def _run_scan(
+        self,
+        watch: Watch,
+        mountpoint: str,
+        skip: frozenset[str],
+        here: bool,
+        mount: MountKey | None,
+    ) -> None:
         """On its own daemon thread. A directory looked at locally is listed from here (the
         scan follows no symlink and does not enter the mount points in ``skip``); any other
         in the mount's scan helper. The scan stops after its budget either way."""
@@ -191,7 +204,8 @@ class PathsSource:
                 raise  # a bug while running: let it show
             return  # closed under the scan (unload, exit): nobody is left to tell
         with watch.lock:
-            watch.checkpoints = info
+            if watch.mount == mount:  # (else the path moved meanwhile)
+                watch.checkpoints = info
 
     # -- ticks -------------------------------------------------------------------------
     def _facts_of(self, entry: MountEntry, mounts: list[MountEntry]) -> MountFacts:
@@ -303,7 +317,13 @@ class PathsSource:
                 watch.scanned_mtime = watch.dir_mtime
                 scan = watch.scan_thread = threading.Thread(
                     target=self._run_scan,
-                    args=(watch, actual.mountpoint, mounts_below(watch.key, mounts), here),
+                    args=(
+                        watch,
+                        actual.mountpoint,
+                        mounts_below(watch.key, mounts),
+                        here,
+                        watch.mount,
+                    ),
                     name=f"trainwatch-scan {watch.key}",
                     daemon=True,
                 )
@@ -365,6 +385,7 @@ class PathsSource:
                 state.error = "no mount found for this path"
                 answered.add(id(watch))
                 continue
+            watch.moved_to(mount_key(entry))  # an unmount: the facts of before go
             facts = self._facts_of(entry, mounts)
             facts.apply(state)
             if (

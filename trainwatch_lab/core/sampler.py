@@ -52,6 +52,7 @@ class Sampler:
         interval: float = DEFAULTS.interval_s,
         history: History | None = None,
         evaluate: Evaluate | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if not interval > 0:
             raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
@@ -59,6 +60,7 @@ class Sampler:
         self.interval = float(interval)
         self.history = history if history is not None else History()
         self.evaluate = evaluate
+        self.clock = clock  # a sample's time: tests that tick by hand pass their own
         self._subscribers: list[Subscriber] = []
         self._lock = threading.RLock()
         # held while the thread should keep ticking; stop() releases it, which ends the
@@ -69,6 +71,10 @@ class Sampler:
         self.ticks = 0
         self._begun = 0  # ticks started (a request is answered by one that starts after it)
         self._asked: list[_Asked] = []
+        # the tick appended to the history whose warnings are still being evaluated, and the
+        # last one that was not: readers of ``latest`` get the second while the first runs
+        self._evaluating: Sample | None = None
+        self._finished: Sample | None = None
 
     # -- lifecycle -------------------------------------------------------------------
     @property
@@ -131,7 +137,14 @@ class Sampler:
 
     @property
     def latest(self) -> Sample | None:
-        return self.history.latest
+        """The newest sample whose warnings and headline are made. The tick in progress is
+        in the history before the Advisor has judged it (its ``warnings`` still empty): a
+        surface reading it then (``%trainwatch status``, a paused dashboard) would say "no
+        warnings" while every other view shows them, so it gets the tick before."""
+        latest = self.history.latest
+        if latest is not None and latest is self._evaluating:
+            return self._finished
+        return latest
 
     def find_source(self, name: str) -> Source | None:
         return next((s for s in self.sources if s.name == name), None)
@@ -173,18 +186,20 @@ class Sampler:
         with self._lock:
             self._begun += 1
             number = self._begun
-        sample = Sample(t=time.time())
+        sample = Sample(t=self.clock())
         for source in list(self.sources):
             try:
                 source.collect(sample)
             except Exception as exc:  # a broken source must not stop the others
                 self._note(sample, source.name, exc)
+        self._evaluating = sample
         self.history.append(sample)
         if self.evaluate is not None:
             try:
                 sample.warnings = self.evaluate(sample, self.history)
             except Exception as exc:
                 self._note(sample, "advice", exc)
+        self._finished, self._evaluating = sample, None
         self.ticks += 1
         with self._lock:
             subscribers = list(self._subscribers)

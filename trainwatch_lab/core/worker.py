@@ -26,10 +26,10 @@ from collections.abc import Callable
 from typing import Any
 
 from .worker_files import (
-    op_commit,
+    op_claim_share,
     op_copy_ranges,
-    op_remove,
-    op_saves,
+    op_digests,
+    op_release_share,
     op_tree,
     op_write_text,
 )
@@ -43,6 +43,15 @@ from .worker_ops import (
     op_scan_checkpoints,
     op_sleep,
     op_statvfs,
+    op_written_since,
+)
+from .worker_saves import (
+    op_commit,
+    op_copy_in,
+    op_discard_partials,
+    op_make_partial,
+    op_remove,
+    op_saves,
 )
 
 OPS: dict[str, Callable[..., Any]] = {
@@ -51,6 +60,7 @@ OPS: dict[str, Callable[..., Any]] = {
     "statvfs": op_statvfs,
     "inspect": op_inspect,
     "scan_checkpoints": op_scan_checkpoints,
+    "written_since": op_written_since,
     "probe": op_probe,
     "clean_leftovers": op_clean_leftovers,
     "write_text": op_write_text,
@@ -59,6 +69,12 @@ OPS: dict[str, Callable[..., Any]] = {
     "saves": op_saves,
     "commit": op_commit,
     "remove": op_remove,
+    "digests": op_digests,
+    "claim_share": op_claim_share,
+    "release_share": op_release_share,
+    "make_partial": op_make_partial,
+    "copy_in": op_copy_in,
+    "discard_partials": op_discard_partials,
     "quota": op_quota,
 }
 

@@ -102,6 +102,15 @@ def op_scan_checkpoints(
     return dataclasses.asdict(info) if info is not None else None
 
 
+def op_written_since(
+    directory: str, since: float, budget_s: float | None = None, skip_dirs: list[str] | None = None
+) -> dict[str, Any]:
+    from .written import written_since
+
+    found = written_since(directory, since, budget_s=budget_s, skip_dirs=frozenset(skip_dirs or ()))
+    return dataclasses.asdict(found)
+
+
 def op_probe(
     directory: str,
     writes: int,

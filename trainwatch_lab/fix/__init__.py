@@ -11,19 +11,23 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .background import SaveHandle, SaveInFlight, SaveStatus, checkpoint_status
-    from .checkpoint import save_checkpoint
+    from .background import SaveHandle, SaveInFlight, SaveSkipped, SaveStatus, checkpoint_status
+    from .checkpoint import SaveUnresponsive, save_checkpoint
     from .mirror import Mirror, MirrorStatus, active_mirrors, local_mirror
+    from .mirror_lock import ShareInUse
     from .space import CheckpointWontFit, SpaceWatch
 
 _WHERE = {
     "local_mirror": "mirror",
     "Mirror": "mirror",
+    "ShareInUse": "mirror_lock",
     "MirrorStatus": "mirror",
     "active_mirrors": "mirror",
     "save_checkpoint": "checkpoint",
+    "SaveUnresponsive": "checkpoint",
     "SaveHandle": "background",
     "SaveInFlight": "background",
+    "SaveSkipped": "background",
     "SaveStatus": "background",
     "checkpoint_status": "background",
     "CheckpointWontFit": "space",
@@ -35,7 +39,10 @@ __all__ = [
     "MirrorStatus",
     "SaveHandle",
     "SaveInFlight",
+    "SaveSkipped",
     "SaveStatus",
+    "SaveUnresponsive",
+    "ShareInUse",
     "SpaceWatch",
     "active_mirrors",
     "checkpoint_status",

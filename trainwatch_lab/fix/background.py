@@ -8,16 +8,23 @@ copy, e.g. ``{k: v.detach().cpu().clone() for k, v in model.state_dict().items()
 
 At most one save is in flight per process, foreground or background: two saves of a series
 racing each other would each count the other's file when they make room and keep N. A
-second save waits (``if_busy="wait"``) or raises ``SaveInFlight`` at once (``"refuse"``).
+second save waits (``if_busy="wait"``), but never longer than ``DEFAULTS.save_busy_wait_s``:
+a save stuck on a share that stopped answering must not stop the training loop with it.
+Past that, a background save is skipped (one logged line; its handle says so) and a
+foreground one raises ``SaveInFlight``; ``"skip"`` skips at once, ``"refuse"`` raises at
+once.
 ``checkpoint_status()`` says what is in flight and how long the last save took, for a
 dashboard or a log line; it reads a snapshot under a lock, never the disk.
 
-The thread is not a daemon: the interpreter waits for a save in flight before it exits, so
-the end of a script does not cut the last checkpoint off half-written.
+The thread is a daemon, and at exit the interpreter waits for a save in flight at most
+``DEFAULTS.save_exit_wait_s`` (atexit): long enough for a save that is landing, and bounded
+when it writes to a share that hangs; then one line says which save did not land (the
+earlier saves are intact: nothing is renamed over them until a save is whole).
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import time
@@ -25,17 +32,24 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..core.defaults import DEFAULTS
 from ..core.paths import printable
 
 log = logging.getLogger(__name__)
 
-IF_BUSY = ("wait", "refuse")
+IF_BUSY = ("wait", "refuse", "skip")
 _slot = threading.Lock()  # held while a save is in flight (released by the thread that saved)
 _state_lock = threading.Lock()
 
 
 class SaveInFlight(RuntimeError):
-    """Another save is being written and the caller asked not to wait (``if_busy="refuse"``)."""
+    """Another save is being written and the caller asked not to wait (``if_busy="refuse"``),
+    or it did not finish within ``DEFAULTS.save_busy_wait_s``."""
+
+
+class SaveSkipped(SaveInFlight):
+    """A background save that did not run: another one was still in flight (the handle's
+    error; the training goes on)."""
 
 
 @dataclass
@@ -92,20 +106,39 @@ class SaveHandle:
         return f"<SaveHandle {printable(self.path)} {state}>"
 
 
-def claim(if_busy: str) -> None:
-    """Take the one save slot, waiting or refusing as the caller chose."""
+def _busy_text(dst: str) -> str:
+    busy = checkpoint_status()
+    age = time.time() - (busy.started_at or time.time())
+    return (
+        f"{printable(dst)} not saved: the save to {printable(busy.path or '?')} is still in "
+        f"flight after {age:.0f} s (a share that does not answer?)"
+    )
+
+
+def claim(if_busy: str, dst: str = "", background: bool = False) -> bool:
+    """Take the one save slot, waiting (at most ``DEFAULTS.save_busy_wait_s``), skipping or
+    refusing as the caller chose. False: a background save to skip (``skipped``)."""
     if if_busy not in IF_BUSY:
-        raise ValueError(f"if_busy must be 'wait' or 'refuse', not {if_busy!r}")
+        raise ValueError(f"if_busy must be 'wait', 'skip' or 'refuse', not {if_busy!r}")
     if _slot.acquire(blocking=False):
-        return
-    if if_busy == "refuse":
-        busy = checkpoint_status()
-        raise SaveInFlight(
-            f"a checkpoint save to {printable(busy.path or '?')} is in flight since "
-            f"{time.time() - (busy.started_at or time.time()):.1f} s; wait for its handle "
-            "or pass if_busy='wait'"
-        )
-    _slot.acquire()
+        return True
+    if if_busy == "wait" and _slot.acquire(timeout=DEFAULTS.save_busy_wait_s):
+        return True
+    if background and if_busy != "refuse":
+        return False
+    hint = "wait for its handle or pass if_busy='wait'" if if_busy == "refuse" else "skipped"
+    raise SaveInFlight(f"{_busy_text(dst)}; {hint}")
+
+
+def skipped(dst: str) -> SaveHandle:
+    """The handle of a background save that did not run: done, its error ``SaveSkipped``,
+    said in one logged line; the training goes on."""
+    handle = SaveHandle(dst)
+    handle.error = SaveSkipped(f"{_busy_text(dst)}; skipped, the training goes on")
+    handle.duration_s = 0.0
+    handle._done.set()
+    log.warning("trainwatch: checkpoint %s", handle.error)
+    return handle
 
 
 def _begin(path: str, background: bool) -> float:
@@ -159,10 +192,30 @@ def start_claimed(save_now: Callable[[], str], path: str) -> SaveHandle:
                 handle.error,
             )
 
-    thread = threading.Thread(target=work, name="trainwatch-save", daemon=False)
+    thread = threading.Thread(target=work, name="trainwatch-save", daemon=True)
+    _in_flight[0] = handle
     try:
         thread.start()
     except BaseException:
         _end(path, began, RuntimeError("the save thread did not start"))
         raise
     return handle
+
+
+_in_flight: list[SaveHandle | None] = [None]  # the latest background save
+
+
+@atexit.register
+def _wait_at_exit() -> None:
+    """Exit waits for a background save in flight, at most ``DEFAULTS.save_exit_wait_s``
+    (registered after core.guard's handler, so it runs first, while the helpers are there)."""
+    handle = _in_flight[0]
+    if handle is None or handle.done():
+        return
+    if not handle._done.wait(DEFAULTS.save_exit_wait_s):
+        log.warning(
+            "trainwatch: exiting without the save to %s: it did not land within %.0f s (a "
+            "share that does not answer?); the earlier saves are intact",
+            printable(handle.path),
+            DEFAULTS.save_exit_wait_s,
+        )

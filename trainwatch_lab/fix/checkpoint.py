@@ -4,9 +4,12 @@ What a run loses when the disk fills mid-save is usually not the new checkpoint 
 good one (overwritten in place, or truncated beside it). So: check the free space against the
 last save's size first (a clear error before anything is written), let the caller's ``save``
 write to a hidden temporary name in the same directory, fsync and rename it over the real
-name (atomic), and only then remove saves beyond ``keep``. Whatever goes wrong on the way (a
-full disk, an exception in ``save``, Ctrl-C) the temporary name is removed and the earlier
-saves are untouched.
+name (atomic), and only then remove saves beyond ``keep``: only saves this saver wrote, of
+the same series (checkpoint_manifest). The temporary name lies in a private directory made
+for the save (mode 0700, created exclusively), so nothing planted there can redirect the
+write. Whatever goes wrong on the way (a full disk, an exception in ``save``, Ctrl-C, the
+helper killed mid-commit) the temporary name is removed, an earlier save moved aside is put
+back, and the note on the error says what was checked afterwards.
 
 ``save`` is the caller's code and runs in our process; everything else that touches the
 directory (free space, the listing, fsync, rename, removals) goes through the mount guard.
@@ -14,37 +17,48 @@ directory (free space, the listing, fsync, rename, removals) goes through the mo
 
 from __future__ import annotations
 
-import hashlib
+import errno
+import fnmatch
 import logging
 import os
 import re
-import secrets
-import socket
 from collections.abc import Callable
 from typing import Any, Literal, overload
 
-from ..core.guard import MountGuard, default_guard
+from ..core.guard import MountGuard, MountUnresponsive, default_guard
 from ..core.mounts import mount_for_path, read_mounts
 from ..core.paths import normalise, printable
 from ..core.space import space_fields
-from .background import SaveHandle, claim, run_claimed, start_claimed
+from . import checkpoint_manifest as manifest
+from .background import SaveHandle, claim, run_claimed, skipped, start_claimed
+from .checkpoint_partial import (
+    PARTIAL,
+    discard,
+    remove,
+    stale,
+    write_and_commit,
+)
 from .space import fmt_size, wont_fit
 
 log = logging.getLogger(__name__)
 
-PARTIAL = ".tw-partial-"  # hidden: checkpoint scans and TensorBoard never take it for a save
 SAVE_KEY = "{} (save)"  # its own guard key: a long fsync never marks the mount stuck
 # the listing weighs each earlier save (a directory of files on a slow share takes a while);
 # a share that does not answer in this long would not take the save either
 PLAN_TIMEOUT_S = 10.0
-COMMIT_BASE_S = 30.0  # fsync of a big file on a busy share takes a while ...
-COMMIT_BYTES_PER_S = 20 * 1024 * 1024  # ... plus this long per byte of the last save
-_PARTIAL_NAME = re.compile(r"\.tw-partial-([0-9a-f]{6})-(\d+)-[0-9a-f]{8}-")
-_ACTIVE: set[str] = set()  # temporary names of saves running in this process
 
 
-def _host_tag() -> str:
-    return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
+class SaveUnresponsive(OSError, MountUnresponsive):
+    """The share did not answer during a save. An OSError (ETIMEDOUT), so that ``except
+    OSError`` around a save catches it like any other failed write, and still a
+    ``MountUnresponsive``. (core.guard's own ``MountUnresponsive`` stays no OSError: its
+    callers tell "this path is bad" (OSError) from "this mount hangs" by that difference.)"""
+
+    def __init__(self, exc: MountUnresponsive) -> None:
+        OSError.__init__(self, errno.ETIMEDOUT, str(exc))
+        self.key, self.op, self.timeout_s, self.since = exc.key, exc.op, exc.timeout_s, exc.since
+        for note in getattr(exc, "__notes__", ()):
+            self.add_note(note)
 
 
 def directory_of_pattern(pattern: str | os.PathLike[str]) -> str:
@@ -83,45 +97,18 @@ def _validate(save: Any, path: Any, keep: Any) -> tuple[str, str]:
     return os.path.split(normalise(text))
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _stale(directory: str, names: list[str]) -> list[str]:
-    """Leftovers of saves interrupted for good (SIGKILL, a crash) by this host's processes."""
-    host, found = _host_tag(), []
-    for name in names:
-        m = _PARTIAL_NAME.match(name)
-        path = os.path.join(directory, name)
-        if m is None or m.group(1) != host:
-            continue
-        pid = int(m.group(2))
-        if not _alive(pid) or (pid == os.getpid() and path not in _ACTIVE):
-            found.append(path)
-    return found
-
-
-def _remove(guard: MountGuard, key: str, paths: list[str], why: str) -> None:
-    """Best effort: a removal that fails costs disk space, never the save."""
-    if not paths:
-        return
-    try:
-        guard.call(key, "remove", what=f"remove {why}", paths=paths)
-    except Exception as exc:
-        log.warning("trainwatch: could not remove %s (%s): %s", why, ", ".join(paths), exc)
-
-
 def _room(
-    guard: MountGuard, key: str, plan: dict[str, Any], name: str, directory: str, keep: int | None
+    guard: MountGuard,
+    key: str,
+    plan: dict[str, Any],
+    name: str,
+    directory: str,
+    keep: int | None,
+    mine: set[str],
 ) -> list[list[Any]]:
     """Raise CheckpointWontFit unless the save fits; makes room first from saves that ``keep``
-    would remove right after it anyway (never the newest). Returns the saves, newest first."""
+    would remove right after it anyway (never the newest, only ``mine``: those this saver
+    wrote). Returns the saves, newest first."""
     saves = sorted(plan["saves"], key=lambda s: s[2], reverse=True)
     if not saves:
         return saves
@@ -130,7 +117,8 @@ def _room(
     refusal = wont_fit(name, directory, needed, available, newest_name)
     if refusal is None:
         return saves
-    doomed = saves[max(keep - 1, 1) :] if keep else []
+    ours = [s for s in saves if s[0] in mine]  # the newest save stays until the new one lands
+    doomed = [s for s in ours[keep - 1 :] if s is not saves[0]] if keep else []
     if not doomed or available + sum(s[1] for s in doomed) < needed:
         raise refusal
     log.warning(
@@ -146,7 +134,7 @@ def _room(
         what="remove older saves",
         paths=[os.path.join(directory, s[0]) for s in doomed],
     )
-    return saves[: len(saves) - len(doomed)]
+    return [s for s in saves if s not in doomed]
 
 
 @overload
@@ -155,6 +143,7 @@ def save_checkpoint(
     path: str | os.PathLike[str],
     *,
     keep: int | None = ...,
+    series: str | None = ...,
     guard: MountGuard | None = ...,
     background: Literal[False] = ...,
     if_busy: str = ...,
@@ -165,6 +154,7 @@ def save_checkpoint(
     path: str | os.PathLike[str],
     *,
     keep: int | None = ...,
+    series: str | None = ...,
     guard: MountGuard | None = ...,
     background: Literal[True],
     if_busy: str = ...,
@@ -174,6 +164,7 @@ def save_checkpoint(
     path: str | os.PathLike[str],
     *,
     keep: int | None = None,
+    series: str | None = None,
     guard: MountGuard | None = None,
     background: bool = False,
     if_busy: str = "wait",
@@ -184,21 +175,45 @@ def save_checkpoint(
     ``save`` writes a file or a directory to the path it is given (``lambda p:
     torch.save(state, p)``; the name ends like ``path``, so ``.keras``/``.weights.h5``
     checks pass). Raises ``CheckpointWontFit`` (an OSError, ENOSPC) before calling ``save``
-    when the last save of the series (names differing only in their digits) is larger than
-    the free space; ``keep=N`` then keeps the newest N saves of the series.
+    when the last save of the series is larger than the free space. The series is the
+    names matching the glob ``series`` (``"resnet50-epoch*.pt"``), by default those that
+    differ from ``path``'s name only in their digits; ``keep=N`` then keeps the newest N of
+    the saves of the series that this saver wrote (the manifest ``.trainwatch-saves.json``
+    beside them), never another file.
 
     ``background=True`` returns a ``SaveHandle`` at once and saves on its own thread (hand
     it a state the loop leaves alone). One save is in flight at a time: another one waits
-    for it (``if_busy="wait"``) or raises ``SaveInFlight`` (``"refuse"``).
+    for it at most ``DEFAULTS.save_busy_wait_s`` (``if_busy="wait"``; then a background save
+    is skipped with one logged line, a foreground one raises ``SaveInFlight``), is skipped
+    at once (``"skip"``) or raises ``SaveInFlight`` at once (``"refuse"``). Interpreter exit
+    waits for a background save at most ``DEFAULTS.save_exit_wait_s``.
     """
     directory, name = _validate(save, path, keep)
+    pattern = _series(series, name)
     dst = os.path.join(directory, name)
-    claim(if_busy)  # bad arguments were refused above, before anything waits
+    if not claim(if_busy, dst, background):  # bad arguments were refused above, before any wait
+        return skipped(dst)
 
     def now() -> str:
-        return _save_now(save, directory, name, keep, guard)
+        try:
+            return _save_now(save, directory, name, keep, pattern, guard)
+        except SaveUnresponsive:
+            raise
+        except MountUnresponsive as exc:
+            raise SaveUnresponsive(exc) from exc
 
     return start_claimed(now, dst) if background else run_claimed(now, dst)
+
+
+def _series(series: str | None, name: str) -> str:
+    """The series' regular expression: from the glob ``series``, or ``name``'s digits."""
+    if series is None:
+        return series_pattern(name)
+    if not isinstance(series, str) or not series or os.sep in series:
+        raise ValueError(f"series must be a glob of file names like 'epoch-*.pt', not {series!r}")
+    if not fnmatch.fnmatchcase(name, series):
+        raise ValueError(f"the name {name!r} is not in the series {series!r}")
+    return fnmatch.translate(series)
 
 
 def _save_now(
@@ -206,35 +221,66 @@ def _save_now(
     directory: str,
     name: str,
     keep: int | None,
+    pattern: str,
     guard: MountGuard | None,
 ) -> str:
-    """The save itself, in the one save slot: plan, room, write, commit, keep."""
+    """The save itself, in the one save slot: plan, room, write, commit, keep, manifest."""
     dst = os.path.join(directory, name)
     g = guard if guard is not None else default_guard()
     key = SAVE_KEY.format(mount_for_path(directory, read_mounts()).mountpoint)
-    plan = _plan(g, key, directory, name, dst)
-    _remove(g, key, _stale(directory, plan["partials"]), "leftovers of interrupted saves")
-    saves = _room(g, key, plan, name, directory, keep)
-    if not plan["exists"]:
-        os.makedirs(directory, exist_ok=True)  # the save is about to write here anyway
-    _write_and_commit(save, g, key, directory, name, last=saves[0][1] if saves else 0)
-    if keep is not None:
-        older = [os.path.join(directory, s[0]) for s in saves if s[0] != name]
-        _remove(g, key, older[keep - 1 :], f"saves beyond keep={keep}")
+    plan = _plan(g, key, directory, name, dst, pattern)
+    discard(g, key, stale(directory, plan["partials"]))
+    entries = manifest.parse(plan["manifest"])
+    mine = manifest.owned(entries, pattern)
+    saves = _room(g, key, plan, name, directory, keep, mine)
+    partial = write_and_commit(save, g, key, directory, name, saves[0][1] if saves else 0)
+    try:
+        doomed: list[str] = []
+        if keep is not None:
+            older = [s[0] for s in saves if s[0] != name and s[0] in mine]
+            doomed = older[keep - 1 :]
+            paths = [os.path.join(directory, n) for n in doomed]
+            remove(g, key, paths, f"saves beyond keep={keep}")
+        # this series' entries whose files are gone drop out; other series' stay
+        present = {s[0] for s in saves} | (set(entries) - mine) | {name}
+        _write_manifest(
+            g, key, directory, partial, manifest.updated(entries, present, name, pattern, doomed)
+        )
+    finally:
+        remove(g, key, [partial], "the save's empty directory")
     return dst
 
 
-def _plan(g: MountGuard, key: str, directory: str, name: str, dst: str) -> dict[str, Any]:
-    """statvfs and listing of ``directory`` in the guard's helper; refused when it is not a
-    directory."""
+def _write_manifest(g: MountGuard, key: str, directory: str, partial: str, text: str) -> None:
+    """The manifest, replaced atomically; its temporary name lies in the save's private
+    directory, which goes right after (also when the helper is killed: a leftover)."""
+    try:
+        g.call(
+            key,
+            "write_text",
+            what="the saves' manifest",
+            path=os.path.join(directory, manifest.MANIFEST),
+            text=text,
+            tmp_dir=partial,
+        )
+    except Exception as exc:  # the save landed: a manifest not updated only keeps more
+        log.warning("trainwatch: could not update the manifest in %s: %s", directory, exc)
+
+
+def _plan(
+    g: MountGuard, key: str, directory: str, name: str, dst: str, pattern: str
+) -> dict[str, Any]:
+    """statvfs, listing and manifest of ``directory`` in the guard's helper; refused when it
+    is not a directory."""
     plan = g.call(
         key,
         "saves",
         timeout=PLAN_TIMEOUT_S,
         what="statvfs and listing",
         directory=directory,
-        pattern=series_pattern(name),
+        pattern=pattern,
         partial_prefix=PARTIAL,
+        manifest=manifest.MANIFEST,
     )
     if not plan["is_dir"]:
         where = plan["target"]
@@ -243,40 +289,3 @@ def _plan(g: MountGuard, key: str, directory: str, name: str, dst: str) -> dict[
             "not a directory"
         )
     return plan
-
-
-def _write_and_commit(
-    save: Callable[[str], object], g: MountGuard, key: str, directory: str, name: str, last: int
-) -> None:
-    """``save`` into a hidden partial file, then fsync and rename it over ``name`` (given time
-    for ``last`` bytes, the newest save's size); on any failure the partial file goes and
-    ``name`` stays as it was."""
-    dst = os.path.join(directory, name)
-    tmp = os.path.join(
-        directory, f"{PARTIAL}{_host_tag()}-{os.getpid()}-{secrets.token_hex(4)}-{name}"
-    )
-    _ACTIVE.add(tmp)
-    try:
-        save(tmp)
-        if not os.path.lexists(tmp):
-            raise FileNotFoundError(
-                f"save wrote nothing at the path it was given ({printable(tmp)}); it must write "
-                "exactly there (numpy.save adds .npy unless the name ends with it)"
-            )
-        g.call(
-            key,
-            "commit",
-            timeout=COMMIT_BASE_S + last / COMMIT_BYTES_PER_S,
-            what="fsync and rename of the save",
-            tmp=tmp,
-            dst=dst,
-        )
-    except BaseException as exc:
-        _remove(g, key, [tmp], "the unfinished save")
-        if hasattr(exc, "add_note"):
-            exc.add_note(
-                f"trainwatch: {printable(dst)} was left as it was; nothing partial remains"
-            )
-        raise
-    finally:
-        _ACTIVE.discard(tmp)

@@ -2,21 +2,25 @@
 
 Training that logs step by step to a share waits on the share at every flush; when the
 server stalls, the step stalls. Here the training writes to a local directory only, and a
-daemon thread copies what changed (mirror_plan: new files whole, grown files by their new
-bytes) every ``every`` seconds. Every touch of the share is a call through the mount guard
+daemon thread copies what changed (mirror_plan: new or rewritten files whole under a
+temporary name then renamed, grown files by their new bytes once the bytes before them are
+proven unchanged) every ``every`` seconds. One mirror per share directory: a lock file there
+refuses a second (mirror_lock). Every touch of the share is a call through the mount guard
 (its own key and lane, so the mirror's big copies never make the sampler's statvfs look
 stuck): a dead share costs the mirror thread a timeout and nothing else; the local copy
 keeps growing, the status says so, and the next round after the share answers catches up.
-At exit a bounded final sync runs (atexit); the thread is a daemon and never holds exit up.
+At exit a bounded final sync runs (atexit, after flushing the files the script left open;
+SIGTERM too: mirror_exit); the thread is a daemon and never holds exit up.
 """
 
 from __future__ import annotations
 
-import atexit
+import contextlib
 import json
 import logging
 import math
 import os
+import tempfile
 import threading
 import time
 from dataclasses import replace
@@ -29,6 +33,11 @@ from ..core.mounts import mount_for_path, read_mounts
 from ..core.paths import normalise, printable
 from . import mirror_plan as mp
 from . import scratch
+from .mirror_exit import register as _register
+from .mirror_exit import registered as _registered
+from .mirror_exit import unregister as _unregister
+from .mirror_lock import ShareInUse, ShareLock
+from .mirror_seed import seed
 from .mirror_status import MirrorStatus
 
 log = logging.getLogger(__name__)
@@ -36,8 +45,8 @@ log = logging.getLogger(__name__)
 EVERY_S = 30.0  # a TensorBoard reader refreshes about as often
 RETRY_S = 5.0  # while the share does not answer, try again this often (or every ``every``)
 EXIT_SYNC_S = 10.0  # the final sync at interpreter exit never takes longer
-BATCH_BYTES = 4 * 1024 * 1024  # bytes per call through the guard ...
-MIN_RATE = 1024 * 1024  # ... each allowed the mount timeout plus 1 s per MiB
+
+MIN_RATE = 1024 * 1024  # a call through the guard may take the mount timeout plus 1 s per MiB
 LANE = "mirror"
 KEY = "{} (mirror)"
 STATUS_FILE = f"{mp.LOCK_PREFIX}.json"  # the status for other processes, beside the logs
@@ -83,7 +92,9 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         self._guard = guard if guard is not None else default_guard()
         self._key = KEY.format(mount_for_path(self.share, read_mounts()).mountpoint)
         self._lock_fd = lock_fd
-        self._lock = threading.Lock()  # the fields below
+        self._share_lock = ShareLock(self.share, self.local)
+        self._held_at: float | None = None  # when the share's lock was last claimed
+        self._lock = threading.RLock()  # the fields below (reentrant: SIGTERM's final sync)
         self._copied: dict[str, mp.Copied] = {}
         self._seeded = False
         self._state, self._error = "starting", None
@@ -94,9 +105,31 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         self._requested = self._served = 0
         self._stop, self._deadline = False, None
         os.makedirs(self.local, exist_ok=True)
+        self._claim_at_start()
         self._thread = threading.Thread(target=self._run, name="trainwatch-mirror", daemon=True)
         _register(self)
         self._thread.start()
+
+    def _claim_at_start(self) -> None:
+        """Refuse at once (ShareInUse) when another mirror holds the share; a share that does
+        not answer now is claimed by the first round that reaches it."""
+        try:
+            answer = self._guard.call(
+                self._key,
+                "claim_share",
+                lane=LANE,
+                timeout=DEFAULTS.mount_timeout_s,
+                what="mirror claim_share",
+                **self._share_lock.claim_args(_live_tokens()),
+            )
+        except MountUnresponsive:
+            return
+        except OSError as exc:  # the share refuses writes: the rounds say so
+            log.debug("trainwatch: could not claim %s: %s", self.share, exc)
+            return
+        if not answer["ok"]:
+            raise ShareInUse(self._share_lock.refusal(answer))
+        self._held_at = time.monotonic()
 
     # -- the path users write to --------------------------------------------------------
     def __fspath__(self) -> str:
@@ -141,6 +174,9 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
                 self._cv.notify_all()
         if threading.current_thread() is not self._thread:
             self._thread.join(max(0.0, timeout) + 0.5)
+        if self._held_at is not None and not self._thread.is_alive():
+            self._held_at = None
+            self._call("release_share", 0, **self._share_lock.release_args())
         _unregister(self)
         if self._lock_fd is not None:
             scratch.release(self._lock_fd)
@@ -209,9 +245,15 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
             status = replace(status, state="closed")
         data = {**status.to_json(), "pid": os.getpid(), "every": self.every}
         try:
-            with open(f"{path}.tmp", "w") as fh:
-                json.dump(data, fh)
-            os.replace(f"{path}.tmp", path)
+            fd, tmp = tempfile.mkstemp(dir=self.local, prefix=f"{STATUS_FILE}.")
+            try:
+                with os.fdopen(fd, "w") as fh:
+                    json.dump(data, fh)
+                os.replace(tmp, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
         except OSError:  # the status file is a convenience: never a reason to stop copying
             log.debug("trainwatch: could not write %s", path, exc_info=True)
 
@@ -242,14 +284,8 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
 
     def _round(self) -> None:
         started = time.time()
-        if not self._seeded:
-            tree = self._call("tree", BATCH_BYTES, directory=self.share, skip_prefix=mp.TMP_PREFIX)
-            if tree is None:
-                return
-            files, _ = mp.scan(self.local)
-            with self._lock:
-                self._copied = mp.seed(self.local, files, tree["files"])
-                self._seeded = True
+        if not self._hold_share() or (not self._seeded and not self._seed()):
+            return
         files, _ = mp.scan(self.local)
         with self._lock:
             copied = dict(self._copied)
@@ -259,43 +295,87 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
             for item in mp.items(job, self.local, self.share)
         ]
         errors: list[str] = []
+        progress: dict[int, list[mp.Range]] = {}  # id(job) -> the ranges it wrote so far
+        redone: set[str] = set()
         while queue:
-            batch, size = [], 0
-            while queue and (not batch or size + queue[0][1]["length"] <= BATCH_BYTES):
-                batch.append(queue.pop(0))
-                size += batch[-1][1]["length"]
+            batch, size = mp.take_batch(queue, lambda q: q[1]["length"])
             budget = (self._timeout(size) or 0.0) / 2
             results = self._call("copy_ranges", size, items=[i for _, i in batch], budget_s=budget)
             if results is None:
                 return
-            failed = self._apply(batch, results, errors)
+            failed, whole = self._apply(batch, results, errors, progress)
             rest = batch[len(results) :] + queue
-            queue = [q for q in rest if q[0].file.rel not in failed]
+            queue = [q for q in rest if q[0].file.rel not in failed | whole]
+            for job in {j.file.rel: j for j, _ in batch if j.file.rel in whole - redone}.values():
+                redone.add(job.file.rel)  # the share's copy cannot take an append: copy whole
+                again = mp.Job(job.file, 0, append=False)
+                queue += [(again, item) for item in mp.items(again, self.local, self.share)]
         self._ended(started, errors)
 
+    def _hold_share(self) -> bool:
+        """Claim the share's lock (mirror_lock), or refresh it now and then; False while
+        another mirror holds it or the share does not answer (the state says which)."""
+        now = time.monotonic()
+        if self._held_at is not None and now - self._held_at < DEFAULTS.mirror_lock_stale_s / 3:
+            return True
+        answer = self._call("claim_share", 0, **self._share_lock.claim_args(_live_tokens()))
+        if answer is None:
+            return False
+        if not answer["ok"]:
+            self._held_at = None
+            self._set_state("error", self._share_lock.refusal(answer))
+            return False
+        self._held_at = now
+        return True
+
+    def _seed(self) -> bool:
+        """First round: what the share already holds, proven (mirror_seed)."""
+        copied = seed(self._call, self._timeout, self.local, self.share)
+        if copied is None:
+            return False
+        with self._lock:
+            self._copied, self._seeded = copied, True
+        return True
+
     def _apply(
-        self, batch: list[tuple[mp.Job, dict[str, Any]]], results: list[Any], errors: list[str]
-    ) -> set[str]:
-        """Record what the share now holds; returns the files whose copy failed (a file that
-        changed while it was copied is no error: the next round plans it again)."""
+        self,
+        batch: list[tuple[mp.Job, dict[str, Any]]],
+        results: list[Any],
+        errors: list[str],
+        progress: dict[int, list[mp.Range]],
+    ) -> tuple[set[str], set[str]]:
+        """Record what the share now holds (the digests of the bytes the helper wrote);
+        returns the files whose copy failed, and those whose share copy cannot take an
+        append (gone, shorter: copied whole next). A file that changed while it was copied
+        is no error: its times are not recorded, so the next round proves it again."""
         failed: set[str] = set()
+        whole: set[str] = set()
         for (job, item), result in zip(batch, results, strict=False):
             f = job.file
-            if "error" in result or result["copied"] != item["length"]:
+            if result.get("whole"):
+                whole.add(f.rel)
+                with self._lock:
+                    self._copied.pop(f.rel, None)
+                continue
+            if "error" in result or result.get("gone") or result["copied"] != item["length"]:
                 failed.add(f.rel)
                 if "error" in result:
                     why = result["error"].get("strerror") or result["error"].get("message")
                     errors.append(f"{printable(f.rel)}: {why}")
                 continue
+            done = progress.setdefault(id(job), list(job.kept))
+            done.append((item["offset"], result["end"], result["digest"]))
+            last = "mtime_ns" in item
+            unmoved = last and result["src"] == [f.size, f.mtime_ns, f.ctime_ns, f.ino]
+            times = (f.mtime_ns, f.ctime_ns) if unmoved else (mp.MOVED if last else -1,) * 2
             with self._lock:
                 self._bytes_copied += result["copied"]
-            if job.append or "rename_to" in item:
-                done = "mtime_ns" in item
-                tail = mp.tail_hash(os.path.join(self.local, f.rel), result["end"])
-                entry = mp.Copied(result["end"], f.ino, f.mtime_ns if done else -1, tail)
-                with self._lock:
-                    self._copied[f.rel] = entry
-        return failed
+                if job.append or "rename_to" in item:
+                    ranges = tuple(done)
+                    self._copied[f.rel] = mp.Copied(
+                        result["end"], f.ino, times[0], ranges, times[1]
+                    )
+        return failed, whole
 
     def _ended(self, started: float, errors: list[str]) -> None:
         """A round that reached the share to its end: in sync, or the files it refused."""
@@ -351,34 +431,10 @@ def local_mirror(
         raise
 
 
-# -- every mirror of this process: status surfaces, and the final sync at exit -------------
-_MIRRORS: list[Mirror] = []
-_MIRRORS_LOCK = threading.Lock()
-
-
-def _register(m: Mirror) -> None:
-    with _MIRRORS_LOCK:
-        _MIRRORS.append(m)
-
-
-def _unregister(m: Mirror) -> None:
-    with _MIRRORS_LOCK:
-        if m in _MIRRORS:
-            _MIRRORS.remove(m)
-
-
 def active_mirrors() -> list[Mirror]:
-    with _MIRRORS_LOCK:
-        return list(_MIRRORS)
+    """The mirrors of this process that are not closed."""
+    return _registered()
 
 
-@atexit.register
-def _close_all() -> None:
-    """One bounded final sync for all mirrors (registered after core.guard's own atexit
-    handler, so it runs first, while the helpers are still there)."""
-    mirrors = active_mirrors()
-    if not mirrors:
-        return
-    deadline = time.monotonic() + max(m.exit_timeout for m in mirrors)
-    for m in mirrors:
-        m.close(timeout=max(0.0, deadline - time.monotonic()))
+def _live_tokens() -> list[str]:
+    return [m._share_lock.holder["token"] for m in active_mirrors()]

@@ -1,11 +1,16 @@
 """What the mirror must copy: pure planning over a local scan and what the share holds.
 
 Log files mostly grow (TensorBoard event files, CSV and JSON lines): a file that grew since
-its last copy gets only its new bytes, written at the same offset on the share. Whether it
-only grew is checked, not assumed: the last few KiB before the old end must still read the
-same (a hash kept from the last copy); anything else (a rewrite, a new inode, a shrink) is
-copied whole into a temporary name on the share and renamed over the old copy, so a reader
-there (TensorBoard) sees the old file or the new one, never half of one.
+its last copy gets only its new bytes, written at the same offset on the share. That it only
+grew is proven, not assumed: the share's copy is known as the digests of the byte ranges
+written there, as the helper read them (``Copied.ranges``), and the local file must still
+hold exactly those bytes (hashed again, whole, before every append). A file whose
+identity (inode, size, modification and change time) did not move since it was copied is
+not read at all. Anything else (a rewrite anywhere, a new inode, a shrink, a SQLite
+database, which is rewritten in place) is copied whole into a fresh temporary name on the
+share, fsync'ed and renamed over the old copy, so a reader there (TensorBoard) sees the old
+file or the new one, never half of one. An append never creates a file: a copy gone from
+the share, or shorter than it should be, is copied whole (core.worker_files).
 """
 
 from __future__ import annotations
@@ -13,16 +18,28 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-TAIL_BYTES = 4096  # compared before appending: a rewrite of the file changes them
+from ..core.worker_files import DIGEST_BYTES  # the helper's digests are compared with ours
+
 CHUNK_BYTES = 4 * 1024 * 1024  # one item of a copy call at most
+BATCH_BYTES = 4 * 1024 * 1024  # bytes per call through the guard
+HASH_CHUNK = 1024 * 1024  # read at a time while hashing a local file
+
 TMP_PREFIX = ".twmirror-"  # the share-side temporary names (never "tfevents" in them)
 LOCK_PREFIX = ".trainwatch-mirror"  # local bookkeeping, never copied
+SHARE_LOCK = f"{LOCK_PREFIX}-share.lock"  # on the share: who mirrors into this directory
 SCAN_LIMIT = 100_000
+# formats that rewrite earlier bytes in place: never appended to, always copied whole
+IN_PLACE_MAGIC = (b"SQLite format 3\x00",)
+
+MOVED = -2  # Copied.mtime_ns of a copy whose file changed while it was read
+Range = tuple[int, int, str]  # [start, end) and the hex digest of those bytes
+Q = TypeVar("Q")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,26 +48,41 @@ class LocalFile:
     size: int
     ino: int
     mtime_ns: int
+    ctime_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class Copied:
-    """What the share holds of one local file: its first ``size`` bytes as of ``mtime_ns``
-    (-1 while only part of it was copied), ``tail`` the hash of the bytes before ``size``."""
+    """What the share holds of one local file: its first ``size`` bytes, whose digests are
+    ``ranges``; ``mtime_ns``/``ctime_ns`` the local file's times when the copy ended whole
+    (-1 while only part of it was copied, ``MOVED`` when it changed while it was read)."""
 
     size: int
     ino: int
     mtime_ns: int
-    tail: bytes
+    ranges: tuple[Range, ...]
+    ctime_ns: int = -1
+
+    def same(self, f: LocalFile) -> bool:
+        """The local file did not move since this copy ended whole: nothing to read."""
+        return (self.ino, self.size, self.mtime_ns, self.ctime_ns) == (
+            f.ino,
+            f.size,
+            f.mtime_ns,
+            f.ctime_ns,
+        ) and self.mtime_ns >= 0
 
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """One file to copy: from ``offset`` to ``file.size``; ``append`` writes in place."""
+    """One file to copy: from ``offset`` to ``file.size``; ``append`` writes in place after
+    ``kept``, the digests of the share's bytes before ``offset`` (just proven equal to the
+    local ones)."""
 
     file: LocalFile
     offset: int
     append: bool
+    kept: tuple[Range, ...] = ()
 
     @property
     def length(self) -> int:
@@ -71,24 +103,56 @@ def scan(local_dir: str, limit: int = SCAN_LIMIT) -> tuple[dict[str, LocalFile],
                 st = os.lstat(path)
                 if stat.S_ISREG(st.st_mode):
                     rel = os.path.relpath(path, local_dir)
-                    files[rel] = LocalFile(rel, st.st_size, st.st_ino, st.st_mtime_ns)
+                    files[rel] = LocalFile(
+                        rel, st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns
+                    )
                     if len(files) >= limit:
                         return files, True
     return files, False
 
 
-def tail_hash(path: str, end: int) -> bytes:
-    """Hash of the ``TAIL_BYTES`` bytes of a local file that end at ``end`` (b"" on error)."""
-    start = max(0, end - TAIL_BYTES)
+def _hash_spans(path: str, ranges: Sequence[Range]) -> str | None:
+    """One pass over a local file: None unless each ``[start, end)`` (contiguous from 0)
+    has its digest; else the digest of all of them together, of the bytes just read."""
+    whole = hashlib.blake2b(digest_size=DIGEST_BYTES)
     try:
         with open(path, "rb") as fh:
-            fh.seek(start)
-            data = fh.read(end - start)
+            for start, end, expected in ranges:
+                part, left = hashlib.blake2b(digest_size=DIGEST_BYTES), end - start
+                while left > 0 and (chunk := fh.read(min(HASH_CHUNK, left))):
+                    part.update(chunk)
+                    whole.update(chunk)
+                    left -= len(chunk)
+                if left or (expected and part.hexdigest() != expected):
+                    return None
     except OSError:
-        return b""
-    if len(data) != end - start:
-        return b""
-    return hashlib.blake2b(data, digest_size=8).digest()
+        return None
+    return whole.hexdigest()
+
+
+def in_place_format(path: str) -> bool:
+    """A file format that rewrites its earlier bytes (SQLite): copied whole every time."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(32)
+    except OSError:
+        return False
+    return head.startswith(IN_PLACE_MAGIC)
+
+
+def proven_prefix(path: str, c: Copied) -> tuple[Range, ...] | None:
+    """The share's bytes before ``c.size`` as one range, when the local file still holds
+    exactly them (every range's digest equal); None otherwise. The new digest is of the
+    bytes just read, which equal the share's: no later change of the file can slip in."""
+    if c.size == 0:
+        return ()
+    ends = [0] + [end for _, end, _ in c.ranges]
+    if not c.ranges or any(r[0] != e for r, e in zip(c.ranges, ends, strict=False)):
+        return None
+    if ends[-1] != c.size or any(not d for _, _, d in c.ranges):
+        return None
+    whole = _hash_spans(path, c.ranges)
+    return None if whole is None else ((0, c.size, whole),)
 
 
 def plan(local_dir: str, files: dict[str, LocalFile], copied: dict[str, Copied]) -> list[Job]:
@@ -97,12 +161,13 @@ def plan(local_dir: str, files: dict[str, LocalFile], copied: dict[str, Copied])
     jobs = []
     for rel, f in files.items():
         c = copied.get(rel)
-        if c is not None and c.ino == f.ino:
-            if c.size == f.size and c.mtime_ns == f.mtime_ns:
-                continue
-            grown = f.size > c.size
-            if grown and c.tail == tail_hash(os.path.join(local_dir, rel), c.size):
-                jobs.append(Job(f, c.size, append=True))
+        if c is not None and c.same(f):
+            continue
+        path = os.path.join(local_dir, rel)
+        if c is not None and c.ino == f.ino and f.size >= c.size and not in_place_format(path):
+            kept = proven_prefix(path, c)
+            if kept is not None:
+                jobs.append(Job(f, c.size, append=True, kept=kept))
                 continue
         jobs.append(Job(f, 0, append=False))
     jobs.sort(key=lambda j: j.length)
@@ -114,16 +179,19 @@ def pending_bytes(files: dict[str, LocalFile], copied: dict[str, Copied]) -> int
     total = 0
     for rel, f in files.items():
         c = copied.get(rel)
-        if c is not None and c.ino == f.ino and c.size == f.size and c.mtime_ns == f.mtime_ns:
+        if c is not None and c.same(f):
             continue
-        grew = c is not None and c.ino == f.ino and f.size >= c.size
+        # a copy whose file moved while it was read is not proven: all of it is pending
+        grew = c is not None and c.ino == f.ino and f.size >= c.size and c.mtime_ns != MOVED
         total += f.size - c.size if grew and c is not None else f.size
     return total
 
 
 def share_temp(share_dir: str, rel: str) -> str:
-    digest = hashlib.sha1(rel.encode("utf-8", "surrogateescape")).hexdigest()[:16]
-    return os.path.join(share_dir, os.path.dirname(rel), f"{TMP_PREFIX}{digest}.tmp")
+    """A fresh, unguessable temporary name beside the file on the share (the helper creates
+    it exclusively, never through a link)."""
+    name = f"{TMP_PREFIX}{secrets.token_hex(8)}.tmp"
+    return os.path.join(share_dir, os.path.dirname(rel), name)
 
 
 def items(job: Job, local_dir: str, share_dir: str) -> Iterator[dict[str, Any]]:
@@ -141,23 +209,43 @@ def items(job: Job, local_dir: str, share_dir: str) -> Iterator[dict[str, Any]]:
             item["create"] = True
         if last:
             item["mtime_ns"] = job.file.mtime_ns
-            if not job.append:
+            if job.append:
+                item["end_here"] = True
+            else:
                 item["rename_to"] = dst
         yield item
         offset += length
         first = False
 
 
-def seed(
-    local_dir: str, files: dict[str, LocalFile], share_files: dict[str, list[int]]
-) -> dict[str, Copied]:
-    """After a restart: files the share already holds whole (same size and modification
-    time, which every finished copy sets) need no copy."""
-    copied = {}
-    for rel, (size, mtime_ns) in share_files.items():
-        f = files.get(rel)
-        if f is not None and f.size == size and f.mtime_ns == mtime_ns:
-            copied[rel] = Copied(
-                size, f.ino, mtime_ns, tail_hash(os.path.join(local_dir, rel), size)
-            )
-    return copied
+def seed_candidates(
+    files: dict[str, LocalFile], share_files: dict[str, list[int]]
+) -> dict[str, LocalFile]:
+    """After a restart: the files the share seems to hold whole (same size and modification
+    time, which every finished copy sets); each is trusted only once its bytes are proven
+    (``seeded``), since a copy recreated with a hole of zeros looks the same."""
+    return {
+        rel: f
+        for rel, (size, mtime_ns) in share_files.items()
+        if (f := files.get(rel)) is not None and f.size == size and f.mtime_ns == mtime_ns
+    }
+
+
+def seeded(local_dir: str, f: LocalFile, share_digest: str | None) -> Copied | None:
+    """What the share holds of ``f`` when its digest (taken there) is the local file's."""
+    if share_digest is None:
+        return None
+    local = _hash_spans(os.path.join(local_dir, f.rel), [(0, f.size, "")])
+    if local != share_digest:
+        return None
+    return Copied(f.size, f.ino, f.mtime_ns, ((0, f.size, share_digest),), f.ctime_ns)
+
+
+def take_batch(queue: list[Q], size_of: Callable[[Q], int]) -> tuple[list[Q], int]:
+    """Take from the front of ``queue`` what one call carries: ``BATCH_BYTES`` at most (one
+    item at least)."""
+    batch, size = [], 0
+    while queue and (not batch or size + size_of(queue[0]) <= BATCH_BYTES):
+        batch.append(queue.pop(0))
+        size += size_of(batch[-1])
+    return batch, size

@@ -8,6 +8,7 @@ survives in the saved notebook and in nbconvert.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Sequence
@@ -18,8 +19,11 @@ import ipywidgets as widgets
 from ..advice.text import fmt_duration, fmt_ms, fmt_rate, warning_count_text
 from ..core.defaults import DEFAULTS, Defaults
 from ..core.gpu_select import as_selection
+from ..core.guard import MountUnresponsive, WorkerFailed, WorkerUnavailable
 from ..core.model import Alert, Sample, watched_devices
+from ..core.path_look import written_since_guarded
 from ..core.sampler import Sampler
+from ..core.written import Written
 from .cell_report import CellSummary
 from .cell_summary import summarize_cell
 from .warnings_html import STYLE, esc
@@ -135,9 +139,31 @@ class CellWatch:
             gpu_indices=None if self.gpus is None else self.gpus.indices(rows),
             defaults=self.defaults,
             gpu_note=latest.notes.get("gpus") if latest else None,
+            files=self.files_written(latest),
         )
         summary.seconds = self.end_t - self.start_t
         return summary
+
+    def files_written(self, latest: Sample | None) -> dict[str, Written | None]:
+        """Per watched path, the files modified under it since the cell began, listed by the
+        checkpoint scan's helper of its mount (bounded: a budget plus the mount timeout; a
+        path that did not answer the last sample is not asked)."""
+        source = self.sampler.find_source("paths")
+        guard = getattr(source, "guard", None)
+        found: dict[str, Written | None] = {}
+        # the cell's output waits for this: one budget in all, however many paths
+        deadline = time.monotonic() + self.defaults.cell_files_budget_s
+        for path in self.paths:
+            state = latest.paths.get(path) if latest is not None else None
+            found[path] = None
+            if guard is None or state is None or not state.responsive or not state.exists:
+                continue
+            if time.monotonic() >= deadline:
+                continue
+            with contextlib.suppress(MountUnresponsive, WorkerFailed, WorkerUnavailable, OSError):
+                mount = state.mountpoint or path
+                found[path] = written_since_guarded(guard, mount, path, self.start_t, self.defaults)
+        return found
 
     def close(self) -> None:
         self.strip.close()

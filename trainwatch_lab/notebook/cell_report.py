@@ -11,6 +11,7 @@ from typing import Any
 from ..advice.text import fmt_bytes, fmt_duration, fmt_ms, fmt_pct, fmt_rate
 from ..core.defaults import DEFAULTS
 from ..core.model import Alert
+from ..core.written import Written
 from .warnings_html import STYLE, alert_html, alert_text, esc
 
 # Rates are integrated over the samples' own times while each source divides by its own
@@ -47,6 +48,9 @@ class FilesystemSummary:
     used_growth_bytes: float | None  # growth of used space on that filesystem during the cell
     device: str | None
     written_bytes: float | None  # written to its block device by every process, during the cell
+    # per watched path, the files modified under it during the cell (core.written); None:
+    # not listed (the mount did not answer, or no helper)
+    files: dict[str, Written | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -89,7 +93,9 @@ class CellSummary:
             )
         if not self.gpus and self.gpu_note:
             lines.append(f"  GPU: {self.gpu_note}")
-        lines += [f"  {', '.join(f.paths)}: {_filesystem_text(f)}" for f in self.filesystems]
+        for f in self.filesystems:
+            lines += [f"  {p}: {files_text(f.files.get(p))}" for p in f.paths]
+            lines.append(f"    {_filesystem_text(f)}")
         proc = _process_text(self)
         if proc:
             lines.append(f"  {proc}")
@@ -126,14 +132,12 @@ class CellSummary:
         )
         if not gpu:
             gpu = f'<tr><td colspan="3" class="tw-muted">{esc(self.gpu_note or "no GPU")}</td></tr>'
-        paths = "".join(
-            f"<tr><td>{'<br>'.join(f'<code>{esc(p)}</code>' for p in f.paths)}</td>"
-            f"<td>{esc(_filesystem_text(f))}</td></tr>"
-            for f in self.filesystems
-        )
+        paths = "".join(_filesystem_rows_html(f) for f in self.filesystems)
         proc = _process_text(self)
         if proc:
-            paths += f'<tr><td class="tw-muted">this kernel</td><td>{esc(proc)}</td></tr>'
+            paths += (
+                f'<tr><td class="tw-muted">this kernel</td><td colspan="2">{esc(proc)}</td></tr>'
+            )
         waits = "".join(f'<div class="tw-waits">{esc(line)}</div>' for line in self.waits_lines())
         warnings = "".join(alert_html(a) for a in self.warnings) or (
             '<div class="tw-muted">no warnings raised</div>'
@@ -147,7 +151,8 @@ class CellSummary:
             f"<th>peak read</th><th>peak write</th><th>peak await</th></tr>{dev}</table>"
             '<table class="tw-table"><tr><th>GPU</th><th>mean util</th><th>idle</th></tr>'
             f"{gpu}</table>"
-            '<table class="tw-table"><tr><th>watched paths</th><th>written</th></tr>'
+            '<table class="tw-table tw-written"><tr><th>watched path</th><th>written there</th>'
+            "<th>its filesystem</th></tr>"
             f"{paths}</table>{waits}{warnings}</div>"
         )
 
@@ -163,9 +168,32 @@ def _device_text(d: DeviceSummary) -> str:
     )
 
 
+def files_text(w: Written | None, verb: str = " written") -> str:
+    """``24 MiB in 8 files written`` (files modified during the cell, at their size now);
+    ``verb=""`` where a column header says it."""
+    if w is None:
+        return f"files{verb}: not listed" if verb else "not listed"
+    count = f"{w.files} file{'s' * (w.files != 1)}"
+    text = f"{fmt_bytes(w.bytes)} in {count}{verb}" if w.files else f"no file{verb}"
+    return text if w.complete else f"at least {text} (the listing stopped at its budget)"
+
+
+def _filesystem_rows_html(f: FilesystemSummary) -> str:
+    """One row per watched path; the filesystem's numbers once, beside all its paths."""
+    shared = f'<td rowspan="{len(f.paths)}">{esc(_filesystem_text(f))}</td>'
+    return "".join(
+        f'<tr data-path="{esc(p)}"><td><code>{esc(p)}</code></td>'
+        f'<td class="tw-files">{esc(files_text(f.files.get(p), ""))}</td>{shared if i == 0 else ""}'
+        "</tr>"
+        for i, p in enumerate(f.paths)
+    )
+
+
 def _filesystem_text(f: FilesystemSummary) -> str:
     parts = []
     where = f" on {f.filesystem}" if f.filesystem else ""
+    if f.used_growth_bytes is None and f.filesystem:
+        parts.append(f.filesystem)
     if f.used_growth_bytes is not None:
         sign = "+" if f.used_growth_bytes >= 0 else ""
         parts.append(f"space used{where} {sign}{fmt_bytes(f.used_growth_bytes)}")

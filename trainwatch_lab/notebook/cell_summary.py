@@ -4,7 +4,7 @@ cell owns from the History and builds its CellSummary (cell_report.py words it).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -12,6 +12,7 @@ from ..core.defaults import DEFAULTS, MIB, Defaults
 from ..core.fill import FilesystemKey, filesystem_key
 from ..core.history import History
 from ..core.model import Alert, PathState, Sample
+from ..core.written import Written
 from .cell_report import CellSummary, DeviceSummary, FilesystemSummary, GpuSummary, WaitSummary
 from .warnings_html import sort_alerts
 
@@ -102,7 +103,11 @@ def _filesystem_key(path: str, state: PathState | None) -> FilesystemKey:
 
 
 def _filesystem_rows(
-    window: _Window, latest: Sample | None, paths: Sequence[str], written: dict[str, float]
+    window: _Window,
+    latest: Sample | None,
+    paths: Sequence[str],
+    written: dict[str, float],
+    files: Mapping[str, Written | None],
 ) -> list[FilesystemSummary]:
     """One row per filesystem, listing its watched paths in the order they were given."""
     groups: dict[FilesystemKey, list[str]] = {}
@@ -121,6 +126,7 @@ def _filesystem_rows(
                 used_growth_bytes=next((g for g in growths if g is not None), None),
                 device=device,
                 written_bytes=written.get(device) if device else None,
+                files={p: files.get(p) for p in members},
             )
         )
     return rows
@@ -196,8 +202,10 @@ def summarize_cell(
     gpu_indices: Sequence[int] | None = None,
     defaults: Defaults = DEFAULTS,
     gpu_note: str | None = None,
+    files: Mapping[str, Written | None] | None = None,
 ) -> CellSummary:
-    """Summarise samples with ``start < t <= end`` (plus the one before, as a baseline)."""
+    """Summarise samples with ``start < t <= end`` (plus the one before, as a baseline);
+    ``files``: per watched path, the files written under it during the cell."""
     window = _Window.of(history, start, end)
     latest = history.latest
     devices = sorted({k[1] for k in history.keys("disk")})
@@ -209,7 +217,7 @@ def summarize_cell(
     summary.warnings = sort_alerts({a.key: a for a in warnings}.values())
     summary.devices = _device_rows(window, devices)
     written = {d.device: d.written_bytes for d in summary.devices}
-    summary.filesystems = _filesystem_rows(window, latest, paths, written)
+    summary.filesystems = _filesystem_rows(window, latest, paths, written, files or {})
     summary.gpus = _gpu_rows(window, history, gpu_indices, defaults)
     summary.process_write_chars, summary.process_write_bytes = _process_totals(window, history)
     summary.waits = _wait_rows(window, history, paths)

@@ -25,11 +25,17 @@ from bqplot import Axis, Figure, LinearScale, Lines
 from ipywidgets import HTML, Layout, VBox
 
 from ..core.history import History, SeriesKey
-from .ticks import nice_axis, time_ticks
+from ..core.model import df_used_fraction
+from .ticks import clock_label, nice_axis, time_ticks
 from .warnings_html import esc
 
 MAX_POINTS = 120  # ~3 px per point on a 360 px plot; each point costs 4 B per line + 4 B
-MIN_SPAN_S = 30.0  # a short history grows from the left of an axis this long (at most)
+# the shortest x axis: a first sample (a dot), or a few ticked by hand within a second, sit on
+# an axis this long, never a zero-width one; longer data fills the axis (charts scale to the
+# data they have until the window fills: 6 samples on a 10 min axis were a sliver at its left)
+MIN_SPAN_S = 1.0
+RIGHT_EDGE_SHARE = 0.08  # of the axis: a clock label there would not fit inside the plot
+LABELS_AHEAD = 4  # ticks labelled beyond the newest one, for the browser's next redraw
 REBASE_S = 86400.0  # float32 seconds keep 8 ms steps a day from their origin
 # theme-aware: bqplot sets stroke via style(), where CSS variables resolve
 PALETTE = [
@@ -136,8 +142,8 @@ def evaluate(series: Series, cols: dict[SeriesKey, np.ndarray], n: int) -> np.nd
     with np.errstate(invalid="ignore", divide="ignore"):
         if series.kind == "ratio_pct":  # keys: (part, whole)
             return col(0) / col(1) * 100.0
-        if series.kind == "used_pct":  # keys: (avail, total): what df's Use% shows
-            return (1.0 - col(0) / col(1)) * 100.0
+        if series.kind == "used_pct":  # keys: (avail, total, free): df's Use%
+            return df_used_fraction(col(1), col(2), col(0)) * 100.0
         if series.kind == "await":  # keys: (r_await, w_await, r_s, w_s): iostat's combined
             ios = col(2) + col(3)
             combined = (col(0) * col(2) + col(1) * col(3)) / ios
@@ -321,13 +327,31 @@ class TimeChart:
         """Round clock ticks for ``[lo, hi]``; the domain is pinned to it only while the
         data spans less than a minute (set once, then released: two messages)."""
         ticks, labels = time_ticks(lo, hi) if self.origin is not None else ([], [])
+        # the axis ends at the newest sample: a label centred on a tick at its very edge
+        # would be cut by the plot's edge, so that tick is left out
+        edge = hi - RIGHT_EDGE_SHARE * (hi - lo)
+        if len(ticks) > 1 and ticks[-1] > edge:
+            ticks, labels = ticks[:-1], labels[:-1]
         rel = [round(v - self.origin) for v in ticks] if self.origin is not None else []
         values = np.asarray(rel, dtype=np.float64)
-        if values.size and not np.array_equal(values, np.asarray(self.x_axis.tick_values)):
-            with self.x_axis.hold_sync():
-                self.x_axis.tick_labels = {
-                    str(v): text for v, text in zip(rel, labels, strict=True)
-                }
+        named = {str(v): text for v, text in zip(rel, labels, strict=True)}
+        if len(ticks) > 1 and self.origin is not None:  # the next ticks, labelled already
+            step = ticks[1] - ticks[0]
+            for k in range(1, LABELS_AHEAD + 2):  # (+1: the one left out at the edge)
+                v = ticks[-1] + k * step
+                named[str(round(v - self.origin))] = clock_label(v, step)
+        if values.size:
+            # labels first, in a message of their own, then the values: bqplot draws new
+            # values with the labels it has when they arrive (its formatter holds the dict,
+            # and its transition writes the text a frame later), so a value without a label
+            # yet showed as raw seconds ("7") until the next change; the ticks on screen
+            # keep theirs meanwhile
+            shown = dict(self.x_axis.tick_labels or {})
+            keep = {k: shown.get(k) for k in (str(round(v)) for v in self.x_axis.tick_values)}
+            following = {**{k: v for k, v in keep.items() if v is not None}, **named}
+            if following != shown:
+                self.x_axis.tick_labels = following
+            if not np.array_equal(values, np.asarray(self.x_axis.tick_values)):
                 self.x_axis.tick_values = values
         want = (lo - self.origin, hi - self.origin) if fixed and self.origin is not None else None
         now = (self.x_scale.min, self.x_scale.max)

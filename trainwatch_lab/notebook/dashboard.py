@@ -32,7 +32,7 @@ from ..core.paths import normalise
 from ..core.sampler import Sampler
 from . import dashboard_prefs as prefs
 from . import dashboard_view as view
-from .charts import MIN_SPAN_S, bucket_seconds, window_columns
+from .charts import bucket_seconds, window_columns
 from .dashboard_charts import COMPACT, DETAILED, series_for
 from .dashboard_export import export_history
 from .dashboard_layout import WINDOW_CHOICES as WINDOW_CHOICES  # re-exported
@@ -226,10 +226,13 @@ class TrainWatch(DashboardLayout):
         open_ = bool(change["new"])
         with self._lock:
             self.details_button.icon = "chevron-up" if open_ else "chevron-down"
+            # shown before its charts are made: bqplot sizes a chart when it is first drawn,
+            # and one drawn in a hidden box is 0 px wide (negative SVG rects in the console)
+            self.details.layout.display = "flex" if open_ else "none"
             if open_:
                 self._make_detail_charts()
-            self.details.layout.display = "flex" if open_ else "none"
-            if open_ and not self.stopped:
+                # drawn from the history at once, also on a stopped dashboard: no more
+                # samples will come to draw them (empty charts with no axes, issue 23)
                 self._refresh(force=True)
         prefs.save({"details": open_})
 
@@ -295,7 +298,9 @@ class TrainWatch(DashboardLayout):
         else:
             state = "live" if self.samples else "waiting"
         points = self.charts["io"].points if hasattr(self, "charts") else 0
-        return view.HeaderState(state, self.samples, points, self.sampler.interval, self.window_s)
+        return view.HeaderState(
+            state, self.samples, points, self.sampler.interval, self.window_s, len(self.paths())
+        )
 
     def _header_html(self, sample: Sample | None) -> str:
         return view.header_html(sample, self._header_state(), self.history)
@@ -343,7 +348,7 @@ class TrainWatch(DashboardLayout):
             return
         self._pane_key = key
         self.paths_pane.value = view.paths_html(sample) if sample.paths else view.NO_PATHS_HTML
-        self.alerts_pane.value = view.alerts_html(sample)
+        self.alerts_pane.update(sample.warnings)
         self.gpu_note.value = (
             f'<div class="tw-gpu-note tw-muted">GPU: {esc(reason)}</div>' if reason else ""
         )
@@ -358,12 +363,12 @@ class TrainWatch(DashboardLayout):
             self.charts[name].set_series(series_for(name, sample, gpus, self.history))
         keys: list[SeriesKey] = [k for n in names for k in self.charts[n].series_keys()]
         t, cols = window_columns(self.history, keys, self.window_s, now=sample.t)
-        min_span = min(self.window_s / 2, MIN_SPAN_S)
+        note = view.window_note(t, self.window_s, bucket)
         sent = False
         for name in names:
             chart = self.charts[name]
             x, y, labels = chart.compute(t, cols, bucket)
-            sent = chart.push(x, y, labels, min_span=min_span) or sent
+            sent = chart.push(x, y, labels, note=note) or sent
         if sent:
             self.chart_updates += 1
 

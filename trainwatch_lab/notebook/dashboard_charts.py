@@ -102,7 +102,7 @@ def space_series(sample: Sample) -> list[Series]:
         key = filesystem_key(path, p)
         if key not in seen:
             label = filesystem_label(p.mountpoint or path, p.fstype)
-            keys = (("path", path, "avail_bytes"), ("path", path, "total_bytes"))
+            keys = tuple(("path", path, f) for f in ("avail_bytes", "total_bytes", "free_bytes"))
             seen[key] = Series(label, keys, kind="used_pct")
     return list(seen.values())
 

@@ -17,6 +17,7 @@ import ipywidgets as widgets
 from .charts import TimeChart
 from .dashboard_charts import COMPACT, DETAILED, make_chart
 from .dashboard_view import DASH_STYLE, NO_PATHS_HTML, HeaderState, header_html
+from .dashboard_warnings import WARNINGS_STYLE, WarningsPane
 from .warnings_html import STYLE
 
 WINDOW_CHOICES: tuple[tuple[str, float], ...] = (
@@ -61,7 +62,7 @@ class DashboardLayout(widgets.VBox):
     def _build(self, details: bool) -> None:
         self.add_class("tw-root")
         self.add_class("trainwatch")
-        self.style_html = widgets.HTML(f"<style>{STYLE}{DASH_STYLE}</style>")
+        self.style_html = widgets.HTML(f"<style>{STYLE}{DASH_STYLE}{WARNINGS_STYLE}</style>")
         self.status = widgets.HTML(header_html(None, self._header_state()))
         self.window_select = widgets.Dropdown(
             options=self._window_options(),
@@ -96,7 +97,10 @@ class DashboardLayout(widgets.VBox):
         self.charts: dict[str, TimeChart] = {name: make_chart(name) for name in COMPACT}
         self.space_note = widgets.HTML(NO_PATHS_HTML)
         self.space_note.add_class("tw-note-cell")
-        self.grid = widgets.GridBox([self.charts["io"].figure, self.space_note], layout=_grid())
+        # the chart row as the first sample will have it (a figure swapped in later is drawn
+        # by bqplot before the page has placed it: SVG errors, translate(x,undefined))
+        space = self.charts["space"].figure if self.paths() else self.space_note
+        self.grid = widgets.GridBox([self.charts["io"].figure, space], layout=_grid())
         self.grid.add_class("tw-charts")
         self._build_details(details)
         self.children = [self.style_html, bar, self.fixes, self.grid, self.details]
@@ -105,8 +109,7 @@ class DashboardLayout(widgets.VBox):
 
     def _build_details(self, open_: bool) -> None:
         self.paths_pane = widgets.HTML(NO_PATHS_HTML)
-        self.alerts_pane = widgets.HTML("")
-        self.alerts_pane.add_class("tw-alerts-pane")
+        self.alerts_pane = WarningsPane()
         self.gpu_note = widgets.HTML(
             '<div class="tw-muted">GPU: waiting for the first sample</div>'
         )

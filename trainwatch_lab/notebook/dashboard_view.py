@@ -22,11 +22,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..advice.text import fill_text, fmt_duration
+from ..advice.text import fill_text, fmt_duration, space_text
 from ..core.history import History
-from ..core.model import Headline, Sample
-from .snapshot import latency_text, mount_text, space_text
-from .warnings_html import alert_html, esc
+from ..core.model import Alert, Headline, Sample
+from .snapshot import latency_text, mount_text
+from .warnings_html import esc
 
 STALE_INTERVALS = 3
 STALE_MIN_S = 1.5  # below this, websocket jitter alone would flicker the header
@@ -62,20 +62,31 @@ class HeaderState:
     points: int
     interval: float
     window: float
+    paths: int = 0  # watched by this notebook: the scope of its verdict (the panel's: the machine)
+
+
+def worst_warning(sample: Sample) -> Alert | None:
+    """The warning the verdict line spells out: the most severe (the Advisor's order)."""
+    return next((a for a in sample.warnings if a.severity != "info"), None)
 
 
 def header_html(sample: Sample | None, st: HeaderState, history: History | None = None) -> str:
-    """One line: the verdict (coloured by the worst severity), the facts, the state;
-    ``history``: for a sample without a headline (no Advisor), the time lost to storage.
+    """One line: the verdict (coloured by the worst severity) and the worst warning's
+    sentence, the facts, the state and the scope; ``history``: for a sample without a
+    headline (no Advisor), the time lost to storage.
 
-    It travels to the browser every tick, so it is kept small (about 350 bytes): styled
-    by data attributes, quoted with ' (JSON escapes every "), but for ``data-state``
-    which tests and tools match as ``data-state="paused"``."""
+    It travels to the browser every tick, so it is kept small (about 350 bytes, plus the
+    worst warning's sentence while there is one): styled by data attributes, quoted with '
+    (JSON escapes every "), but for ``data-state`` which tests and tools match as
+    ``data-state="paused"``."""
+    worst, serious = None, 0
     if sample is None:
         level, verdict, facts = "none", "trainwatch", ""
     else:
         h = headline_of(sample, history)
         level, verdict, facts = h.level, h.verdict, " · ".join(h.facts)
+        worst = worst_warning(sample)
+        serious = sum(a.severity != "info" for a in sample.warnings)
     timed = st.state in ("live", "paused")
     now = clock(sample.t if sample else None)
     if st.state in STATE_TEXT:
@@ -88,13 +99,34 @@ def header_html(sample: Sample | None, st: HeaderState, history: History | None 
         seconds = max(STALE_INTERVALS * st.interval, STALE_MIN_S)
         style = f" style='--tw-stale-after:{seconds:g}s'"
     kind = "timed" if timed else ("stopped" if st.state not in STATE_TEXT else "waiting")
+    said = (
+        f"<span class='tw-worst' title='{esc(worst.message)}'>{esc(worst.message)}</span>"
+        if worst
+        else ""
+    )
+    scope = f"this notebook's {st.paths} path{'s' * (st.paths != 1)}" if st.paths else ""
     return (
         f"<div class='tw-head tw-status' data-state=\"{esc(st.state)}\" data-kind='{kind}' "
-        f"data-level='{level}' data-samples='{st.samples}' data-points='{st.points}' "
-        f"data-window='{st.window:g}'{style}><b class='tw-verdict'>{esc(verdict)}</b>"
+        f"data-level='{level}' data-warnings='{serious}' data-samples='{st.samples}' "
+        f"data-points='{st.points}' data-window='{st.window:g}'{style}>"
+        f"<b class='tw-verdict'>{esc(verdict)}</b>{said}"
         f"<span class='tw-state'><span class='tw-now'>{esc(label)}</span>{stale}</span>"
-        f"<span class='tw-facts'>{esc(facts)}</span></div>"
+        f"<span class='tw-facts'>{esc(facts)}</span>"
+        f"<span class='tw-scope'>{esc(scope)}</span></div>"
     )
+
+
+def window_note(t: Any, window_s: float, bucket_s: float) -> str:
+    """While the data is shorter than the window, the charts scale to the data: say so, so
+    the window picked is visible ("12 s of 5 min"); nothing once the window is full."""
+    if len(t) < 1:
+        return ""
+    have = float(t[-1] - t[0])
+    if have >= window_s - max(bucket_s, 1.0):
+        return ""
+    from .dashboard_layout import window_label
+
+    return f"{fmt_duration(have)} of {window_label(window_s)}"
 
 
 def paths_html(sample: Sample) -> str:
@@ -168,22 +200,6 @@ NO_PATHS_HTML = (
 )
 
 
-def alerts_html(sample: Sample) -> str:
-    """Warnings in full (numbers + fix); info notes (no GPU...) as one quiet line each."""
-    serious = [a for a in sample.warnings if a.severity != "info"]
-    notes = [a for a in sample.warnings if a.severity == "info"]
-    body = "".join(alert_html(a) for a in serious) or (
-        '<div class="tw-muted tw-no-warnings">no warnings</div>'
-    )
-    body += "".join(
-        f'<div class="tw-muted tw-note" data-code="{esc(a.code)}" title="{esc(a.fix)}">'
-        f"{esc(a.message)}</div>"
-        for a in notes
-        if a.code != "gpu-unavailable"  # the GPU line says it already
-    )
-    return body
-
-
 DASH_STYLE = """
 .trainwatch { border: 1px solid var(--jp-border-color2); border-radius: 4px;
   padding: 4px 8px 6px; background: var(--jp-layout-color0); box-sizing: border-box;
@@ -196,8 +212,11 @@ DASH_STYLE = """
   --bq-grid-color: var(--jp-border-color2);
   --bq-plotarea-background-fill: var(--jp-layout-color0); }
 .trainwatch .tw-bar { gap: 6px; align-items: center; flex-wrap: wrap; }
-.trainwatch .tw-bar .widget-html { flex: 1 1 320px; min-width: 0; margin: 0; }
-.trainwatch .tw-bar .widget-html-content { line-height: 1.4; white-space: normal; }
+/* the header wraps within its own box: never under the window, Pause and Details controls */
+.trainwatch .tw-bar .widget-html { flex: 1 1 320px; min-width: 0; margin: 0; overflow: hidden; }
+.trainwatch .tw-bar .widget-html-content { line-height: 1.4; white-space: normal; width: 100%;
+  min-width: 0; }
+.tw-head .tw-facts { min-width: 0; }
 .trainwatch .tw-bar .jupyter-button, .trainwatch .tw-bar .widget-dropdown { margin: 0; }
 .trainwatch .tw-bar .widget-dropdown > select { padding-right: 18px; }
 .tw-head { display: flex; flex-wrap: wrap; align-items: center; gap: 2px 10px;
@@ -214,6 +233,11 @@ DASH_STYLE = """
   border-radius: 50%; background: var(--tw-level-color); margin: 0 6px 1px 0;
   vertical-align: middle; }
 .tw-head .tw-facts { color: var(--jp-ui-font-color1); font-variant-numeric: tabular-nums; }
+/* the worst warning's sentence: one line under the verdict, whole in its tooltip */
+.tw-head .tw-worst { flex: 1 1 100%; order: 1; min-width: 0; overflow: hidden;
+  white-space: nowrap; text-overflow: ellipsis; color: var(--jp-ui-font-color0); }
+.tw-head .tw-scope { color: var(--jp-ui-font-color2); white-space: nowrap; }
+.tw-head .tw-scope:empty { display: none; }
 .tw-head .tw-state { display: inline-grid; white-space: nowrap;
   color: var(--jp-ui-font-color1); font-variant-numeric: tabular-nums; }
 .tw-head .tw-state > span { grid-area: 1 / 1; justify-self: start; }

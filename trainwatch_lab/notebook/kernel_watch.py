@@ -11,6 +11,7 @@ import atexit
 import contextlib
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from IPython.display import display
@@ -18,12 +19,14 @@ from IPython.display import display
 from ..advice.notify import make_notifier
 from ..advice.text import warning_count_text
 from ..core.defaults import DEFAULTS, Defaults
+from ..core.model import Alert
 from ..core.paths import normalise
 from .cell_run import Body, run_body
 from .discover import Found, discover
 from .inline import InlineAlerts, attach, detach
 from .options import Options
 from .quick_check import check_and_show
+from .warnings_html import SEVERITY_LABEL, sort_alerts
 
 NOT_RUNNING = "trainwatch: not running (start it with %trainwatch [PATH ...])"
 
@@ -49,6 +52,26 @@ def save_status() -> Any:
 def mirror_lines() -> list[str]:
     """One status line per ``local_mirror`` of this kernel."""
     return [f"  {st.text()}" for st in mirror_statuses()]
+
+
+def scope_text(paths: int) -> str:
+    """What a notebook's views cover (the panel covers the whole machine): "this notebook's
+    2 paths"."""
+    return f"this notebook's {paths} path{'s' * (paths != 1)}" if paths else "no paths yet"
+
+
+def warning_lines(warnings: Sequence[Alert], paths: int, gpu_line: bool = False) -> list[str]:
+    """The warnings of ``%trainwatch status``: the dashboard's, each in its own sentence with
+    its fix; notes in words (the GPU note only when no GPU line said it already)."""
+    lines = [f"  {scope_text(paths)}: {warning_count_text(a.severity for a in warnings)}"]
+    for a in sort_alerts(warnings):
+        if a.severity == "info":
+            if not (gpu_line and a.code == "gpu-unavailable"):
+                lines.append(f"  note: {a.message}")
+            continue
+        lines.append(f"  {SEVERITY_LABEL[a.severity]} [{a.code}] {a.message}")
+        lines.append(f"    fix: {a.fix}")
+    return lines
 
 
 def subscribe_notifier(sampler: Any, opts: Options) -> Any:
@@ -139,6 +162,7 @@ class KernelWatch:
             f"{dash.sampler.interval:g} s, window {opts.window:g} s, {dash.samples} samples"
         ]
         paths = dash.paths()
+        lines[0] += f", watching {scope_text(len(paths))}"
         for p in paths:
             state = latest.paths.get(p) if latest else None
             found = self.discovered.get(p)
@@ -147,11 +171,10 @@ class KernelWatch:
             lines.append(f"  {p}{origin}: {detail}")
         if not paths:
             lines.append("  no watched paths")
-        if latest is not None and "gpus" in latest.notes:
-            lines.append(f"  GPU: {latest.notes['gpus']}")
-        warnings = latest.warnings if latest else []
-        lines.append(f"  {warning_count_text(a.severity for a in warnings)}")
-        lines.extend(f"  [{a.severity}] {a.code}: {a.subject}" for a in warnings)
+        gpu_line = latest is not None and "gpus" in latest.notes
+        if gpu_line:
+            lines.append(f"  GPU: {latest.notes['gpus']}")  # type: ignore[union-attr]
+        lines.extend(warning_lines(latest.warnings if latest else [], len(paths), gpu_line))
         lines.extend(mirror_lines())
         return "\n".join(lines)
 

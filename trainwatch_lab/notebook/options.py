@@ -24,6 +24,8 @@ from IPython.core.error import UsageError
 
 from ..advice.notify import FORMATS, check_target
 from ..core.defaults import DEFAULTS, parse_gpu_selection
+from ..core.usage import parse_seconds
+from ..core.usage import unknown_option as shared_unknown_option
 from .settings import MAX_WINDOW_S, MIN_WINDOW_S, check_settings
 
 HELP_FLAGS = ("-h", "--help")
@@ -207,25 +209,17 @@ class Request:
     options: Options | None = None
 
 
-_DURATION = re.compile(
-    r"^\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*(ms|s|sec|m|min|h|hr)?\s*$", re.IGNORECASE
-)
-_UNIT_S = {None: 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "hr": 3600.0}
 _NUMBER_LIKE = re.compile(r"^-\.?\d")  # "-1", "-0.5s": a (bad) value, not an option
 
 
 def parse_duration(text: str, what: str) -> float:
     """``10m``, ``90s``, ``1h``, ``600`` (seconds), ``500ms``, ``-1`` -> seconds. A signed
-    number is a number: its range is checked by the caller, which can say what is wrong."""
-    match = _DURATION.match(text)
-    if not match:
-        raise UsageError(
-            f"trainwatch: {what} must be a number of seconds or a duration like 500ms, 30s, "
-            f"10m, 1h; got {text!r}"
-        )
-    value = float(match.group(1))
-    unit = (match.group(2) or "").lower() or None
-    return value / 1000.0 if unit == "ms" else value * _UNIT_S[unit]
+    number is a number: its range is checked by the caller, which can say what is wrong.
+    The same parser as the CLI's (core.usage)."""
+    try:
+        return parse_seconds(text)
+    except ValueError as exc:
+        raise UsageError(f"trainwatch: {what} {exc}") from None
 
 
 def parse_interval(text: str) -> float:
@@ -257,10 +251,7 @@ def parse_gpus(text: str) -> list[int | str] | None:
 
 def unknown_option(token: str) -> str:
     """One line naming the option, with the closest real one when there is a close one."""
-    name = token.partition("=")[0]
-    close = difflib.get_close_matches(name, [*BY_NAME, *HELP_FLAGS], n=1, cutoff=0.6)
-    hint = f", did you mean {close[0]}?" if close else ""
-    return f"trainwatch: unknown option {name!r}{hint} {SEE_HELP}"
+    return f"trainwatch: {shared_unknown_option(token, [*BY_NAME, *HELP_FLAGS])} {SEE_HELP}"
 
 
 def _takes_value(token: str) -> bool:

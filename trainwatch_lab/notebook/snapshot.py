@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..advice.text import fill_text, fmt_bytes, fmt_ms, fmt_pct, fmt_rate
+from ..advice.text import fill_text, fmt_bytes, fmt_ms, fmt_rate, space_text
 from ..core.history import History
 from ..core.model import PathState, Sample, watched_devices
 from .warnings_html import STYLE, alert_html, alert_text, esc
@@ -34,15 +34,6 @@ def latency_text(p: PathState) -> str:
     if p.probe.p50_ms is None:
         return f"write latency: {p.probe.error or 'no measurement'}"
     return f"write+fsync p50 {fmt_ms(p.probe.p50_ms)}, p99 {fmt_ms(p.probe.p99_ms)}"
-
-
-def space_text(p: PathState) -> str:
-    if p.avail_bytes is None or not p.total_bytes:
-        return "free space: ?"
-    return (
-        f"{fmt_bytes(p.avail_bytes)} free of {fmt_bytes(p.total_bytes)} "
-        f"({fmt_pct(p.avail_bytes / p.total_bytes)})"
-    )
 
 
 # -- the dashboard snapshot (no-widget fallback) -----------------------------------------

@@ -74,5 +74,9 @@ def time_ticks(t0: float, t1: float, max_ticks: int = 4) -> tuple[list[float], l
     while t <= t1 + 1e-6:
         ticks.append(float(t))
         t += step
-    fmt = "%H:%M" if step % 60 == 0 else "%H:%M:%S"
-    return ticks, [time.strftime(fmt, time.localtime(v)) for v in ticks]
+    return ticks, [clock_label(v, step) for v in ticks]
+
+
+def clock_label(t: float, step: float) -> str:
+    """A tick's 24-hour label: ``14:05`` on whole-minute steps, else ``14:05:30``."""
+    return time.strftime("%H:%M" if step % 60 == 0 else "%H:%M:%S", time.localtime(t))

@@ -15,7 +15,18 @@ from typing import Any
 from ..core.model import SEVERITY_RANK, Alert
 
 SEVERITY_LABEL = {"critical": "CRITICAL", "warning": "WARNING", "info": "info"}
-SEVERITY_ICON = {"critical": "⛔", "warning": "⚠️", "info": "ℹ️"}
+# JupyterLab's error icon (ui-components style/icons/error.svg: an exclamation mark) on a
+# shape per severity, drawn inline: emoji such as U+26D4 render as a box where no colour emoji
+# font is installed (Debian's Chromium), and an output's HTML cannot use LabIcon
+_MARK = (
+    '<circle cx="12" cy="{dot}" r="1.8" style="fill:{ink}"/>'
+    '<path d="M10.4 {top}h3.2v{bar}h-3.2z" style="fill:{ink}"/>'
+)
+_SHAPES = {  # (shape, where the mark's dot is, where its bar starts, how long the bar is)
+    "critical": ('<circle cx="12" cy="12" r="11" style="fill:{color}"/>', 17.5, 4.5, 9.5),
+    "warning": ('<path d="M12 1 23.6 22.5H.4z" style="fill:{color}"/>', 19, 8.5, 7.5),
+    "info": ('<circle cx="12" cy="12" r="11" style="fill:{color}"/>', 17.5, 4.5, 9.5),
+}
 SEVERITY_COLOR = {
     "critical": "var(--jp-error-color1)",
     "warning": "var(--jp-warn-color1)",
@@ -55,6 +66,21 @@ def esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
+def severity_icon(severity: str, size: int = 14) -> str:
+    """A small inline SVG for ``severity`` in the theme's colour for it (no emoji font needed);
+    colours in ``style``, where CSS variables work (not in SVG presentation attributes)."""
+    shape, dot, top, bar = _SHAPES[severity]
+    mark = _MARK.format(ink="var(--jp-layout-color0)", dot=dot, top=top, bar=bar)
+    if severity == "info":  # an "i": the exclamation mark upside down
+        mark = f'<g transform="rotate(180 12 12)">{mark}</g>'
+    return (
+        f'<svg class="tw-icon" data-severity="{esc(severity)}" width="{size}" height="{size}" '
+        f'viewBox="0 0 24 24" role="img" aria-label="{esc(severity)}" '
+        f'style="vertical-align:-2px;flex:none">{shape.format(color=SEVERITY_COLOR[severity])}'
+        f"{mark}</svg>"
+    )
+
+
 # -- warnings ----------------------------------------------------------------------------
 
 
@@ -70,7 +96,7 @@ def alert_html(a: Alert) -> str:
         f'data-severity="{esc(a.severity)}" style="border-left:4px solid {color};'
         "padding:4px 8px;margin:4px 0;background:var(--jp-layout-color2);"
         'color:var(--jp-ui-font-color1);font-family:var(--jp-ui-font-family)">'
-        f"<b>{SEVERITY_ICON[a.severity]} {SEVERITY_LABEL[a.severity]}</b> "
+        f"<b>{severity_icon(a.severity)} {SEVERITY_LABEL[a.severity]}</b> "
         f'<code style="color:var(--jp-ui-font-color2)">{esc(a.code)}</code><br>'
         f"{esc(a.message)}<br><b>Fix:</b> {esc(a.fix)}</div>"
     )

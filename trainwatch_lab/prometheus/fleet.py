@@ -2,27 +2,35 @@
 answers folded into one entry per host.
 
 Pure functions over Prometheus's HTTP API answers (``data.result`` lists); the server does
-the HTTP, off the event loop. Every number a row shows is computed here, once.
+the HTTP and runs the fold off the event loop. Every number a row shows is computed here,
+once.
 
 Why by host and not by instance: a node commonly runs node_exporter (:9100), DCGM exporter
 (:9400) and our agent, three instances of one machine. The host is the instance without its
 port; its name is the ``hostname`` label our agents' file_sd targets carry, else the host.
+Prometheus does that folding (prometheus.rules_fleet: ``max by (host, ...)``, ``topk by``,
+``bottomk by``), so every answer holds one series per host, or per host and device where a
+row names the device; the fold here is one pass over each answer (linear in the series
+returned), whatever the number of disks, filesystems and GPUs behind them.
+
 Hosts with only node_exporter and DCGM exporter get the warnings those numbers allow
 (``disk-almost-full`` from filesystem avail/size, ``disk-saturated`` from io time and await,
-``gpu-stalled`` from ``DCGM_FI_DEV_GPU_UTIL`` with memory held), with our thresholds; a
-host that runs our agent gets the agent's own warnings (``trainwatch_warning``), which see
-more (mounts, probes, fill trends) and are never doubled by these.
+``gpu-stalled`` from ``DCGM_FI_DEV_GPU_UTIL`` with memory held), with our thresholds, decided
+by the PromQL (only the flagged filesystems, disks and GPUs come back); a host that runs our
+agent gets the agent's own warnings (``trainwatch_warning``), which see more (mounts, probes,
+fill trends) and are never doubled by these.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from ..advice.text import fmt_bytes, fmt_duration, fmt_pct
 from ..core.defaults import DEFAULTS, Defaults
+from .rules_fleet import FS, FS_LABELS, host_series
 from .rules_storage import FULL_FIX, SATURATED_FIX
 
 Series = list[dict[str, Any]]  # Prometheus's result: [{"metric": {...}, "value": [t, "v"]}]
@@ -30,11 +38,8 @@ Entry = dict[str, Any]
 
 LOOKBACK = "1h"  # a host seen within this is listed, as "gone" once no target names it
 SEEN_STEP = "15s"
-# filesystems that are never where training writes (node_exporter's own mount-point and
-# type excludes drop most pseudo filesystems already)
-SKIP_FSTYPES = "ramfs|squashfs|iso9660|nsfs|autofs|fuse.lxcfs|tracefs|devtmpfs"
-FS = f'fstype!~"{SKIP_FSTYPES}"'
 SEVERITY_RANK = {"critical": 3, "warning": 2, "info": 1}
+STATES = ("critical", "warning", "down", "ok")  # a host's state, in the panel's counts
 HOST_RE = re.compile(r"[A-Za-z0-9._\-:\[\]%]{1,255}")  # fullmatch only (issue 24)
 STALLED_FIX = (
     "The GPU holds memory but computes nothing: look at where the training loop waits "
@@ -43,40 +48,69 @@ STALLED_FIX = (
 )
 
 
-def instant_queries(rate_window: str, d: Defaults = DEFAULTS) -> dict[str, str]:
-    """Every query of one fleet listing, by name; each answers for all hosts at once."""
+def instant_queries(
+    rate_window: str, d: Defaults = DEFAULTS, recorded: Collection[str] = ()
+) -> dict[str, str]:
+    """Every query of one fleet listing, by name; each answers for all hosts at once, with
+    one series per host (per instance for ``up``, per flagged device for warnings). A
+    building block Prometheus records already (``recorded``: the names of
+    prometheus.rules_fleet's recording rules it has) is read, not computed again: at 10,000
+    hosts computing them costs seconds, reading them milliseconds."""
     r = rate_window
-    waits = " or ".join(
-        f"rate(node_disk_{op}_time_seconds_total[{r}]) / rate(node_disk_{ops}_completed_total"
-        f"[{r}]) >= {d.saturated_await_ms / 1000:g}"
-        for op, ops in (("read", "reads"), ("write", "writes"))
-    )
-    return {
-        "up": "up",
-        "scraped": "timestamp(up)",  # when each target was last scraped
-        "seen": f"max by (instance) (max_over_time(timestamp(up == 1)[{LOOKBACK}:{SEEN_STEP}]))",
-        "agent": "trainwatch_sample_timestamp_seconds",
-        "warnings": "trainwatch_warning",
-        "gpu": "trainwatch_gpu_utilization_percent",
-        "dcgm": "DCGM_FI_DEV_GPU_UTIL",
-        "dcgm_stalled": (
-            f"max_over_time(DCGM_FI_DEV_GPU_UTIL[{d.gpu_stalled_for_s:g}s]) "
-            f"< {d.gpu_idle_util_pct:g} and on(instance, gpu) DCGM_FI_DEV_FB_USED > 0"
-        ),
-        "disk_util": f"rate(node_disk_io_time_seconds_total[{r}])",
-        "disk_bytes": (
-            f"rate(node_disk_read_bytes_total[{r}]) + rate(node_disk_written_bytes_total[{r}])"
-        ),
-        "disk_saturated": (
-            f"rate(node_disk_io_time_seconds_total[{r}]) >= {d.saturated_util_pct / 100:g} "
-            f"and on(instance, device) ({waits})"
-        ),
-        "fs_avail": (
-            f"node_filesystem_avail_bytes{{{FS}}} "
-            "unless on(instance, device, mountpoint) node_filesystem_readonly == 1"
-        ),
-        "fs_size": f"node_filesystem_size_bytes{{{FS}}}",
+    s = {
+        name: name if name in recorded else expr
+        for name, expr in host_series(rate_window, d).items()
     }
+    util = s[f"trainwatch:host_device:node_disk_io_time_seconds:rate{r}"]
+    busiest = f"topk by (host) (1, {util})"
+    avail = s["trainwatch:host_fs:node_filesystem_avail_bytes:max"]
+    size = s["trainwatch:host_fs:node_filesystem_size_bytes:max"]
+    least = f"bottomk by (host) (1, {avail} / {size})"
+    full = (
+        f"{avail} <= {d.full_fraction:g} * {size} or ({avail} <= {d.full_bytes} "
+        f"and on({FS_LABELS}) {size} > {d.full_bytes})"
+    )
+    ours = s["trainwatch:host_gpu:trainwatch_gpu_utilization_percent:max"]
+    dcgm = s["trainwatch:host_gpu:dcgm_fi_dev_gpu_util:max"]
+    return {
+        # per target: the host is its instance without the port (host_of), as by_host says
+        "up": "max by (instance, job, hostname) (up)",
+        "scraped": "max by (instance) (timestamp(up))",  # when each was last scraped
+        "absent": ABSENT,  # targets seen within LOOKBACK that do not answer now
+        "agent": "count by (instance) (trainwatch_sample_timestamp_seconds)",
+        "warnings": "max by (instance, code, severity, subject) (trainwatch_warning)",
+        "gpu": f"avg by (host) ({ours})",
+        "gpu_count": f"count by (host) ({ours})",
+        "dcgm": f"avg by (host) ({dcgm})",
+        "dcgm_count": f"count by (host) ({dcgm})",
+        "dcgm_stalled": s["trainwatch:host_gpu:dcgm_stalled:max"],
+        "disk_util": busiest,
+        "disk_bytes": (
+            f"{s[f'trainwatch:host_device:node_disk_bytes:rate{r}']} and on(host, device) {busiest}"
+        ),
+        "disk_saturated": s[f"trainwatch:host_device:node_disk_saturated:rate{r}"],
+        "fs_avail": f"{avail} and on({FS_LABELS}) {least}",
+        "fs_size": f"{size} and on({FS_LABELS}) {least}",
+        "fs_full_avail": full,
+        "fs_full_size": f"{size} and on({FS_LABELS}) ({full})",
+    }
+
+
+ABSENT = f"group by (instance) (last_over_time(up[{LOOKBACK}])) unless on(instance) up == 1"
+
+
+def seen_query(absent: Series) -> str | None:
+    """When each target of the ``absent`` answer last answered (a second round, for the few
+    targets down or gone: the subquery over every target would cost seconds at 10,000
+    hosts); None when there is none."""
+    instances = sorted({i for item in absent if (i := item.get("metric", {}).get("instance"))})
+    if not instances:
+        return None
+    pattern = "|".join(re.escape(i) for i in instances)
+    return (
+        f"max by (instance) (max_over_time(timestamp(up{{instance=~`{pattern}`}} == 1)"
+        f"[{LOOKBACK}:{SEEN_STEP}]))"
+    )
 
 
 def host_of(instance: str) -> str:
@@ -102,12 +136,14 @@ def _value(item: Mapping[str, Any]) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def _hosts(results: Mapping[str, Series], names: Iterable[str]) -> Iterable[tuple[str, Any]]:
-    for name in names:
-        for item in results.get(name, ()):
-            instance = item.get("metric", {}).get("instance")
-            if instance:
-                yield host_of(instance), item
+def _hosts(results: Mapping[str, Series], name: str) -> Iterable[tuple[str, dict[str, str], Any]]:
+    """(host, labels, value) of every series of one answer: the ``host`` label Prometheus
+    made, else the instance without its port."""
+    for item in results.get(name, ()):
+        m = item.get("metric", {})
+        host = m.get("host") or (host_of(m["instance"]) if m.get("instance") else None)
+        if host:
+            yield host, m, _value(item)
 
 
 def _warning(code: str, severity: str, subject: str, message: str = "", fix: str = "") -> Entry:
@@ -122,21 +158,16 @@ def _warning(code: str, severity: str, subject: str, message: str = "", fix: str
     }
 
 
-def _space(avail: Series, size: Series) -> dict[str, list[Entry]]:
-    """Per host: every filesystem with its free share, the least free first."""
-    sizes = {
-        (m.get("instance"), m.get("device"), m.get("mountpoint")): _value(item)
-        for item in size
-        for m in [item.get("metric", {})]
-    }
+def _space(results: Mapping[str, Series], avail: str, size: str) -> dict[str, list[Entry]]:
+    """Per host: the filesystems of one answer pair with their free share, least free first."""
+    key = ("device", "mountpoint")
+    sizes = {(h, *(m.get(k) for k in key)): v for h, m, v in _hosts(results, size)}
     out: dict[str, list[Entry]] = {}
-    for item in avail:
-        m = item.get("metric", {})
-        total = sizes.get((m.get("instance"), m.get("device"), m.get("mountpoint")))
-        free = _value(item)
-        if not total or free is None or not m.get("instance"):
+    for host, m, free in _hosts(results, avail):
+        total = sizes.get((host, *(m.get(k) for k in key)))
+        if not total or free is None:
             continue
-        out.setdefault(host_of(m["instance"]), []).append(
+        out.setdefault(host, []).append(
             {
                 "mountpoint": m.get("mountpoint", ""),
                 "device": m.get("device", ""),
@@ -151,15 +182,12 @@ def _space(avail: Series, size: Series) -> dict[str, list[Entry]]:
     return out
 
 
-def _full(fs: Entry, d: Defaults) -> Entry | None:
-    """disk-almost-full from node_exporter's numbers, as advice.storage judges a path."""
+def _full(fs: Entry, d: Defaults) -> Entry:
+    """disk-almost-full from node_exporter's numbers, as advice.storage judges a path (the
+    PromQL returned only the filesystems under the threshold)."""
     total, free = fs["size_bytes"], fs["avail_bytes"]
-    limit = d.full_fraction * total
-    if total > d.full_bytes:  # on a tiny tmpfs "under 2 GiB" is always true
-        limit = max(limit, float(d.full_bytes))
-    if free >= limit:
-        return None
-    severity = "critical" if free < d.full_critical_fraction * total else "warning"
+    # at or under the limit, as advice.storage judges it (the PromQL's <=)
+    severity = "critical" if free <= d.full_critical_fraction * total else "warning"
     return _warning(
         "disk-almost-full",
         severity,
@@ -170,15 +198,16 @@ def _full(fs: Entry, d: Defaults) -> Entry | None:
     )
 
 
-def _derived(
-    host: str, results: Mapping[str, Series], space: list[Entry], d: Defaults
-) -> list[Entry]:
-    """Warnings for a host without our agent, from node_exporter's and DCGM's numbers."""
-    out = [w for fs in space if (w := _full(fs, d)) is not None]
-    for h, item in _hosts(results, ["disk_saturated"]):
-        if h == host and (util := _value(item)) is not None:
-            device = item["metric"].get("device", "?")
-            out.append(
+def _derived(results: Mapping[str, Series], d: Defaults) -> dict[str, list[Entry]]:
+    """Per host: the warnings node_exporter's and DCGM's numbers allow (for hosts without
+    our agent; the caller drops the others)."""
+    out: dict[str, list[Entry]] = {}
+    for host, filesystems in _space(results, "fs_full_avail", "fs_full_size").items():
+        out.setdefault(host, []).extend(_full(fs, d) for fs in filesystems)
+    for host, m, util in _hosts(results, "disk_saturated"):
+        if util is not None:
+            device = m.get("device", "?")
+            out.setdefault(host, []).append(
                 _warning(
                     "disk-saturated",
                     "warning",
@@ -188,52 +217,45 @@ def _derived(
                     SATURATED_FIX,
                 )
             )
-    for h, item in _hosts(results, ["dcgm_stalled"]):
-        if h == host:
-            gpu = item["metric"].get("gpu", "?")
-            out.append(
-                _warning(
-                    "gpu-stalled",
-                    "warning",
-                    f"GPU {gpu}",
-                    f"GPU {gpu} holds memory but stayed under {d.gpu_idle_util_pct:g} % for "
-                    f"{fmt_duration(d.gpu_stalled_for_s)}.",
-                    STALLED_FIX,
-                )
+    for host, m, _ in _hosts(results, "dcgm_stalled"):
+        gpu = m.get("gpu", "?")
+        out.setdefault(host, []).append(
+            _warning(
+                "gpu-stalled",
+                "warning",
+                f"GPU {gpu}",
+                f"GPU {gpu} holds memory but stayed under {d.gpu_idle_util_pct:g} % for "
+                f"{fmt_duration(d.gpu_stalled_for_s)}.",
+                STALLED_FIX,
             )
+        )
     return out
 
 
-def _busiest(host: str, results: Mapping[str, Series]) -> Entry | None:
-    util: dict[str, float] = {}
-    rate: dict[str, float] = {}
-    for name, into in (("disk_util", util), ("disk_bytes", rate)):
-        for h, item in _hosts(results, [name]):
-            device, v = item["metric"].get("device"), _value(item)
-            if h == host and device and v is not None:
-                into[device] = max(into.get(device, 0.0), v)
-    if not util:
-        return None
-    device = max(sorted(util), key=lambda k: util[k])
-    return {"device": device, "util_pct": 100.0 * util[device], "bytes_per_s": rate.get(device)}
+def _busiest(results: Mapping[str, Series]) -> dict[str, Entry]:
+    """Per host: its busiest disk (topk by host) and that disk's throughput."""
+    rates = {(h, m.get("device")): v for h, m, v in _hosts(results, "disk_bytes")}
+    best: dict[str, tuple[float, str]] = {}
+    for host, m, util in _hosts(results, "disk_util"):
+        device = m.get("device")
+        if device and util is not None and (-util, device) < best.get(host, (1.0, "")):
+            best[host] = (-util, device)
+    return {
+        host: {"device": device, "util_pct": -100.0 * neg, "bytes_per_s": rates.get((host, device))}
+        for host, (neg, device) in best.items()
+    }
 
 
-def _gpu(host: str, results: Mapping[str, Series]) -> Entry | None:
-    """Mean utilization over the host's GPUs: our agent's numbers, else DCGM's."""
-    for name, source in (("gpu", "trainwatch"), ("dcgm", "dcgm")):
-        values: dict[str, float] = {}
-        for h, item in _hosts(results, [name]):
-            v = _value(item)
-            if h == host and v is not None:
-                m = item["metric"]
-                values[m.get("UUID") or m.get("gpu") or str(len(values))] = v
-        if values:
-            return {
-                "count": len(values),
-                "util_pct": sum(values.values()) / len(values),
-                "source": source,
-            }
-    return None
+def _gpus(results: Mapping[str, Series]) -> dict[str, Entry]:
+    """Per host: mean utilization over its GPUs, our agent's numbers, else DCGM's."""
+    out: dict[str, Entry] = {}
+    for name, source in (("dcgm", "dcgm"), ("gpu", "trainwatch")):  # ours wins: last
+        counts = {h: v for h, _, v in _hosts(results, f"{name}_count")}
+        for host, _, util in _hosts(results, name):
+            if util is not None:
+                count = int(counts.get(host) or 1)
+                out[host] = {"count": count, "util_pct": util, "source": source}
+    return out
 
 
 def _status(ups: list[bool]) -> str:
@@ -243,8 +265,25 @@ def _status(ups: list[bool]) -> str:
     return "up" if all(ups) else "down" if not any(ups) else "partial"
 
 
+def state(entry: Mapping[str, Any]) -> str:
+    """The host's line in the panel's counts: its worst warning, else down (no exporter of
+    it answers), else ok."""
+    if entry["worst"] in ("critical", "warning"):
+        return str(entry["worst"])
+    return "down" if entry["status"] in ("down", "gone") else "ok"
+
+
+def counts(hosts: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Hosts per state, every state named (``{"critical": 2, ..., "ok": 984}``)."""
+    out = dict.fromkeys(STATES, 0)
+    for e in hosts:
+        out[e["state"]] += 1
+    return out
+
+
 def fold(results: Mapping[str, Series], d: Defaults = DEFAULTS) -> list[Entry]:
-    """One entry per host, the most urgent first (worst warning, then down, then name)."""
+    """One entry per host, the most urgent first (worst warning, then down, then name). One
+    pass over each answer: linear in the series returned."""
     hosts: dict[str, Entry] = {}
 
     def entry(host: str) -> Entry:
@@ -253,40 +292,38 @@ def fold(results: Mapping[str, Series], d: Defaults = DEFAULTS) -> list[Entry]:
             host, {"host": host, "name": host, "instances": [], "warnings": [], **blank}
         )
 
-    for host, item in _hosts(results, ["up"]):
-        m = item["metric"]
+    for host, m, v in _hosts(results, "up"):
         e = entry(host)
-        up = _value(item) == 1.0
-        e["instances"].append({"instance": m["instance"], "job": m.get("job", ""), "up": up})
+        e["instances"].append({"instance": m["instance"], "job": m.get("job", ""), "up": v == 1.0})
         if m.get("hostname"):
             e["name"] = m["hostname"]
-    up_now = {i["instance"] for e in hosts.values() for i in e["instances"] if i["up"]}
-    for host, item in _hosts(results, ["scraped"]):
-        scraped = _value(item)
-        if item["metric"]["instance"] in up_now and scraped is not None:
+    host_by_up = {i["instance"]: h for h, e in hosts.items() for i in e["instances"] if i["up"]}
+    for _, m, scraped in _hosts(results, "scraped"):
+        host = host_by_up.get(m.get("instance", ""))
+        if host is not None and scraped is not None:
             e = hosts[host]
             e["last_seen"] = max(e["last_seen"] or 0.0, scraped)
-    for host, item in _hosts(results, ["seen"]):
-        seen = _value(item)
+    for host, _, seen in _hosts(results, "seen"):
         if seen is not None and hosts.get(host, {}).get("last_seen") is None:
             entry(host)["last_seen"] = seen
-    agents = {h for h, _ in _hosts(results, ["agent"])}
-    space = _space(results.get("fs_avail", []), results.get("fs_size", []))
-    for host, item in _hosts(results, ["warnings"]):
-        m = item["metric"]
+    agents = {h for h, _, _ in _hosts(results, "agent")}
+    for host, m, _ in _hosts(results, "warnings"):
         entry(host)["warnings"].append(
             _warning(m.get("code", "?"), m.get("severity", "warning"), m.get("subject", ""))
         )
+    derived, gpus, disks = _derived(results, d), _gpus(results), _busiest(results)
+    space = _space(results, "fs_avail", "fs_size")
     for host, e in hosts.items():
         e["status"] = _status([i["up"] for i in e["instances"]])
         e["agent"] = host in agents
         e["instances"].sort(key=lambda i: i["instance"])
         if not e["agent"]:
-            e["warnings"] += _derived(host, results, space.get(host, []), d)
+            e["warnings"] += derived.get(host, [])
         e["warnings"].sort(key=lambda w: (-SEVERITY_RANK.get(w["severity"], 0), w["code"]))
         e["worst"] = e["warnings"][0]["severity"] if e["warnings"] else None
-        e["gpu"] = _gpu(host, results)
-        e["disk"] = _busiest(host, results)
+        e["state"] = state(e)
+        e["gpu"] = gpus.get(host)
+        e["disk"] = disks.get(host)
         e["space"] = space[host][0] if space.get(host) else None
     return sorted(
         hosts.values(),

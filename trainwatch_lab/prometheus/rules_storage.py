@@ -82,18 +82,22 @@ def mount_rules(d: Defaults) -> list[Rule]:
 def _space(d: Defaults, critical: bool) -> str:
     """Free space or inodes of a watched, writable filesystem under the limit."""
     share = d.full_critical_fraction if critical else d.full_fraction
+    # as advice.storage: df's share, avail / (used + avail), the root reserve left out
+    usable = (
+        "(node_filesystem_size_bytes - node_filesystem_free_bytes + node_filesystem_avail_bytes)"
+    )
     low = [
-        f"node_filesystem_avail_bytes < {share:g} * node_filesystem_size_bytes",
-        f"node_filesystem_files_free < {share:g} * node_filesystem_files",
+        f"node_filesystem_avail_bytes <= {share:g} * {usable}",
+        f"node_filesystem_files_free <= {share:g} * node_filesystem_files",
     ]
     if not critical:  # on a tiny tmpfs "under 2 GiB" is always true: only larger ones
         low.insert(
             1,
-            f"(node_filesystem_avail_bytes < {d.full_bytes} "
+            f"(node_filesystem_avail_bytes <= {d.full_bytes} "
             f"and node_filesystem_size_bytes > {d.full_bytes})",
         )
     return (
-        "node_filesystem_avail_bytes / node_filesystem_size_bytes\n"
+        f"node_filesystem_avail_bytes / {usable}\n"
         "  and on(instance, mountpoint) (\n    " + "\n    or ".join(low) + "\n  )\n"
         "  and on(instance, mountpoint) node_filesystem_readonly == 0\n"
         "  and on(instance, mountpoint) trainwatch_path_info"
@@ -108,9 +112,9 @@ def space_rules(d: Defaults) -> list[Rule]:
         if not critical:
             expr += "\n  unless on(instance, mountpoint) (\n" + indent(_space(d, True)) + "\n  )"
         limit = (
-            f"under {pct(d.full_critical_fraction)}"
+            f"{pct(d.full_critical_fraction)} or less"
             if critical
-            else f"under {pct(d.full_fraction)} (or {fmt_bytes(d.full_bytes)} on a larger disk)"
+            else f"{pct(d.full_fraction)} or less (or {fmt_bytes(d.full_bytes)} on a larger disk)"
         )
         rules.append(
             rule(

@@ -124,6 +124,31 @@ class ServerSettings(Configurable):
         help="Range of rate() in the fleet's disk numbers (at least 4 scrape intervals).",
     ).tag(config=True)
 
+    record = Bool(
+        True,
+        help="Record what the sampler sees (numbers while something trains, and events) to "
+        "the history on a local disk, for replay after a restart (`trainwatch-lab history`). "
+        "While on, the sampler runs from the server's start.",
+    ).tag(config=True)
+    record_path = Unicode(
+        "",
+        help="The history file (default: /var/lib/trainwatch-lab as root, else "
+        "$XDG_STATE_HOME/trainwatch-lab, on a local filesystem; never a network mount).",
+    ).tag(config=True)
+    record_every_s = Float(
+        DEFAULTS.record_every_s, help="Seconds between recorded samples while nobody looks."
+    ).tag(config=True)
+    record_look_every_s = Float(
+        DEFAULTS.record_look_every_s, help="Seconds between recorded samples while a panel is open."
+    ).tag(config=True)
+    record_keep_days = Float(
+        DEFAULTS.record_keep_s / 86_400, help="Days of history kept (older is dropped)."
+    ).tag(config=True)
+    record_max_mb = Float(
+        DEFAULTS.record_max_bytes / 2**20,
+        help="Size cap of the history file in MiB: older data is thinned, then dropped.",
+    ).tag(config=True)
+
     notify_url = Unicode(
         "",
         help="Webhook POSTed to when a warning of severity warning or above starts and when "
@@ -216,7 +241,15 @@ class ServerSettings(Configurable):
         return value
 
     @validate(
-        "history_s", "stop_grace_s", "snapshot_wait_s", "scrape_lease_s", "prometheus_timeout_s"
+        "history_s",
+        "stop_grace_s",
+        "snapshot_wait_s",
+        "scrape_lease_s",
+        "prometheus_timeout_s",
+        "record_every_s",
+        "record_look_every_s",
+        "record_keep_days",
+        "record_max_mb",
     )
     def _check_positive(self, proposal: dict) -> float:
         value = proposal["value"]

@@ -8,7 +8,7 @@ import weakref
 from typing import Any
 
 from ..core.redact import redact
-from . import fleet, scrape
+from . import fleet, recorded, scrape
 from .config import ServerSettings
 from .handlers import handlers
 from .hub import SETTINGS_KEY, Hub
@@ -29,21 +29,28 @@ def load_jupyter_server_extension(serverapp: Any) -> Hub:
     web_app.settings[fleet.SETTINGS_KEY] = fleet.make_fleet(config, hub.defaults)
     base_url = web_app.settings["base_url"]
     web_app.add_handlers(
-        ".*$", handlers(base_url) + scrape.routes(base_url) + fleet.routes(base_url)
+        ".*$",
+        handlers(base_url)
+        + scrape.routes(base_url)
+        + fleet.routes(base_url)
+        + recorded.routes(base_url),
     )
     _on_shutdown(hub)
-    if hub.notifier is not None:
-        # word when nobody looks (issue 17): the webhook holds the lease like a client that
-        # never leaves, so the sampler runs from the start with no panel open
+    if hub.notifier is not None or hub.recording is not None:
+        # word when nobody looks (issue 17), a history when nobody looks (issue 27): they
+        # hold the lease like a client that never leaves, so the sampler runs from the start
         from tornado.ioloop import IOLoop
 
         IOLoop.current().add_callback(hub.acquire)
     serverapp.log.info(
         "trainwatch_lab: endpoints under %strainwatch-lab/api/, metrics at %strainwatch-lab/"
-        "metrics%s (sampler starts on first client)",
+        "metrics%s (%s)",
         base_url,
         base_url,
         f", the fleet from {redact(config.prometheus_url)}" if config.prometheus_url else "",
+        f"recording the history to {hub.recording.recorder.path}"
+        if hub.recording is not None
+        else "sampler starts on first client",
     )
     return hub
 

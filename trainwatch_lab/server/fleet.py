@@ -1,17 +1,21 @@
 """The fleet for the panel: every host Prometheus scrapes, and one host's charts.
 
 ``GET api/fleet`` lists one entry per host (prometheus.fleet.fold: worst warning and the
-warnings, GPU utilization, the busiest disk, the least free filesystem, last seen);
+warnings, its state, GPU utilization, the busiest disk, the least free filesystem, last
+seen), with ``counts`` (hosts per state) and ``recorded`` (whether every per-host series was
+read from the recording rules of ``trainwatch-lab rules`` rather than computed inline);
 ``GET api/fleet/range?host=H&window=S`` returns that host's charts over the last S seconds
 from ``query_range``. Without ``c.TrainWatch.prometheus_url`` the listing says so
 (``"prometheus": null``) and the panel hides its Fleet section. Prometheus down, slow or
 refusing is a 502 with one line; bad parameters a 400 with one line; nothing waits longer
-than ``c.TrainWatch.prometheus_timeout_s``.
+than ``c.TrainWatch.prometheus_timeout_s``. Decoding the answers and folding them run on
+the client's worker thread: the event loop (every notebook's requests) never waits on them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import time
 from typing import Any
@@ -27,16 +31,22 @@ from ..prometheus.fleet import (
     MIN_WINDOW_S,
     chart_lines,
     chart_specs,
+    counts,
     fold,
     grid,
     instant_queries,
+    seen_query,
 )
+from ..prometheus.rules_fleet import host_series
 from .config import ServerSettings
 from .handlers import API, BadRequest, BaseHandler, parse_float
+from .hub import dumps
 from .promclient import PrometheusClient, PrometheusError
 
 SETTINGS_KEY = "trainwatch_fleet"
 CACHE_S = 2.0  # panels in many tabs share one listing (and one round of queries)
+RECORDED_S = 300.0  # how often to ask which of the fleet's recording rules Prometheus has
+RECORDED = '{__name__=~"trainwatch:.+"}'
 NOT_SET = "no Prometheus is configured: set c.TrainWatch.prometheus_url"
 UNITS = {"s": 1, "m": 60, "h": 3600}
 
@@ -56,10 +66,13 @@ class Fleet:
         self.url = self.client.url  # as shown: without a password
         self.rate_window = config.fleet_rate_window
         self.defaults = defaults
-        self._cached: tuple[float, dict[str, Any]] | None = None
-        self._pending: asyncio.Future[dict[str, Any]] | None = None
+        self._cached: tuple[float, bytes] | None = None
+        self._recorded_at: tuple[float, frozenset[str]] | None = None
+        self._pending: asyncio.Future[bytes] | None = None
 
-    async def hosts(self) -> dict[str, Any]:
+    async def hosts(self) -> bytes:
+        """The listing, as the JSON body of ``GET fleet`` (encoded off the loop, once for
+        every tab that asks while it is fresh)."""
         cached = self._cached
         if cached is not None and time.monotonic() - cached[0] < CACHE_S:
             return cached[1]
@@ -67,14 +80,50 @@ class Fleet:
             self._pending = asyncio.ensure_future(self._hosts())
         return await asyncio.shield(self._pending)
 
-    async def _hosts(self) -> dict[str, Any]:
+    async def _hosts(self) -> bytes:
         at = time.time()
         q = self.client.query
-        queries = instant_queries(self.rate_window, self.defaults)
+        recorded = await self._recorded(at)
+        queries = instant_queries(self.rate_window, self.defaults, recorded)
         answers = await self.client.gather({n: q(e, at) for n, e in queries.items()})
-        listing = {"prometheus": self.url, "t": at, "hosts": fold(answers, self.defaults)}
+        seen = seen_query(answers["absent"])
+        if seen is not None:  # a second round for the targets down or gone
+            answers |= await self.client.gather({"seen": q(seen, at)})
+        every = set(host_series(self.rate_window, self.defaults)) <= recorded
+        listing = await self.client.off_loop(self.listing, answers, at, every)
         self._cached = (time.monotonic(), listing)
         return listing
+
+    async def _recorded(self, at: float) -> frozenset[str]:
+        """The fleet's recording rules Prometheus has (``trainwatch-lab rules`` loaded; a
+        rule that records nothing now counts too), else the recorded series a store holds
+        (one that evaluates no rules itself: VictoriaMetrics behind vmalert); asked again
+        every ``RECORDED_S``, none on a store that can say neither."""
+        if self._recorded_at is not None and at - self._recorded_at[0] < RECORDED_S:
+            return self._recorded_at[1]
+        names: list[str] = []
+        asks = (
+            self.client.recording_rules,
+            lambda: self.client.names(RECORDED, at - RECORDED_S, at),
+        )
+        for ask in asks:
+            with contextlib.suppress(PrometheusError):
+                names = await ask()
+            if names:
+                break
+        found = frozenset(names)
+        self._recorded_at = (at, found)
+        return found
+
+    def listing(self, answers: dict[str, Any], at: float, recorded: bool) -> bytes:
+        """The folded answers as the reply's body (on the worker thread); ``recorded``:
+        every per-host series was read from the recording rules."""
+        hosts = fold(answers, self.defaults)
+        head = {"prometheus": self.url, "t": at, "recorded": recorded, "counts": counts(hosts)}
+        # host by host: the GIL is let go between two (one dumps of 10,000 hosts holds it
+        # for 100 ms, a stall of every request on the loop)
+        rows = ",".join(dumps(h) for h in hosts)
+        return (dumps(head)[:-1] + ',"hosts":[' + rows + "]}").encode()
 
     async def charts(self, host: str, window_s: float) -> dict[str, Any]:
         start, end, step = grid(window_s, time.time())
@@ -87,16 +136,20 @@ class Fleet:
             for i, expr in enumerate(spec["queries"])
         }
         answers = await self.client.gather(calls)
-        charts = [
-            chart_lines(
-                spec,
-                [answers[f"{spec['id']}:{i}"] for i in range(len(spec["queries"]))],
-                start,
-                step,
-                count,
-            )
-            for spec in specs
-        ]
+
+        def lines() -> list[dict[str, Any]]:
+            return [
+                chart_lines(
+                    spec,
+                    [answers[f"{spec['id']}:{i}"] for i in range(len(spec["queries"]))],
+                    start,
+                    step,
+                    count,
+                )
+                for spec in specs
+            ]
+
+        charts = await self.client.off_loop(lines)
         return {
             "host": host,
             "window_s": window_s,
@@ -116,9 +169,13 @@ class FleetBase(BaseHandler):
 
     async def answer(self, call: Any) -> None:
         try:
-            self.send_json(await call)
+            reply = await call
         except PrometheusError as exc:
-            self.bad(str(exc), 502)
+            return self.bad(str(exc), 502)
+        if isinstance(reply, bytes):  # encoded already, off the loop
+            self.set_header("Content-Type", "application/json")
+            return self.finish(reply)
+        self.send_json(reply)
 
 
 class FleetHandler(FleetBase):
@@ -127,7 +184,7 @@ class FleetHandler(FleetBase):
     async def get(self) -> None:
         self.only()
         if self.fleet is None:
-            return self.send_json({"prometheus": None, "hosts": []})
+            return self.send_json({"prometheus": None, "counts": counts([]), "hosts": []})
         await self.answer(self.fleet.hosts())
 
 

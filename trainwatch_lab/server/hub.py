@@ -36,6 +36,7 @@ from ..prometheus.metrics import disk_counters
 from .config import ServerSettings
 from .kernels import KernelsSource, kernel_pids
 from .lease import Lease
+from .recording import recording_for
 from .watched import WatchedPaths, path_key
 
 SETTINGS_KEY = "trainwatch_hub"  # where the extension keeps the Hub in the tornado settings
@@ -71,6 +72,9 @@ class Hub:
         self.sampler_factory = sampler_factory
         self.history = History(capacity=capacity_for(config.history_s, config.interval))
         self.sampler: Sampler | None = None
+        # the paths source of the sampler being started or running: told of every change of
+        # the watched paths from the moment it exists, before ``sampler`` is set on the loop
+        self._paths_source: Any = None
         self.latest: Sample | None = None  # the last sample handed to subscribers
         self.lease = Lease(config.stop_grace_s, config.scrape_lease_s)
         initial = [(p, "user") for p in config.paths]
@@ -90,6 +94,7 @@ class Hub:
         self._fresh_run = -1
         self._waiters: list[asyncio.Future[None]] = []
         self.notifier = config.notifier()
+        self.recording = recording_for(self)  # the history on disk (issue 27), None when off
         # the log mirrors of this machine (issue 13), read from their status files on their
         # own threads: local disk only, never the share
         self.mirror_files = MirrorFiles()
@@ -99,6 +104,11 @@ class Hub:
     def clients(self) -> int:
         """Streaming clients connected now."""
         return self.lease.clients
+
+    @property
+    def looking(self) -> bool:
+        """A panel streams samples now (the notifier and the recording hold the lease too)."""
+        return bool(self._listeners)
 
     # -- threads ---------------------------------------------------------------------
     async def in_executor(self, fn: Callable[..., Any], *args: Any, timeout: float | None = None):
@@ -181,11 +191,16 @@ class Hub:
             processes=discovery if config.watch_processes else False,
             more_sources=self._kernels,
         )
-        paths_source = sampler.find_source("paths")
+        paths_source = self._paths_source = sampler.find_source("paths")
         if paths_source is not None:
             paths_source.probe_others = config.probe_other_users
-        for key in self.watched():  # whose quota: the paths above came without their owners
+        watched = self.watched()  # (read again: a change since the line above was told to
+        for key in watched:  # the last source) whose quota: the paths came without owners
             self._tell(paths_source, key, True)
+        for key in set(paths_source.paths if paths_source else ()) - set(watched):
+            self._tell(paths_source, key, False)
+        if self.recording is not None:  # first: a paused recording's note reaches the panel
+            sampler.subscribe(self.recording)
         sampler.subscribe(self._on_sample)
         if self.notifier is not None:  # word when nobody looks (issue 17)
             sampler.subscribe(self.notifier)
@@ -251,6 +266,8 @@ class Hub:
             await self.in_executor(sampler.close)
         if self.notifier is not None:
             self.notifier.close(timeout=0)
+        if self.recording is not None:
+            await self.in_executor(self.recording.close)
         self._executor.shutdown(wait=False)
 
     def close_now(self) -> None:
@@ -260,6 +277,8 @@ class Hub:
             sampler.close()
         if self.notifier is not None:
             self.notifier.close(timeout=0)
+        if self.recording is not None:
+            self.recording.close()
         self._executor.shutdown(wait=False)
 
     # -- samples ---------------------------------------------------------------------
@@ -275,8 +294,10 @@ class Hub:
         return remove
 
     def sample_json(self, sample: Sample) -> dict[str, Any]:
-        """What the panel gets for a sample: the sample and the machine's log mirrors."""
-        return {**sample.to_json(), "mirrors": self.mirrors}
+        """What the panel gets for a sample: the sample, the machine's log mirrors and the
+        paths watched now with why (``{path: roles}``): the panel lists those, every tick,
+        and says its scope with them ("this machine: 3 paths")."""
+        return {**sample.to_json(), "mirrors": self.mirrors, "watched": self.roles()}
 
     def _look_at_mirrors(self) -> None:  # sampler thread
         try:
@@ -347,9 +368,10 @@ class Hub:
         return self.paths.roles()
 
     def _path_changed(self, key: str, watched: bool) -> None:
-        """Tell the running paths source when a path appears or vanishes, or changes owner."""
-        sampler = self.sampler
-        self._tell(sampler.find_source("paths") if sampler is not None else None, key, watched)
+        """Tell the paths source when a path appears or vanishes, or changes owner: also
+        while its sampler starts (its first tick may find a kernel's or a process's
+        directory before the event loop holds the sampler), and never a closed one."""
+        self._tell(self._paths_source, key, watched)
         if not watched:
             self.history.forget(key)  # memory follows what is watched now (issue 24)
 

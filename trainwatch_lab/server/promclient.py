@@ -2,7 +2,8 @@
 
 Tornado's non-blocking client (DNS on the loop's resolver thread), every call bounded by one
 deadline: Prometheus down, slow or not Prometheus at all becomes one ``PrometheusError``
-line that the endpoint and the panel show as it is.
+line that the endpoint and the panel show as it is. Answers are decoded on the client's
+worker thread, never on the event loop: a cluster's answer is megabytes of JSON.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 import json
 import socket
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlencode
 
@@ -34,6 +36,13 @@ class PrometheusClient:
         self.url = shown(self.base)  # what every message says
         self.timeout_s = timeout_s
         self._http: AsyncHTTPClient | None = None
+        # decoding (and the caller's folding, through ``off_loop``): one thread, so that a
+        # listing's work never takes both cores from the kernels
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="trainwatch-fleet")
+
+    async def off_loop(self, fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` on the client's worker thread, awaited from the loop."""
+        return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
 
     @property
     def http(self) -> AsyncHTTPClient:
@@ -45,6 +54,7 @@ class PrometheusClient:
         if self._http is not None:
             self._http.close()
             self._http = None
+        self._worker.shutdown(wait=False, cancel_futures=True)
 
     def late(self) -> PrometheusError:
         return PrometheusError(
@@ -72,7 +82,21 @@ class PrometheusClient:
         params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
         return (await self._get("query_range", params))["result"]
 
-    async def _get(self, endpoint: str, params: dict[str, str]) -> dict[str, Any]:
+    async def names(self, match: str, since: float, until: float) -> list[str]:
+        """The metric names of the series ``match`` selects between two times (the index,
+        not the samples: cheap whatever the size)."""
+        params = {"match[]": match, "start": f"{since:.3f}", "end": f"{until:.3f}"}
+        data = await self._get("label/__name__/values", params)
+        return [str(n) for n in data] if isinstance(data, list) else []
+
+    async def recording_rules(self) -> list[str]:
+        """The names the loaded recording rules record (``/api/v1/rules?type=record``:
+        Prometheus, Thanos, Mimir; a store without rules answers an error)."""
+        data = await self._get("rules", {"type": "record"})
+        groups = data.get("groups", []) if isinstance(data, dict) else []
+        return [str(r.get("name")) for g in groups for r in g.get("rules", [])]
+
+    async def _get(self, endpoint: str, params: dict[str, str]) -> Any:
         request = HTTPRequest(
             f"{self.base}/api/v1/{endpoint}?{urlencode(params)}",
             connect_timeout=self.timeout_s,
@@ -91,9 +115,9 @@ class PrometheusClient:
                 raise self.late()
             why = getattr(error, "strerror", None) or str(error)
             raise PrometheusError(f"Prometheus at {self.url} is not reachable: {why}")
-        return self._data(response.code, response.body or b"")
+        return await self.off_loop(self._data, response.code, response.body or b"")
 
-    def _data(self, code: int, body: bytes) -> dict[str, Any]:
+    def _data(self, code: int, body: bytes) -> Any:
         """``data`` of an API answer, or the one line to show."""
         try:
             payload = json.loads(body)

@@ -1,0 +1,79 @@
+"""Events from consecutive samples: warnings raised and cleared, processes seen and ended
+(a real process), checkpoints, mount changes, kernels started, restarted and ended."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.support.mounts import wait_until
+from trainwatch_lab.core.model import Alert, CheckpointInfo, PathState, Sample, TrainingProcess
+from trainwatch_lab.core.record.events import EventWatch
+
+ALERT = Alert("disk-filling", "warning", "/data", "/data fills in 20 min", "free space")
+
+
+def _kinds(events: list) -> list[str]:
+    return [e.kind for e in events]
+
+
+def test_warnings_raised_once_and_cleared_with_their_text() -> None:
+    watch = EventWatch()
+    first = watch.observe(Sample(t=1.0, warnings=[ALERT]))
+    assert _kinds(first) == ["warning-raised"]
+    assert first[0].text == "disk-filling: /data fills in 20 min" and first[0].subject == "/data"
+    assert watch.observe(Sample(t=2.0, warnings=[ALERT])) == []
+    assert _kinds(watch.observe(Sample(t=3.0))) == ["warning-cleared"]
+
+
+def test_a_process_is_seen_then_ended_with_its_stderr_tail(tmp_path) -> None:
+    err = tmp_path / "nohup.out"
+    with open(err, "wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import sys,time; print('dying', file=sys.stderr, flush=True); time.sleep(60)",
+            ],
+            stderr=out,
+        )
+    try:
+        assert wait_until(lambda: err.read_bytes() != b"", timeout=30)
+        row = TrainingProcess(
+            pid=proc.pid,
+            command="python train.py --lr 3",
+            cwd="/",
+            reasons=["gpu"],
+            paths={"/data": []},
+        )
+        watch = EventWatch()
+        seen = watch.observe(Sample(t=1.0, processes=[row]))
+        assert _kinds(seen) == ["process-seen"] and seen[0].subject == "train.py"
+        assert seen[0].data["stderr"] == str(err) and seen[0].data["started"] > 0
+        assert watch.observe(Sample(t=2.0)) == []  # unlisted but alive: no end
+    finally:
+        proc.kill()
+        proc.wait()
+    ended = watch.observe(Sample(t=3.0))
+    assert _kinds(ended) == ["process-ended"]
+    assert ended[0].data["stderr_tail"] == ["dying"] and ended[0].data["paths"] == ["/data"]
+
+
+def test_checkpoints_mounts_and_kernels() -> None:
+    watch = EventWatch()
+
+    def sample(t: float, mtime: float, fstype: str, kernels: dict) -> Sample:
+        ck = CheckpointInfo(1, "/ck/a.pt", 2 << 20, mtime, None)
+        path = PathState(
+            "/ck", exists=True, mountpoint="/ck", fstype=fstype, source="s", checkpoints=ck
+        )
+        return Sample(t=t, paths={"/ck": path}, kernels=kernels)
+
+    assert _kinds(watch.observe(sample(1, 10.0, "ext4", {"k1": {"pid": 5, "name": "py"}}))) == [
+        "kernel-started"
+    ]
+    events = watch.observe(sample(2, 11.0, "nfs4", {"k1": {"pid": 6, "name": "py"}}))
+    assert _kinds(events) == ["mount-changed", "checkpoint", "kernel-ended", "kernel-restarted"]
+    assert events[2].data["pid"] == 5 and events[3].data == {"pid": 6, "was": 5}
+    assert "was ext4 s" in events[0].text and "/ck/a.pt (2.0 MiB)" in events[1].text
+    assert _kinds(watch.observe(sample(3, 11.0, "nfs4", {}))) == ["kernel-ended"]

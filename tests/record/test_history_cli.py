@@ -1,0 +1,210 @@
+"""``trainwatch-lab history``: windows, formats, events, the export's redaction, and bad
+input as one line with exit 2."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from trainwatch_lab.core.record import Event, Store
+from trainwatch_lab.core.record.export import redact
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def tw(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "trainwatch_lab", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    path = tmp_path / "h.sqlite"
+    s = Store(str(path), role="t")
+    s.register()
+    now = time.time()
+    ts = [now - 7200 + 10 * i for i in range(720)]
+    s.close_blocks(
+        {
+            "disk:sda:util": (ts, [float(i % 100) for i in range(720)]),
+            "path:/data:avail_bytes": (ts, [4096.0 * (720 - i) for i in range(720)]),
+        }
+    )
+    s.add_events(
+        [
+            Event(
+                now - 3000,
+                "process-seen",
+                "train.py",
+                "train.py (pid 9) is training: gpu",
+                {"pid": 9, "command": "python train.py --token s3cret --lr 3"},
+            ),
+            Event(
+                now - 60,
+                "warning-raised",
+                "/data",
+                "disk-filling: labelled by pid 9 `python train.py --token s3cret`",
+                {"code": "disk-filling"},
+            ),
+        ]
+    )
+    s.close()
+    return path
+
+
+def test_samples_in_a_window_as_table_csv_and_json(store: Path) -> None:
+    table = tw("history", "--since", "1h", "--store", str(store))
+    assert table.returncode == 0, table.stderr
+    assert "disk:sda:util" in table.stdout and "path:/data:avail_bytes" in table.stdout
+    rows = list(
+        csv.reader(
+            io.StringIO(
+                tw(
+                    "history",
+                    "--since",
+                    "1h",
+                    "--series",
+                    "disk:*",
+                    "--format",
+                    "csv",
+                    "--store",
+                    str(store),
+                ).stdout
+            )
+        )
+    )
+    assert rows[0] == ["t", "disk:sda:util"] and 355 <= len(rows) - 1 <= 361
+    data = json.loads(
+        tw(
+            "history", "--since", "30m", "--until", "10m", "--format", "json", "--store", str(store)
+        ).stdout
+    )
+    times = data["disk:sda:util"]["t"]
+    assert 115 <= len(times) <= 121 and times[-1] <= time.time() - 590
+
+
+def test_events_and_an_export_never_show_a_command_s_arguments(store: Path) -> None:
+    events = tw("history", "events", "--store", str(store))
+    assert events.returncode == 0 and "warning-raised" in events.stdout
+    assert "s3cret" not in events.stdout
+    out = tw(
+        "history",
+        "export",
+        "--since",
+        "2h",
+        "--store",
+        str(store),
+        "-o",
+        str(store.parent / "report.json"),
+    )
+    assert out.returncode == 0, out.stderr
+    text = (store.parent / "report.json").read_text()
+    assert "s3cret" not in text and "python train.py --token *** --lr 3" in text
+    report = json.loads(text)
+    assert set(report["series"]) == {"disk:sda:util", "path:/data:avail_bytes"}
+
+
+def test_the_export_redacts_through_the_one_redaction() -> None:
+    """Every string of an event, an argv list too, goes through core.redact."""
+    event = {
+        "command": "python train.py --hf-token=hf_abc --lr 3",
+        "argv": ["python", "train.py", "--password", "pw"],
+        "data": {"url": "https://u:pw@host/x"},
+    }
+    assert redact(event) == {
+        "command": "python train.py --hf-token=*** --lr 3",
+        "argv": "python train.py --password ***",
+        "data": {"url": "https://u:***@host/x"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--since", "yesterday-ish"], "expected 8h, 30m, 2d"),
+        (["--since", "1h", "--until", "2h"], "--since must be before --until"),
+        (["--store", "/nonexistent/h.sqlite"], "no recorded history at /nonexistent/h.sqlite"),
+        (["--format", "xml"], "invalid choice"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
+    out = tw("history", *args)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.count("\n") == 1 and message in out.stderr, out.stderr
+
+
+def test_a_file_that_is_no_history_is_one_line_and_left_alone(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    out = tw("history", "--store", str(notes))
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert "is no trainwatch history" in out.stderr
+    assert notes.read_text() == "my notes\n" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "notes.txt"
+    ]
+
+
+def test_run_needs_a_command() -> None:
+    out = tw("run", "--store", "/tmp/x.sqlite", "--")
+    assert out.returncode == 2 and "run needs a command" in out.stderr
+
+
+def test_serve_record_writes_the_history_and_flushes_on_sigterm(tmp_path: Path) -> None:
+    from tests.prometheus.conftest import free_port
+
+    store = tmp_path / "state" / "h.sqlite"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "trainwatch_lab",
+            "serve",
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            "--interval",
+            "0.2",
+            "--no-probe",
+            "--gpu",
+            "none",
+            "--record",
+            "--record-every",
+            "0.2",
+            "--store",
+            str(store),
+            str(tmp_path),
+        ],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert "serving http://" in (proc.stderr.readline() if proc.stderr else "")
+        time.sleep(3.0)  # ~15 samples, 2 asked (the first flush comes at 10 s: SIGTERM first)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    out = tw(
+        "history",
+        "--series",
+        f"path:{tmp_path}:free_bytes",
+        "--format",
+        "json",
+        "--store",
+        str(store),
+    )
+    assert out.returncode == 0, out.stderr
+    assert len(json.loads(out.stdout)[f"path:{tmp_path}:free_bytes"]["t"]) >= 2

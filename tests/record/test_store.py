@@ -1,0 +1,243 @@
+"""The store survives what nights do to it: SIGKILL at any point, its disk filling up, a
+foreign or damaged file in its place. Real writer processes, real filesystems."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from trainwatch_lab.core.defaults import DEFAULTS, MIB
+from trainwatch_lab.core.model import PathState, Sample
+from trainwatch_lab.core.record import Recorder, Store, codec
+from trainwatch_lab.core.record.maintain import maintain
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _integrity(path: Path) -> str:
+    con = sqlite3.connect(path)
+    try:
+        return con.execute("PRAGMA integrity_check").fetchone()[0]
+    finally:
+        con.close()
+
+
+def test_codec_round_trip_keeps_gaps_and_exact_sizes() -> None:
+    ts = [1_700_000_000.0 + i for i in range(300)]
+    values = [float(4096 * (10_000 - 3 * i)) for i in range(300)]
+    values[7] = float("nan")
+    got_t, got_v = codec.decode(codec.encode(ts, values, "free_bytes"))
+    assert got_t == ts
+    assert got_v[7] != got_v[7]
+    assert got_v[:7] == values[:7] and got_v[8:] == values[8:]
+    noisy = [50 + 10 * ((i * 7919) % 13) / 13 for i in range(300)]
+    _, back = codec.decode(codec.encode(ts, noisy, "util"))
+    # 3 significant digits of the largest (59.2...): a step of 0.1, off by half of it at most
+    assert max(abs(a - b) for a, b in zip(noisy, back, strict=True)) <= 0.05 + 1e-9
+
+
+def test_sigkill_at_random_points_never_corrupts_and_keeps_every_flushed_point(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "state" / "history.sqlite"
+    watched = tmp_path / "data"
+    watched.mkdir()
+    rng = random.Random(27)
+    promised: list[float] = []
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for _ in range(8):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.record.writer", str(store), str(watched)],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=env,
+        )
+        lines: list[str] = []
+        reader = threading.Thread(
+            target=lambda p=proc, out=lines: out.extend(p.stdout), daemon=True
+        )
+        reader.start()
+        deadline = time.monotonic() + 60
+        while not lines and time.monotonic() < deadline:  # it has written at least once
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, 1.5))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        reader.join(timeout=30)
+        assert lines, "the writer never flushed"
+        promised += [float(x) for x in lines]
+        assert _integrity(store) == "ok"
+    reader_store = Store(str(store), role="check")
+    reader_store.register()
+    maintain(reader_store)  # folds what the killed writers left in `recent`
+    assert _integrity(store) == "ok"
+    key = f"path:{watched}:free_bytes"
+    times, _ = reader_store.read([key], 0, 2e9)[key]
+    kept = {round(t * 1000) for t in times}
+    missing = [t for t in promised if round(t * 1000) not in kept]
+    assert not missing, f"{len(missing)} flushed points lost, e.g. {missing[:3]}"
+    assert not reader_store.con.execute("SELECT count(*) FROM recent").fetchone()[0]
+    reader_store.close()
+
+
+def test_writers_at_once_share_the_file_and_lose_nothing_they_flushed(tmp_path: Path) -> None:
+    """Three recording processes (a server, an agent, a kernel) on one file at once, each
+    flushing and folding every few ticks: none waits out the busy timeout, none loses what
+    it flushed, and the file stays sound."""
+    store = tmp_path / "history.sqlite"
+    watched = tmp_path / "data"
+    watched.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    procs, outputs = [], []
+    for _ in range(3):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.record.writer", str(store), str(watched)],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env=env,
+        )
+        lines: list[str] = []
+        threading.Thread(target=lambda p=proc, out=lines: out.extend(p.stdout), daemon=True).start()
+        procs.append(proc)
+        outputs.append(lines)
+    deadline = time.monotonic() + 120
+    while min(len(o) for o in outputs) < 10 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    for proc in procs:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert min(len(o) for o in outputs) >= 10, [len(o) for o in outputs]
+    assert _integrity(store) == "ok"
+    check = Store(str(store), readonly=True)
+    key = f"path:{watched}:free_bytes"
+    kept = {round(t * 1000) for t in check.read([key], 0, 2e9)[key][0]}
+    check.close()
+    promised = [float(x) for o in outputs for x in list(o)]
+    assert not [t for t in promised if round(t * 1000) not in kept]
+
+
+def _free(path: Path) -> int:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize
+
+
+def _sample(t: float, path: str) -> Sample:
+    return Sample(t=t, paths={path: PathState(path, exists=True, free_bytes=int(t) * 4096)})
+
+
+def test_disk_full_pauses_with_a_note_and_resumes(loop_ext4, tmp_path: Path) -> None:
+    disk = loop_ext4(size_mb=16)
+    store = disk.mountpoint / "history.sqlite"
+    defaults = replace(DEFAULTS, record_min_free_bytes=4 * MIB, record_block_points=5)
+    clock = [1_000_000.0]
+    recorder = Recorder(str(store), every=0.0, defaults=defaults, clock=lambda: clock[0])
+    for i in range(3):
+        recorder(_sample(clock[0] + i, "/w"))
+    assert recorder.flush()
+    filler = disk.mountpoint / "filler"
+    with open(filler, "wb") as fh:  # leave ~2 MiB: under the floor
+        fh.write(b"\0" * (_free(disk.mountpoint) - 2 * MIB))
+    assert _free(disk.mountpoint) < 4 * MIB
+    size_before = os.path.getsize(store)
+    for i in range(3, 12):
+        recorder(_sample(clock[0] + i, "/w"))  # never raises into the sampler
+        assert recorder.flush() is False
+    assert recorder.paused and "recording paused" in (recorder.note or "")
+    shown = _sample(clock[0] + 12, "/w")
+    recorder(shown)  # the next sample carries the note to the surfaces
+    assert shown.notes["record"] == recorder.note
+    assert os.path.getsize(store) == size_before
+    filler.unlink()
+    clock[0] += 60
+    assert recorder.flush()
+    assert not recorder.paused and recorder.note is None
+    recorder.close()
+    check = Store(str(store), readonly=True)
+    times, _ = check.read(["path:/w:free_bytes"], 0, 2e9)["path:/w:free_bytes"]
+    assert len(times) == 13  # what came during the pause was kept and written
+    assert [e.kind for e in check.events(0, 2e9)] == ["recording-resumed"]
+    check.close()
+
+
+def test_sqlite_disk_full_error_pauses_instead_of_raising(loop_ext4) -> None:
+    disk = loop_ext4(size_mb=8)
+    store = disk.mountpoint / "history.sqlite"
+    defaults = replace(DEFAULTS, record_min_free_bytes=0, record_block_points=10_000)
+    recorder = Recorder(str(store), every=0.0, defaults=defaults)
+    recorder(_sample(1_000_000.0, "/w"))
+    assert recorder.flush()
+    filler = disk.mountpoint / "filler"
+    with open(filler, "wb", buffering=0) as fh:
+        for chunk in (MIB, 4096, 512):  # to the last block
+            try:
+                while True:
+                    fh.write(b"\0" * chunk)
+            except OSError:
+                pass
+    for i in range(1, 400):  # enough that a flush needs a new page
+        sample = Sample(t=1_000_000.0 + i)
+        sample.paths = {f"/w{j}": PathState(f"/w{j}", free_bytes=i * j) for j in range(50)}
+        recorder(sample)
+    assert recorder.flush() is False
+    assert recorder.paused and "full" in (recorder.note or "")
+    filler.unlink()
+    assert recorder.flush()
+    recorder.close()
+    assert _integrity(store) == "ok"
+
+
+@pytest.mark.parametrize("what", ["garbage", "foreign", "damaged"])
+def test_a_file_that_is_not_our_store_is_moved_aside_never_overwritten(
+    tmp_path: Path, what: str
+) -> None:
+    path = tmp_path / "history.sqlite"
+    if what == "garbage":
+        path.write_bytes(b"my precious notes\n" * 100)
+    elif what == "foreign":
+        con = sqlite3.connect(path)
+        con.execute("CREATE TABLE mine (x)")
+        con.execute("INSERT INTO mine VALUES (42)")
+        con.commit()
+        con.close()
+    else:
+        store = Store(str(path), role="t")
+        store.register()
+        store.add_events([])
+        for i in range(200):
+            store.con.execute("INSERT INTO series (key) VALUES (?)", (f"k:{i}:x" * 20,))
+        store.con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        store.close()
+        data = bytearray(path.read_bytes())
+        data[4096:8192] = b"\xff" * 4096  # a whole page after the schema
+        path.write_bytes(bytes(data))
+    original = path.read_bytes()
+    store = Store(str(path), role="t")
+    moved = [
+        p
+        for p in tmp_path.iterdir()
+        if ".moved-" in p.name and not p.name.endswith(("-wal", "-shm"))
+    ]
+    assert len(moved) == 1 and moved[0].read_bytes() == original
+    events = store.events(0, 2e9)
+    assert [e.kind for e in events] == ["store-moved"] and str(moved[0]) in events[0].text
+    store.close()
+    assert _integrity(path) == "ok"
+
+
+def test_our_own_store_is_reopened_not_moved(tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite"
+    Store(str(path)).close()
+    Store(str(path)).close()
+    assert [p.name for p in tmp_path.iterdir() if ".moved-" in p.name] == []

@@ -1,0 +1,308 @@
+"""Why a run ended, told from the recorded history after the recorder restarted: a real
+script dying of a full disk on a loop ext4, an OOM kill in a memory cgroup, and the honest
+"no cause seen" when the timeline holds no evidence."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.env import need, need_root
+from tests.support.mounts import wait_until
+from trainwatch_lab.core.model import Sample
+from trainwatch_lab.core.record import Event, Store
+from trainwatch_lab.core.record.events import EventWatch
+from trainwatch_lab.core.record.why import endings, explain
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "trainwatch_lab"]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _history(store: Path, *args: str) -> str:
+    done = subprocess.run(
+        [*CLI, "history", *args, "--store", str(store)],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["discovered", "run-wrapper"])
+def test_a_script_dying_of_a_full_disk_is_explained_after_the_recorder_restarts(
+    loop_ext4, tmp_path: Path, wrapped: bool
+) -> None:
+    disk = loop_ext4(size_mb=24)
+    store = tmp_path / "state" / "history.sqlite"
+    watch = subprocess.Popen(
+        [
+            *CLI,
+            "watch",
+            "--processes",
+            "--interval",
+            "0.5",
+            "--record",
+            "--record-every",
+            "0.5",
+            "--store",
+            str(store),
+            "--json",
+            str(disk.mountpoint),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=ENV,
+        cwd=tmp_path,
+    )
+    script = [
+        sys.executable,
+        str(ROOT / "tests/record/train_until_full.py"),
+        str(disk.mountpoint),
+        "8",
+    ]
+    if wrapped:
+        script = [*CLI, "run", "--store", str(store), "--", *script]
+    with open(tmp_path / "nohup.out", "wb") as out:
+        train = subprocess.Popen(
+            script, stdout=out, stderr=out, env=ENV, cwd=tmp_path, start_new_session=True
+        )
+        train.wait(timeout=120)
+    assert b"Errno 28" in (tmp_path / "nohup.out").read_bytes()
+    assert train.returncode == 1
+    pid = train.pid
+    if wrapped:  # the script is the wrapper's child
+        pid = int(re.search(r"pid (\d+)\) started", _history(store, "events")).group(1))
+
+    def ended_seen() -> bool:  # the recorder noticed the end (flushed in at most 10 s)
+        try:
+            events = _history(store, "events", "--format", "csv")
+            return (
+                f"process-ended,train_until_full.py,train_until_full.py (pid {pid}) ended" in events
+            )
+        except AssertionError:
+            return False
+
+    assert wait_until(ended_seen, timeout=60)
+    watch.send_signal(signal.SIGKILL)  # the recorder dies; history is read by a new process
+    watch.wait(timeout=30)
+    why = _history(store, "why", "train_until_full.py")
+    line = why.strip().splitlines()[0]
+    print(line)  # (shown with -s: the sentence itself)
+    assert re.match(r"train_until_full\.py ended at \d\d:\d\d:\d\d after \d+ s: ", line), line
+    assert f"{disk.mountpoint}" in line and "was full (" in line, line
+    assert "Errno 28" in line, line
+    if wrapped:
+        assert "exit status 1" in line, line
+    assert len(why.strip().splitlines()) == 1  # the wrapper's and the discovery's end are one
+
+
+def test_no_evidence_no_cause(tmp_path: Path) -> None:
+    store = Store(str(tmp_path / "h.sqlite"), role="t")
+    store.register()
+    t = 1_800_000_000.0
+    store.add_events(
+        [
+            Event(
+                t,
+                "process-ended",
+                "train.py",
+                "train.py (pid 7) ended",
+                {"pid": 7, "started": t - 3600 * 5 - 600, "paths": ["/data"]},
+            )
+        ]
+    )
+    # another filesystem, not the run's, was full at that moment: no evidence about this run
+    store.close_blocks({"path:/other:avail_bytes": ([t - 10, t - 5], [0.0, 0.0])})
+    (ending,) = [explain(store, e) for e in endings(store, 0, 2e9)]
+    assert ending.cause is None
+    assert ending.sentence == "train.py ended at {} after 5 h 10 m; no cause seen".format(
+        time.strftime("%H:%M:%S", time.localtime(t))
+    )
+
+
+@pytest.fixture
+def memory_cgroup() -> Iterator[Path]:
+    """A memory cgroup (v1 where mounted, else v2) limited to 64 MiB with no swap."""
+    need_root()
+    base = Path("/sys/fs/cgroup/memory")
+    v2 = not base.is_dir()
+    controllers = Path("/sys/fs/cgroup/cgroup.subtree_control")
+    need(not v2 or "memory" in controllers.read_text().split(), "needs the memory controller")
+    group = (Path("/sys/fs/cgroup") if v2 else base) / f"trainwatch-test-{os.getpid()}"
+    group.mkdir()
+    try:
+        if v2:
+            (group / "memory.max").write_text(str(64 << 20))
+            (group / "memory.swap.max").write_text("0")
+        else:
+            (group / "memory.limit_in_bytes").write_text(str(64 << 20))
+            (group / "memory.swappiness").write_text("0")
+        yield group
+    finally:
+        for _ in range(50):
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
+HOG = "import time; time.sleep({}); x = bytearray(512 << 20); time.sleep(5)"
+
+
+def test_an_oom_kill_in_a_memory_cgroup_is_the_cause(tmp_path: Path, memory_cgroup: Path) -> None:
+    store = tmp_path / "h.sqlite"
+    inner = " ".join(
+        [*CLI, "run", "--store", str(store), "--", sys.executable, "-c", repr(HOG.format(1))]
+    )
+    done = subprocess.run(
+        ["sh", "-c", f"echo $$ > {memory_cgroup}/cgroup.procs; exec {inner}"],
+        env=ENV,
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 128 + signal.SIGKILL, done.stderr
+    why = _history(store, "why")
+    assert "out-of-memory killer ended it (oom_kill 0 -> 1 in cgroup" in why, why
+    assert "killed by SIGKILL" in why
+
+
+def test_a_kernel_killed_by_the_oom_killer_is_explained(
+    tmp_path: Path, memory_cgroup: Path
+) -> None:
+    """A kernel's process (here a plain python in the cgroup, as the kernels source reports
+    a kernel) started, then gone: its end carries the OOM kill, and `why` says so."""
+    kernel = subprocess.Popen(
+        [
+            "sh",
+            "-c",
+            f"echo $$ > {memory_cgroup}/cgroup.procs; exec {sys.executable} -c {HOG.format(3)!r}",
+        ]
+    )
+    try:
+        assert wait_until(lambda: str(kernel.pid) in (memory_cgroup / "cgroup.procs").read_text())
+        watch = EventWatch()
+        info = {"k1": {"pid": kernel.pid, "name": "python3"}}
+        started = watch.observe(Sample(t=time.time(), kernels=info))
+        assert [e.kind for e in started] == ["kernel-started"]
+        assert kernel.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        kernel.kill()
+    ended_events = watch.observe(Sample(t=time.time()))
+    assert [e.kind for e in ended_events] == ["kernel-ended"]
+    store = Store(str(tmp_path / "h.sqlite"), role="t")
+    store.register()
+    store.add_events(started + ended_events)
+    (ending,) = [explain(store, e) for e in endings(store, 0, 2e9)]
+    assert ending.sentence.startswith("kernel python3 ended at ")
+    assert "the kernel's out-of-memory killer ended it (oom_kill 0 -> 1" in ending.sentence
+    store.close()
+
+
+def test_the_sentence_of_the_issue_full_disk_warned_and_sent(tmp_path: Path) -> None:
+    """The issue's example, from a timeline that holds every piece of it."""
+    store = Store(str(tmp_path / "h.sqlite"), role="t")
+    store.register()
+    end = 1_800_000_000.0
+    warn = {"code": "disk-filling", "severity": "warning", "subject": "/data"}
+    store.add_events(
+        [
+            Event(end - 1900, "warning-raised", "/data", "disk-filling: /data fills", warn),
+            Event(
+                end - 1899,
+                "notification-sent",
+                "/data",
+                "disk-filling started: sent to slack",
+                {"code": "disk-filling", "state": "started", "format": "slack"},
+            ),
+            Event(
+                end,
+                "process-ended",
+                "train.py",
+                "train.py (pid 7) ended",
+                {
+                    "pid": 7,
+                    "started": end - 5 * 3600 - 600,
+                    "paths": ["/data"],
+                    "stderr_tail": ["OSError: [Errno 28] No space left on device"],
+                },
+            ),
+        ]
+    )
+    store.close_blocks({"path:/data:avail_bytes": ([end - 12, end - 2], [8192.0, 0.0])})
+    (ending,) = [explain(store, e) for e in endings(store, 0, 2e9)]
+    at = time.strftime("%H:%M:%S", time.localtime(end))
+    full_at = time.strftime("%H:%M:%S", time.localtime(end - 2))
+    warned_at = time.strftime("%H:%M", time.localtime(end - 1900))
+    assert ending.sentence == (
+        f"train.py ended at {at} after 5 h 10 m: /data was full (0 B free at {full_at}; "
+        f"disk-filling warned at {warned_at} and was sent to slack; "
+        "stderr: OSError: [Errno 28] No space left on device)"
+    )
+
+
+def test_a_notifier_s_deliveries_become_events(tmp_path: Path) -> None:
+    from tests.advice.test_notify import FULL, Webhook
+    from trainwatch_lab.advice.notify import Notifier
+    from trainwatch_lab.core.record import Recorder
+
+    hook = Webhook()
+    recorder = Recorder(str(tmp_path / "h.sqlite"), every=0.0)
+    notifier = Notifier(hook.url, "slack")
+    notifier.on_sent = recorder.notified(notifier.fmt)
+    try:
+        notifier(Sample(t=time.time(), warnings=[FULL]))
+        assert wait_until(lambda: notifier.sent == 1)
+    finally:
+        notifier.close()
+        recorder.close()
+    store = Store(str(tmp_path / "h.sqlite"), readonly=True)
+    (event,) = store.events(0, 2e9, kinds=["notification-sent"])
+    assert event.subject == "/data" and event.text == "disk-almost-full started: sent to slack"
+    store.close()
+
+
+def test_an_oom_kill_counted_in_a_shared_cgroup_names_no_process(tmp_path: Path) -> None:
+    store = Store(str(tmp_path / "h.sqlite"), role="t")
+    store.register()
+    t = 1_800_000_000.0
+    oom = {"cgroup": "/sys/fs/cgroup/memory/user.slice", "before": 3, "after": 4}
+    store.add_events(
+        [
+            Event(
+                t,
+                "process-ended",
+                "train.py",
+                "train.py (pid 7) ended",
+                {"pid": 7, "oom_killed": oom},
+            )
+        ]
+    )
+    (ending,) = [explain(store, e) for e in endings(store, 0, 2e9)]
+    assert ending.cause is None and "no cause seen" in ending.sentence
+    assert "(another process there may have been the one killed)" in ending.sentence
+
+
+def test_the_kernel_log_names_the_process_it_killed(tmp_path: Path) -> None:
+    from trainwatch_lab.core.record.ended import kmsg_oom
+
+    kmsg = tmp_path / "kmsg"  # a record in /dev/kmsg's format (the file is read in one go)
+    kmsg.write_text(
+        "3,1158,1000000,-;Memory cgroup out of memory: Killed process 4242 (python) "
+        "total-vm:540884kB, anon-rss:65152kB\n"
+    )
+    assert kmsg_oom(4242, None, str(kmsg)) == (
+        "Memory cgroup out of memory: Killed process 4242 (python)"
+    )
+    assert kmsg_oom(424, None, str(kmsg)) is None

@@ -1,0 +1,146 @@
+"""The Jupyter server records its history with no client connected (issue 27): a watched
+path's numbers and the warnings land in the store, readable by `trainwatch-lab history`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tornado.httpclient import HTTPClientError
+from traitlets.config import Config
+
+from tests.server.conftest import INTERVAL
+from trainwatch_lab.core.record import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def store_file(tmp_path: Path) -> Path:
+    return tmp_path / "state" / "history.sqlite"
+
+
+@pytest.fixture
+def watched(tmp_path: Path) -> Path:
+    (tmp_path / "data").mkdir()
+    return tmp_path / "data"
+
+
+@pytest.fixture
+def jp_server_config(jp_root_dir, store_file: Path, watched: Path):
+    return Config(
+        {
+            "ServerApp": {"jpserver_extensions": {"trainwatch_lab": True}},
+            "TrainWatch": {
+                "interval": INTERVAL,
+                "probe": False,
+                "watch_processes": False,
+                "record": True,
+                "record_path": str(store_file),
+                "record_every_s": INTERVAL,
+                "record_look_every_s": INTERVAL / 2,
+                "paths": [str(watched)],
+            },
+        }
+    )
+
+
+def _recorded(store_file: Path, key: str) -> int:
+    if not store_file.exists():
+        return 0
+    store = Store(str(store_file), readonly=True)
+    try:
+        return len(store.read([key], 0, 2e9).get(key, ([], []))[0])
+    finally:
+        store.close()
+
+
+async def test_the_server_records_with_nobody_looking(
+    jp_serverapp, store_file: Path, watched: Path
+) -> None:
+    hub = jp_serverapp.web_app.settings["trainwatch_hub"]
+    try:
+        assert hub.recording is not None and not hub.looking
+        assert hub.recording.every() == INTERVAL  # record_every_s: nobody looks
+        key = f"path:{watched}:free_bytes"
+        # the first flush comes within record_flush_s (10 s) of the first sample; the
+        # server's event loop is this test's: wait on it, never block it
+        for _ in range(600):
+            if _recorded(store_file, key) >= 3:
+                break
+            await asyncio.sleep(0.1)
+        assert _recorded(store_file, key) >= 3
+        assert hub.starts == 1 and hub.lease.clients == 1  # the recording holds the lease
+    finally:
+        hub.close_now()
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trainwatch_lab",
+            "history",
+            "--store",
+            str(store_file),
+            "--series",
+            "path:*:free_bytes",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
+    assert out.returncode == 0 and str(watched) in out.stdout, out.stderr
+
+
+async def _wait_recorded(store_file: Path, key: str) -> None:
+    for _ in range(600):  # on the server's event loop: never block it
+        if _recorded(store_file, key) >= 3:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{key} was not recorded within a minute")
+
+
+async def test_the_recorded_endpoints_replay_the_history(
+    jp_fetch, jp_serverapp, store_file: Path, watched: Path
+) -> None:
+    hub = jp_serverapp.web_app.settings["trainwatch_hub"]
+    try:
+        key = f"path:{watched}:free_bytes"
+        await _wait_recorded(store_file, key)
+        api = ("trainwatch-lab", "api")
+        chart = json.loads(
+            (
+                await jp_fetch(
+                    *api,
+                    "recorded",
+                    params={"series": "path:*:free_bytes", "since": str(time.time() - 600)},
+                )
+            ).body
+        )
+        assert key in chart["series"] and len(chart["series"][key]["t"]) >= 3
+        assert all(k.endswith(":free_bytes") for k in chart["series"])  # (and the root dir)
+        thin = json.loads((await jp_fetch(*api, "recorded", params={"points": "2"})).body)
+        assert all(len(s["t"]) <= 3 for s in thin["series"].values())  # 2 buckets (+1 edge)
+        events = json.loads((await jp_fetch(*api, "recorded", "events")).body)["events"]
+        assert any(e["kind"] == "warning-raised" for e in events)  # gpu-unavailable here
+        assert json.loads((await jp_fetch(*api, "recorded", "why")).body) == {"endings": []}
+        for params, message in (
+            ({"since": "20", "until": "10"}, "'since' must be before 'until'"),
+            ({"points": "1e9"}, "'points' must be between"),
+            ({"verbose": "1"}, "unknown parameter 'verbose'"),
+        ):
+            with pytest.raises(HTTPClientError) as info:
+                await jp_fetch(*api, "recorded", params=params)
+            assert info.value.code == 400
+            assert message in json.loads(info.value.response.body)["error"]
+        with pytest.raises(HTTPClientError) as info:
+            await jp_fetch(*api, "recorded", headers={"Authorization": "token wrong"})
+        assert info.value.code == 403
+    finally:
+        hub.close_now()

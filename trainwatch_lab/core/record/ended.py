@@ -1,0 +1,182 @@
+"""What the system can tell about a process's end, read while it lives and once it ended.
+
+At its end the kernel log (/dev/kmsg, as root) may name it: "Killed process PID".
+At first sight we keep what only a live process shows: its start time, its stderr when that
+is a regular file on a local filesystem (nohup.out: read at the end for the ``Errno 28``
+line), and its memory cgroup with the OOM kills counted there so far. At its end an OOM kill
+shows as that count going up: ``memory.events`` ``oom_kill`` (cgroup v2), ``memory.oom_control``
+``oom_kill`` (cgroup v1, with ``memory.failcnt``). procfs and cgroupfs only: nothing here
+can hang on a dead mount (the stderr file is read only on a local filesystem).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..mounts import classify, mount_for_path, read_mounts
+from ..training import stat_fields
+
+CGROUP_ROOT = "/sys/fs/cgroup"
+KMSG = "/dev/kmsg"
+KMSG_RECORDS = 8192  # the kernel's ring holds fewer; a bound all the same
+TAIL_BYTES = 4096
+TAIL_LINES = 5
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def boot_time() -> float:
+    text = _read("/proc/stat") or ""
+    for line in text.splitlines():
+        if line.startswith("btime "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def started_at(pid: int) -> float | None:
+    """The process's start as a Unix time (from its start ticks and the boot time)."""
+    fields = stat_fields(pid)
+    if fields is None:
+        return None
+    return boot_time() + fields[1] / os.sysconf("SC_CLK_TCK")
+
+
+def memory_cgroup(pid: int, root: str = CGROUP_ROOT) -> dict[str, str] | None:
+    """``{"version": "2"|"1", "dir": ...}`` of the process's memory cgroup, when visible."""
+    text = _read(f"/proc/{pid}/cgroup")
+    if not text:
+        return None
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if "memory" in parts[1].split(","):
+            path = os.path.join(root, "memory", parts[2].lstrip("/"))
+            if os.path.exists(os.path.join(path, "memory.oom_control")):
+                return {"version": "1", "dir": path}
+    for line in text.splitlines():
+        if line.startswith("0::"):
+            path = os.path.join(root, line[3:].lstrip("/"))
+            if os.path.exists(os.path.join(path, "memory.events")):
+                return {"version": "2", "dir": path}
+    return None
+
+
+def oom_kills(cgroup: dict[str, str] | None) -> int | None:
+    """OOM kills counted in the cgroup so far (None when it is gone or says nothing)."""
+    if not cgroup:
+        return None
+    name = "memory.events" if cgroup["version"] == "2" else "memory.oom_control"
+    text = _read(os.path.join(cgroup["dir"], name))
+    if text is None:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill" and value.strip().isdigit():
+            return int(value)
+    return None
+
+
+def _local(path: str) -> bool:
+    try:
+        return classify(mount_for_path(path, read_mounts())) in ("local", "memory", "overlay")
+    except (LookupError, OSError):
+        return False
+
+
+def stderr_file(pid: int) -> str | None:
+    """The file its stderr goes to, when that is a regular file on a local filesystem."""
+    try:
+        target = os.readlink(f"/proc/{pid}/fd/2")
+    except OSError:
+        return None
+    if not target.startswith("/") or target.endswith(" (deleted)") or not _local(target):
+        return None
+    try:
+        import stat
+
+        return target if stat.S_ISREG(os.stat(f"/proc/{pid}/fd/2").st_mode) else None
+    except OSError:
+        return None
+
+
+def tail(path: str | None, lines: int = TAIL_LINES) -> list[str]:
+    """The last lines of a local regular file (at most TAIL_BYTES read)."""
+    if not path or not _local(path):
+        return []
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - TAIL_BYTES))
+            data = fh.read(TAIL_BYTES)
+    except OSError:
+        return []
+    text = data.decode("utf-8", errors="replace").splitlines()
+    if size > TAIL_BYTES and text:
+        text = text[1:]  # the first line was cut
+    return [line[:300] for line in text if line.strip()][-lines:]
+
+
+def kmsg_oom(pid: int, since: float | None, path: str = KMSG) -> str | None:
+    """The kernel log's "Killed process PID (...)" line for this process, when readable
+    (root; /dev/kmsg read without blocking) and logged after ``since`` (its start: a pid
+    reused later is another process)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    needle = f"Killed process {pid} ("
+    found = None
+    try:
+        for _ in range(KMSG_RECORDS):
+            try:
+                record = os.read(fd, 8192).decode("utf-8", errors="replace")
+            except BlockingIOError:
+                break
+            except OSError:  # EPIPE: a record overwritten while we read; go on
+                continue
+            head, _, text = record.partition(";")
+            if needle not in text:
+                continue
+            fields = head.split(",")
+            at = boot_time() + int(fields[2]) / 1e6 if len(fields) > 2 else None
+            if since is None or at is None or at >= since - 1:
+                found = text.split(" total-vm", 1)[0].strip().rstrip(",")
+    finally:
+        os.close(fd)
+    return found
+
+
+def at_start(pid: int) -> dict[str, Any]:
+    """What to keep from a live process for the day it ends."""
+    cgroup = memory_cgroup(pid)
+    return {
+        "started": started_at(pid),
+        "stderr": stderr_file(pid),
+        "cgroup": cgroup,
+        "oom_kills": oom_kills(cgroup),
+    }
+
+
+def at_end(seen: dict[str, Any]) -> dict[str, Any]:
+    """What its end shows, given what ``at_start`` kept: OOM kills since, stderr's tail."""
+    facts: dict[str, Any] = {}
+    before, after = seen.get("oom_kills"), oom_kills(seen.get("cgroup"))
+    if before is not None and after is not None and after > before:
+        facts["oom_killed"] = {"cgroup": seen["cgroup"]["dir"], "before": before, "after": after}
+    pid = seen.get("pid")
+    logged = kmsg_oom(int(pid), seen.get("started")) if pid else None
+    if logged:
+        facts["oom_logged"] = logged
+    lines = tail(seen.get("stderr"))
+    if lines:
+        facts["stderr_tail"] = lines
+    return facts

@@ -1,0 +1,220 @@
+"""Why a run ended: one sentence with its evidence, from the recorded timeline.
+
+Only what the evidence supports is a cause: a path the run wrote to at (almost) no free
+space in the last minutes before its end, or a ``No space left on device`` in its stderr; an
+OOM kill counted in its memory cgroup; a mount that did not answer; a GPU error. Without
+such evidence the sentence says so ("ended; no cause seen") and lists what is known (the
+exit status, the last stderr line), never a guess.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .store import Event, Store
+
+LOOK_BACK_S = 120.0  # the timeline this long before the end is "at that moment" ...
+# ... and this long after: what a dead process wrote stays, and the reading that shows a
+# disk full often comes a few seconds late (the sampler's own statvfs and probe wait on a
+# disk busy flushing); the sentence gives each reading's own time
+LOOK_AFTER_S = 30.0
+FULL_BYTES = 1024 * 1024  # a filesystem with less than this available is full for a writer
+ENOSPC = re.compile(r"Errno 28|No space left on device|ENOSPC")
+DISK_WARNINGS = ("disk-filling", "disk-almost-full", "checkpoint-wont-fit")
+ENDED_KINDS = ("process-ended", "run-ended", "kernel-ended")
+
+
+@dataclass(slots=True)
+class Ending:
+    """One run's end as recorded: by the discovery (process-ended), the ``run`` wrapper
+    (run-ended, with the exit status), or both merged."""
+
+    name: str
+    pid: int
+    t: float
+    data: dict[str, Any]
+    sentence: str = ""
+    cause: str | None = None
+    evidence: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "pid": self.pid,
+            "t": self.t,
+            "sentence": self.sentence,
+            "cause": self.cause,
+            "evidence": self.evidence,
+            "exit": self.data.get("exit"),
+            "started": self.data.get("started"),
+        }
+
+
+def clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t))
+
+
+def duration(seconds: float) -> str:
+    """``5 h 10 m``, ``12 m 5 s``, ``40 s``."""
+    s = int(max(0.0, seconds))
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60} m"
+    if s >= 60:
+        return f"{s // 60} m {s % 60} s"
+    return f"{s} s"
+
+
+def size(n: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def endings(store: Store, since: float, until: float) -> list[Ending]:
+    """Every run that ended in the window; the wrapper's and the discovery's record of the
+    same process (same pid, ends within a minute) are one."""
+    out: list[Ending] = []
+    for event in store.events(since, until, kinds=ENDED_KINDS):
+        pid = int(event.data.get("pid") or 0)
+        twin = next((e for e in out if e.pid == pid and abs(e.t - event.t) < 60), None)
+        if twin is None:
+            out.append(Ending(event.subject, pid, event.t, dict(event.data)))
+            continue
+        if event.kind == "run-ended":  # the wrapper knows the exact end and the status
+            twin.t = event.t
+        twin.data = {**twin.data, **{k: v for k, v in event.data.items() if v is not None}}
+    return out
+
+
+def _least(store: Store, ending: Ending) -> list[tuple[str, float, float]]:
+    """(path, least available bytes, when) per watched path in the minutes before the
+    end, the run's own paths first, then by free space."""
+    own = set(ending.data.get("paths") or [])
+    found = []
+    keys = store.keys("path:*:avail_bytes")
+    columns = store.read(keys, ending.t - LOOK_BACK_S, ending.t + LOOK_AFTER_S)
+    for key, (ts, vs) in columns.items():
+        pairs = [(v, t) for t, v in zip(ts, vs, strict=True) if v == v]
+        if pairs:
+            least, when = min(pairs)
+            found.append((key[len("path:") : -len(":avail_bytes")], least, when))
+    found.sort(key=lambda f: (f[0] not in own, f[1]))
+    return found
+
+
+def _full_paths(store: Store, ending: Ending) -> list[tuple[str, float, float]]:
+    """The watched paths that were full (under FULL_BYTES available) before the end."""
+    return [f for f in _least(store, ending) if f[1] < FULL_BYTES]
+
+
+def _least_free(store: Store, ending: Ending) -> tuple[str, float, float] | None:
+    """The watched path with the least free space before the end (the run's own first)."""
+    found = _least(store, ending)
+    return min(found, key=lambda f: f[1]) if found else None
+
+
+def _warned(events: list[Event], code_set: tuple[str, ...], subject: str | None) -> Event | None:
+    for e in events:
+        wanted = subject is None or e.subject == subject
+        if e.kind == "warning-raised" and e.data.get("code") in code_set and wanted:
+            return e
+    return None
+
+
+def _sent(events: list[Event], warned: Event) -> str | None:
+    """The webhook format a warning's start was delivered to ("slack"), if it was."""
+    for e in events:
+        if (
+            e.kind == "notification-sent"
+            and e.t >= warned.t
+            and e.subject == warned.subject
+            and e.data.get("code") == warned.data.get("code")
+            and e.data.get("state") == "started"
+        ):
+            return str(e.data.get("format"))
+    return None
+
+
+def explain(store: Store, ending: Ending) -> Ending:
+    """Fill ``ending.sentence``, ``cause`` and ``evidence`` (see the module doc)."""
+    data = ending.data
+    started = data.get("started")
+    before = store.events((started or ending.t - 86_400) - 1, ending.t + 5)
+    stderr = [line for line in data.get("stderr_tail") or []]
+    nospace = next((line for line in reversed(stderr) if ENOSPC.search(line)), None)
+    cause: str | None = None
+    evidence: list[str] = []
+    full = _full_paths(store, ending)
+    own = set(data.get("paths") or [])
+    if full and (nospace or full[0][0] in own):
+        path, least, when = full[0]
+        cause = f"{path} was full"
+        evidence.append(f"{size(least)} free at {clock(when)}")
+        warned = _warned(before, DISK_WARNINGS, path)
+        if warned is not None:
+            told = f"{warned.data.get('code')} warned at {clock(warned.t)[:5]}"
+            sent = _sent(before, warned)
+            evidence.append(told + (f" and was sent to {sent}" if sent else ""))
+        if nospace:
+            evidence.append(f"stderr: {nospace.strip()}")
+    elif nospace:
+        cause = "it ran out of disk space"
+        evidence.append(f"stderr: {nospace.strip()}")
+        least = _least_free(store, ending)
+        if least is not None:
+            path, free, when = least
+            evidence.append(
+                f"the least free space recorded: {size(free)} on {path} at {clock(when)}"
+            )
+    oom, logged = data.get("oom_killed"), data.get("oom_logged")
+    killed = (data.get("exit") or {}).get("signal") == "SIGKILL"
+    if cause is None and (logged or (oom and killed)):
+        # an OOM kill counted in a cgroup it shares with others names no process: only the
+        # kernel log's line for its pid, or its own SIGKILL with the count, does
+        cause = "the kernel's out-of-memory killer ended it"
+    if oom:
+        where = "" if cause else " (another process there may have been the one killed)"
+        evidence.append(
+            f"oom_kill {oom['before']} -> {oom['after']} in cgroup {oom['cgroup']}" + where
+        )
+    if logged:
+        evidence.append(f"kernel log: {logged}")
+    if cause is None:
+        dead = _warned(before, ("mount-unresponsive",), None)
+        if dead is not None and dead.subject in own:
+            cause = f"{dead.subject} stopped answering"
+            evidence.append(f"mount-unresponsive since {clock(dead.t)}")
+    if cause is None:
+        gpu = _warned(before, ("gpu-error",), None)
+        if gpu is not None:
+            cause = f"GPU {gpu.subject} reported an error"
+            evidence.append(gpu.text)
+    status = _status(data.get("exit"))
+    if status:
+        evidence.insert(0, status) if cause is None else evidence.append(status)
+    if cause is None and stderr:
+        evidence.append(f"last stderr line: {stderr[-1].strip()}")
+    head = f"{ending.name} ended at {clock(ending.t)}"
+    if started:
+        head += f" after {duration(ending.t - started)}"
+    clean = (data.get("exit") or {}).get("code") == 0
+    if cause is not None:
+        sentence = f"{head}: {cause} ({'; '.join(evidence)})"
+    elif clean:
+        sentence = f"{head}: it exited normally (status 0)"
+    else:
+        sentence = f"{head}; no cause seen" + (f" ({'; '.join(evidence)})" if evidence else "")
+    ending.sentence, ending.cause, ending.evidence = sentence, cause, evidence
+    return ending
+
+
+def _status(exit_info: dict[str, Any] | None) -> str | None:
+    if not exit_info:
+        return None
+    if exit_info.get("signal"):
+        return f"killed by {exit_info['signal']}"
+    return f"exit status {exit_info.get('code')}"

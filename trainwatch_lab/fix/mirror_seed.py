@@ -1,0 +1,44 @@
+"""What a mirror that starts (a restarted kernel, the CLI again) may take the share to hold
+already: a file there of the same size and modification time as the local one (what every
+finished copy sets) is trusted only once a digest of its bytes, taken on the share by the
+guard's helper, equals the local file's; a copy recreated sparse, full of zeros, looks the
+same by size and time. The temporaries an earlier, killed mirror of this share left go
+first: the caller holds the share's lock (mirror_lock), so no other mirror's can be there.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from . import mirror_plan as mp
+
+Call = Callable[..., Any]  # Mirror._call: (op, nbytes, **args) -> the answer, None on failure
+
+
+def seed(
+    call: Call, timeout: Callable[[int], float | None], local: str, share: str
+) -> dict[str, mp.Copied] | None:
+    """What the share holds of the local files, proven; None when the share did not answer
+    (the next round tries again)."""
+    tree = call("tree", mp.BATCH_BYTES, directory=share, skip_prefix=mp.TMP_PREFIX)
+    if tree is None:
+        return None
+    temps = [os.path.join(share, t) for t in tree.get("temps", [])]
+    if temps and call("remove", 0, paths=temps) is None:
+        return None
+    files, _ = mp.scan(local)
+    queue = list(mp.seed_candidates(files, tree["files"]).values())
+    copied: dict[str, mp.Copied] = {}
+    while queue:
+        batch, size = mp.take_batch(queue, lambda f: f.size)
+        items = [{"path": os.path.join(share, f.rel), "length": f.size} for f in batch]
+        found = call("digests", size, items=items, budget_s=(timeout(size) or 0.0) / 2)
+        if found is None:
+            return None
+        for f, share_digest in zip(batch, found, strict=False):
+            if (c := mp.seeded(local, f, share_digest)) is not None:
+                copied[f.rel] = c
+        queue = batch[len(found) :] + queue
+    return copied
