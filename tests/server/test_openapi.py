@@ -8,7 +8,7 @@ import json
 from importlib import resources
 
 from trainwatch_lab.core.defaults import PARAM_MAX, PATH_MAX, REQUEST_BODY_MAX, WS_MESSAGE_MAX
-from trainwatch_lab.server import fleet, scrape
+from trainwatch_lab.server import fleet, recorded, scrape
 from trainwatch_lab.server.handlers import handlers
 
 METHODS = ("get", "post", "delete", "put", "patch")
@@ -20,7 +20,7 @@ def document() -> dict:
 
 def served() -> dict[str, set[str]]:
     """Route (under /trainwatch-lab) -> the methods its handler defines itself."""
-    routes = handlers("/") + scrape.routes("/") + fleet.routes("/")
+    routes = handlers("/") + scrape.routes("/") + fleet.routes("/") + recorded.routes("/")
     out = {}
     for pattern, handler in routes:
         own = {

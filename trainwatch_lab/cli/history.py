@@ -29,14 +29,14 @@ examples:
   trainwatch-lab history export --since 3h -o report.json   for a bug report (commands redacted)
 """
 VIEWS = ("samples", "events", "why", "export")
-_AGO = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw])$")
+_AGO = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")  # fullmatch (issue 24)
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def when(text: str) -> float:
     """``8h`` (ago), ``2026-12-01T03:00``, ``03:00`` (today) or a Unix time -> Unix time."""
     text = text.strip()
-    m = _AGO.match(text)
+    m = _AGO.fullmatch(text)
     if m:
         return time.time() - float(m.group(1)) * _UNITS[m.group(2)]
     try:
