@@ -114,7 +114,8 @@ async def test_memory_of_removed_paths_is_bounded_by_what_is_watched(jp_fetch, h
     recorded = {n for _, n, _ in hub.history.keys("path")}
     assert recorded <= set(hub.watched())
     assert len(hub.paths._dismissed) == 0
-    assert not any(key[1].startswith(str(tmp_path / "run")) for key in hub.history)
+    series = hub.history.keys()
+    assert not any(key[1].startswith(str(tmp_path / "run")) for key in series)
 
 
 async def test_a_dismissed_process_dir_is_remembered_only_while_the_process_wants_it(hub):

@@ -82,7 +82,9 @@ def parse_mountinfo(text: str) -> list[MountEntry]:
     """Parse mountinfo text; malformed lines are skipped (the kernel never writes them, but a
     truncated read can end mid-line)."""
     entries: list[MountEntry] = []
-    for line in text.splitlines():
+    # "\n" only: the kernel escapes space, tab, newline and backslash in a path, nothing else,
+    # and str.splitlines() would also split at \x1c-\x1e, \x85, \u2028 inside a mount point
+    for line in text.split("\n"):
         fields = line.split(" ")
         try:
             sep = fields.index("-", 6)

@@ -90,7 +90,7 @@ class ScanResult:
 # -- pure parsing ----------------------------------------------------------------------------
 def status_uid(text: str) -> int | None:
     """The real uid from the ``Uid:`` line of /proc/PID/status."""
-    for line in text.splitlines():
+    for line in text.split("\n"):  # not splitlines(): a process names itself (Name: "\x1eUid:")
         if line.startswith("Uid:"):
             parts = line.split()
             return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None

@@ -171,6 +171,9 @@ class _Server(ThreadingHTTPServer):
     connection gets a 503 and is closed at once (threads and descriptors stay bounded)."""
 
     registry: CollectorRegistry
+    # the listen backlog: socketserver's 5 drops SYNs past it (a 1 s retransmit for the next
+    # scrape while a burst is accepted); Go's listeners, node_exporter's, take somaxconn
+    request_queue_size = socket.SOMAXCONN
     web_config: WebConfig | None = None
     max_connections = DEFAULTS.serve_max_requests
     read_header_timeout_s = DEFAULTS.serve_read_header_timeout_s

@@ -106,6 +106,10 @@ class PrometheusClient:
         )
         try:
             response = await self.http.fetch(request, raise_error=False)
+        except HTTPClientError as exc:  # tornado raises its timeouts even with raise_error=False
+            if "Timeout" in str(exc):
+                raise self.late() from None
+            raise PrometheusError(f"Prometheus at {self.url} is not reachable: {exc}") from None
         except (ConnectionError, socket.gaierror, OSError) as exc:
             why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
             raise PrometheusError(f"Prometheus at {self.url} is not reachable: {why}") from None
