@@ -74,10 +74,10 @@ async def test_the_sampler_stays_up_between_scrapes_and_rates_are_there(jp_fetch
     hub.add_user_path(str(fs.path))
     stop = threading.Event()
 
-    def fill() -> None:  # 10 MiB/s until 16 MiB are left
+    def fill() -> None:  # 4 MiB/s until 16 MiB are left: 12 s, a trend the advisor believes
         block = os.urandom(MIB)
         with open(fs.path / "checkpoint.pt", "wb") as fh:
-            while not stop.wait(0.1) and os.statvfs(fs.path).f_bavail * 4096 > 16 * MIB:
+            while not stop.wait(0.25) and os.statvfs(fs.path).f_bavail * 4096 > 16 * MIB:
                 fh.write(block)
                 fh.flush()
 
@@ -88,15 +88,20 @@ async def test_the_sampler_stays_up_between_scrapes_and_rates_are_there(jp_fetch
         sampler = hub.sampler
         stamps = [series(first, "trainwatch_sample_timestamp_seconds")]
         texts = []
-        for _ in range(3):  # scrapes further apart than the grace after a REST call
+        mount = f'mountpoint="{fs.path}"'
+        fill = "trainwatch_filesystem_fill_rate_bytes_per_second"
+        rates: list[list[str]] = []
+        # scrapes further apart than the grace after a REST call, until the fill has lasted
+        # long enough to be believed (5 s at least; bounded by the 12 s the writer runs)
+        for _ in range(40):
             await asyncio.sleep(GRACE * 3)
             texts.append(await scrape(jp_fetch))
             stamps.append(series(texts[-1], "trainwatch_sample_timestamp_seconds"))
+            rates.append([x for x in series(texts[-1], fill) if mount in x])
+            if len(texts) >= 3 and rates[-1]:
+                break
         assert hub.sampler is sampler and hub.starts == 1 and sampler.running
         assert len({s[0] for s in stamps}) == len(stamps)  # a new sample each time
-        mount = f'mountpoint="{fs.path}"'
-        fill = "trainwatch_filesystem_fill_rate_bytes_per_second"
-        rates = [[x for x in series(t, fill) if mount in x] for t in texts]
         assert rates[-1], texts[-1]  # the fill rate needs a sampler that kept running
         assert float(rates[-1][0].rsplit(" ", 1)[1]) > MIB
     finally:
