@@ -309,11 +309,34 @@ def test_a_helper_killed_before_its_rename_leaves_the_share_copy_whole(
             assert list(server.glob(f"{mp.TMP_PREFIX}*.tmp"))  # the killed copy's temporary
             assert m.sync(15)
             assert (server / "state.json").read_bytes() == state.read_bytes()
+            assert not list(server.glob(f"{mp.TMP_PREFIX}*"))  # the next round removed it
         with Mirror(local, share, every=60, guard=guard) as m:
             assert m.sync(15)
         assert not list(server.glob(f"{mp.TMP_PREFIX}*"))
     finally:
         guard.close()
+
+
+def test_a_copy_that_fills_the_share_leaves_no_temporary_and_the_share_recovers(
+    tmpfs_mount, tmp_path: Path
+) -> None:
+    """Review 1: a whole copy that runs out of room (ENOSPC halfway) removes its temporary,
+    every retry too, so the share is not kept full: once the file fits, it lands."""
+    server = tmpfs_mount("2m").path
+    share = server / "runs"
+    local = tmp_path / "local"
+    local.mkdir()
+    big = local / "model.bin"
+    big.write_bytes(os.urandom(6 * 1024 * 1024))
+    with Mirror(local, share, every=60) as m:
+        for _ in range(3):
+            assert not m.sync(30)
+            st = m.status()
+            assert st.state == "error" and "No space left" in (st.error or ""), st
+            assert not list(share.glob(f"{mp.TMP_PREFIX}*")), "a half copy stayed on the share"
+        big.write_bytes(b"fits now" * 1000)
+        assert m.sync(30), m.status()
+    assert visible(share) == {"model.bin": b"fits now" * 1000}
 
 
 def test_a_save_bound_for_a_share_is_written_on_local_disk_first(

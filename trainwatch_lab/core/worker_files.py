@@ -100,6 +100,7 @@ def _copy_range(
     rename_to: str | None = None,
     mtime_ns: int | None = None,
     end_here: bool = False,
+    temporary: bool = False,
 ) -> dict[str, Any]:
     """Write ``src[offset:offset+length]`` (a local file) at the same offset of ``dst`` (on
     the share) and return the digest of the bytes written, as read, with the source's
@@ -107,43 +108,75 @@ def _copy_range(
     ``create`` makes ``dst`` (a fresh temporary name); ``rename_to`` then fsyncs it and
     moves it over the real name, so a reader of the share sees the old file or the new one.
     ``end_here`` cuts ``dst`` at the end of the range (an append that ends the file);
-    ``mtime_ns`` marks a file fully copied."""
+    ``mtime_ns`` marks a file fully copied. ``temporary`` (or ``create``): ``dst`` is the
+    caller's temporary, removed when this range fails or comes up short, so a full share
+    is not kept full by half copies (a killed helper's: the mirror removes them later)."""
+    ours = temporary or create
     try:
         fin = open(src, "rb")  # noqa: SIM115 - closed below
     except FileNotFoundError:  # a local file gone since the scan (a writer's temp file)
+        if temporary:
+            _discard(dst)
         return {"copied": 0, "end": offset, "gone": True}
     pos = offset
     hasher = hashlib.blake2b(digest_size=DIGEST_BYTES)
     with fin:
         fd = _open_target(dst, offset, create)
         try:
-            fin.seek(offset)
-            while pos < offset + length:
-                chunk = fin.read(min(COPY_CHUNK, offset + length - pos))
-                if not chunk:  # the local file shrank under us: the next sync copies it again
-                    break
-                hasher.update(chunk)
-                view = memoryview(chunk)
-                while view:
-                    written = os.pwrite(fd, view, pos)
-                    view, pos = view[written:], pos + written
-            complete = pos == offset + length
+            complete, sst, pos = _write_range(fin, fd, offset, length, hasher)
             if complete and end_here:
                 os.ftruncate(fd, pos)
             if complete and rename_to is not None:
                 os.fsync(fd)  # a server crash after the rename must not leave it empty
-            sst = os.fstat(fin.fileno())
-        finally:
+        except BaseException:
             os.close(fd)
+            if ours:
+                _discard(dst)
+            raise
+        os.close(fd)
     target = dst
-    if rename_to is not None and complete:
-        crash_point("mirror-before-rename")
-        os.replace(dst, rename_to)
-        target = rename_to
-    if mtime_ns is not None and complete:
-        os.utime(target, ns=(mtime_ns, mtime_ns), follow_symlinks=False)
+    if not complete:  # the local file shrank under us: the next sync copies it again
+        if ours:
+            _discard(dst)
+    else:
+        try:
+            if rename_to is not None:
+                crash_point("mirror-before-rename")
+                os.replace(dst, rename_to)
+                target = rename_to
+            if mtime_ns is not None:
+                os.utime(target, ns=(mtime_ns, mtime_ns), follow_symlinks=False)
+        except BaseException:
+            if ours and target == dst:
+                _discard(dst)
+            raise
     source = [sst.st_size, sst.st_mtime_ns, sst.st_ctime_ns, sst.st_ino]
     return {"copied": pos - offset, "end": pos, "digest": hasher.hexdigest(), "src": source}
+
+
+def _write_range(
+    fin: Any, fd: int, offset: int, length: int, hasher: Any
+) -> tuple[bool, os.stat_result, int]:
+    """Copy the range from ``fin`` to ``fd``; whether it was whole, the source's identity
+    after the read and the end written."""
+    pos = offset
+    fin.seek(offset)
+    while pos < offset + length:
+        chunk = fin.read(min(COPY_CHUNK, offset + length - pos))
+        if not chunk:
+            break
+        hasher.update(chunk)
+        view = memoryview(chunk)
+        while view:
+            written = os.pwrite(fd, view, pos)
+            view, pos = view[written:], pos + written
+    return pos == offset + length, os.fstat(fin.fileno()), pos
+
+
+def _discard(path: str) -> None:
+    """Remove a temporary of ours that will never be renamed; already gone is fine."""
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def op_copy_ranges(items: list[dict[str, Any]], budget_s: float | None = None) -> list[Any]:

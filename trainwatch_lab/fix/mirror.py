@@ -97,6 +97,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         self._lock = threading.RLock()  # the fields below (reentrant: SIGTERM's final sync)
         self._copied: dict[str, mp.Copied] = {}
         self._seeded = False
+        self._unfinished: set[str] = set()  # share temporaries of copies not finished
         self._state, self._error = "starting", None
         self._last_sync: float | None = None
         self._as_of = time.time()  # the share holds what was written before this
@@ -286,6 +287,8 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         started = time.time()
         if not self._hold_share() or (not self._seeded and not self._seed()):
             return
+        if self._unfinished and not self._drop_unfinished():
+            return
         files, _ = mp.scan(self.local)
         with self._lock:
             copied = dict(self._copied)
@@ -300,10 +303,14 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         while queue:
             batch, size = mp.take_batch(queue, lambda q: q[1]["length"])
             budget = (self._timeout(size) or 0.0) / 2
+            self._unfinished |= {i["dst"] for j, i in batch if not j.append}
             results = self._call("copy_ranges", size, items=[i for _, i in batch], budget_s=budget)
-            if results is None:
+            if results is None:  # a helper killed mid-copy leaves its temporary: next round
                 return
             failed, whole = self._apply(batch, results, errors, progress)
+            self._unfinished -= {
+                i["dst"] for (_, i), r in zip(batch, results, strict=False) if _renamed(i, r)
+            }
             rest = batch[len(results) :] + queue
             queue = [q for q in rest if q[0].file.rel not in failed | whole]
             for job in {j.file.rel: j for j, _ in batch if j.file.rel in whole - redone}.values():
@@ -326,6 +333,15 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
             self._set_state("error", self._share_lock.refusal(answer))
             return False
         self._held_at = now
+        return True
+
+    def _drop_unfinished(self) -> bool:
+        """Remove the temporaries of copies an earlier round left unfinished (a helper
+        killed on timeout, a share that stopped answering), before any new one takes room
+        on the share; False when the share did not answer."""
+        if self._call("remove", 0, paths=sorted(self._unfinished)) is None:
+            return False
+        self._unfinished.clear()
         return True
 
     def _seed(self) -> bool:
@@ -401,6 +417,14 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
                 error,
                 self.local,
             )
+
+
+def _renamed(item: dict[str, Any], result: Any) -> bool:
+    """A copy item whose temporary is gone: renamed over the real name, or removed by the
+    helper after it failed."""
+    if "error" in result or result.get("gone") or result["copied"] != item["length"]:
+        return True
+    return "rename_to" in item
 
 
 def local_mirror(
