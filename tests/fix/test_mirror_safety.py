@@ -208,13 +208,16 @@ def test_a_second_mirror_onto_the_same_share_is_refused(
 
 LEAVER = textwrap.dedent(
     """
-    import csv, signal, sys
+    import csv, signal, sys, threading
     from trainwatch_lab.fix.mirror import local_mirror
 
-    if sys.argv[3] == "own-handler":
+    stopping = threading.Event()
+    if sys.argv[3].startswith("own-handler"):
         def own(signum, frame):
             open(sys.argv[2] + "/own-handler-ran", "w").close()
-            sys.exit(3)
+            if sys.argv[3] == "own-handler":
+                sys.exit(3)
+            stopping.set()  # like Lightning: save last.ckpt, then exit normally
         signal.signal(signal.SIGTERM, own)
     m = local_mirror(sys.argv[1], every=30, local_root=sys.argv[2])
     (m.path / "a.log").write_text("written before the end")
@@ -225,16 +228,22 @@ LEAVER = textwrap.dedent(
     print("ready", flush=True)
     if sys.argv[3] != "exit":
         sys.stdin.readline()  # SIGTERM arrives here
+    if sys.argv[3] == "own-handler-goes-on":
+        while not stopping.wait(0.05):
+            pass
+        (m.path / "last.ckpt").write_bytes(b"saved after SIGTERM")
     """
 )
 
 
-@pytest.mark.parametrize("how", ["exit", "sigterm", "own-handler"])
+@pytest.mark.parametrize("how", ["exit", "sigterm", "own-handler", "own-handler-goes-on"])
 def test_everything_written_reaches_the_share_at_exit_and_on_sigterm(
     sshfs_mount: SshfsMount, tmp_path: Path, how: str
 ) -> None:
     """Finding 5: after SIGTERM (the default, or the program's own handler, which still
-    runs) and after a plain exit, the share holds every file, the unclosed ones too."""
+    runs) and after a plain exit, the share holds every file, the unclosed ones too.
+    Review 2: a handler that lets the program go on (it saves last.ckpt after SIGTERM,
+    then exits normally) finds the mirror still running: that file reaches the share."""
     share = sshfs_mount.path / f"f5-{how}"
     proc = subprocess.Popen(
         [sys.executable, "-c", LEAVER, str(share), str(tmp_path), how],
@@ -254,13 +263,15 @@ def test_everything_written_reaches_the_share_at_exit_and_on_sigterm(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    expected = {"exit": 0, "sigterm": 128 + signal.SIGTERM, "own-handler": 3}[how]
+    expected = {"sigterm": 128 + signal.SIGTERM, "own-handler": 3}.get(how, 0)
     assert proc.returncode == expected, err
-    assert (tmp_path / "own-handler-ran").exists() == (how == "own-handler")
+    assert (tmp_path / "own-handler-ran").exists() == how.startswith("own-handler")
+    last = {"last.ckpt": b"saved after SIGTERM"} if how == "own-handler-goes-on" else {}
     assert visible(remote(sshfs_mount, share)) == {
         "a.log": b"written before the end",
         "notes.txt": b"left open",
         "rows.csv": b"step,loss\r\n",
+        **last,
     }
 
 
