@@ -183,9 +183,10 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
             scratch.release(self._lock_fd)
             self._lock_fd = None
         st = self.status()
+        done = st.bytes_pending == 0 and st.state != "error"
         with self._lock:
-            self._state = "closed" if st.bytes_pending == 0 else self._state
-        return st.bytes_pending == 0
+            self._state = "closed" if done else self._state
+        return done
 
     def __enter__(self) -> Mirror:
         return self
@@ -195,12 +196,14 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
 
     def status(self) -> MirrorStatus:
         """As of now: the local directory is scanned again (local disk, no share touched)."""
-        files, _ = mp.scan(self.local)
+        files, truncated = mp.scan(self.local, mp.SCAN_LIMIT)
         with self._lock:
             pending = mp.pending_bytes(files, self._copied)
-            state = self._state
+            state, error = self._state, self._error
             if state == "in-sync" and pending:
                 state = "copying"
+            if truncated:  # never "in sync" while files past the limit are not copied
+                state, error = "error", self._too_many()
             return MirrorStatus(
                 local=self.local,
                 share=self.share,
@@ -210,8 +213,14 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
                 bytes_pending=pending,
                 bytes_copied=self._bytes_copied,
                 files=len(files),
-                error=self._error,
+                error=error,
             )
+
+    def _too_many(self) -> str:
+        return (
+            f"more than {mp.SCAN_LIMIT} files in {printable(self.local)}: those past the "
+            "limit are not copied"
+        )
 
     # -- the thread ---------------------------------------------------------------------
     def _run(self) -> None:
@@ -242,7 +251,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         status = self.status()
         with self._cv:
             closing = self._stop
-        if closing and status.bytes_pending == 0:
+        if closing and status.bytes_pending == 0 and status.state != "error":
             status = replace(status, state="closed")
         data = {**status.to_json(), "pid": os.getpid(), "every": self.every}
         try:
@@ -289,7 +298,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
             return
         if self._unfinished and not self._drop_unfinished():
             return
-        files, _ = mp.scan(self.local)
+        files, truncated = mp.scan(self.local, mp.SCAN_LIMIT)
         with self._lock:
             copied = dict(self._copied)
         queue = [
@@ -317,6 +326,8 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
                 redone.add(job.file.rel)  # the share's copy cannot take an append: copy whole
                 again = mp.Job(job.file, 0, append=False)
                 queue += [(again, item) for item in mp.items(again, self.local, self.share)]
+        if truncated:
+            errors.insert(0, self._too_many())
         self._ended(started, errors)
 
     def _hold_share(self) -> bool:
@@ -377,7 +388,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
                 failed.add(f.rel)
                 if "error" in result:
                     why = result["error"].get("strerror") or result["error"].get("message")
-                    errors.append(f"{printable(f.rel)}: {why}")
+                    errors.append(f"the share refused {printable(f.rel)}: {why}")
                 continue
             done = progress.setdefault(id(job), list(job.kept))
             done.append((item["offset"], result["end"], result["digest"]))
@@ -397,7 +408,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         """A round that reached the share to its end: in sync, or the files it refused."""
         if errors:
             more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-            self._set_state("error", f"the share refused {errors[0]}{more}")
+            self._set_state("error", f"{errors[0]}{more}")
             return
         with self._lock:
             back = self._state in ("share-unresponsive", "error")
