@@ -15,6 +15,7 @@ import stat
 import time
 from typing import Any
 
+from .identity import process_home, same_home
 from .worker_ops import error_fields, file_type
 
 
@@ -279,10 +280,11 @@ def read_small(path: str, limit: int = 64 * 1024) -> bytes | None:
 
 
 def _holder_gone(holder: Any, claimer: dict[str, Any], live: list[str]) -> bool:
-    """A lock holder on this host whose process is gone, or that is the claimer's own
+    """A lock holder on this host (same hostname, boot and pid namespace: two containers
+    with one hostname are two hosts) whose process is gone, or that is the claimer's own
     process with no live mirror behind it (closed while the share hung); another host's is
     judged by age."""
-    if not isinstance(holder, dict) or holder.get("host") != claimer["host"]:
+    if not same_home(holder, process_home()) or not same_home(holder, _home_of(claimer)):
         return False
     pid = holder.get("pid")
     if not isinstance(pid, int) or pid <= 0:
@@ -295,6 +297,38 @@ def _holder_gone(holder: Any, claimer: dict[str, Any], live: list[str]) -> bool:
         return True
     except PermissionError:
         return False
+    return False
+
+
+def _home_of(holder: dict[str, Any]) -> dict[str, str]:
+    return {k: str(holder.get(k, "")) for k in ("host", "boot", "pidns")}
+
+
+def _take_over(path: str, raw: bytes, mtime_ns: int, tmp_prefix: str) -> bool:
+    """Move the stale lock ``path`` aside, if it is still the one judged (``raw``, last
+    refreshed at ``mtime_ns``): another claimer may have taken it over and written its own
+    since, and that one must stay. A rename is one step: of two claimers, one moves it."""
+    aside = os.path.join(os.path.dirname(path), f"{tmp_prefix}{secrets.token_hex(8)}.tmp")
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return False  # moved or released meanwhile: the caller tries again
+    try:
+        moved = os.lstat(aside).st_mtime_ns == mtime_ns and read_small(aside) == raw
+    except OSError:
+        moved = False
+    if moved:
+        _discard(aside)
+        return True
+    try:  # not the one judged: it goes back, unless yet another lock is there now
+        os.link(aside, path, follow_symlinks=False)
+    except FileExistsError:
+        pass
+    except OSError:
+        with contextlib.suppress(OSError):
+            if not os.path.lexists(path):
+                os.rename(aside, path)
+    _discard(aside)
     return False
 
 
@@ -360,11 +394,16 @@ def op_claim_share(
         if isinstance(current, dict) and current.get("token") == holder["token"]:
             os.utime(path, follow_symlinks=False)
             return {"ok": True}
-        age = time.time() - os.lstat(path).st_mtime
+        try:
+            mtime_ns = os.lstat(path).st_mtime_ns
+        except FileNotFoundError:
+            continue
+        age = time.time() - mtime_ns / 1e9
         gone = _holder_gone(current, holder, live or [])
         if current is not None and age < stale_s and not gone:
             return {"ok": False, "holder": current, "age_s": age}
-        os.unlink(path)  # stale: the next turn of the loop creates ours exclusively
+        # stale: moved aside if still the one judged; the next turn creates ours exclusively
+        _take_over(path, raw, mtime_ns, tmp_prefix)
     return {"ok": False, "holder": None, "age_s": 0.0}
 
 

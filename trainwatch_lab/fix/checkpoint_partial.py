@@ -6,15 +6,14 @@ earlier save moved aside is put back, the rest removed (core.worker_saves)."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
-import socket
 from collections.abc import Callable
 from typing import Any
 
 from ..core.guard import MountGuard
+from ..core.identity import home_tag
 from ..core.paths import printable
 from ..core.worker_saves import tree_bytes
 from . import scratch
@@ -31,8 +30,10 @@ _LEGACY_OLD = re.compile(r"[0-9a-f]{8}-(.+)\.old")
 ACTIVE: set[str] = set()  # private directories of saves running in this process
 
 
-def host_tag() -> str:
-    return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
+def host_tag(home: dict[str, str] | None = None) -> str:
+    """This host in a partial's name: hostname, boot id and pid namespace together, so a
+    container with the same hostname never takes another's live partial for its own."""
+    return home_tag(home)
 
 
 def _alive(pid: int) -> bool:
