@@ -128,27 +128,32 @@ def check(root: Path, done: int | None, why: str) -> None:
         assert (local / "log.txt").read_bytes().startswith(copied), f"{why}: log torn"
 
 
-def first_round(proc: subprocess.Popen[str]) -> float:
+def first_round(proc: subprocess.Popen[str]) -> tuple[float, str]:
     """Wait for the child's first finished round (its imports and first saves take a while
-    on a loaded machine); how long that round took, by the child's clock."""
+    on a loaded machine): how long that round took, by the child's clock, and what it
+    printed after that line. Read straight from the pipe (no buffer that ``communicate``
+    would not see)."""
     assert proc.stdout is not None
+    fd, seen = proc.stdout.fileno(), b""
     with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
+        sel.register(fd, selectors.EVENT_READ)
         deadline = time.monotonic() + FIRST_ROUND_S
-        while time.monotonic() < deadline:
-            if not sel.select(deadline - time.monotonic()):
-                break
-            line = proc.stdout.readline()
-            if not line:
+        while time.monotonic() < deadline and sel.select(deadline - time.monotonic()):
+            chunk = os.read(fd, 65536)
+            if not chunk:
                 break  # the child ended: the assertion below says how
-            if line.startswith("done "):
-                return float(line.split()[2])
-    raise AssertionError(f"the child finished no round in {FIRST_ROUND_S:.0f} s")
+            seen += chunk
+            if (m := re.search(rb"^done \d+ (\S+)\n", seen, re.M)) is not None:
+                return float(m.group(1)), seen[m.end() :].decode()
+    raise AssertionError(f"the child finished no round in {FIRST_ROUND_S:.0f} s: {seen!r}")
 
 
 def phase(lines: list[str]) -> str:
-    """What the child was doing when it was killed: its last line says."""
-    return {"saving": "mid-save", "syncing": "mid-sync"}.get(lines[-1].split()[0], "between")
+    """What the child was doing when it was killed: its last line says (none after the
+    first round's: it had just finished a round)."""
+    words = [line.split() for line in lines if line.strip()]
+    last = words[-1][0] if words else "done"
+    return {"saving": "mid-save", "syncing": "mid-sync"}.get(last, "between")
 
 
 def test_random_kills_never_leave_a_torn_or_missing_file(tmp_path: Path) -> None:
@@ -175,7 +180,8 @@ def test_random_kills_never_leave_a_torn_or_missing_file(tmp_path: Path) -> None
             start_new_session=True,
         )
         try:
-            after = rng.uniform(0.0, KILL_ROUNDS * first_round(proc))
+            round_s, printed = first_round(proc)
+            after = rng.uniform(0.0, KILL_ROUNDS * round_s)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(after)  # the random kill point (the child never ends before it)
         finally:
@@ -183,9 +189,9 @@ def test_random_kills_never_leave_a_torn_or_missing_file(tmp_path: Path) -> None
         out, err = proc.communicate(timeout=30)
         why = f"seed {seed}, run {rounds}, killed {after:.2f} s after its first round"
         assert proc.returncode == -signal.SIGKILL, f"{why}: {out[-300:]} {err}"
-        lines = out.splitlines() or ["done"]
+        lines = (printed + out).splitlines()
         landed[phase(lines)] = landed.get(phase(lines), 0) + 1
-        done = max([first, *(int(ln.split()[1]) for ln in lines if ln.startswith("done"))])
+        done = max([first, *(int(ln.split()[1]) for ln in lines if ln.startswith("done "))])
         check(tmp_path, done, why)
         rounds += 1
     # every kill came after a finished round, inside a later one (the child never idles)
