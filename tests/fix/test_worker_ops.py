@@ -142,3 +142,13 @@ def test_two_claimers_of_a_stale_lock_never_both_hold_it(
     assert a_answer["ok"] is False, "both claimers were told they hold the share"
     assert json.loads(lock.read_text())["token"] == "b"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["share.lock"]  # nothing left aside
+
+
+def test_tree_bytes_measures_a_save_in_the_helper(guard: MountGuard, tmp_path: Path) -> None:
+    """What the commit's timeout is sized from when a save went straight to a share."""
+    save = tmp_path / "best"
+    save.mkdir()
+    (save / "weights").write_bytes(b"w" * 3000)
+    (save / "optimizer").write_bytes(b"o" * 1000)
+    assert guard.call("/", "tree_bytes", path=str(save)) == 4000
+    assert guard.call("/", "tree_bytes", path=str(save / "weights")) == 3000
