@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.mounts import wait_until
+from trainwatch_lab.core.identity import process_home
 from trainwatch_lab.fix.checkpoint import directory_of_pattern, save_checkpoint, series_pattern
 from trainwatch_lab.fix.checkpoint_manifest import MANIFEST
 from trainwatch_lab.fix.checkpoint_partial import PARTIAL, host_tag
@@ -187,10 +188,15 @@ def test_leftovers_of_dead_processes_are_removed(tmp_path: Path) -> None:
     stale = tmp_path / f"{PARTIAL}{host_tag()}-{dead.stdout.strip()}-0123abcd-m.pt"
     alive = tmp_path / f"{PARTIAL}{host_tag()}-1-0123abcd-m.pt"  # pid 1: alive, not ours
     other_host = tmp_path / f"{PARTIAL}ffffff-{dead.stdout.strip()}-0123abcd-m.pt"
-    for p in (stale, alive, other_host):
+    # review 5: another container with this hostname (its own boot and pid namespace): its
+    # pid means nothing here, so its partial is not taken for a dead process's
+    twin = {**process_home(), "boot": "another-machine", "pidns": "pid:[4026531999]"}
+    same_name = tmp_path / f"{PARTIAL}{host_tag(twin)}-{dead.stdout.strip()}-0123abcd-m.pt"
+    for p in (stale, alive, other_host, same_name):
         p.write_bytes(b"partial")
     save_checkpoint(writer(3), tmp_path / "m.pt")
-    assert sorted(listing(tmp_path)) == sorted(["m.pt", alive.name, other_host.name])
+    kept = ["m.pt", alive.name, other_host.name, same_name.name]
+    assert sorted(listing(tmp_path)) == sorted(kept)
 
 
 CHILD = textwrap.dedent(

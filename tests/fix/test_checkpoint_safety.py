@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.mounts import SshfsMount, wait_until
-from trainwatch_lab.core.guard import MountUnresponsive
+from trainwatch_lab.core.guard import MountGuard, MountUnresponsive
 from trainwatch_lab.fix.checkpoint import save_checkpoint
-from trainwatch_lab.fix.checkpoint_partial import PARTIAL, host_tag
+from trainwatch_lab.fix.checkpoint_partial import COMMIT_BYTES_PER_S, PARTIAL, host_tag
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1024 * 1024
@@ -278,3 +278,35 @@ def test_a_save_to_a_paused_share_raises_an_oserror(sshfs_mount: SshfsMount) -> 
         sshfs_mount.resume()
     assert isinstance(info.value, MountUnresponsive) and info.value.errno == errno.ETIMEDOUT
     assert not (share / "m.pt").exists()
+
+
+class TimeoutsSeen(MountGuard):
+    """The real guard, noting the timeout each operation was given (the commit's is what
+    decides whether a slow but healthy fsync is killed as unresponsive)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timeouts: dict[str, float | None] = {}
+
+    def call(self, key: str, op: str, *args: object, **kwargs: object) -> object:
+        self.timeouts[op] = kwargs.get("timeout")  # type: ignore[assignment]
+        return super().call(key, op, *args, **kwargs)
+
+
+def test_a_first_big_save_gets_time_to_commit_for_the_bytes_it_wrote(tmp_path: Path) -> None:
+    """Review 3: the first save of a series (no earlier one to size it by) writes 40 GiB
+    (sparse: no disk used); its commit is given time for those bytes, not the 30 s base
+    that SIGKILLed a healthy fsync of a first big save."""
+    size = 40 * 1024 * MIB
+
+    def save(path: str) -> None:
+        with open(path, "wb") as fh:
+            fh.truncate(size)
+
+    guard = TimeoutsSeen()
+    try:
+        save_checkpoint(save, tmp_path / "epoch-1.pt", guard=guard)
+    finally:
+        guard.close()
+    assert (tmp_path / "epoch-1.pt").stat().st_size == size
+    assert (guard.timeouts["commit"] or 0) >= size / COMMIT_BYTES_PER_S

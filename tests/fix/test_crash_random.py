@@ -1,6 +1,7 @@
 """Randomized crash test (issue 25): a real process saves checkpoints (a file, a directory, a
 kept series) and mirrors a directory (a rewritten file, an appended log), round after round,
-and is SIGKILLed with its guard helpers at a random moment. After every kill each final
+and is SIGKILLed with its guard helpers at a random moment after its first round finished
+(so inside a later round: mid-save or mid-sync, never during imports). After every kill each final
 name holds an old or a new content, whole; a directory checkpoint is there or recoverable;
 nothing but the saver's and the mirror's own files changed; and a last clean run leaves no
 leftover at all. About a minute; the seed is printed, and ``TRAINWATCH_CRASH_SEED`` replays
@@ -12,6 +13,7 @@ import contextlib
 import os
 import random
 import re
+import selectors
 import signal
 import subprocess
 import sys
@@ -24,12 +26,13 @@ import psutil
 REPO = Path(__file__).resolve().parents[2]
 BUDGET_S = 45.0  # rounds start until then ...
 MIN_ROUNDS = 12  # ... and at least this many
-KILL_AFTER_S = (0.2, 3.0)  # the random moment, from the child's start (imports included)
+KILL_ROUNDS = 3.0  # the random moment: up to this many first-round lengths after it ended
+FIRST_ROUND_S = 120.0  # a child that has not finished its first round by then fails the test
 SIZE = 20_000
 
 CHILD = textwrap.dedent(
     f"""
-    import os, sys
+    import os, sys, time
     from trainwatch_lab.fix import save_checkpoint
     from trainwatch_lab.fix.mirror import Mirror
 
@@ -54,6 +57,8 @@ CHILD = textwrap.dedent(
 
     m = Mirror(local, share, every=60)
     for v in range(first, last):
+        started = time.monotonic()
+        print("saving", v, flush=True)
         save_checkpoint(write(v), os.path.join(ck, "model.pt"))
         save_checkpoint(write_dir(v), os.path.join(ck, "best"))
         save_checkpoint(write(v), os.path.join(ck, f"ep-{{v}}.pt"), keep=2)
@@ -61,8 +66,9 @@ CHILD = textwrap.dedent(
             fh.write(content(v))
         with open(os.path.join(local, "log.txt"), "ab") as fh:
             fh.write(b"%08d\\n" % v)
+        print("syncing", v, flush=True)
         assert m.sync(30)
-        print(v, flush=True)
+        print("done", v, time.monotonic() - started, flush=True)
     assert m.close(30)
     """
 )
@@ -122,6 +128,34 @@ def check(root: Path, done: int | None, why: str) -> None:
         assert (local / "log.txt").read_bytes().startswith(copied), f"{why}: log torn"
 
 
+def first_round(proc: subprocess.Popen[str]) -> tuple[float, str]:
+    """Wait for the child's first finished round (its imports and first saves take a while
+    on a loaded machine): how long that round took, by the child's clock, and what it
+    printed after that line. Read straight from the pipe (no buffer that ``communicate``
+    would not see)."""
+    assert proc.stdout is not None
+    fd, seen = proc.stdout.fileno(), b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        deadline = time.monotonic() + FIRST_ROUND_S
+        while time.monotonic() < deadline and sel.select(deadline - time.monotonic()):
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break  # the child ended: the assertion below says how
+            seen += chunk
+            if (m := re.search(rb"^done \d+ (\S+)\n", seen, re.M)) is not None:
+                return float(m.group(1)), seen[m.end() :].decode()
+    raise AssertionError(f"the child finished no round in {FIRST_ROUND_S:.0f} s: {seen!r}")
+
+
+def phase(lines: list[str]) -> str:
+    """What the child was doing when it was killed: its last line says (none after the
+    first round's: it had just finished a round)."""
+    words = [line.split() for line in lines if line.strip()]
+    last = words[-1][0] if words else "done"
+    return {"saving": "mid-save", "syncing": "mid-sync"}.get(last, "between")
+
+
 def test_random_kills_never_leave_a_torn_or_missing_file(tmp_path: Path) -> None:
     seed = int(os.environ.get("TRAINWATCH_CRASH_SEED", time.time_ns() % 2**32))
     rng = random.Random(seed)
@@ -134,6 +168,7 @@ def test_random_kills_never_leave_a_torn_or_missing_file(tmp_path: Path) -> None
     deadline = time.monotonic() + BUDGET_S
     done: int | None = None
     rounds = 0
+    landed: dict[str, int] = {}
     while rounds < MIN_ROUNDS or time.monotonic() < deadline:
         first = 10 + 1_000_000 * rounds  # the child saves until it is killed
         proc = subprocess.Popen(
@@ -144,17 +179,24 @@ def test_random_kills_never_leave_a_torn_or_missing_file(tmp_path: Path) -> None
             text=True,
             start_new_session=True,
         )
-        after = rng.uniform(*KILL_AFTER_S)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(after)  # the random kill point (the child never ends before it)
-        kill_tree(proc.pid)
+        try:
+            round_s, printed = first_round(proc)
+            after = rng.uniform(0.0, KILL_ROUNDS * round_s)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(after)  # the random kill point (the child never ends before it)
+        finally:
+            kill_tree(proc.pid)
         out, err = proc.communicate(timeout=30)
-        why = f"seed {seed}, round {rounds}, killed after {after:.2f} s"
+        why = f"seed {seed}, run {rounds}, killed {after:.2f} s after its first round"
         assert proc.returncode == -signal.SIGKILL, f"{why}: {out[-300:]} {err}"
-        finished = [int(line) for line in out.split()]
-        done = finished[-1] if finished else done
+        lines = (printed + out).splitlines()
+        landed[phase(lines)] = landed.get(phase(lines), 0) + 1
+        done = max([first, *(int(ln.split()[1]) for ln in lines if ln.startswith("done "))])
         check(tmp_path, done, why)
         rounds += 1
+    # every kill came after a finished round, inside a later one (the child never idles)
+    inside = landed.get("mid-save", 0) + landed.get("mid-sync", 0)
+    assert inside >= MIN_ROUNDS, f"seed {seed}: only {inside} kills inside a round: {landed}"
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, str(tmp_path), "5", "7"],
         cwd=REPO,
@@ -172,4 +214,4 @@ def test_random_kills_never_leave_a_torn_or_missing_file(tmp_path: Path) -> None
     assert (tmp_path / "share" / "log.txt").read_bytes() == (
         tmp_path / "local" / "log.txt"
     ).read_bytes()
-    print(f"crash test: {rounds} rounds killed at random, seed {seed}")
+    print(f"crash test: {rounds} runs killed at random ({landed}), seed {seed}")

@@ -121,6 +121,23 @@ def test_big_files_go_in_chunks_through_a_temporary_name(
     assert [p.name for p in share.iterdir()] == ["model.bin"]
 
 
+def test_files_past_the_scan_limit_are_never_reported_as_copied(
+    dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review 4: a local directory with more files than the scan limit is never "in sync":
+    sync() and close() return False and the status names the limit."""
+    local, share = dirs
+    monkeypatch.setattr(mp, "SCAN_LIMIT", 3)
+    for i in range(5):
+        (local / f"{i}.log").write_text(f"log {i}")
+    with Mirror(local, share, every=60) as m:
+        assert not m.sync(15)
+        st = m.status()
+        assert st.state == "error" and "more than 3 files" in (st.error or ""), st
+        assert not m.close(15)
+    assert len(tree(share)) == 3  # the first three copied, the rest not, and it says so
+
+
 def test_status_and_close(dirs: tuple[Path, Path]) -> None:
     local, share = dirs
     m = Mirror(local, share, every=60)

@@ -208,13 +208,16 @@ def test_a_second_mirror_onto_the_same_share_is_refused(
 
 LEAVER = textwrap.dedent(
     """
-    import csv, signal, sys
+    import csv, signal, sys, threading
     from trainwatch_lab.fix.mirror import local_mirror
 
-    if sys.argv[3] == "own-handler":
+    stopping = threading.Event()
+    if sys.argv[3].startswith("own-handler"):
         def own(signum, frame):
             open(sys.argv[2] + "/own-handler-ran", "w").close()
-            sys.exit(3)
+            if sys.argv[3] == "own-handler":
+                sys.exit(3)
+            stopping.set()  # like Lightning: save last.ckpt, then exit normally
         signal.signal(signal.SIGTERM, own)
     m = local_mirror(sys.argv[1], every=30, local_root=sys.argv[2])
     (m.path / "a.log").write_text("written before the end")
@@ -225,16 +228,22 @@ LEAVER = textwrap.dedent(
     print("ready", flush=True)
     if sys.argv[3] != "exit":
         sys.stdin.readline()  # SIGTERM arrives here
+    if sys.argv[3] == "own-handler-goes-on":
+        while not stopping.wait(0.05):
+            pass
+        (m.path / "last.ckpt").write_bytes(b"saved after SIGTERM")
     """
 )
 
 
-@pytest.mark.parametrize("how", ["exit", "sigterm", "own-handler"])
+@pytest.mark.parametrize("how", ["exit", "sigterm", "own-handler", "own-handler-goes-on"])
 def test_everything_written_reaches_the_share_at_exit_and_on_sigterm(
     sshfs_mount: SshfsMount, tmp_path: Path, how: str
 ) -> None:
     """Finding 5: after SIGTERM (the default, or the program's own handler, which still
-    runs) and after a plain exit, the share holds every file, the unclosed ones too."""
+    runs) and after a plain exit, the share holds every file, the unclosed ones too.
+    Review 2: a handler that lets the program go on (it saves last.ckpt after SIGTERM,
+    then exits normally) finds the mirror still running: that file reaches the share."""
     share = sshfs_mount.path / f"f5-{how}"
     proc = subprocess.Popen(
         [sys.executable, "-c", LEAVER, str(share), str(tmp_path), how],
@@ -254,13 +263,15 @@ def test_everything_written_reaches_the_share_at_exit_and_on_sigterm(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    expected = {"exit": 0, "sigterm": 128 + signal.SIGTERM, "own-handler": 3}[how]
+    expected = {"sigterm": 128 + signal.SIGTERM, "own-handler": 3}.get(how, 0)
     assert proc.returncode == expected, err
-    assert (tmp_path / "own-handler-ran").exists() == (how == "own-handler")
+    assert (tmp_path / "own-handler-ran").exists() == how.startswith("own-handler")
+    last = {"last.ckpt": b"saved after SIGTERM"} if how == "own-handler-goes-on" else {}
     assert visible(remote(sshfs_mount, share)) == {
         "a.log": b"written before the end",
         "notes.txt": b"left open",
         "rows.csv": b"step,loss\r\n",
+        **last,
     }
 
 
@@ -309,11 +320,34 @@ def test_a_helper_killed_before_its_rename_leaves_the_share_copy_whole(
             assert list(server.glob(f"{mp.TMP_PREFIX}*.tmp"))  # the killed copy's temporary
             assert m.sync(15)
             assert (server / "state.json").read_bytes() == state.read_bytes()
+            assert not list(server.glob(f"{mp.TMP_PREFIX}*"))  # the next round removed it
         with Mirror(local, share, every=60, guard=guard) as m:
             assert m.sync(15)
         assert not list(server.glob(f"{mp.TMP_PREFIX}*"))
     finally:
         guard.close()
+
+
+def test_a_copy_that_fills_the_share_leaves_no_temporary_and_the_share_recovers(
+    tmpfs_mount, tmp_path: Path
+) -> None:
+    """Review 1: a whole copy that runs out of room (ENOSPC halfway) removes its temporary,
+    every retry too, so the share is not kept full: once the file fits, it lands."""
+    server = tmpfs_mount("2m").path
+    share = server / "runs"
+    local = tmp_path / "local"
+    local.mkdir()
+    big = local / "model.bin"
+    big.write_bytes(os.urandom(6 * 1024 * 1024))
+    with Mirror(local, share, every=60) as m:
+        for _ in range(3):
+            assert not m.sync(30)
+            st = m.status()
+            assert st.state == "error" and "No space left" in (st.error or ""), st
+            assert not list(share.glob(f"{mp.TMP_PREFIX}*")), "a half copy stayed on the share"
+        big.write_bytes(b"fits now" * 1000)
+        assert m.sync(30), m.status()
+    assert visible(share) == {"model.bin": b"fits now" * 1000}
 
 
 def test_a_save_bound_for_a_share_is_written_on_local_disk_first(

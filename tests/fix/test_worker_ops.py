@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from trainwatch_lab.core import worker_files
 from trainwatch_lab.core.guard import MountGuard
+from trainwatch_lab.core.identity import process_home
 
 
 @pytest.fixture
@@ -85,3 +90,65 @@ def test_saves_commit_and_remove(guard: MountGuard, tmp_path: Path) -> None:
         guard.call("/", "commit", tmp=str(tmp_path / "f.tmp"), dst=str(tmp_path / "ck"))
     removed = guard.call("/", "remove", paths=[str(tmp_path / "ck"), str(tmp_path / "nope")])
     assert removed == [str(tmp_path / "ck")] and not (tmp_path / "ck").exists()
+
+
+def _holder(token: str, **home: object) -> dict[str, object]:
+    return {**process_home(), "pid": os.getpid(), "token": token, "local": "/l", **home}
+
+
+def _dead_pid() -> int:
+    out = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return int(out)
+
+
+@pytest.mark.parametrize("twin", [False, True])
+def test_a_dead_holder_is_judged_by_pid_only_on_the_same_boot_and_pid_namespace(
+    guard: MountGuard, tmp_path: Path, twin: bool
+) -> None:
+    """Review 5: a fresh lock of a process that is gone is taken over when it was on this
+    host; one written by a container with the same hostname but another boot or pid
+    namespace (its pid means nothing here) is refused until it goes stale."""
+    lock = tmp_path / "share.lock"
+    other = {"boot": "another-machine"} if twin else {}
+    lock.write_text(json.dumps({**_holder("theirs", **other), "pid": _dead_pid()}))
+    answer = guard.call("/", "claim_share", path=str(lock), holder=_holder("ours"), stale_s=600)
+    assert answer["ok"] is not twin
+    assert json.loads(lock.read_text())["token"] == ("theirs" if twin else "ours")
+
+
+def test_two_claimers_of_a_stale_lock_never_both_hold_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review 5: claimer A reads a stale lock; before A acts, claimer B takes it over and
+    writes its own. A must not remove B's fresh lock and create its own: one holder only.
+    The interleaving is injected at A's read (the real read, then B's whole claim)."""
+    lock = tmp_path / "share.lock"
+    lock.write_text(json.dumps({**_holder("dead"), "pid": _dead_pid()}))
+    real_read = worker_files.read_small
+    b_answer: list[dict[str, object]] = []
+
+    def read_then_b_claims(path: str, limit: int = 64 * 1024) -> bytes | None:
+        raw = real_read(path, limit)
+        if not b_answer:
+            b_answer.append({})  # B's own reads go straight through
+            b_answer[0] = worker_files.op_claim_share(str(lock), _holder("b"), stale_s=600)
+        return raw
+
+    monkeypatch.setattr(worker_files, "read_small", read_then_b_claims)
+    # both in this process: "b" is among its live mirrors, as a second process's would be alive
+    a_answer = worker_files.op_claim_share(str(lock), _holder("a"), stale_s=600, live=["b"])
+    assert b_answer[0]["ok"] is True
+    assert a_answer["ok"] is False, "both claimers were told they hold the share"
+    assert json.loads(lock.read_text())["token"] == "b"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["share.lock"]  # nothing left aside
+
+
+def test_tree_bytes_measures_a_save_in_the_helper(guard: MountGuard, tmp_path: Path) -> None:
+    """What the commit's timeout is sized from when a save went straight to a share."""
+    save = tmp_path / "best"
+    save.mkdir()
+    (save / "weights").write_bytes(b"w" * 3000)
+    (save / "optimizer").write_bytes(b"o" * 1000)
+    assert guard.call("/", "tree_bytes", path=str(save)) == 4000
+    assert guard.call("/", "tree_bytes", path=str(save / "weights")) == 3000

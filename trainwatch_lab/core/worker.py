@@ -52,6 +52,7 @@ from .worker_saves import (
     op_make_partial,
     op_remove,
     op_saves,
+    tree_bytes,
 )
 
 OPS: dict[str, Callable[..., Any]] = {
@@ -76,6 +77,7 @@ OPS: dict[str, Callable[..., Any]] = {
     "copy_in": op_copy_in,
     "discard_partials": op_discard_partials,
     "quota": op_quota,
+    "tree_bytes": tree_bytes,
 }
 
 

@@ -15,6 +15,7 @@ import stat
 import time
 from typing import Any
 
+from .identity import process_home, same_home
 from .worker_ops import error_fields, file_type
 
 
@@ -100,6 +101,7 @@ def _copy_range(
     rename_to: str | None = None,
     mtime_ns: int | None = None,
     end_here: bool = False,
+    temporary: bool = False,
 ) -> dict[str, Any]:
     """Write ``src[offset:offset+length]`` (a local file) at the same offset of ``dst`` (on
     the share) and return the digest of the bytes written, as read, with the source's
@@ -107,43 +109,75 @@ def _copy_range(
     ``create`` makes ``dst`` (a fresh temporary name); ``rename_to`` then fsyncs it and
     moves it over the real name, so a reader of the share sees the old file or the new one.
     ``end_here`` cuts ``dst`` at the end of the range (an append that ends the file);
-    ``mtime_ns`` marks a file fully copied."""
+    ``mtime_ns`` marks a file fully copied. ``temporary`` (or ``create``): ``dst`` is the
+    caller's temporary, removed when this range fails or comes up short, so a full share
+    is not kept full by half copies (a killed helper's: the mirror removes them later)."""
+    ours = temporary or create
     try:
         fin = open(src, "rb")  # noqa: SIM115 - closed below
     except FileNotFoundError:  # a local file gone since the scan (a writer's temp file)
+        if temporary:
+            _discard(dst)
         return {"copied": 0, "end": offset, "gone": True}
     pos = offset
     hasher = hashlib.blake2b(digest_size=DIGEST_BYTES)
     with fin:
         fd = _open_target(dst, offset, create)
         try:
-            fin.seek(offset)
-            while pos < offset + length:
-                chunk = fin.read(min(COPY_CHUNK, offset + length - pos))
-                if not chunk:  # the local file shrank under us: the next sync copies it again
-                    break
-                hasher.update(chunk)
-                view = memoryview(chunk)
-                while view:
-                    written = os.pwrite(fd, view, pos)
-                    view, pos = view[written:], pos + written
-            complete = pos == offset + length
+            complete, sst, pos = _write_range(fin, fd, offset, length, hasher)
             if complete and end_here:
                 os.ftruncate(fd, pos)
             if complete and rename_to is not None:
                 os.fsync(fd)  # a server crash after the rename must not leave it empty
-            sst = os.fstat(fin.fileno())
-        finally:
+        except BaseException:
             os.close(fd)
+            if ours:
+                _discard(dst)
+            raise
+        os.close(fd)
     target = dst
-    if rename_to is not None and complete:
-        crash_point("mirror-before-rename")
-        os.replace(dst, rename_to)
-        target = rename_to
-    if mtime_ns is not None and complete:
-        os.utime(target, ns=(mtime_ns, mtime_ns), follow_symlinks=False)
+    if not complete:  # the local file shrank under us: the next sync copies it again
+        if ours:
+            _discard(dst)
+    else:
+        try:
+            if rename_to is not None:
+                crash_point("mirror-before-rename")
+                os.replace(dst, rename_to)
+                target = rename_to
+            if mtime_ns is not None:
+                os.utime(target, ns=(mtime_ns, mtime_ns), follow_symlinks=False)
+        except BaseException:
+            if ours and target == dst:
+                _discard(dst)
+            raise
     source = [sst.st_size, sst.st_mtime_ns, sst.st_ctime_ns, sst.st_ino]
     return {"copied": pos - offset, "end": pos, "digest": hasher.hexdigest(), "src": source}
+
+
+def _write_range(
+    fin: Any, fd: int, offset: int, length: int, hasher: Any
+) -> tuple[bool, os.stat_result, int]:
+    """Copy the range from ``fin`` to ``fd``; whether it was whole, the source's identity
+    after the read and the end written."""
+    pos = offset
+    fin.seek(offset)
+    while pos < offset + length:
+        chunk = fin.read(min(COPY_CHUNK, offset + length - pos))
+        if not chunk:
+            break
+        hasher.update(chunk)
+        view = memoryview(chunk)
+        while view:
+            written = os.pwrite(fd, view, pos)
+            view, pos = view[written:], pos + written
+    return pos == offset + length, os.fstat(fin.fileno()), pos
+
+
+def _discard(path: str) -> None:
+    """Remove a temporary of ours that will never be renamed; already gone is fine."""
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def op_copy_ranges(items: list[dict[str, Any]], budget_s: float | None = None) -> list[Any]:
@@ -246,10 +280,11 @@ def read_small(path: str, limit: int = 64 * 1024) -> bytes | None:
 
 
 def _holder_gone(holder: Any, claimer: dict[str, Any], live: list[str]) -> bool:
-    """A lock holder on this host whose process is gone, or that is the claimer's own
+    """A lock holder on this host (same hostname, boot and pid namespace: two containers
+    with one hostname are two hosts) whose process is gone, or that is the claimer's own
     process with no live mirror behind it (closed while the share hung); another host's is
     judged by age."""
-    if not isinstance(holder, dict) or holder.get("host") != claimer["host"]:
+    if not same_home(holder, process_home()) or not same_home(holder, _home_of(claimer)):
         return False
     pid = holder.get("pid")
     if not isinstance(pid, int) or pid <= 0:
@@ -262,6 +297,38 @@ def _holder_gone(holder: Any, claimer: dict[str, Any], live: list[str]) -> bool:
         return True
     except PermissionError:
         return False
+    return False
+
+
+def _home_of(holder: dict[str, Any]) -> dict[str, str]:
+    return {k: str(holder.get(k, "")) for k in ("host", "boot", "pidns")}
+
+
+def _take_over(path: str, raw: bytes, mtime_ns: int, tmp_prefix: str) -> bool:
+    """Move the stale lock ``path`` aside, if it is still the one judged (``raw``, last
+    refreshed at ``mtime_ns``): another claimer may have taken it over and written its own
+    since, and that one must stay. A rename is one step: of two claimers, one moves it."""
+    aside = os.path.join(os.path.dirname(path), f"{tmp_prefix}{secrets.token_hex(8)}.tmp")
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return False  # moved or released meanwhile: the caller tries again
+    try:
+        moved = os.lstat(aside).st_mtime_ns == mtime_ns and read_small(aside) == raw
+    except OSError:
+        moved = False
+    if moved:
+        _discard(aside)
+        return True
+    try:  # not the one judged: it goes back, unless yet another lock is there now
+        os.link(aside, path, follow_symlinks=False)
+    except FileExistsError:
+        pass
+    except OSError:
+        with contextlib.suppress(OSError):
+            if not os.path.lexists(path):
+                os.rename(aside, path)
+    _discard(aside)
     return False
 
 
@@ -327,11 +394,16 @@ def op_claim_share(
         if isinstance(current, dict) and current.get("token") == holder["token"]:
             os.utime(path, follow_symlinks=False)
             return {"ok": True}
-        age = time.time() - os.lstat(path).st_mtime
+        try:
+            mtime_ns = os.lstat(path).st_mtime_ns
+        except FileNotFoundError:
+            continue
+        age = time.time() - mtime_ns / 1e9
         gone = _holder_gone(current, holder, live or [])
         if current is not None and age < stale_s and not gone:
             return {"ok": False, "holder": current, "age_s": age}
-        os.unlink(path)  # stale: the next turn of the loop creates ours exclusively
+        # stale: moved aside if still the one judged; the next turn creates ours exclusively
+        _take_over(path, raw, mtime_ns, tmp_prefix)
     return {"ok": False, "holder": None, "age_s": 0.0}
 
 

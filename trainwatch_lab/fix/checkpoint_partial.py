@@ -6,32 +6,34 @@ earlier save moved aside is put back, the rest removed (core.worker_saves)."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import re
-import socket
 from collections.abc import Callable
 from typing import Any
 
 from ..core.guard import MountGuard
+from ..core.identity import home_tag
 from ..core.paths import printable
 from ..core.worker_saves import tree_bytes
+from . import scratch
 from .checkpoint_stage import remove_stage, stage_for
 
 log = logging.getLogger(__name__)
 
 PARTIAL = ".tw-partial-"  # hidden: checkpoint scans and TensorBoard never take it for a save
 COMMIT_BASE_S = 30.0  # fsync of a big file on a busy share takes a while ...
-COMMIT_BYTES_PER_S = 20 * 1024 * 1024  # ... plus this long per byte of the last save
+COMMIT_BYTES_PER_S = 20 * 1024 * 1024  # ... plus this long per byte of the save
 _PARTIAL_NAME = re.compile(r"\.tw-partial-([0-9a-f]{6})-(\d+)-")
 # what versions before the private directories left: a directory moved aside, "<name>.old"
 _LEGACY_OLD = re.compile(r"[0-9a-f]{8}-(.+)\.old")
 ACTIVE: set[str] = set()  # private directories of saves running in this process
 
 
-def host_tag() -> str:
-    return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
+def host_tag(home: dict[str, str] | None = None) -> str:
+    """This host in a partial's name: hostname, boot id and pid namespace together, so a
+    container with the same hostname never takes another's live partial for its own."""
+    return home_tag(home)
 
 
 def _alive(pid: int) -> bool:
@@ -90,7 +92,8 @@ def write_and_commit(
     save: Callable[[str], object], g: MountGuard, key: str, directory: str, name: str, last: int
 ) -> str:
     """``save`` into a private directory made for it, then fsync and rename over ``name``
-    (given time for ``last`` bytes, the newest save's size); returns the private directory
+    (given time for the bytes written, or ``last``, the newest save's size, when that is
+    more); returns the private directory
     (empty now; the caller removes it). On any failure it goes, an earlier save moved aside
     is put back, and the note says what was found afterwards."""
     dst = os.path.join(directory, name)
@@ -111,7 +114,7 @@ def write_and_commit(
                 f"save wrote nothing at the path it was given ({printable(written)}); it must "
                 "write exactly there (numpy.save adds .npy unless the name ends with it)"
             )
-        size = tree_bytes(written) if stage is not None else last
+        size = _written_bytes(g, key, written, stage is not None or _local(directory))
         if stage is not None:
             g.call(
                 key,
@@ -138,6 +141,22 @@ def write_and_commit(
         ACTIVE.discard(partial)
         remove_stage(stage)
     return partial
+
+
+def _local(directory: str) -> bool:
+    """The target is on a local disk (the mount table says so; nothing touched)."""
+    return scratch.local_refusal(directory) is None
+
+
+def _written_bytes(g: MountGuard, key: str, written: str, local: bool) -> int:
+    """The bytes ``save`` wrote, which the copy and the commit's fsync are given time for:
+    measured here on a local disk, by the guard's helper on a share (a walk of a share
+    that stops answering must not hang the training)."""
+    if local:
+        return tree_bytes(written)
+    return int(
+        g.call(key, "tree_bytes", timeout=COMMIT_BASE_S, what="size of the save", path=written)
+    )
 
 
 def after_failure(g: MountGuard, key: str, partial: str, dst: str, committing: bool) -> str:

@@ -97,6 +97,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         self._lock = threading.RLock()  # the fields below (reentrant: SIGTERM's final sync)
         self._copied: dict[str, mp.Copied] = {}
         self._seeded = False
+        self._unfinished: set[str] = set()  # share temporaries of copies not finished
         self._state, self._error = "starting", None
         self._last_sync: float | None = None
         self._as_of = time.time()  # the share holds what was written before this
@@ -182,9 +183,10 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
             scratch.release(self._lock_fd)
             self._lock_fd = None
         st = self.status()
+        done = st.bytes_pending == 0 and st.state != "error"
         with self._lock:
-            self._state = "closed" if st.bytes_pending == 0 else self._state
-        return st.bytes_pending == 0
+            self._state = "closed" if done else self._state
+        return done
 
     def __enter__(self) -> Mirror:
         return self
@@ -194,12 +196,14 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
 
     def status(self) -> MirrorStatus:
         """As of now: the local directory is scanned again (local disk, no share touched)."""
-        files, _ = mp.scan(self.local)
+        files, truncated = mp.scan(self.local, mp.SCAN_LIMIT)
         with self._lock:
             pending = mp.pending_bytes(files, self._copied)
-            state = self._state
+            state, error = self._state, self._error
             if state == "in-sync" and pending:
                 state = "copying"
+            if truncated:  # never "in sync" while files past the limit are not copied
+                state, error = "error", self._too_many()
             return MirrorStatus(
                 local=self.local,
                 share=self.share,
@@ -209,8 +213,14 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
                 bytes_pending=pending,
                 bytes_copied=self._bytes_copied,
                 files=len(files),
-                error=self._error,
+                error=error,
             )
+
+    def _too_many(self) -> str:
+        return (
+            f"more than {mp.SCAN_LIMIT} files in {printable(self.local)}: those past the "
+            "limit are not copied"
+        )
 
     # -- the thread ---------------------------------------------------------------------
     def _run(self) -> None:
@@ -241,7 +251,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         status = self.status()
         with self._cv:
             closing = self._stop
-        if closing and status.bytes_pending == 0:
+        if closing and status.bytes_pending == 0 and status.state != "error":
             status = replace(status, state="closed")
         data = {**status.to_json(), "pid": os.getpid(), "every": self.every}
         try:
@@ -286,7 +296,9 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         started = time.time()
         if not self._hold_share() or (not self._seeded and not self._seed()):
             return
-        files, _ = mp.scan(self.local)
+        if self._unfinished and not self._drop_unfinished():
+            return
+        files, truncated = mp.scan(self.local, mp.SCAN_LIMIT)
         with self._lock:
             copied = dict(self._copied)
         queue = [
@@ -300,16 +312,22 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         while queue:
             batch, size = mp.take_batch(queue, lambda q: q[1]["length"])
             budget = (self._timeout(size) or 0.0) / 2
+            self._unfinished |= {i["dst"] for j, i in batch if not j.append}
             results = self._call("copy_ranges", size, items=[i for _, i in batch], budget_s=budget)
-            if results is None:
+            if results is None:  # a helper killed mid-copy leaves its temporary: next round
                 return
             failed, whole = self._apply(batch, results, errors, progress)
+            self._unfinished -= {
+                i["dst"] for (_, i), r in zip(batch, results, strict=False) if _renamed(i, r)
+            }
             rest = batch[len(results) :] + queue
             queue = [q for q in rest if q[0].file.rel not in failed | whole]
             for job in {j.file.rel: j for j, _ in batch if j.file.rel in whole - redone}.values():
                 redone.add(job.file.rel)  # the share's copy cannot take an append: copy whole
                 again = mp.Job(job.file, 0, append=False)
                 queue += [(again, item) for item in mp.items(again, self.local, self.share)]
+        if truncated:
+            errors.insert(0, self._too_many())
         self._ended(started, errors)
 
     def _hold_share(self) -> bool:
@@ -326,6 +344,15 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
             self._set_state("error", self._share_lock.refusal(answer))
             return False
         self._held_at = now
+        return True
+
+    def _drop_unfinished(self) -> bool:
+        """Remove the temporaries of copies an earlier round left unfinished (a helper
+        killed on timeout, a share that stopped answering), before any new one takes room
+        on the share; False when the share did not answer."""
+        if self._call("remove", 0, paths=sorted(self._unfinished)) is None:
+            return False
+        self._unfinished.clear()
         return True
 
     def _seed(self) -> bool:
@@ -361,7 +388,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
                 failed.add(f.rel)
                 if "error" in result:
                     why = result["error"].get("strerror") or result["error"].get("message")
-                    errors.append(f"{printable(f.rel)}: {why}")
+                    errors.append(f"the share refused {printable(f.rel)}: {why}")
                 continue
             done = progress.setdefault(id(job), list(job.kept))
             done.append((item["offset"], result["end"], result["digest"]))
@@ -381,7 +408,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         """A round that reached the share to its end: in sync, or the files it refused."""
         if errors:
             more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-            self._set_state("error", f"the share refused {errors[0]}{more}")
+            self._set_state("error", f"{errors[0]}{more}")
             return
         with self._lock:
             back = self._state in ("share-unresponsive", "error")
@@ -401,6 +428,14 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
                 error,
                 self.local,
             )
+
+
+def _renamed(item: dict[str, Any], result: Any) -> bool:
+    """A copy item whose temporary is gone: renamed over the real name, or removed by the
+    helper after it failed."""
+    if "error" in result or result.get("gone") or result["copied"] != item["length"]:
+        return True
+    return "rename_to" in item
 
 
 def local_mirror(

@@ -8,7 +8,9 @@ would copy them empty. So the final sync flushes, first, every open file object 
 process under a mirror's local directory. SIGTERM's default ends the process at once, with
 no atexit at all: while a mirror runs, SIGTERM ends it like a normal exit instead (a
 SystemExit with the status a shell shows for SIGTERM, 143), or, when the program had a
-handler of its own, the final sync runs and that handler is called after it. The mirrors of
+handler of its own, a bounded sync runs and that handler is called after it: the program
+may well go on (Lightning and SLURM handlers save last.ckpt after SIGTERM), so the mirrors
+stay open and registered, and atexit runs the final sync and closes them. The mirrors of
 the process are registered here, for that final sync and for the status surfaces.
 """
 
@@ -56,7 +58,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     previous, on_term = _state["previous"], _state["on_term"]
     if callable(previous):
         if on_term is not None:
-            on_term()  # the final sync here: the program's own handler decides what follows
+            on_term()  # a bounded sync: the program's own handler decides what follows
         previous(signum, frame)
         return
     raise SystemExit(128 + signum)  # a normal exit: atexit runs the final sync
@@ -90,6 +92,8 @@ class Closable(Protocol):
 
     def close(self, timeout: float | None = None) -> bool: ...
 
+    def sync(self, timeout: float | None = None) -> bool: ...
+
 
 _MIRRORS: list[Any] = []
 _MIRRORS_LOCK = threading.Lock()
@@ -98,7 +102,7 @@ _MIRRORS_LOCK = threading.Lock()
 def register(m: Closable) -> None:
     with _MIRRORS_LOCK:
         _MIRRORS.append(m)
-    install_sigterm(close_all)
+    install_sigterm(sync_all)
 
 
 def unregister(m: Closable) -> None:
@@ -115,15 +119,27 @@ def registered() -> list[Any]:
         return list(_MIRRORS)
 
 
-@atexit.register
-def close_all() -> None:
-    """One bounded final sync for all mirrors, after flushing the files left open under
-    them (registered after core.guard's own atexit handler, so it runs first, while the
-    helpers are still there)."""
+def _bounded(action: Callable[[Any, float], object]) -> None:
+    """``action(mirror, seconds left)`` for each mirror, all within the longest
+    ``exit_timeout``, after flushing the files left open under them."""
     mirrors = registered()
     if not mirrors:
         return
     flush_open_files(m.local for m in mirrors)
     deadline = time.monotonic() + max(m.exit_timeout for m in mirrors)
     for m in mirrors:
-        m.close(timeout=max(0.0, deadline - time.monotonic()))
+        action(m, max(0.0, deadline - time.monotonic()))
+
+
+def sync_all() -> None:
+    """SIGTERM with the program's own handler: copy what is there now (bounded), leaving
+    the mirrors running for what the program still writes before it exits."""
+    _bounded(lambda m, left: m.sync(timeout=left))
+
+
+@atexit.register
+def close_all() -> None:
+    """One bounded final sync for all mirrors, then they stop (registered after
+    core.guard's own atexit handler, so it runs first, while the helpers are still
+    there)."""
+    _bounded(lambda m, left: m.close(timeout=left))

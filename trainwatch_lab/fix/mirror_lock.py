@@ -5,7 +5,8 @@ refused instead of tearing the first one's files.
 The file (``.trainwatch-mirror-share.lock``, never a copied name) is created exclusively by
 the guard's helper (core.worker_files.op_claim_share) and refreshed while the mirror runs;
 its holder releases it at ``close``. One left by a process that died is taken over: at once
-when that process was on this host, else once it was not refreshed for
+when that process was on this host (same hostname, boot and pid namespace: two containers
+with one hostname are two hosts), else once it was not refreshed for
 ``DEFAULTS.mirror_lock_stale_s``.
 """
 
@@ -13,11 +14,11 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import time
 from typing import Any
 
 from ..core.defaults import DEFAULTS
+from ..core.identity import process_home
 from ..core.paths import printable
 from .mirror_plan import SHARE_LOCK, TMP_PREFIX
 
@@ -33,7 +34,7 @@ class ShareLock:
         self.path = os.path.join(share, SHARE_LOCK)
         self.share = share
         self.holder: dict[str, Any] = {
-            "host": socket.gethostname(),
+            **process_home(),  # host, boot id, pid namespace: where "pid" means something
             "pid": os.getpid(),
             "token": secrets.token_hex(16),
             "local": local,

@@ -205,6 +205,8 @@ def items(job: Job, local_dir: str, share_dir: str) -> Iterator[dict[str, Any]]:
         length = min(CHUNK_BYTES, end - offset)
         last = offset + length >= end
         item: dict[str, Any] = {"src": src, "dst": target, "offset": offset, "length": length}
+        if not job.append:  # the helper removes it when a range fails
+            item["temporary"] = True
         if first and not job.append:
             item["create"] = True
         if last:
