@@ -13,6 +13,20 @@ BOOT_ID = "/proc/sys/kernel/random/boot_id"
 PID_NS = "/proc/self/ns/pid"
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists in this pid namespace (another user's counts: EPERM
+    says it is there). The one test of a lock's, a leftover's or a probe file's writer."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
 def _read(path: str) -> str:
     try:
         with open(path, encoding="ascii") as fh:

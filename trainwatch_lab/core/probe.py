@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .defaults import DEFAULTS, Defaults
+from .identity import pid_alive
 from .model import ProbeResult
 
 if TYPE_CHECKING:  # the worker imports this module: keep its start-up free of the guard
@@ -174,23 +175,13 @@ def _timed_writes(
             time.sleep(min(interval_s, max(0.0, deadline - time.monotonic())))
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _is_leftover(m: re.Match[str], stale: bool, host: str) -> bool:
     """Stale whoever wrote it; else only a file of this host whose process is gone (another
     host's pid means nothing here, and a name without a host may come from any of them)."""
     pid = int(m.group("pid"))
     if m.group("host") is None or m.group("host") != host:
         return stale
-    return pid != os.getpid() and (stale or not _pid_alive(pid))
+    return pid != os.getpid() and (stale or not pid_alive(pid))
 
 
 def clean_leftovers(directory: str, host: str | None = None) -> int:

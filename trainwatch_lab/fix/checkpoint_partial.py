@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..core.guard import MountGuard
-from ..core.identity import home_tag
+from ..core.identity import home_tag, pid_alive
 from ..core.paths import printable
 from ..core.worker_saves import tree_bytes
 from . import scratch
@@ -36,16 +36,6 @@ def host_tag(home: dict[str, str] | None = None) -> str:
     return home_tag(home)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def stale(directory: str, names: list[str]) -> list[dict[str, Any]]:
     """Leftovers of saves interrupted for good (SIGKILL, a crash) by this host's processes,
     as ``discard_partials`` items: where a leftover is an earlier save moved aside, the name
@@ -57,7 +47,7 @@ def stale(directory: str, names: list[str]) -> list[dict[str, Any]]:
         if m is None or m.group(1) != host:
             continue
         pid = int(m.group(2))
-        if not _alive(pid) or (pid == os.getpid() and path not in ACTIVE):
+        if not pid_alive(pid) or (pid == os.getpid() and path not in ACTIVE):
             legacy = _LEGACY_OLD.fullmatch(name[m.end() :])
             final = os.path.join(directory, legacy.group(1)) if legacy else None
             found.append({"path": path, "legacy_final": final})

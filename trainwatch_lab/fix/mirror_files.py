@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+from ..core.identity import pid_alive
 from .mirror import STATUS_FILE
 from .mirror_status import MirrorStatus
 from .scratch import MIRROR_DIR, candidates, local_refusal
@@ -54,19 +55,6 @@ class Published:
             "every": self.every,
             "text": self.status.text(),
         }
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process ``pid`` exists (another user's counts: EPERM says it is there)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True
 
 
 def read_published(path: str, now: float | None = None) -> Published | None:
