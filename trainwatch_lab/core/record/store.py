@@ -105,8 +105,11 @@ def is_ours(path: str) -> str | None:
         return f"unreadable ({exc.strerror})"
     if not head.startswith(b"SQLite format 3\x00"):
         return "not an SQLite database"
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=DEFAULTS.record_busy_timeout_s)
+    con: sqlite3.Connection | None = None
     try:
+        con = sqlite3.connect(
+            f"file:{path}?mode=ro", uri=True, timeout=DEFAULTS.record_busy_timeout_s
+        )
         app = con.execute("PRAGMA application_id").fetchone()[0]
         tables = con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
         if app != APPLICATION_ID:
@@ -114,9 +117,23 @@ def is_ours(path: str) -> str | None:
         check = con.execute("PRAGMA quick_check").fetchone()[0]
         return None if check == "ok" else f"damaged ({check})"
     except sqlite3.DatabaseError as exc:
-        return f"damaged ({exc})"
+        if is_damage(exc):
+            return f"damaged ({exc})"
+        # locked, disk I/O, no file handle left: nothing known about the file, which may
+        # be the very history that explains why a run died of a full disk; never moved
+        raise StoreError(f"cannot open {path}: {exc}") from None
     finally:
-        con.close()
+        if con is not None:
+            con.close()
+
+
+def is_damage(exc: sqlite3.Error) -> bool:
+    """Whether SQLite says the file itself is bad (corrupt, or not a database), as opposed
+    to a moment's trouble reading it (locked, I/O error, out of file handles, disk full)."""
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+    if code is None:  # 3.10: SQLite's own messages for those two codes
+        return str(exc) in ("database disk image is malformed", "file is not a database")
+    return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 
 
 def move_aside(path: str, why: str) -> str:
