@@ -279,3 +279,29 @@ def test_a_healthy_store_stays_where_it_is_on_a_transient_error(tmp_path: Path) 
     store = Store(str(path), readonly=True)
     assert [e.kind for e in store.events(0, 2e9)] == ["run-ended"]
     store.close()
+
+
+def test_a_flush_that_fails_after_its_events_committed_writes_them_once(tmp_path: Path) -> None:
+    """The events' transaction committed, the values' one failed: the next flush writes the
+    values, never the events again ("run ended" twice would be two runs)."""
+    path = tmp_path / "history.sqlite"
+    recorder = Recorder(str(path), every=0.0)
+    now = time.time()
+    recorder.add_event(Event(now, "recording-started", "t", "a first event makes the file"))
+    assert recorder.flush()
+    other = sqlite3.connect(path)  # another connection breaks the table the values go to
+    other.executescript(
+        "CREATE TABLE doomed (x); CREATE TRIGGER breaks AFTER INSERT ON recent "
+        "BEGIN INSERT INTO doomed VALUES (1); END; DROP TABLE doomed;"
+    )
+    recorder(_sample(now, "/w"))
+    recorder.add_event(Event(now, "run-ended", "train.py", "train.py ended"))
+    assert recorder.flush() is False and "no such table" in (recorder.note or "")
+    other.executescript("DROP TRIGGER breaks;")
+    other.close()
+    assert recorder.flush()
+    recorder.close()
+    check = Store(str(path), readonly=True)
+    assert [e.kind for e in check.events(0, 2e9)] == ["recording-started", "run-ended"]
+    assert len(check.read(["path:/w:free_bytes"], 0, 2e9)["path:/w:free_bytes"][0]) == 1
+    check.close()
