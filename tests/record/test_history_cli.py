@@ -208,3 +208,29 @@ def test_serve_record_writes_the_history_and_flushes_on_sigterm(tmp_path: Path) 
     )
     assert out.returncode == 0, out.stderr
     assert len(json.loads(out.stdout)[f"path:{tmp_path}:free_bytes"]["t"]) >= 2
+
+
+def test_why_redacts_the_sentence_and_its_json(tmp_path: Path) -> None:
+    """The last stderr line is evidence, and it can hold a password or a token."""
+    path = tmp_path / "h.sqlite"
+    s = Store(str(path), role="t")
+    s.register()
+    now = time.time()
+    leak = "fetch failed: https://bob:hunter2secret@hub.example/x --token=hf_abcdef123456"
+    s.add_events(
+        [
+            Event(
+                now - 5,
+                "run-ended",
+                "train.py",
+                "train.py (pid 7) ended: exit status 1",
+                {"pid": 7, "started": now - 600, "exit": {"code": 1}, "stderr_tail": [leak]},
+            )
+        ]
+    )
+    s.close()
+    for fmt in ("table", "json"):
+        out = tw("history", "why", "--format", fmt, "--store", str(path))
+        assert out.returncode == 0, out.stderr
+        assert "last stderr line: fetch failed: https://" in out.stdout, out.stdout
+        assert "hunter2secret" not in out.stdout and "hf_abcdef123456" not in out.stdout
