@@ -160,6 +160,7 @@ class Store:
         self._lock = threading.RLock()
         self._series: dict[str, int] = {}
         self.writer_id: int | None = None
+        self.decoded = 0  # points decoded by read() so far: what a query's budget counts
         moved = None
         if readonly:
             if not os.path.exists(path):
@@ -342,7 +343,9 @@ class Store:
                     "ORDER BY tier DESC, t0",
                     (sid, until, since),
                 ):
-                    _merge(points, *codec.decode(data), tier, since, until)
+                    ts, vs = codec.decode(data)
+                    self.decoded += len(ts)
+                    _merge(points, ts, vs, tier, since, until)
                 for ts, vs in recent.get(sid, []):
                     _merge(points, ts, vs, 0, since, until)
                 order = sorted(points)
@@ -357,6 +360,7 @@ class Store:
             "SELECT data FROM recent WHERE t0 <= ? AND t1 >= ?", (until, since)
         ):
             for sid, ts, vs in _unpack(data):
+                self.decoded += len(ts)
                 if sid in ids:
                     found.setdefault(sid, []).append((ts, vs))
         return found
