@@ -19,6 +19,7 @@ crash, by the next writer), ``events`` and ``writers``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -31,6 +32,7 @@ from typing import Any
 
 from ..defaults import DEFAULTS, Defaults
 from . import codec
+from .location import untrusted
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +138,30 @@ def is_damage(exc: sqlite3.Error) -> bool:
     return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 
 
+def _private(path: str) -> None:
+    """Refuse a directory or file another user controls (it could read the history's
+    commands or swap it); create the file 0600 (SQLite gives its -wal and -shm the file's
+    mode) and tighten an existing one of ours."""
+    why = untrusted(os.path.dirname(path))
+    if why is not None:
+        raise StoreError(f"refusing to record there: {why}")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise StoreError(f"cannot open {path}: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid():
+            raise StoreError(f"refusing to record in {path}: it belongs to uid {st.st_uid}")
+        if st.st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    for suffix in ("-wal", "-shm"):
+        with contextlib.suppress(OSError):  # absent
+            os.chmod(path + suffix, 0o600)
+
+
 def move_aside(path: str, why: str) -> str:
     """Rename ``path`` (and its -wal/-shm) out of the way; the new name."""
     stamp = time.strftime("%Y%m%dT%H%M%S")
@@ -179,6 +205,7 @@ class Store:
             os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create {os.path.dirname(path)}: {exc.strerror}") from None
+        _private(path)
         why = is_ours(path)
         if why is not None:
             try:
