@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -164,9 +165,11 @@ def test_run_needs_a_command() -> None:
 
 
 def test_serve_record_writes_the_history_and_flushes_on_sigterm(tmp_path: Path) -> None:
-    from tests.prometheus.conftest import free_port
+    from tests.prometheus.conftest import free_port, http_get
+    from tests.support.mounts import wait_until
 
     store = tmp_path / "state" / "h.sqlite"
+    port = free_port()
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -174,7 +177,7 @@ def test_serve_record_writes_the_history_and_flushes_on_sigterm(tmp_path: Path) 
             "trainwatch_lab",
             "serve",
             "--listen",
-            f"127.0.0.1:{free_port()}",
+            f"127.0.0.1:{port}",
             "--interval",
             "0.2",
             "--no-probe",
@@ -193,7 +196,16 @@ def test_serve_record_writes_the_history_and_flushes_on_sigterm(tmp_path: Path) 
     )
     try:
         assert "serving http://" in (proc.stderr.readline() if proc.stderr else "")
-        time.sleep(3.0)  # ~15 samples, 2 asked (the first flush comes at 10 s: SIGTERM first)
+        seen: set[str] = set()
+
+        def sampled() -> bool:  # distinct samples the agent served: each went to the recorder
+            text = http_get(f"http://127.0.0.1:{port}/metrics")[1]
+            seen.update(re.findall(r"^trainwatch_sample_timestamp_seconds (\S+)", text, re.M))
+            return len(seen) >= 4  # (the newest may still be on its way to the recorder)
+
+        # SIGTERM comes before the first flush (10 s) when the machine is not too loaded;
+        # either way the samples must be in the history after it
+        assert wait_until(sampled, timeout=120), seen
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
