@@ -8,8 +8,12 @@ wrapper) write at once: each has its own row in ``writers``, waits on the others
 ``record_busy_timeout_s`` and never holds a transaction open between flushes.
 
 A file at the store's path that is no SQLite database, another program's database, or a
-damaged one is moved aside (``<name>.moved-<time>``, its -wal and -shm with it) and the
-move is the first event of the new store: never overwritten, never opened blindly.
+damaged one (SQLite says corrupt or not a database, or ``quick_check`` fails) is moved aside
+(``<name>.moved-<time>``, its -wal and -shm with it) and the move is the first event of the
+new store: never overwritten, never opened blindly. Any other error (locked, disk I/O, no
+file handles left) says nothing about the file: a StoreError, and the file stays. The
+directory must be this user's and writable by no one else, the file is 0600: the history
+holds command lines.
 
 Tables: ``series`` (one row per ``kind:name:field``), ``blocks`` (a series' closed blocks,
 codec-encoded, per tier: 0 as recorded, 1 thinned), ``recent`` (a writer's values since its
