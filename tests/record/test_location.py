@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.env import need
 from trainwatch_lab.core.record import choose
 from trainwatch_lab.core.record.location import STORE_ENV
 
@@ -49,12 +50,13 @@ def test_a_local_file_is_taken_as_given(tmp_path: Path, clean_env) -> None:
 NOBODY = 65534
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
 def test_a_directory_another_user_owns_is_passed_over_and_refused(
     tmp_path: Path, clean_env
 ) -> None:
     """A co-tenant who pre-creates the fallback directory 0777 must not read the history."""
     from trainwatch_lab.core.record import Store, StoreError
+
+    need(os.geteuid() == 0, "needs root to give a directory to another user")
 
     theirs = tmp_path / "trainwatch-lab-0"
     theirs.mkdir()
