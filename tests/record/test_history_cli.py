@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -164,9 +165,11 @@ def test_run_needs_a_command() -> None:
 
 
 def test_serve_record_writes_the_history_and_flushes_on_sigterm(tmp_path: Path) -> None:
-    from tests.prometheus.conftest import free_port
+    from tests.prometheus.conftest import free_port, http_get
+    from tests.support.mounts import wait_until
 
     store = tmp_path / "state" / "h.sqlite"
+    port = free_port()
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -174,7 +177,7 @@ def test_serve_record_writes_the_history_and_flushes_on_sigterm(tmp_path: Path) 
             "trainwatch_lab",
             "serve",
             "--listen",
-            f"127.0.0.1:{free_port()}",
+            f"127.0.0.1:{port}",
             "--interval",
             "0.2",
             "--no-probe",
@@ -193,7 +196,16 @@ def test_serve_record_writes_the_history_and_flushes_on_sigterm(tmp_path: Path) 
     )
     try:
         assert "serving http://" in (proc.stderr.readline() if proc.stderr else "")
-        time.sleep(3.0)  # ~15 samples, 2 asked (the first flush comes at 10 s: SIGTERM first)
+        seen: set[str] = set()
+
+        def sampled() -> bool:  # distinct samples the agent served: each went to the recorder
+            text = http_get(f"http://127.0.0.1:{port}/metrics")[1]
+            seen.update(re.findall(r"^trainwatch_sample_timestamp_seconds (\S+)", text, re.M))
+            return len(seen) >= 4  # (the newest may still be on its way to the recorder)
+
+        # SIGTERM comes before the first flush (10 s) when the machine is not too loaded;
+        # either way the samples must be in the history after it
+        assert wait_until(sampled, timeout=120), seen
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
@@ -208,3 +220,29 @@ def test_serve_record_writes_the_history_and_flushes_on_sigterm(tmp_path: Path) 
     )
     assert out.returncode == 0, out.stderr
     assert len(json.loads(out.stdout)[f"path:{tmp_path}:free_bytes"]["t"]) >= 2
+
+
+def test_why_redacts_the_sentence_and_its_json(tmp_path: Path) -> None:
+    """The last stderr line is evidence, and it can hold a password or a token."""
+    path = tmp_path / "h.sqlite"
+    s = Store(str(path), role="t")
+    s.register()
+    now = time.time()
+    leak = "fetch failed: https://bob:hunter2secret@hub.example/x --token=hf_abcdef123456"
+    s.add_events(
+        [
+            Event(
+                now - 5,
+                "run-ended",
+                "train.py",
+                "train.py (pid 7) ended: exit status 1",
+                {"pid": 7, "started": now - 600, "exit": {"code": 1}, "stderr_tail": [leak]},
+            )
+        ]
+    )
+    s.close()
+    for fmt in ("table", "json"):
+        out = tw("history", "why", "--format", fmt, "--store", str(path))
+        assert out.returncode == 0, out.stderr
+        assert "last stderr line: fetch failed: https://" in out.stdout, out.stdout
+        assert "hunter2secret" not in out.stdout and "hf_abcdef123456" not in out.stdout

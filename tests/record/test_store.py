@@ -18,7 +18,7 @@ import pytest
 
 from trainwatch_lab.core.defaults import DEFAULTS, MIB
 from trainwatch_lab.core.model import PathState, Sample
-from trainwatch_lab.core.record import Recorder, Store, codec
+from trainwatch_lab.core.record import Event, Recorder, Store, codec
 from trainwatch_lab.core.record.maintain import maintain
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -241,3 +241,67 @@ def test_our_own_store_is_reopened_not_moved(tmp_path: Path) -> None:
     Store(str(path)).close()
     Store(str(path)).close()
     assert [p.name for p in tmp_path.iterdir() if ".moved-" in p.name] == []
+
+
+OPEN_UNDER_FSIZE_LIMIT = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))  # the -shm cannot grow: "disk I/O"
+from trainwatch_lab.core.record import Store, StoreError
+try:
+    Store(sys.argv[1], role="t")
+except StoreError as exc:
+    print("StoreError:", exc)
+else:
+    print("opened")
+"""
+
+
+def test_a_healthy_store_stays_where_it_is_on_a_transient_error(tmp_path: Path) -> None:
+    """A disk I/O error (a full disk, a file size limit) says nothing about the file: the
+    history that explains why a run died is kept, and the open fails with a clear error."""
+    path = tmp_path / "history.sqlite"
+    store = Store(str(path), role="t")
+    store.register()
+    store.add_events([Event(1.0, "run-ended", "train.py", "train.py ended")])
+    store.close()
+    original = path.read_bytes()
+    done = subprocess.run(
+        [sys.executable, "-c", OPEN_UNDER_FSIZE_LIMIT, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("StoreError:"), done.stdout + done.stderr
+    assert [p.name for p in tmp_path.iterdir() if ".moved-" in p.name] == []
+    assert path.read_bytes() == original
+    store = Store(str(path), readonly=True)
+    assert [e.kind for e in store.events(0, 2e9)] == ["run-ended"]
+    store.close()
+
+
+def test_a_flush_that_fails_after_its_events_committed_writes_them_once(tmp_path: Path) -> None:
+    """The events' transaction committed, the values' one failed: the next flush writes the
+    values, never the events again ("run ended" twice would be two runs)."""
+    path = tmp_path / "history.sqlite"
+    recorder = Recorder(str(path), every=0.0)
+    now = time.time()
+    recorder.add_event(Event(now, "recording-started", "t", "a first event makes the file"))
+    assert recorder.flush()
+    other = sqlite3.connect(path)  # another connection breaks the table the values go to
+    other.executescript(
+        "CREATE TABLE doomed (x); CREATE TRIGGER breaks AFTER INSERT ON recent "
+        "BEGIN INSERT INTO doomed VALUES (1); END; DROP TABLE doomed;"
+    )
+    recorder(_sample(now, "/w"))
+    recorder.add_event(Event(now, "run-ended", "train.py", "train.py ended"))
+    assert recorder.flush() is False and "no such table" in (recorder.note or "")
+    other.executescript("DROP TRIGGER breaks;")
+    other.close()
+    assert recorder.flush()
+    recorder.close()
+    check = Store(str(path), readonly=True)
+    assert [e.kind for e in check.events(0, 2e9)] == ["recording-started", "run-ended"]
+    assert len(check.read(["path:/w:free_bytes"], 0, 2e9)["path:/w:free_bytes"][0]) == 1
+    check.close()

@@ -306,3 +306,35 @@ def test_the_kernel_log_names_the_process_it_killed(tmp_path: Path) -> None:
         "Memory cgroup out of memory: Killed process 4242 (python)"
     )
     assert kmsg_oom(424, None, str(kmsg)) is None
+
+
+def _ended_with_own_path_full(tmp_path: Path, **data: object) -> Store:
+    """A run whose own path /data was at 0 B free just before it ended."""
+    store = Store(str(tmp_path / "h.sqlite"), role="t")
+    store.register()
+    end = 1_800_000_000.0
+    facts = {"pid": 7, "started": end - 3600, "paths": ["/data"], **data}
+    store.add_events([Event(end, "run-ended", "train.py", "train.py (pid 7) ended", facts)])
+    store.close_blocks({"path:/data:avail_bytes": ([end - 12, end - 2], [8192.0, 0.0])})
+    return store
+
+
+def test_a_run_that_exited_0_did_not_die_of_its_full_disk(tmp_path: Path) -> None:
+    store = _ended_with_own_path_full(tmp_path, exit={"code": 0})
+    gpu = {"code": "gpu-error", "subject": "0"}
+    store.add_events([Event(1_800_000_000.0 - 60, "warning-raised", "0", "gpu-error: XID 79", gpu)])
+    (ending,) = [explain(store, e) for e in endings(store, 0, 2e9)]
+    assert ending.cause is None
+    assert ending.sentence.endswith(": it exited normally (status 0)"), ending.sentence
+    store.close()
+
+
+def test_the_kernel_log_s_oom_kill_wins_over_a_full_disk(tmp_path: Path) -> None:
+    logged = "Memory cgroup out of memory: Killed process 7 (python)"
+    store = _ended_with_own_path_full(
+        tmp_path, exit={"code": None, "signal": "SIGKILL"}, oom_logged=logged
+    )
+    (ending,) = [explain(store, e) for e in endings(store, 0, 2e9)]
+    assert ending.cause == "the kernel's out-of-memory killer ended it", ending.sentence
+    assert f"kernel log: {logged}" in ending.evidence
+    store.close()

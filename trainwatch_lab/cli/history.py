@@ -186,6 +186,7 @@ def _events(store: Any, args: argparse.Namespace, since: float, until: float) ->
 
 
 def _why(store: Any, args: argparse.Namespace, since: float, until: float) -> str:
+    from ..core.record.export import redact
     from ..core.record.why import endings, explain
 
     found = [
@@ -193,11 +194,11 @@ def _why(store: Any, args: argparse.Namespace, since: float, until: float) -> st
         for e in endings(store, since, until)
         if args.target is None or args.target in (e.name, str(e.pid))
     ]
-    if args.format == "json":
-        return dumps([e.to_json() for e in found]) + "\n"
+    if args.format == "json":  # evidence quotes stderr: redacted like every other surface
+        return dumps([redact(e.to_json()) for e in found]) + "\n"
     if not found:
         return "no run ended in this window\n"
-    return "".join(f"{e.sentence}\n" for e in found)
+    return "".join(f"{redact(e.sentence)}\n" for e in found)
 
 
 def _export(store: Any, args: argparse.Namespace, since: float, until: float) -> str:

@@ -5,8 +5,11 @@ start (command, working directory, stderr file, memory cgroup) and the end (exit
 signal, OOM kills counted in its cgroup meanwhile, the last lines of stderr when that is a
 regular file) as events of the recorded history; ``history why`` reads them. The command
 runs whatever happens to the history: a store that cannot be written is one note on stderr.
-SIGINT, SIGTERM and SIGHUP are passed on to the command; the exit code is the command's
-(128 + N when a signal ended it, as a shell reports it).
+SIGTERM is passed on to the command, and so are SIGINT and SIGHUP unless the command is in
+the foreground of a terminal: there Ctrl-C (or the hangup) already reached the whole
+process group, and a second SIGINT would abort a script's ``except KeyboardInterrupt:``
+emergency save. The exit code is the command's (128 + N when a signal ended it, as a shell
+reports it).
 """
 
 from __future__ import annotations
@@ -31,6 +34,29 @@ examples:
 then: trainwatch-lab history why train.py
 """
 PASSED_ON = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+TERMINAL_SIGNALS = (signal.SIGINT, signal.SIGHUP)  # what a terminal sends its foreground
+
+
+def _in_foreground(pid: int) -> bool:
+    """Whether ``pid`` is in the foreground process group of our controlling terminal."""
+    for fd in (0, 1, 2):
+        try:
+            if os.isatty(fd):
+                return os.tcgetpgrp(fd) == os.getpgid(pid)
+        except OSError:  # no controlling terminal, or the child is gone
+            continue
+    return False
+
+
+def _pass_on(child: subprocess.Popen[bytes]) -> Any:
+    """The wrapper's handler: the signal to the command, unless the terminal sent it both."""
+
+    def handler(signum: int, frame: Any) -> None:
+        if signum in TERMINAL_SIGNALS and _in_foreground(child.pid):
+            return
+        child.send_signal(signum)
+
+    return handler
 
 
 def add_parser(sub: Any) -> None:
@@ -97,7 +123,8 @@ def run(args: argparse.Namespace) -> int:
             kept,
         ),
     )
-    previous = {s: signal.signal(s, lambda n, f: child.send_signal(n)) for s in PASSED_ON}
+    handler = _pass_on(child)
+    previous = {s: signal.signal(s, handler) for s in PASSED_ON}
     try:
         code = child.wait()
     finally:

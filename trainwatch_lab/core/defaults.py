@@ -218,6 +218,12 @@ class Defaults:
     record_busy_timeout_s: float = 5.0  # a writer waits this long for another's transaction
     record_maintain_every_s: float = 600.0  # thinning and dropping run this often
     record_buffer_points: int = 3600  # points held per series while paused: memory bounded
+    # a replay's chart reads one series at a time in slices this long, folding each into
+    # the chart's buckets (memory: one slice, whatever the window), and stops with
+    # "truncated" after decoding this many points (7 days of 3 series at 1 s): one GET
+    # never holds the query thread for long
+    record_query_slice_s: float = 6 * 3600.0
+    record_query_max_decoded: int = 2_000_000
 
 
 DEFAULTS = Defaults()

@@ -1,16 +1,21 @@
 """``GET <base_url>/trainwatch-lab/api/recorded`` (a chart's points), ``recorded/events`` and
 ``recorded/why``: the recorded history (issue 27) for the panel's replay.
 
-Read-only (a GET never writes): the file is opened read-only per request, in the hub's
-executor, never on the event loop. Every parameter has a limit: a window of at most
-``record_keep_days``, a series pattern of at most 200 characters, at most 10,000 points a
-series (thinned to bucket means) and 10,000 events.
+Read-only (a GET never writes): the file is opened read-only per request, on this
+module's own single thread, never on the event loop nor in the hub's executor (a long
+query there would starve the sampler's start and stop, and a timed-out wait does not stop
+its thread): queries run one at a time, a request waits at most 30 s for its answer. Every
+parameter has a limit: a window of at most ``record_keep_days``, a series pattern of at
+most 200 characters, at most 10,000 points a series (thinned to bucket means, read in
+slices with a budget of decoded points: core.record.query.chart) and 10,000 events.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from jupyter_server.auth.decorator import authorized
@@ -22,6 +27,9 @@ from .handlers import API, BadRequest, BaseHandler, parse_float
 
 MAX_PATTERN = 200
 MAX_EVENTS = 10_000
+WAIT_S = 30.0
+# one query at a time, on a thread of its own (made when the first GET comes)
+QUERIES = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trainwatch-recorded")
 
 
 class RecordedBase(BaseHandler):
@@ -55,10 +63,16 @@ class RecordedBase(BaseHandler):
             path = self.store_path()
         except NoHistory as exc:
             return self.bad(f"no recorded history at {exc}", 404)
+        # a queued request that times out is cancelled before it starts
+        fut = asyncio.get_running_loop().run_in_executor(QUERIES, fn, path, *args)
         try:
-            answer = await self.hub.in_executor(fn, path, *args, timeout=30.0)
+            answer = await asyncio.wait_for(fut, WAIT_S)
         except StoreError as exc:  # a foreign file at the history's path: never read
             return self.bad(str(exc), 409)
+        except asyncio.TimeoutError:
+            return self.bad(
+                f"the history did not answer in {WAIT_S:g} s; try a shorter window", 503
+            )
         self.send_json(answer)
 
 

@@ -3,8 +3,8 @@
 SQLite's locking is unsafe on network filesystems (its own FAQ), and a home directory on
 NFS is common on clusters, so the directory is chosen with our own mount classification
 (core.mounts.classify, from /proc/self/mountinfo: nothing touches the candidate, which may
-sit on a dead mount): the first candidate on a local, memory or overlay filesystem wins,
-and passing over one says why in a note.
+sit on a dead mount): the first candidate on a local, memory or overlay filesystem that no
+other user owns or may write in wins, and passing over one says why in a note.
 
 Candidates: an explicit directory (a setting), then ``/var/lib/trainwatch-lab`` as root or
 ``$XDG_STATE_HOME/trainwatch-lab`` (``~/.local/state/trainwatch-lab``) otherwise, then
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 from dataclasses import dataclass
 
 from ..mounts import classify, mount_for_path, read_mounts
@@ -59,6 +60,27 @@ def mount_kind(directory: str) -> tuple[str, str]:
     return classify(entry), f"{entry.fstype} at {entry.mountpoint}"
 
 
+def untrusted(directory: str) -> str | None:
+    """Why ``directory`` is no place for this user's history (None when it is, or does not
+    exist yet: it is then made 0700). Another user who owns it, or may write in it, can
+    read the history's commands and tokens or swap its files: it must be ours (or root's)
+    and writable by nobody else, unless sticky (like /tmp, where no one can replace a file
+    of ours)."""
+    try:
+        st = os.stat(directory)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{directory}: {exc.strerror}"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{directory} is not a directory"
+    if st.st_uid not in (os.geteuid(), 0):
+        return f"{directory} belongs to another user (uid {st.st_uid})"
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        return f"{directory} is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
 def choose(explicit_dir: str | None = None, explicit_file: str | None = None) -> Location:
     """The store's path: ``explicit_file`` (or $TRAINWATCH_STORE) as given when local, else
     the first safe candidate directory; raises LookupError when none is local."""
@@ -72,7 +94,10 @@ def choose(explicit_dir: str | None = None, explicit_file: str | None = None) ->
         notes.append(f"{wanted} is on a {kind} filesystem ({where}): SQLite is unsafe there")
     for directory in candidates(explicit_dir):
         kind, where = mount_kind(directory)
-        if kind in SAFE_KINDS:
+        if kind not in SAFE_KINDS:
+            notes.append(f"{directory} is on a {kind} filesystem ({where}): SQLite is unsafe there")
+        elif (why := untrusted(directory)) is not None:  # (local: stat cannot hang)
+            notes.append(f"{why}: passed over")
+        else:
             return Location(os.path.join(directory, store_name()), tuple(notes))
-        notes.append(f"{directory} is on a {kind} filesystem ({where}): SQLite is unsafe there")
     raise LookupError("; ".join(notes) or "no local directory for the recorded history")

@@ -63,16 +63,29 @@ def fold_orphans(store: Store) -> int:
     return len(dead)
 
 
-def means(ts: list[float], vs: list[float], step: float) -> tuple[list[float], list[float]]:
-    """One point per ``step`` bucket: the bucket's middle and the mean of its values."""
-    sums: dict[int, list[float]] = {}
+Buckets = dict[int, list[float]]  # bucket number -> [sum, count]
+
+
+def fold(sums: Buckets, ts: list[float], vs: list[float], step: float) -> None:
+    """Add points to per-``step`` buckets (a chart folds slice after slice into one)."""
     for t, v in zip(ts, vs, strict=True):
         if math.isfinite(v):
             acc = sums.setdefault(int(t // step), [0.0, 0.0])
             acc[0] += v
             acc[1] += 1
+
+
+def bucket_means(sums: Buckets, step: float) -> tuple[list[float], list[float]]:
+    """Each bucket's middle and the mean of its values, by time."""
     order = sorted(sums)
     return [(b + 0.5) * step for b in order], [sums[b][0] / sums[b][1] for b in order]
+
+
+def means(ts: list[float], vs: list[float], step: float) -> tuple[list[float], list[float]]:
+    """One point per ``step`` bucket: the bucket's middle and the mean of its values."""
+    sums: Buckets = {}
+    fold(sums, ts, vs, step)
+    return bucket_means(sums, step)
 
 
 def thin(store: Store, before: float) -> int:

@@ -180,6 +180,7 @@ class Recorder:
             if self._paused_since is not None:
                 events.insert(0, self._resumed())
             store.add_events(events)
+            events = []  # committed: a failure of the values below must not queue them again
             if full:
                 store.close_blocks(whole)
             elif news:

@@ -8,8 +8,12 @@ wrapper) write at once: each has its own row in ``writers``, waits on the others
 ``record_busy_timeout_s`` and never holds a transaction open between flushes.
 
 A file at the store's path that is no SQLite database, another program's database, or a
-damaged one is moved aside (``<name>.moved-<time>``, its -wal and -shm with it) and the
-move is the first event of the new store: never overwritten, never opened blindly.
+damaged one (SQLite says corrupt or not a database, or ``quick_check`` fails) is moved aside
+(``<name>.moved-<time>``, its -wal and -shm with it) and the move is the first event of the
+new store: never overwritten, never opened blindly. Any other error (locked, disk I/O, no
+file handles left) says nothing about the file: a StoreError, and the file stays. The
+directory must be this user's and writable by no one else, the file is 0600: the history
+holds command lines.
 
 Tables: ``series`` (one row per ``kind:name:field``), ``blocks`` (a series' closed blocks,
 codec-encoded, per tier: 0 as recorded, 1 thinned), ``recent`` (a writer's values since its
@@ -19,6 +23,7 @@ crash, by the next writer), ``events`` and ``writers``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -31,6 +36,7 @@ from typing import Any
 
 from ..defaults import DEFAULTS, Defaults
 from . import codec
+from .location import untrusted
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +111,11 @@ def is_ours(path: str) -> str | None:
         return f"unreadable ({exc.strerror})"
     if not head.startswith(b"SQLite format 3\x00"):
         return "not an SQLite database"
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=DEFAULTS.record_busy_timeout_s)
+    con: sqlite3.Connection | None = None
     try:
+        con = sqlite3.connect(
+            f"file:{path}?mode=ro", uri=True, timeout=DEFAULTS.record_busy_timeout_s
+        )
         app = con.execute("PRAGMA application_id").fetchone()[0]
         tables = con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
         if app != APPLICATION_ID:
@@ -114,9 +123,47 @@ def is_ours(path: str) -> str | None:
         check = con.execute("PRAGMA quick_check").fetchone()[0]
         return None if check == "ok" else f"damaged ({check})"
     except sqlite3.DatabaseError as exc:
-        return f"damaged ({exc})"
+        if is_damage(exc):
+            return f"damaged ({exc})"
+        # locked, disk I/O, no file handle left: nothing known about the file, which may
+        # be the very history that explains why a run died of a full disk; never moved
+        raise StoreError(f"cannot open {path}: {exc}") from None
     finally:
-        con.close()
+        if con is not None:
+            con.close()
+
+
+def is_damage(exc: sqlite3.Error) -> bool:
+    """Whether SQLite says the file itself is bad (corrupt, or not a database), as opposed
+    to a moment's trouble reading it (locked, I/O error, out of file handles, disk full)."""
+    code = getattr(exc, "sqlite_errorcode", None)  # Python 3.11+
+    if code is None:  # 3.10: SQLite's own messages for those two codes
+        return str(exc) in ("database disk image is malformed", "file is not a database")
+    return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
+def _private(path: str) -> None:
+    """Refuse a directory or file another user controls (it could read the history's
+    commands or swap it); create the file 0600 (SQLite gives its -wal and -shm the file's
+    mode) and tighten an existing one of ours."""
+    why = untrusted(os.path.dirname(path))
+    if why is not None:
+        raise StoreError(f"refusing to record there: {why}")
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise StoreError(f"cannot open {path}: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid():
+            raise StoreError(f"refusing to record in {path}: it belongs to uid {st.st_uid}")
+        if st.st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    for suffix in ("-wal", "-shm"):
+        with contextlib.suppress(OSError):  # absent
+            os.chmod(path + suffix, 0o600)
 
 
 def move_aside(path: str, why: str) -> str:
@@ -143,6 +190,7 @@ class Store:
         self._lock = threading.RLock()
         self._series: dict[str, int] = {}
         self.writer_id: int | None = None
+        self.decoded = 0  # points decoded by read() so far: what a query's budget counts
         moved = None
         if readonly:
             if not os.path.exists(path):
@@ -161,6 +209,7 @@ class Store:
             os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create {os.path.dirname(path)}: {exc.strerror}") from None
+        _private(path)
         why = is_ours(path)
         if why is not None:
             try:
@@ -325,7 +374,9 @@ class Store:
                     "ORDER BY tier DESC, t0",
                     (sid, until, since),
                 ):
-                    _merge(points, *codec.decode(data), tier, since, until)
+                    ts, vs = codec.decode(data)
+                    self.decoded += len(ts)
+                    _merge(points, ts, vs, tier, since, until)
                 for ts, vs in recent.get(sid, []):
                     _merge(points, ts, vs, 0, since, until)
                 order = sorted(points)
@@ -340,6 +391,7 @@ class Store:
             "SELECT data FROM recent WHERE t0 <= ? AND t1 >= ?", (until, since)
         ):
             for sid, ts, vs in _unpack(data):
+                self.decoded += len(ts)
                 if sid in ids:
                     found.setdefault(sid, []).append((ts, vs))
         return found

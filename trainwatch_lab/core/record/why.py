@@ -4,7 +4,9 @@ Only what the evidence supports is a cause: a path the run wrote to at (almost) 
 space in the last minutes before its end, or a ``No space left on device`` in its stderr; an
 OOM kill counted in its memory cgroup; a mount that did not answer; a GPU error. Without
 such evidence the sentence says so ("ended; no cause seen") and lists what is known (the
-exit status, the last stderr line), never a guess.
+exit status, the last stderr line), never a guess. A run that exited 0 died of nothing
+(it exited normally, whatever its disks held), and an OOM kill that names the run (the
+kernel log's line for its pid, or its own SIGKILL with the cgroup's count) comes first.
 """
 
 from __future__ import annotations
@@ -150,7 +152,17 @@ def explain(store: Store, ending: Ending) -> Ending:
     evidence: list[str] = []
     full = _full_paths(store, ending)
     own = set(data.get("paths") or [])
-    if full and (nospace or full[0][0] in own):
+    clean = (data.get("exit") or {}).get("code") == 0
+    oom, logged = data.get("oom_killed"), data.get("oom_logged")
+    killed = (data.get("exit") or {}).get("signal") == "SIGKILL"
+    # an OOM kill counted in a cgroup it shares with others names no process: only the
+    # kernel log's line for its pid, or its own SIGKILL with the count, does; such a kill
+    # is the end whatever the disks held, and a run that exited 0 died of nothing
+    oom_cause = bool(logged or (oom and killed))
+    disk_cause = not oom_cause and not clean
+    if oom_cause:
+        cause = "the kernel's out-of-memory killer ended it"
+    elif disk_cause and full and (nospace or full[0][0] in own):
         path, least, when = full[0]
         cause = f"{path} was full"
         evidence.append(f"{size(least)} free at {clock(when)}")
@@ -161,7 +173,7 @@ def explain(store: Store, ending: Ending) -> Ending:
             evidence.append(told + (f" and was sent to {sent}" if sent else ""))
         if nospace:
             evidence.append(f"stderr: {nospace.strip()}")
-    elif nospace:
+    elif disk_cause and nospace:
         cause = "it ran out of disk space"
         evidence.append(f"stderr: {nospace.strip()}")
         least = _least_free(store, ending)
@@ -170,12 +182,6 @@ def explain(store: Store, ending: Ending) -> Ending:
             evidence.append(
                 f"the least free space recorded: {size(free)} on {path} at {clock(when)}"
             )
-    oom, logged = data.get("oom_killed"), data.get("oom_logged")
-    killed = (data.get("exit") or {}).get("signal") == "SIGKILL"
-    if cause is None and (logged or (oom and killed)):
-        # an OOM kill counted in a cgroup it shares with others names no process: only the
-        # kernel log's line for its pid, or its own SIGKILL with the count, does
-        cause = "the kernel's out-of-memory killer ended it"
     if oom:
         where = "" if cause else " (another process there may have been the one killed)"
         evidence.append(
@@ -183,12 +189,12 @@ def explain(store: Store, ending: Ending) -> Ending:
         )
     if logged:
         evidence.append(f"kernel log: {logged}")
-    if cause is None:
+    if cause is None and not clean:
         dead = _warned(before, ("mount-unresponsive",), None)
         if dead is not None and dead.subject in own:
             cause = f"{dead.subject} stopped answering"
             evidence.append(f"mount-unresponsive since {clock(dead.t)}")
-    if cause is None:
+    if cause is None and not clean:
         gpu = _warned(before, ("gpu-error",), None)
         if gpu is not None:
             cause = f"GPU {gpu.subject} reported an error"
@@ -201,7 +207,6 @@ def explain(store: Store, ending: Ending) -> Ending:
     head = f"{ending.name} ended at {clock(ending.t)}"
     if started:
         head += f" after {duration(ending.t - started)}"
-    clean = (data.get("exit") or {}).get("code") == 0
     if cause is not None:
         sentence = f"{head}: {cause} ({'; '.join(evidence)})"
     elif clean:

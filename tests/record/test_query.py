@@ -1,0 +1,80 @@
+"""A replay's chart over a long window: memory, decoding and the answer's size stay bounded
+(counted, not timed), and the sliced reading gives the same means as reading it whole."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from trainwatch_lab.core.defaults import DEFAULTS
+from trainwatch_lab.core.record import Store, query
+from trainwatch_lab.core.record.maintain import means
+
+SERIES = 12
+POINTS = 30_000  # per series: 3.5 days at 10 s, 360,000 points in all
+T0 = 1_800_000_000.0
+
+
+@pytest.fixture(scope="module")
+def long_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("query") / "h.sqlite"
+    store = Store(str(path), role="t")
+    store.register()
+    n = DEFAULTS.record_block_points
+    for start in range(0, POINTS, n):
+        ts = [T0 + 10.0 * i for i in range(start, start + n)]
+        store.close_blocks(
+            {
+                f"disk:d{s}:util": (
+                    ts,
+                    [float((i * (s + 1)) % 97) for i in range(start, start + n)],
+                )
+                for s in range(SERIES)
+            }
+        )
+    store.close()
+    return path
+
+
+def test_a_long_window_decodes_at_most_the_budget_and_answers_small(long_store: Path) -> None:
+    budget = 50_000
+    defaults = replace(DEFAULTS, record_query_max_decoded=budget)
+    until = T0 + 10.0 * POINTS
+    tracemalloc.start()
+    try:
+        answer = query.chart(str(long_store), T0, until, None, 500, defaults)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # the budget is checked before each slice: it overshoots by one slice (+ its blocks)
+    slice_points = defaults.record_query_slice_s / 10.0 + 2 * DEFAULTS.record_block_points
+    assert answer["truncated"] is True
+    assert budget <= answer["decoded"] <= budget + slice_points, answer["decoded"]
+    assert 0 < len(answer["series"]) < SERIES
+    assert all(len(s["t"]) <= 500 for s in answer["series"].values())
+    assert len(json.dumps(answer)) < SERIES * 500 * 60
+    # one slice at a time: far below what 360,000 points as per-point dicts would take
+    assert peak < 8 * 2**20, peak
+
+
+def test_slices_fold_to_the_same_means_as_the_whole_window(long_store: Path) -> None:
+    until = T0 + 10.0 * POINTS
+    answer = query.chart(str(long_store), T0, until, "disk:d3:*", 700)
+    # a block across a slice's boundary is decoded by both slices
+    assert answer["truncated"] is False and POINTS <= answer["decoded"] <= 1.5 * POINTS
+    store = Store(str(long_store), readonly=True)
+    ts, vs = store.read(["disk:d3:util"], T0, until)["disk:d3:util"]
+    store.close()
+    want_t, want_v = means(ts, vs, (until - T0) / 700)
+    got = answer["series"]["disk:d3:util"]
+    assert got["t"] == pytest.approx(want_t) and got["v"] == pytest.approx(want_v)
+
+
+def test_a_short_window_answers_the_points_as_recorded(long_store: Path) -> None:
+    answer = query.chart(str(long_store), T0 + 1000.0, T0 + 2000.0, "disk:d0:*", 1000)
+    got = answer["series"]["disk:d0:util"]
+    assert got["t"] == [T0 + 10.0 * i for i in range(100, 201)]
