@@ -1,0 +1,126 @@
+"""Issue 23 item 3: a sampler that starts watching in the middle of a fill judges it as the
+one that watched it begin, from the recorded free space (core.record.past), on a real tmpfs
+with a real Recorder and the samplers' injected clock."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+from trainwatch_lab.core.model import Sample
+from trainwatch_lab.core.record import Recorder
+from trainwatch_lab.core.sampler import Sampler
+from trainwatch_lab.monitor import make_sampler
+
+MIB = 2**20
+T0 = 1_800_000_000.0
+FILL_STARTS = 5  # tick of the first MiB written (one a second)
+LATE = 26  # the second sampler's first tick: the first has warned since tick 23
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = T0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def filling(sample: Sample) -> set[tuple[str, str]]:
+    return {(a.severity, a.subject) for a in sample.warnings if a.code == "disk-filling"}
+
+
+def new_sampler(path: Path, clock: Clock, store: str) -> Sampler:
+    return make_sampler(
+        [str(path)], process=False, probe=False, gpu=False, clock=clock, past_store=store
+    )
+
+
+def fill_until(first: Sampler, recorder: Recorder, clock: Clock, out: Path, tick: int) -> None:
+    """Ticks 0 .. tick - 1 of the first sampler: 1 MiB appended a second from FILL_STARTS,
+    the recorder flushing every 10 ticks (its thread's pace), the last time 2 ticks ago."""
+    for i in range(tick):
+        write(out, i)
+        clock.t = T0 + i
+        first.tick()
+        if i % 10 == tick % 10 - 2:
+            assert recorder.flush()
+
+
+def write(out: Path, i: int) -> None:
+    if i >= FILL_STARTS:
+        with open(out, "ab") as fh:
+            fh.write(b"\1" * MIB)
+
+
+def test_a_sampler_started_mid_fill_warns_at_once_as_the_first(tmpfs_mount, tmp_path) -> None:
+    """Measured before: a notebook started 6 s into a fill of a 40 MiB tmpfs missed the
+    critical disk-filling the panel showed for about 10 s. Now its first judged tick has the
+    first sampler's verdict, and so has every tick after it."""
+    m = tmpfs_mount("40m")
+    run = m.path / "run"
+    run.mkdir()
+    store = str(tmp_path / "history.sqlite")
+    clock = Clock()
+    first = new_sampler(m.path, clock, store)  # the server's: it records
+    recorder = Recorder(store, role="jupyter-server", every=0.0, clock=clock)
+    first.subscribe(recorder)
+    late = blind = None
+    try:
+        fill_until(first, recorder, clock, run / "out.bin", LATE)
+        late = new_sampler(run, clock, store)  # the notebook's: another path on that tmpfs
+        blind = new_sampler(run, clock, "")  # as before: no recorded past
+        verdicts = []
+        for i in range(LATE, LATE + 12):
+            write(run / "out.bin", i)
+            clock.t = T0 + i
+            a, b, c = first.tick(), late.tick(), blind.tick()
+            verdicts.append((filling(a), filling(b), filling(c)))
+            if i % 10 == LATE % 10 - 2:
+                recorder.flush()
+        reads = late.evaluate.past.reads  # type: ignore[union-attr]
+    finally:
+        recorder.close()
+        for s in (first, late, blind):
+            if s is not None:
+                s.close()
+    (at_first, *_) = verdicts
+    assert at_first[0] == {("critical", str(m.path))}, verdicts  # the panel warns by now
+    assert at_first[1] == {("critical", str(run))}, verdicts
+    assert at_first[2] == set(), verdicts  # its own second of history: no trend
+    for a, b, _ in verdicts:  # the same verdict at every tick
+        assert {s for s, _ in a} == {s for s, _ in b}, verdicts
+    assert 1 <= reads <= 12 // 5 + 1  # once per fill_past_refresh_s, not every tick
+
+
+def test_no_store_or_one_not_ours_is_no_past_and_is_left_alone(tmpfs_mount, tmp_path) -> None:
+    """A store path with no file, a file that is no database and another program's database:
+    the sampler judges from its own history (measuring at first), creates and moves nothing."""
+    m = tmpfs_mount("40m")
+    absent = tmp_path / "absent" / "history.sqlite"
+    garbage = tmp_path / "garbage.sqlite"
+    garbage.write_bytes(b"not a database\n" * 100)
+    other = tmp_path / "other.sqlite"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    before = {p: p.read_bytes() for p in (garbage, other)}
+    listing = sorted(os.listdir(tmp_path))
+    for store in (absent, garbage, other):
+        clock = Clock()
+        sampler, today = new_sampler(m.path, clock, str(store)), new_sampler(m.path, clock, "")
+        try:
+            for i in range(4):
+                clock.t = T0 + i
+                sample, expected = sampler.tick(), today.tick()
+                fill = sample.paths[str(m.path)].fill
+                assert fill == expected.paths[str(m.path)].fill
+                assert fill.trend == ("measuring" if i < 2 else "steady")
+                assert "advice" not in sample.notes
+        finally:
+            sampler.close()
+            today.close()
+    assert sorted(os.listdir(tmp_path)) == listing and not absent.parent.exists()
+    assert {p: p.read_bytes() for p in (garbage, other)} == before
