@@ -8,7 +8,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from trainwatch_lab.core.model import Sample
+from trainwatch_lab.core.model import PathState, Sample
 from trainwatch_lab.core.record import Recorder
 from trainwatch_lab.core.sampler import Sampler
 from trainwatch_lab.monitor import make_sampler
@@ -124,3 +124,36 @@ def test_no_store_or_one_not_ours_is_no_past_and_is_left_alone(tmpfs_mount, tmp_
             today.close()
     assert sorted(os.listdir(tmp_path)) == listing and not absent.parent.exists()
     assert {p: p.read_bytes() for p in (garbage, other)} == before
+
+
+def test_only_readings_of_the_same_filesystem_and_size_are_past(tmp_path) -> None:
+    """Sizes are recorded in 4 KiB steps, so a size that is no multiple of 4 KiB still
+    matches; a directory under a quota (its own size) on the same mount, or another mount,
+    is not this filesystem's free space. Read once per fill_past_refresh_s, at most."""
+    from trainwatch_lab.core.mounts import mount_for_path, read_mounts
+    from trainwatch_lab.core.record.past import RecordedPast
+
+    store = str(tmp_path / "history.sqlite")
+    mount = mount_for_path(str(tmp_path), read_mounts()).mountpoint
+    size, quota = 10**10 + 1000, 5 * 10**9
+    recorder = Recorder(store, every=0.0)
+    for i in range(30):
+        paths = {
+            str(tmp_path / "a"): PathState("a", total_bytes=size, avail_bytes=9e9 - i * MIB),
+            str(tmp_path / "q"): PathState("q", total_bytes=quota, avail_bytes=1e9 + i * MIB),
+            "/proc/x": PathState("/proc/x", total_bytes=size, avail_bytes=1.0),
+        }
+        recorder(Sample(t=T0 + i, paths=paths))
+    assert recorder.flush()
+    past = RecordedPast(store)
+    ts, vs = past((mount, size), T0 + 10, T0 + 20, T0 + 30)
+    assert ts == [T0 + i for i in range(10, 20)]
+    assert [round(v) for v in vs] == [round((9e9 - i * MIB) / 4096) * 4096 for i in range(10, 20)]
+    assert (
+        past((mount, quota), T0, T0 + 30, T0 + 30)[1][-1] == round((1e9 + 29 * MIB) / 4096) * 4096
+    )
+    assert past((mount, 123 * 4096), T0, T0 + 30, T0 + 30) == ([], [])  # no such size
+    assert past.reads == 3  # one per filesystem asked about
+    assert past((mount, size), T0, T0 + 30, T0 + 34)[0][0] == T0  # from the cache
+    assert past.reads == 3
+    recorder.close()

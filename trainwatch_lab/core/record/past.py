@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from ..defaults import DEFAULTS, Defaults
 from ..fill import FilesystemKey
 from ..mounts import mount_for_path, read_mounts
+from .codec import BYTES_QUANTUM
 from .store import Store
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ class RecordedPast:
             return [], []
         self.reads += 1
         try:
-            return _readings(store, key, since, until)
+            return _readings(store, key, since, until, self.defaults.record_every_s)
         except Exception as exc:  # a damaged or busy store is no past, never an error
             log.debug("trainwatch: reading the recorded past failed: %s", exc)
             return [], []
@@ -100,23 +101,29 @@ def _on_filesystem(name: str, key: FilesystemKey) -> bool:
 
 
 def _readings(
-    store: Store, key: FilesystemKey, since: float, until: float
+    store: Store, key: FilesystemKey, since: float, until: float, gap: float
 ) -> tuple[list[float], list[float]]:
-    """The recorded path on ``key``'s filesystem with the most readings in the window whose
-    size was ``key``'s (all paths on one filesystem see the same free space)."""
+    """The readings of a recorded path on ``key``'s filesystem while its size was ``key``'s
+    (all paths on one filesystem see the same free space): the path with the most of them,
+    paths read one at a time until one reaches back to within ``gap`` of ``since``."""
     names = [k[len("path:") : -len(AVAIL) - 1] for k in store.keys(f"path:*:{AVAIL}")]
-    names = [n for n in names if _on_filesystem(n, key)][:MAX_PATHS]
-    wanted = [f"path:{n}:{f}" for n in names for f in (AVAIL, TOTAL)]
-    columns = store.read(wanted, since, until)
     best: tuple[list[float], list[float]] = ([], [])
-    for name in names:
+    for name in [n for n in names if _on_filesystem(n, key)][:MAX_PATHS]:
+        columns = store.read([f"path:{name}:{AVAIL}", f"path:{name}:{TOTAL}"], since, until)
         ts, vs = columns.get(f"path:{name}:{AVAIL}", ([], []))
         sizes = dict(zip(*columns.get(f"path:{name}:{TOTAL}", ([], [])), strict=True))
         pairs = [
             (t, v)
             for t, v in zip(ts, vs, strict=True)
-            if math.isfinite(v) and (key[1] is None or sizes.get(t) == key[1])
+            if math.isfinite(v) and (key[1] is None or _same_size(sizes.get(t), key[1]))
         ]
         if len(pairs) > len(best[0]):
             best = ([t for t, _ in pairs], [v for _, v in pairs])
+        if best[0] and best[0][0] <= since + gap:
+            break
     return best
+
+
+def _same_size(recorded: float | None, size: int) -> bool:
+    """Sizes are recorded in 4 KiB steps (core.record.codec): equal within half of one."""
+    return recorded is not None and abs(recorded - size) <= BYTES_QUANTUM / 2
