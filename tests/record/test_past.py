@@ -157,3 +157,22 @@ def test_only_readings_of_the_same_filesystem_and_size_are_past(tmp_path) -> Non
     assert past((mount, size), T0, T0 + 30, T0 + 34)[0][0] == T0  # from the cache
     assert past.reads == 3
     recorder.close()
+
+
+def test_the_servers_sampler_reads_the_history_it_records(tmp_path) -> None:
+    """The Jupyter server's sampler gets the reader of its own recording (record_path), as
+    a notebook's gets the machine's: both judge a fill from the same evidence."""
+    from trainwatch_lab.server.config import ServerSettings
+    from trainwatch_lab.server.hub import Hub
+
+    store = str(tmp_path / "server.sqlite")
+    config = ServerSettings(record_path=store, gpu=False, probe=False, watch_processes=False)
+    hub = Hub(config)
+    try:
+        hub.sampler = hub._create_and_start()
+        assert hub.sampler.evaluate.past.path == store  # type: ignore[union-attr]
+    finally:
+        hub.close_now()
+    kernel = make_sampler([], process=False, probe=False, gpu=False)
+    assert kernel.evaluate.past.path == os.environ["TRAINWATCH_STORE"]  # type: ignore[union-attr]
+    kernel.close()
