@@ -95,8 +95,9 @@ def test_a_sampler_started_mid_fill_warns_at_once_as_the_first(tmpfs_mount, tmp_
 
 
 def test_no_store_or_one_not_ours_is_no_past_and_is_left_alone(tmpfs_mount, tmp_path) -> None:
-    """A store path with no file, a file that is no database and another program's database:
-    the sampler judges from its own history (measuring at first), creates and moves nothing."""
+    """A store path with no file, a file that is no database, another program's database
+    and our history that no writer has open: the sampler judges from its own history, as
+    before, and creates nothing beside them (no -wal or -shm), moves and changes nothing."""
     m = tmpfs_mount("40m")
     absent = tmp_path / "absent" / "history.sqlite"
     garbage = tmp_path / "garbage.sqlite"
@@ -106,9 +107,17 @@ def test_no_store_or_one_not_ours_is_no_past_and_is_left_alone(tmpfs_mount, tmp_
     con.execute("CREATE TABLE t (x)")
     con.commit()
     con.close()
-    before = {p: p.read_bytes() for p in (garbage, other)}
+    closed = tmp_path / "closed.sqlite"  # ours, with its recorder gone: nobody records
+    recorder = Recorder(str(closed), every=0.0, clock=Clock())
+    first = new_sampler(m.path, Clock(), "")
+    first.subscribe(recorder)
+    first.tick()
+    assert recorder.flush()
+    recorder.close()
+    first.close()
+    before = {p: p.read_bytes() for p in (garbage, other, closed)}
     listing = sorted(os.listdir(tmp_path))
-    for store in (absent, garbage, other):
+    for store in (absent, garbage, other, closed):
         clock = Clock()
         sampler, today = new_sampler(m.path, clock, str(store)), new_sampler(m.path, clock, "")
         try:
@@ -123,7 +132,7 @@ def test_no_store_or_one_not_ours_is_no_past_and_is_left_alone(tmpfs_mount, tmp_
             sampler.close()
             today.close()
     assert sorted(os.listdir(tmp_path)) == listing and not absent.parent.exists()
-    assert {p: p.read_bytes() for p in (garbage, other)} == before
+    assert {p: p.read_bytes() for p in (garbage, other, closed)} == before
 
 
 def test_only_readings_of_the_same_filesystem_and_size_are_past(tmp_path) -> None:

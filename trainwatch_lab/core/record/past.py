@@ -8,7 +8,7 @@ under a project quota is not mixed with its disk) from the store, read-only.
 
 Why it is safe on the sampler thread: the store is on a local filesystem by construction
 (core.record.location), opened read-only (``mode=ro``: nothing is created or moved; a
-missing file or one that is not ours is no past), waited on at most
+missing file, one that is not ours or one no writer has open is no past), waited on at most
 ``fill_past_timeout_s``, read at most once per ``fill_past_refresh_s`` per filesystem and
 for the fit window at most, and any error is no past.
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from dataclasses import dataclass, replace
 
 from ..defaults import DEFAULTS, Defaults
@@ -68,6 +69,10 @@ class RecordedPast:
     def _read(
         self, key: FilesystemKey, since: float, until: float
     ) -> tuple[list[float], list[float]]:
+        if not all(os.path.exists(self.path + end) for end in ("-wal", "-shm")):
+            # no writer has it open (each keeps its WAL while it records): nothing is being
+            # recorded now, and a reader opening it would make the -wal and -shm files itself
+            return [], []
         try:
             store = Store(
                 self.path,
