@@ -30,6 +30,8 @@ from .core.model import Sample
 from .core.paths_source import PathsSource
 from .core.probe import local_baseline
 from .core.process import ProcessIOSource
+from .core.record.location import choose
+from .core.record.past import RecordedPast
 from .core.sampler import Sampler, Source
 from .core.threadwait import MainThreadSource
 from .core.training_source import (
@@ -131,6 +133,7 @@ def make_sampler(
     processes: bool | Discovery = False,
     more_sources: MoreSources | None = None,
     clock: Callable[[], float] = time.time,
+    past_store: str | None = None,
 ) -> Sampler:
     """A ready (not started) Sampler watching ``paths`` and the process tree of ``pid``.
 
@@ -146,6 +149,9 @@ def make_sampler(
     share of its time the process loses to each watched path (core.waits, a thread sampling
     at ``defaults.wait_rate_hz``); by default exactly when ``pid`` is given. ``gpu``: True
     for every GPU, False for none, or the GPUs to show (indices, GPU or MIG UUIDs).
+    ``past_store``: the recorded history whose free-space readings a fill judged from less
+    than ``fill_window_s`` of this sampler's own also reads (core.record.past); None: the
+    machine's (core.record.location.choose), "" for none.
     """
     if not interval > 0 or not math.isfinite(interval):
         raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
@@ -174,8 +180,21 @@ def make_sampler(
     advisor = Advisor(
         defaults=defaults,
         baseline=(lambda: local_baseline(defaults)) if probe else None,
+        past=_recorded_past(past_store, defaults),
     )
     return Sampler(sources, interval=interval, history=history, evaluate=advisor, clock=clock)
+
+
+def _recorded_past(path: str | None, defaults: Defaults) -> RecordedPast | None:
+    """The reader of the recorded free space, on the store at ``path`` (None: where this
+    machine records); None when no local directory could hold one. The file need not exist
+    yet: a reader finds no past until a recorder has written it."""
+    if path is None:
+        try:
+            path = choose().path
+        except LookupError:
+            return None
+    return RecordedPast(path, defaults) if path else None
 
 
 def _training_sources(

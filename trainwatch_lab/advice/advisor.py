@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..core.defaults import DEFAULTS, Defaults
-from ..core.fill import fill_filesystems
+from ..core.fill import PastReadings, fill_filesystems
 from ..core.history import History
 from ..core.model import SEVERITY_RANK, Alert, ProbeResult, Sample
 from .context import Context, Detector
@@ -28,12 +28,14 @@ class Advisor:
         detectors: Sequence[Detector] | None = None,
         defaults: Defaults = DEFAULTS,
         baseline: Callable[[], ProbeResult | None] | None = None,
+        past: PastReadings | None = None,
     ) -> None:
         if detectors is None:
             detectors = all_detectors()
         self.detectors = list(detectors)
         self.defaults = defaults
         self._baseline = baseline
+        self.past = past  # recorded free space older than the history (core.fill.with_past)
         self._state: dict[str, Any] = {}
 
     def __call__(self, sample: Sample, history: History) -> list[Alert]:
@@ -41,7 +43,7 @@ class Advisor:
 
     def evaluate(self, sample: Sample, history: History) -> list[Alert]:
         # derived once, before any rule reads it, and sent with the sample to every surface
-        fill_filesystems(sample, history, self.defaults)
+        fill_filesystems(sample, history, self.defaults, self.past)
         ctx = Context(
             sample=sample,
             history=history,

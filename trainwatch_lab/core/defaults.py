@@ -93,6 +93,11 @@ class Defaults:
     # free space that has not gone down for this many times the longest gap between its
     # drops (and at least two readings) has stopped filling: the rate shown decays to none
     fill_quiet_gaps: float = 2.0
+    # a sampler whose own history holds less than fill_window_s of a filesystem also reads
+    # the recorded free space (core.record.past) for the older part: at most once per
+    # fill_past_refresh_s per filesystem, waiting at most fill_past_timeout_s on the store
+    fill_past_refresh_s: float = 5.0
+    fill_past_timeout_s: float = 0.25
     # disk-saturated
     saturated_util_pct: float = 80.0
     saturated_await_ms: float = 10.0

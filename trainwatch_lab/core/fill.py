@@ -12,15 +12,20 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import logging
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from .defaults import DEFAULTS, Defaults
 from .history import History
 from .model import FillState, PathState, Sample
 
+log = logging.getLogger(__name__)
+
 FilesystemKey = tuple[str, int | None]
+# recorded free space of a filesystem in [since, until): (times, avail), oldest first
+PastReadings = Callable[[FilesystemKey, float, float, float], tuple[list[float], list[float]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,10 +217,41 @@ def believed(fill: FillState, defaults: Defaults = DEFAULTS) -> FillState:
     return replace(fill, rate_bps=None, seconds_to_full=None)
 
 
-def fill_filesystems(sample: Sample, history: History, defaults: Defaults = DEFAULTS) -> None:
+def with_past(
+    key: FilesystemKey,
+    times: Sequence[float],
+    avail: Sequence[float],
+    now: float,
+    past: PastReadings | None,
+    defaults: Defaults = DEFAULTS,
+) -> tuple[Sequence[float], Sequence[float]]:
+    """A sampler's own readings, preceded by recorded ones (``past(key, since, until, now)``)
+    when its own reach less than ``fill_window_s`` back: a sampler started in the middle of
+    a fill judges it from the same evidence as one that watched it begin (issue 23). Only
+    the missing older part is asked for, the window at most; a reader that fails is none."""
+    since = now - defaults.fill_window_s
+    first = times[0] if times else now
+    if past is None or first <= since:
+        return times, avail
+    try:
+        old_t, old_v = past(key, since, first, now)
+    except Exception:  # never into the sampler
+        log.debug("trainwatch: reading the recorded free space failed", exc_info=True)
+        return times, avail
+    cut = bisect.bisect_left(old_t, first)  # strictly older than the sampler's own
+    return [*old_t[:cut], *times], [*old_v[:cut], *avail]
+
+
+def fill_filesystems(
+    sample: Sample,
+    history: History,
+    defaults: Defaults = DEFAULTS,
+    past: PastReadings | None = None,
+) -> None:
     """Set ``fill`` on every watched path: one estimate per filesystem, read from the path
     watched longest on it (paths are in the order they were added, so its history goes
-    back furthest), with numbers only where they are believed (``believed``)."""
+    back furthest), with numbers only where they are believed (``believed``). ``past``
+    supplies recorded readings older than the history holds (``with_past``)."""
     fills: dict[FilesystemKey, FillState] = {}
     for path, p in sample.paths.items():
         if not can_fill(p):
@@ -226,5 +262,6 @@ def fill_filesystems(sample: Sample, history: History, defaults: Defaults = DEFA
             times, avail = history.window(  # twice: the fit's window ends at the last drop
                 "path", path, "avail_bytes", 2 * defaults.fill_window_s, now=sample.t
             )
+            times, avail = with_past(key, times, avail, sample.t, past, defaults)
             fill = fills[key] = believed(estimate_fill(key[0], times, avail, defaults), defaults)
         p.fill = fill

@@ -190,6 +190,8 @@ class Hub:
             history=self.history,  # the charts survive restarts of the sampler
             processes=discovery if config.watch_processes else False,
             more_sources=self._kernels,
+            # the fill of a path judged from the recorded past too, as the kernels judge it
+            past_store=self.recording.recorder.path if self.recording is not None else None,
         )
         paths_source = self._paths_source = sampler.find_source("paths")
         if paths_source is not None:
