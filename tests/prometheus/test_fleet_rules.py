@@ -136,8 +136,11 @@ def test_disk_almost_full_uses_the_advisors_thresholds(tmp_path, query, recorded
     names = {record for record, _ in recording_rules("1m")} if recorded else set()
     series, expect = [], []
     # a recorded series keeps its name through the comparisons
-    kind = "avail" if query == "fs_full_avail" else "size"
-    named = f'__name__="trainwatch:host_fs:node_filesystem_{kind}_bytes:max",' if recorded else ""
+    record = {
+        "fs_full_avail": "trainwatch:host_fs:node_filesystem_avail_bytes:almost_full",
+        "fs_full_size": "trainwatch:host_fs:node_filesystem_size_bytes:max",
+    }[query]
+    named = f'__name__="{record}",' if recorded else ""
     for k, (avail, size, flagged) in enumerate(FULL_CASES):
         labels = f'instance="n{k}:9100",device="sd{k}",mountpoint="/d{k}",fstype="ext4"'
         series += [

@@ -57,21 +57,18 @@ def instant_queries(
     prometheus.rules_fleet's recording rules it has) is read, not computed again: at 10,000
     hosts computing them costs seconds, reading them milliseconds."""
     r = rate_window
-    s = {
-        name: name if name in recorded else expr
-        for name, expr in host_series(rate_window, d).items()
-    }
-    util = s[f"trainwatch:host_device:node_disk_io_time_seconds:rate{r}"]
-    busiest = f"topk by (host) (1, {util})"
-    avail = s["trainwatch:host_fs:node_filesystem_avail_bytes:max"]
-    size = s["trainwatch:host_fs:node_filesystem_size_bytes:max"]
-    least = f"bottomk by (host) (1, {avail} / {size})"
-    full = (
-        f"{avail} < {d.full_fraction:g} * {size} or ({avail} < {d.full_bytes} "
-        f"and on({FS_LABELS}) {size} > {d.full_bytes})"
+    series = host_series(rate_window, d, recorded)
+
+    def s(name: str) -> str:
+        return name if name in recorded else series[name]
+
+    busiest = (
+        f"topk by (host) (1, {s(f'trainwatch:host_device:node_disk_io_time_seconds:rate{r}')})"
     )
-    ours = s["trainwatch:host_gpu:trainwatch_gpu_utilization_percent:max"]
-    dcgm = s["trainwatch:host_gpu:dcgm_fi_dev_gpu_util:max"]
+    avail = s("trainwatch:host_fs:node_filesystem_avail_bytes:max")
+    size = s("trainwatch:host_fs:node_filesystem_size_bytes:max")
+    least = f"bottomk by (host) (1, {s('trainwatch:host_fs:node_filesystem_free:ratio')})"
+    full = s("trainwatch:host_fs:node_filesystem_avail_bytes:almost_full")
     return {
         # per target: the host is its instance without the port (host_of), as by_host says
         "up": "max by (instance, job, hostname) (up)",
@@ -79,16 +76,16 @@ def instant_queries(
         "absent": ABSENT,  # targets seen within LOOKBACK that do not answer now
         "agent": "count by (instance) (trainwatch_sample_timestamp_seconds)",
         "warnings": "max by (instance, code, severity, subject) (trainwatch_warning)",
-        "gpu": f"avg by (host) ({ours})",
-        "gpu_count": f"count by (host) ({ours})",
-        "dcgm": f"avg by (host) ({dcgm})",
-        "dcgm_count": f"count by (host) ({dcgm})",
-        "dcgm_stalled": s["trainwatch:host_gpu:dcgm_stalled:max"],
+        "gpu": s("trainwatch:host:trainwatch_gpu_utilization_percent:avg"),
+        "gpu_count": s("trainwatch:host:trainwatch_gpu_utilization_percent:count"),
+        "dcgm": s("trainwatch:host:dcgm_fi_dev_gpu_util:avg"),
+        "dcgm_count": s("trainwatch:host:dcgm_fi_dev_gpu_util:count"),
+        "dcgm_stalled": s("trainwatch:host_gpu:dcgm_stalled:max"),
         "disk_util": busiest,
         "disk_bytes": (
-            f"{s[f'trainwatch:host_device:node_disk_bytes:rate{r}']} and on(host, device) {busiest}"
+            f"{s(f'trainwatch:host_device:node_disk_bytes:rate{r}')} and on(host, device) {busiest}"
         ),
-        "disk_saturated": s[f"trainwatch:host_device:node_disk_saturated:rate{r}"],
+        "disk_saturated": s(f"trainwatch:host_device:node_disk_saturated:rate{r}"),
         "fs_avail": f"{avail} and on({FS_LABELS}) {least}",
         "fs_size": f"{size} and on({FS_LABELS}) {least}",
         "fs_full_avail": full,
