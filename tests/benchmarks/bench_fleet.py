@@ -13,6 +13,7 @@ extension and ``c.TrainWatch.prometheus_url`` set:
 
     python -m tests.benchmarks.run --only fleet          # N = 100, 1000, 10000
     TWBENCH_FLEET_SIZES=100,1000 python -m tests.benchmarks.run --only fleet
+    TWBENCH_FLEET_SIZES=10000 TWBENCH_FLEET_MODES=recorded TWBENCH_FLEET_LISTINGS=1 ...
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from .common import (
 
 GROUP = "13 fleet"
 SAMPLES_AFTER_S = 900  # the backfilled samples run this long past now: the run's whole span
-LISTINGS = 3
+LISTINGS = int(os.environ.get("TWBENCH_FLEET_LISTINGS", "3"))
 CACHE_S = 2.0  # server/fleet.py: a listing is reused this long
 
 
@@ -54,6 +55,13 @@ def sizes(cfg: Config) -> list[int]:
     if named:
         return [int(n) for n in named.split(",")]
     return [100, 1000] if cfg.quick else [100, 1000, 10000]
+
+
+def modes() -> list[bool]:
+    """With our rules loaded or not (``TWBENCH_FLEET_MODES=recorded`` for one: at 10,000
+    hosts the inline listing alone takes minutes of this row)."""
+    named = os.environ.get("TWBENCH_FLEET_MODES", "inline,recorded").split(",")
+    return [mode == "recorded" for mode in named]
 
 
 def run(cfg: Config) -> list[Row]:
@@ -135,7 +143,7 @@ def one(n: int) -> list[Row]:
         backfill(n, home / "data", home, SAMPLES_AFTER_S)
         note = f"backfill {time.monotonic() - began:.0f} s"
         rows: list[Row] = []
-        for rules in (False, True):
+        for rules in modes():
             store, close = serve_backfilled(home, n, rules=rules)
             args = [
                 f"--TrainWatch.prometheus_url={store.url}",

@@ -38,6 +38,12 @@ def fs(instance: str, mountpoint: str, avail: float, size: float, **more: str):
     )
 
 
+def least(avail: dict[str, Any], size: dict[str, Any]) -> dict[str, Any]:
+    """``bottomk by (host) (1, free ratio)``'s row for one filesystem."""
+    ratio = float(avail["value"][1]) / float(size["value"][1])
+    return {"metric": avail["metric"], "value": [NOW, repr(ratio)]}
+
+
 @pytest.mark.parametrize(
     ("instance", "host"),
     [
@@ -128,10 +134,14 @@ def test_one_entry_per_host_worst_first() -> None:
         ],
         "disk_bytes": [vec("", 2e8, host="gpu02", device="nvme0n1")],
         "disk_saturated": [vec("", 0.95, host="gpu02", device="nvme0n1")],
-        "fs_avail": [a_avail, n_avail, full_avail],
+        # the least free filesystem of each host (its free share), every size, the flagged
+        "least_free": [
+            least(a_avail, a_size),
+            least(n_avail, n_size),
+            least(full_avail, full_size),
+        ],
         "fs_size": [a_size, n_size, full_size],
         "fs_full_avail": [full_avail],
-        "fs_full_size": [full_size],
     }
     hosts = fold(results)
     assert [h["host"] for h in hosts] == ["gpu02", "gpu01", "gpu03", "gpu04"]

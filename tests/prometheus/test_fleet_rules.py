@@ -129,15 +129,14 @@ FULL_CASES = [  # (avail, size, flagged)
 
 
 @pytest.mark.parametrize("recorded", [False, True], ids=["inline", "recorded"])
-@pytest.mark.parametrize("query", ["fs_full_avail", "fs_full_size"])
-def test_disk_almost_full_uses_the_advisors_thresholds(tmp_path, query, recorded) -> None:
+def test_disk_almost_full_uses_the_advisors_thresholds(tmp_path, recorded) -> None:
     """The same answer computed inline and read from the recording rules."""
     assert DEFAULTS.full_fraction == 0.10 and DEFAULTS.full_bytes == 2 * GIB
     names = {record for record, _ in recording_rules("1m")} if recorded else set()
     series, expect = [], []
     # a recorded series keeps its name through the comparisons
-    kind = "avail" if query == "fs_full_avail" else "size"
-    named = f'__name__="trainwatch:host_fs:node_filesystem_{kind}_bytes:max",' if recorded else ""
+    record = "trainwatch:host_fs:node_filesystem_avail_bytes:almost_full"
+    named = f'__name__="{record}",' if recorded else ""
     for k, (avail, size, flagged) in enumerate(FULL_CASES):
         labels = f'instance="n{k}:9100",device="sd{k}",mountpoint="/d{k}",fstype="ext4"'
         series += [
@@ -145,7 +144,7 @@ def test_disk_almost_full_uses_the_advisors_thresholds(tmp_path, query, recorded
             {"series": f"node_filesystem_size_bytes{{{labels}}}", "values": f"{size:.0f}x2"},
         ]
         if flagged:
-            value = avail if query == "fs_full_avail" else size
+            value = avail
             expect.append(
                 sample(
                     f'{{{named}host="n{k}",device="sd{k}",mountpoint="/d{k}",fstype="ext4"}}',
@@ -157,7 +156,7 @@ def test_disk_almost_full_uses_the_advisors_thresholds(tmp_path, query, recorded
         "input_series": series,
         "promql_expr_test": [
             {
-                "expr": instant_queries("1m", recorded=names)[query],
+                "expr": instant_queries("1m", recorded=names)["fs_full_avail"],
                 "eval_time": "15s",
                 "exp_samples": expect,
             }

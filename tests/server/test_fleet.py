@@ -76,7 +76,12 @@ def fleet_hosts(request, serve, node_exporter_on, fake_dcgm, tmp_path: Path):  #
 
     def ready() -> bool:
         up = prometheus.query("up == 1")
-        rated = prometheus.query("count by (instance) (rate(node_disk_io_time_seconds_total[1m]))")
+        # 20 s of scrapes of each disk: rates in Prometheus, and in VictoriaMetrics, whose
+        # query_range aligns its points to the step (15 s for a 1 h chart): the newest point
+        # lies up to a step back and needs two samples before it
+        rated = prometheus.query(
+            "count by (instance) (count_over_time(node_disk_io_time_seconds_total[1m]) >= 20)"
+        )
         return len(up) == 4 and len(rated) == 3
 
     assert wait_for(ready, timeout=60), prometheus.query("up")
@@ -155,7 +160,7 @@ async def test_the_fleet_lists_every_host_with_what_it_exports(
     assert set(by_id) == {"gpu", "disk_util", "disk_rate", "space"}
     for chart_id in ("disk_util", "disk_rate", "space"):
         series = by_id[chart_id]["series"]
-        assert series and all(len(s["values"]) == len(t) for s in series)
+        assert series and all(len(s["values"]) == len(t) for s in series), chart_id
         assert any(v is not None for s in series for v in s["values"]), chart_id
     assert by_id["gpu"]["series"] == []
     short = body(

@@ -60,7 +60,10 @@ async def test_jupyter_answers_while_the_fleet_is_computed(jp_fetch, hub, cluste
     finally:
         gc.unfreeze()
     assert len(waits) >= 3, (waits, took)
-    assert max(waits) < took / 3, (max(waits), took)
+    # a third of the listing, or half a second when it is quick (read from the recording
+    # rules): several times the scheduling noise of a loaded 2-core machine, and far under
+    # what the old fold held the loop (2.8 s of a 3.3 s listing at 400 hosts)
+    assert max(waits) < max(took / 3, 0.5), (max(waits), took)
 
     assert listing["counts"] == expected(HOSTS)
     assert listing["recorded"] is (cluster[0] == "prometheus-rules")

@@ -32,7 +32,7 @@ def add_parser(sub: Any) -> None:
         "--rate-window",
         default="1m",
         metavar="DURATION",
-        help="the --rate-window the rules were printed with (default: 1m)",
+        help="the --rate-window the rules were printed with (default: 1m; e.g. --rate-window 2m)",
     )
 
 

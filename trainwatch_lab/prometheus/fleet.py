@@ -30,7 +30,7 @@ from typing import Any
 
 from ..advice.text import fmt_bytes, fmt_duration, fmt_pct
 from ..core.defaults import DEFAULTS, Defaults
-from .rules_fleet import FS, FS_LABELS, host_series
+from .rules_fleet import FS, host_series
 from .rules_storage import FULL_FIX, SATURATED_FIX
 
 Series = list[dict[str, Any]]  # Prometheus's result: [{"metric": {...}, "value": [t, "v"]}]
@@ -57,21 +57,16 @@ def instant_queries(
     prometheus.rules_fleet's recording rules it has) is read, not computed again: at 10,000
     hosts computing them costs seconds, reading them milliseconds."""
     r = rate_window
-    s = {
-        name: name if name in recorded else expr
-        for name, expr in host_series(rate_window, d).items()
-    }
-    util = s[f"trainwatch:host_device:node_disk_io_time_seconds:rate{r}"]
-    busiest = f"topk by (host) (1, {util})"
-    avail = s["trainwatch:host_fs:node_filesystem_avail_bytes:max"]
-    size = s["trainwatch:host_fs:node_filesystem_size_bytes:max"]
-    least = f"bottomk by (host) (1, {avail} / {size})"
-    full = (
-        f"{avail} <= {d.full_fraction:g} * {size} or ({avail} <= {d.full_bytes} "
-        f"and on({FS_LABELS}) {size} > {d.full_bytes})"
+    series = host_series(rate_window, d, recorded)
+
+    def s(name: str) -> str:
+        return name if name in recorded else series[name]
+
+    busiest = (
+        f"topk by (host) (1, {s(f'trainwatch:host_device:node_disk_io_time_seconds:rate{r}')})"
     )
-    ours = s["trainwatch:host_gpu:trainwatch_gpu_utilization_percent:max"]
-    dcgm = s["trainwatch:host_gpu:dcgm_fi_dev_gpu_util:max"]
+    least = f"bottomk by (host) (1, {s('trainwatch:host_fs:node_filesystem_free:ratio')})"
+    full = s("trainwatch:host_fs:node_filesystem_avail_bytes:almost_full")
     return {
         # per target: the host is its instance without the port (host_of), as by_host says
         "up": "max by (instance, job, hostname) (up)",
@@ -79,20 +74,19 @@ def instant_queries(
         "absent": ABSENT,  # targets seen within LOOKBACK that do not answer now
         "agent": "count by (instance) (trainwatch_sample_timestamp_seconds)",
         "warnings": "max by (instance, code, severity, subject) (trainwatch_warning)",
-        "gpu": f"avg by (host) ({ours})",
-        "gpu_count": f"count by (host) ({ours})",
-        "dcgm": f"avg by (host) ({dcgm})",
-        "dcgm_count": f"count by (host) ({dcgm})",
-        "dcgm_stalled": s["trainwatch:host_gpu:dcgm_stalled:max"],
+        "gpu": s("trainwatch:host:trainwatch_gpu_utilization_percent:avg"),
+        "gpu_count": s("trainwatch:host:trainwatch_gpu_utilization_percent:count"),
+        "dcgm": s("trainwatch:host:dcgm_fi_dev_gpu_util:avg"),
+        "dcgm_count": s("trainwatch:host:dcgm_fi_dev_gpu_util:count"),
+        "dcgm_stalled": s("trainwatch:host_gpu:dcgm_stalled:max"),
         "disk_util": busiest,
-        "disk_bytes": (
-            f"{s[f'trainwatch:host_device:node_disk_bytes:rate{r}']} and on(host, device) {busiest}"
-        ),
-        "disk_saturated": s[f"trainwatch:host_device:node_disk_saturated:rate{r}"],
-        "fs_avail": f"{avail} and on({FS_LABELS}) {least}",
-        "fs_size": f"{size} and on({FS_LABELS}) {least}",
+        # every disk's and filesystem's, joined here: an `and on(...)` with the busiest or
+        # the least free costs Prometheus seconds at 10,000 hosts, the join here milliseconds
+        "disk_bytes": s(f"trainwatch:host_device:node_disk_bytes:rate{r}"),
+        "disk_saturated": s(f"trainwatch:host_device:node_disk_saturated:rate{r}"),
+        "least_free": least,
+        "fs_size": s("trainwatch:host_fs:node_filesystem_size_bytes:max"),
         "fs_full_avail": full,
-        "fs_full_size": f"{size} and on({FS_LABELS}) ({full})",
     }
 
 
@@ -158,15 +152,17 @@ def _warning(code: str, severity: str, subject: str, message: str = "", fix: str
     }
 
 
-def _space(results: Mapping[str, Series], avail: str, size: str) -> dict[str, list[Entry]]:
-    """Per host: the filesystems of one answer pair with their free share, least free first."""
+def _space(results: Mapping[str, Series], name: str, ratio: bool = False) -> dict[str, list[Entry]]:
+    """Per host: the filesystems of one answer (their free bytes, or their free share with
+    ``ratio``) with their size from the ``fs_size`` answer, least free first."""
     key = ("device", "mountpoint")
-    sizes = {(h, *(m.get(k) for k in key)): v for h, m, v in _hosts(results, size)}
+    sizes = {(h, *(m.get(k) for k in key)): v for h, m, v in _hosts(results, "fs_size")}
     out: dict[str, list[Entry]] = {}
-    for host, m, free in _hosts(results, avail):
+    for host, m, value in _hosts(results, name):
         total = sizes.get((host, *(m.get(k) for k in key)))
-        if not total or free is None:
+        if not total or value is None:
             continue
+        free = value * total if ratio else value
         out.setdefault(host, []).append(
             {
                 "mountpoint": m.get("mountpoint", ""),
@@ -202,7 +198,7 @@ def _derived(results: Mapping[str, Series], d: Defaults) -> dict[str, list[Entry
     """Per host: the warnings node_exporter's and DCGM's numbers allow (for hosts without
     our agent; the caller drops the others)."""
     out: dict[str, list[Entry]] = {}
-    for host, filesystems in _space(results, "fs_full_avail", "fs_full_size").items():
+    for host, filesystems in _space(results, "fs_full_avail").items():
         out.setdefault(host, []).extend(_full(fs, d) for fs in filesystems)
     for host, m, util in _hosts(results, "disk_saturated"):
         if util is not None:
@@ -312,7 +308,7 @@ def fold(results: Mapping[str, Series], d: Defaults = DEFAULTS) -> list[Entry]:
             _warning(m.get("code", "?"), m.get("severity", "warning"), m.get("subject", ""))
         )
     derived, gpus, disks = _derived(results, d), _gpus(results), _busiest(results)
-    space = _space(results, "fs_avail", "fs_size")
+    space = _space(results, "least_free", ratio=True)
     for host, e in hosts.items():
         e["status"] = _status([i["up"] for i in e["instances"]])
         e["agent"] = host in agents

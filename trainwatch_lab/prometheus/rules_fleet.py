@@ -16,6 +16,8 @@ store that evaluates no rules of ours (a long-term store, VictoriaMetrics withou
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from ..core.defaults import DEFAULTS, Defaults
 
 # filesystems that are never where training writes (node_exporter's own mount-point and
@@ -31,8 +33,9 @@ def by_host(expr: str) -> str:
     return f'label_replace({expr}, "host", "$1", "instance", "(.*?)(:[0-9]+)?")'
 
 
-def host_series(rate_window: str, d: Defaults = DEFAULTS) -> dict[str, str]:
-    """The per-host (and per host and device) building blocks, by recording-rule name."""
+def _blocks(rate_window: str, d: Defaults) -> dict[str, str]:
+    """The per-host (and per host and device) building blocks over the exporters' series,
+    by recording-rule name."""
     r = rate_window
     waits = " or ".join(
         f"rate(node_disk_{op}_time_seconds_total[{r}]) / rate(node_disk_{ops}_completed_total"
@@ -83,31 +86,43 @@ def host_series(rate_window: str, d: Defaults = DEFAULTS) -> dict[str, str]:
     }
 
 
-def recording_rules(rate_window: str, d: Defaults = DEFAULTS) -> list[tuple[str, str]]:
-    """(record, expr) of every recording rule, building blocks first."""
-    series = host_series(rate_window, d)
-    free = (
-        "trainwatch:host_fs:node_filesystem_avail_bytes:max "
-        "/ trainwatch:host_fs:node_filesystem_size_bytes:max"
+def host_series(
+    rate_window: str, d: Defaults = DEFAULTS, recorded: Collection[str] = ()
+) -> dict[str, str]:
+    """Every per-host series by recording-rule name, building blocks first: what is in
+    ``recorded`` (Prometheus records it already) is named, the rest computed from the
+    exporters' series. The recording rules are this with every name recorded."""
+    s = _blocks(rate_window, d)
+
+    def ref(name: str) -> str:
+        return name if name in recorded else s[name]
+
+    avail = ref("trainwatch:host_fs:node_filesystem_avail_bytes:max")
+    size = ref("trainwatch:host_fs:node_filesystem_size_bytes:max")
+    s["trainwatch:host_fs:node_filesystem_free:ratio"] = f"{avail} / {size}"
+    # disk-almost-full as advice.storage judges a path: under 10 % free, or under 2 GiB on a
+    # filesystem larger than that (only the flagged filesystems, their free bytes)
+    s["trainwatch:host_fs:node_filesystem_avail_bytes:almost_full"] = (
+        f"{avail} <= {d.full_fraction:g} * {size} or ({avail} <= {d.full_bytes} "
+        f"and on({FS_LABELS}) {size} > {d.full_bytes})"
     )
-    return [
-        *series.items(),
-        ("trainwatch:host_fs:node_filesystem_free:ratio", free),
-        (
-            "trainwatch:host:trainwatch_gpu_utilization_percent:avg",
-            "avg by (host) (trainwatch:host_gpu:trainwatch_gpu_utilization_percent:max)",
-        ),
-        (
-            "trainwatch:host:dcgm_fi_dev_gpu_util:avg",
-            "avg by (host) (trainwatch:host_gpu:dcgm_fi_dev_gpu_util:max)",
-        ),
-        (
-            "trainwatch:host:warning_severity:max",  # 3 critical, 2 warning, 1 info
-            "max by (host) ("
-            + " or ".join(
-                f"{rank} * " + by_host(f'trainwatch_warning{{severity="{severity}"}}')
-                for severity, rank in (("critical", 3), ("warning", 2), ("info", 1))
-            )
-            + ")",
-        ),
-    ]
+    for metric in ("trainwatch_gpu_utilization_percent", "dcgm_fi_dev_gpu_util"):
+        gpus = ref(f"trainwatch:host_gpu:{metric}:max")
+        s[f"trainwatch:host:{metric}:avg"] = f"avg by (host) ({gpus})"
+        s[f"trainwatch:host:{metric}:count"] = f"count by (host) ({gpus})"
+    s["trainwatch:host:warning_severity:max"] = (  # 3 critical, 2 warning, 1 info
+        "max by (host) ("
+        + " or ".join(
+            f"{rank} * " + by_host(f'trainwatch_warning{{severity="{severity}"}}')
+            for severity, rank in (("critical", 3), ("warning", 2), ("info", 1))
+        )
+        + ")"
+    )
+    return s
+
+
+def recording_rules(rate_window: str, d: Defaults = DEFAULTS) -> list[tuple[str, str]]:
+    """(record, expr) of every recording rule, building blocks first (a rule reads the
+    series the rules before it record)."""
+    names = list(host_series(rate_window, d))
+    return list(host_series(rate_window, d, names).items())

@@ -15,7 +15,6 @@ the client's worker thread: the event loop (every notebook's requests) never wai
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import time
 from typing import Any
@@ -41,7 +40,7 @@ from ..prometheus.rules_fleet import host_series
 from .config import ServerSettings
 from .handlers import API, BadRequest, BaseHandler, parse_float
 from .hub import dumps
-from .promclient import PrometheusClient, PrometheusError
+from .promclient import NoAnswer, PrometheusClient, PrometheusError
 
 SETTINGS_KEY = "trainwatch_fleet"
 CACHE_S = 2.0  # panels in many tabs share one listing (and one round of queries)
@@ -107,8 +106,12 @@ class Fleet:
             lambda: self.client.names(RECORDED, at - RECORDED_S, at),
         )
         for ask in asks:
-            with contextlib.suppress(PrometheusError):
-                names = await ask()
+            try:
+                names = (await self.client.gather({"names": ask()}))["names"]
+            except NoAnswer:
+                raise  # down or silent: the listing says so now, not after a second wait
+            except PrometheusError:
+                names = []  # it answered, without rules or names: compute inline
             if names:
                 break
         found = frozenset(names)

@@ -27,6 +27,11 @@ class PrometheusError(Exception):
     """One line saying what went wrong, naming the Prometheus asked."""
 
 
+class NoAnswer(PrometheusError):
+    """Prometheus did not answer at all (down, unreachable, too slow), as opposed to an
+    answer that refuses or is not the API's."""
+
+
 shown = redact  # the URL as messages show it: ``http://user:***@prom`` (core.redact)
 
 
@@ -56,10 +61,8 @@ class PrometheusClient:
             self._http = None
         self._worker.shutdown(wait=False, cancel_futures=True)
 
-    def late(self) -> PrometheusError:
-        return PrometheusError(
-            f"Prometheus at {self.url} did not answer within {self.timeout_s:g} s"
-        )
+    def late(self) -> NoAnswer:
+        return NoAnswer(f"Prometheus at {self.url} did not answer within {self.timeout_s:g} s")
 
     async def gather(self, calls: Mapping[str, Any]) -> dict[str, Any]:
         """Await every call of ``calls`` (name -> awaitable) at once, within the deadline."""
@@ -106,19 +109,19 @@ class PrometheusClient:
         )
         try:
             response = await self.http.fetch(request, raise_error=False)
-        except HTTPClientError as exc:  # tornado raises its timeouts even with raise_error=False
+        except HTTPClientError as exc:  # no HTTP answer (599): raised whatever raise_error
             if "Timeout" in str(exc):
                 raise self.late() from None
-            raise PrometheusError(f"Prometheus at {self.url} is not reachable: {exc}") from None
+            raise NoAnswer(f"Prometheus at {self.url} is not reachable: {exc}") from None
         except (ConnectionError, socket.gaierror, OSError) as exc:
             why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-            raise PrometheusError(f"Prometheus at {self.url} is not reachable: {why}") from None
+            raise NoAnswer(f"Prometheus at {self.url} is not reachable: {why}") from None
         if response.code == 599:  # tornado: no HTTP answer (timeout, connection closed)
             error = response.error
             if isinstance(error, HTTPClientError) and "Timeout" in str(error):
                 raise self.late()
             why = getattr(error, "strerror", None) or str(error)
-            raise PrometheusError(f"Prometheus at {self.url} is not reachable: {why}")
+            raise NoAnswer(f"Prometheus at {self.url} is not reachable: {why}")
         return await self.off_loop(self._data, response.code, response.body or b"")
 
     def _data(self, code: int, body: bytes) -> Any:
