@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 from pytest_jupyter.jupyter_server import *  # noqa: F403  (jp_fetch, jp_ws_fetch, jp_serverapp...)
 from traitlets.config import Config
+
+from tests.support.loopcheck import callbacks_over, ours
 
 INTERVAL = 0.2
 GRACE = 0.3
@@ -44,66 +44,32 @@ def hub(jp_serverapp):
 
 # -- issue 24, finding 8: a callback of ours that holds Tornado's loop 50 ms is a defect ----------
 SLOW_CALLBACK_S = 0.05
-OURS = "trainwatch_lab"
-
-
-class SlowCallbacks(logging.Handler):
-    """asyncio's debug mode logs every callback that ran longer than
-    ``loop.slow_callback_duration``: "Executing <Handle ... file.py:N> took 0.120 seconds"."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.seen: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        text = record.getMessage()
-        if text.startswith("Executing "):
-            self.seen.append(text)
-
-
-@pytest.fixture(autouse=True)
-def no_slow_callbacks_of_ours(request, jp_asyncio_loop):
-    """Every server test runs its loop in asyncio's debug mode; a slow callback whose handle
-    names a file of ours fails the test (jupyter's and tornado's own are reported, not
-    failed: not ours to fix). The worst stall seen is kept for the report."""
-    loop = jp_asyncio_loop
-    loop.set_debug(True)
-    loop.slow_callback_duration = SLOW_CALLBACK_S
-    handler = SlowCallbacks()
-    logger = logging.getLogger("asyncio")
-    logger.addHandler(handler)
-    try:
-        yield handler
-    finally:
-        logger.removeHandler(handler)
-        loop.set_debug(False)
-    for text in handler.seen:
-        if _seconds(text) > WORST[0]:
-            WORST[:] = [_seconds(text), text]
-    ours = [t for t in handler.seen if _ours(t)]
-    if ours:
-        pytest.fail(f"a callback of ours held the event loop: {ours[0][:400]}", pytrace=False)
-
-
 WORST: list = [0.0, ""]
 
 
-def _ours(text: str) -> bool:
-    """Whether the slow callback runs our code: its handle's function or its task's coroutine
-    is in trainwatch_lab (not merely created there: asyncio's own ``_release_waiter`` of a
-    ``wait_for`` we started is asyncio's, and slow only when the machine is)."""
-    return OURS in text.split(" created at ", 1)[0]
-
-
-def _seconds(text: str) -> float:
-    try:
-        return float(text.rsplit(" took ", 1)[1].split()[0])
-    except (IndexError, ValueError):
-        return 0.0
+@pytest.fixture(autouse=True)
+def no_slow_callbacks_of_ours(jp_asyncio_loop):
+    """Every callback the server tests' loop runs is timed in the loop thread's CPU time
+    (tests/support/loopcheck.py): one of ours that computes for 50 ms holds every notebook's
+    requests that long, whatever the machine, and fails the test; jupyter's and tornado's own
+    are reported, not failed. The worst is kept for the report."""
+    with callbacks_over(SLOW_CALLBACK_S) as seen:
+        yield seen
+    for spent, text in seen:
+        if spent > WORST[0]:
+            WORST[:] = [spent, text]
+    mine = [(spent, text) for spent, text in seen if ours(text)]
+    if mine:
+        spent, text = mine[0]
+        pytest.fail(
+            f"a callback of ours computed {spent * 1000:.0f} ms on the event loop: {text[:400]}",
+            pytrace=False,
+        )
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
     if WORST[0]:
         terminalreporter.write_line(
-            f"worst event-loop stall seen: {WORST[0] * 1000:.0f} ms: {WORST[1][:300]}"
+            f"worst event-loop callback (loop thread CPU): {WORST[0] * 1000:.0f} ms: "
+            f"{WORST[1][:300]}"
         )
