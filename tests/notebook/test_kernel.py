@@ -249,10 +249,10 @@ def summary_numbers(text: str, device: str, path: Path) -> dict[str, float]:
     """The numbers of one summary: its samples, its device, filesystem and kernel rows."""
     samples = re.search(r"^trainwatch: cell ran .+ \((\d+) samples?\)$", text, re.M)
     disk = re.search(rf"^  disk {device}: {SIZE} written during the cell", text, re.M)
-    rows = [  # the filesystem's row (the time-lost-to-storage line names the path too)
-        line for line in text.splitlines() if str(path) in line and "waiting on" not in line
+    rows = [  # the filesystem's line under its paths' lines (one per filesystem)
+        line for line in text.splitlines() if line.startswith(f"    space used on {path} ")
     ]
-    assert samples and disk and len(rows) == 1, text  # one row for the filesystem
+    assert samples and disk and len(rows) == 1, text  # one line for the filesystem
     fs = re.search(
         rf"space used on {re.escape(str(path))} {SIZE}; {SIZE} written to {device}\b", rows[0]
     )
@@ -295,7 +295,8 @@ def test_cell_summaries_agree_and_never_reuse_the_previous_cell(kernel: Kernel, 
     first = summary_numbers(text, fs.device, fs.path)
     assert took < 15  # its last sample was asked for as it ended, not the tick 20 s away
     assert first["samples"] >= 1
-    assert f"  {run}, {fs.path}: space used on {fs.path}" in text  # two paths, one row
+    # each watched path says what the cell wrote under it, then one line for their filesystem
+    assert f"  {run}: 50 MiB in 1 file written\n  {fs.path}: 50 MiB in 1 file written\n" in text
     assert 49.5 * MIB <= first["used"] <= 52 * MIB
     # (rates are integrated over sample times, each source divides by its own clock: a few
     # milliseconds apart over a sub-second cell is a few percent)
