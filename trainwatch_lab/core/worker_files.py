@@ -13,6 +13,7 @@ import secrets
 import signal
 import stat
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from .identity import process_home, same_home
@@ -180,16 +181,25 @@ def _discard(path: str) -> None:
         os.unlink(path)
 
 
+def within_budget(
+    items: list[dict[str, Any]], budget_s: float | None, results: list[Any]
+) -> Iterator[dict[str, Any]]:
+    """``items`` in order until ``budget_s`` has passed (at least one is always done, so a
+    batch makes progress however slow the share): the batch answers what it finished."""
+    deadline = time.monotonic() + budget_s if budget_s else None
+    for item in items:
+        if deadline is not None and results and time.monotonic() > deadline:
+            return
+        yield item
+
+
 def op_copy_ranges(items: list[dict[str, Any]], budget_s: float | None = None) -> list[Any]:
     """The mirror's one round trip per batch: each item as ``_copy_range``. One file the share
     refuses (permissions, a name it cannot hold) does not stop the others; the answer has one
     entry per item done, ``{"error": ...}`` for a failed one (``"whole": True`` when the
     share's copy cannot be appended to), and stops at ``budget_s``."""
-    deadline = time.monotonic() + budget_s if budget_s else None
     results: list[Any] = []
-    for item in items:
-        if deadline is not None and results and time.monotonic() > deadline:
-            break
+    for item in within_budget(items, budget_s, results):
         try:
             results.append(_copy_range(**item))
         except Mismatch as exc:
@@ -203,11 +213,8 @@ def op_digests(items: list[dict[str, Any]], budget_s: float | None = None) -> li
     """The digest of the first ``length`` bytes of each ``path`` (on the share), links not
     followed: a restarted mirror trusts a copy only when it holds the local bytes. ``None``
     for a file that is not there, shorter or no regular file; stops at ``budget_s``."""
-    deadline = time.monotonic() + budget_s if budget_s else None
     results: list[Any] = []
-    for item in items:
-        if deadline is not None and results and time.monotonic() > deadline:
-            break
+    for item in within_budget(items, budget_s, results):
         try:
             fd = os.open(item["path"], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
