@@ -53,14 +53,13 @@ def scan_checkpoints_guarded(
 ) -> CheckpointInfo | None:
     """The checkpoint scan in its own helper, with its own budget: the scan stops after
     ``checkpoint_scan_budget_s`` and reports what it saw. Raises as ``MountGuard.call``."""
-    raw = guard.call(
-        scan_key(mountpoint),
+    raw = _in_scan_lane(
+        guard,
+        mountpoint,
         "scan_checkpoints",
-        lane=SCAN_LANE,
-        timeout=d.checkpoint_scan_budget_s + d.mount_timeout_s,
-        what="checkpoint scan",
-        directory=key,
-        budget_s=d.checkpoint_scan_budget_s,
+        "checkpoint scan",
+        key,
+        d,
         skip_dirs=sorted(skip_dirs),
     )
     return CheckpointInfo(**raw) if raw else None
@@ -71,17 +70,27 @@ def written_since_guarded(
 ) -> Written:
     """The files written under ``key`` since ``since`` (core.written), listed by the checkpoint
     scan's helper with its budget. Raises as ``MountGuard.call``."""
-    raw = guard.call(
-        scan_key(mountpoint),
-        "written_since",
-        lane=SCAN_LANE,
-        timeout=d.checkpoint_scan_budget_s + d.mount_timeout_s,
-        what="listing of the files written",
-        directory=key,
-        since=since,
-        budget_s=d.checkpoint_scan_budget_s,
+    raw = _in_scan_lane(
+        guard, mountpoint, "written_since", "listing of the files written", key, d, since=since
     )
     return Written(**raw)
+
+
+def _in_scan_lane(
+    guard: MountGuard, mountpoint: str, op: str, what: str, key: str, d: Defaults, **kw: Any
+) -> Any:
+    """``op`` on ``key`` in the mount's scan lane, within the scan budget (the helper stops
+    there and answers what it saw) plus the mount timeout for the answer to come back."""
+    return guard.call(
+        scan_key(mountpoint),
+        op,
+        lane=SCAN_LANE,
+        timeout=d.checkpoint_scan_budget_s + d.mount_timeout_s,
+        what=what,
+        directory=key,
+        budget_s=d.checkpoint_scan_budget_s,
+        **kw,
+    )
 
 
 def look_without_following(path: str, mount: MountEntry) -> dict[str, Any] | None:
