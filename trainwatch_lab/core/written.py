@@ -12,10 +12,24 @@ entered), and run in that scan's helper lane, so a dead mount costs its timeout 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Container
 from dataclasses import dataclass
 
 from .space import MAX_SCAN_DEPTH, MAX_SCAN_ENTRIES, _regular, _Walk
+
+
+def _coarse_tick() -> float:
+    """Linux stamps a file's mtime from the coarse clock, updated once a jiffy: a file
+    written just after ``since`` (read from the fine clock) can carry an mtime up to one
+    tick before it."""
+    try:
+        return time.clock_getres(time.CLOCK_REALTIME_COARSE)
+    except (AttributeError, OSError):
+        return 0.01
+
+
+COARSE_TICK_S = _coarse_tick()
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +49,9 @@ def written_since(
     budget_s: float | None = None,
     skip_dirs: Container[str] = (),
 ) -> Written:
-    """Regular files under ``directory`` (``MAX_SCAN_DEPTH`` levels) with mtime >= ``since``."""
+    """Regular files under ``directory`` (``MAX_SCAN_DEPTH`` levels) with mtime >= ``since``
+    (less one tick of the coarse clock that stamps mtimes)."""
+    since -= COARSE_TICK_S
     walk = _Walk(max_entries, budget_s, skip_dirs)
     files = size = 0
     stack = [(0, directory)]
