@@ -17,11 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from traitlets.config import Config
 
 from tests.support.env import need, need_root, need_tool
 
-from .conftest import GRACE, INTERVAL
+from .conftest import INTERVAL
 from .test_handlers import API
 
 OTHER = "tw-other"
@@ -76,21 +75,12 @@ def private_run() -> Iterator[tuple[int, Path]]:
 
 
 @pytest.fixture
-def jp_server_config(jp_root_dir):
-    return Config(
-        {
-            "ServerApp": {"jpserver_extensions": {"trainwatch_lab": True}},
-            "TrainWatch": {
-                "interval": INTERVAL,
-                "stop_grace_s": GRACE,
-                "probe": True,
-                "watch_processes": True,
-                # other tests' runs on this machine must not crowd this one out of the rows
-                "max_processes": 64,
-                "max_process_paths": 48,
-            },
-        }
-    )
+def jp_server_config(jp_server_config):
+    settings = jp_server_config.TrainWatch
+    settings.probe = settings.watch_processes = settings.record = True
+    # other tests' runs on this machine must not crowd this one out of the rows
+    settings.max_processes, settings.max_process_paths = 64, 48
+    return jp_server_config
 
 
 async def test_another_users_run_is_shown_redacted_and_its_dir_never_written(

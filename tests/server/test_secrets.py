@@ -12,14 +12,12 @@ import sys
 
 import pytest
 from traitlets import TraitError
-from traitlets.config import Config
 
 from trainwatch_lab.advice.notify import check_target
 from trainwatch_lab.core.redact import redact
 from trainwatch_lab.core.training import short_command
 from trainwatch_lab.server.config import ServerSettings
 
-from .conftest import GRACE, INTERVAL
 from .test_handlers import API
 
 SECRETS = {
@@ -63,22 +61,12 @@ def leaks(text: str) -> list[str]:
 
 
 @pytest.fixture
-def jp_server_config(jp_root_dir):
-    return Config(
-        {
-            "ServerApp": {"jpserver_extensions": {"trainwatch_lab": True}},
-            "TrainWatch": {
-                "interval": INTERVAL,
-                "stop_grace_s": GRACE,
-                "probe": False,
-                "watch_processes": True,
-                "prometheus_url": PROMETHEUS_URL,
-                "prometheus_timeout_s": 0.5,
-                "notify_url": NOTIFY_URL,
-                "notify_format": "dingtalk",
-            },
-        }
-    )
+def jp_server_config(jp_server_config):
+    settings = jp_server_config.TrainWatch
+    settings.watch_processes = settings.record = True
+    settings.prometheus_url, settings.prometheus_timeout_s = PROMETHEUS_URL, 0.5
+    settings.notify_url, settings.notify_format = NOTIFY_URL, "dingtalk"
+    return jp_server_config
 
 
 @pytest.fixture
