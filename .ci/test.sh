@@ -48,4 +48,7 @@ fi
 
 "$PY" -m pip install -q --upgrade pip
 "$PY" -m pip install -q -e '.[test]'
+# the TypeScript tools the suite runs (jest; ESLint, Prettier, stylelint) are js/'s devDependencies:
+# installed from js/yarn.lock here even when the build above found its extension built already
+if ! out="$(cd js && jlpm install 2>&1)"; then echo "$out" >&2; exit 1; fi
 "$PY" -m pytest "$@"

@@ -3,30 +3,15 @@ command covers them too."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-from pathlib import Path
-
 import pytest
 
-from tests.support.env import need
+from tests.support.js import jlpm_with, run_jlpm
 
 pytestmark = pytest.mark.slow  # runs jest under node
-JS = Path(__file__).resolve().parents[2] / "js"
 
 
 def test_js_model_unit_tests() -> None:
-    need(shutil.which("node") is not None, "needs Node.js for the TypeScript unit tests")
-    jlpm = shutil.which("jlpm")
-    need(jlpm is not None, "needs `jlpm` (ships with jupyterlab)")
-    if not (JS / "node_modules" / ".bin" / "jest").exists():
-        install = subprocess.run(
-            [jlpm, "install"], cwd=JS, capture_output=True, text=True, timeout=900
-        )
-        assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
-    result = subprocess.run(
-        [jlpm, "test", "--ci"], cwd=JS, capture_output=True, text=True, timeout=600
-    )
+    result = run_jlpm(jlpm_with("jest"), "test", "--ci")
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-5000:]
     assert "failed" not in output.split("Tests:")[-1].split("\n")[0], output[-2000:]
