@@ -9,7 +9,7 @@ import { Severity } from './model';
 import { Aligned } from './series';
 
 /** A warning of a host: an agent's carries code, severity and subject only. */
-export interface FleetWarningJSON {
+export interface IFleetWarningJSON {
   code: string;
   severity: Severity;
   subject: string;
@@ -18,7 +18,7 @@ export interface FleetWarningJSON {
 }
 
 /** One host of ``GET fleet`` (trainwatch_lab/prometheus/fleet.py: fold). */
-export interface FleetHostJSON {
+export interface IFleetHostJSON {
   /** the instance without its port: what ``fleet/range?host=`` takes */
   host: string;
   /** its ``hostname`` label (our agents' file_sd targets), else the host */
@@ -32,7 +32,7 @@ export interface FleetHostJSON {
   worst: Severity | null;
   /** its line in the counts: worst warning, else down (down or gone), else ok */
   state?: FleetState;
-  warnings: FleetWarningJSON[];
+  warnings: IFleetWarningJSON[];
   gpu: { count: number; util_pct: number; source: string } | null;
   disk: { device: string; util_pct: number; bytes_per_s: number | null } | null;
   space: {
@@ -50,16 +50,16 @@ export type FleetState = 'critical' | 'warning' | 'down' | 'ok';
 export const FLEET_STATES: FleetState[] = ['critical', 'warning', 'down', 'ok'];
 
 /** ``GET fleet``: ``prometheus`` is null when c.TrainWatch.prometheus_url is not set. */
-export interface FleetJSON {
+export interface IFleetJSON {
   prometheus: string | null;
   t?: number;
   /** hosts per state (the server counts them; an older server's listing has none) */
   counts?: Record<FleetState, number>;
-  hosts: FleetHostJSON[];
+  hosts: IFleetHostJSON[];
 }
 
 /** The host's state as the server says, else as its fields say (an older server). */
-export function hostState(host: FleetHostJSON): FleetState {
+export function hostState(host: IFleetHostJSON): FleetState {
   if (host.state) {
     return host.state;
   }
@@ -70,7 +70,7 @@ export function hostState(host: FleetHostJSON): FleetState {
 }
 
 /** Hosts per state: the server's counts, else counted here. */
-export function fleetCounts(data: FleetJSON): Record<FleetState, number> {
+export function fleetCounts(data: IFleetJSON): Record<FleetState, number> {
   if (data.counts) {
     return data.counts;
   }
@@ -92,7 +92,7 @@ export function countsText(counts: Record<FleetState, number>): string {
 /** Whether a host matches the filter box: words (any order, case ignored) each found in
  * its name, host, instances or a warning's code or subject; ``state:warning`` (what a click
  * on a count writes) is the host's state, exactly. */
-export function matchesFilter(host: FleetHostJSON, filter: string): boolean {
+export function matchesFilter(host: IFleetHostJSON, filter: string): boolean {
   const words = filter.toLowerCase().split(/\s+/).filter(Boolean);
   if (!words.length) {
     return true;
@@ -109,7 +109,7 @@ export function matchesFilter(host: FleetHostJSON, filter: string): boolean {
   return words.every(w => (w.startsWith('state:') ? w === state : text.includes(w)));
 }
 
-export interface FleetChartJSON {
+export interface IFleetChartJSON {
   id: string;
   title: string;
   unit: string;
@@ -118,12 +118,12 @@ export interface FleetChartJSON {
 }
 
 /** ``GET fleet/range``: charts on one time axis. */
-export interface FleetRangeJSON {
+export interface IFleetRangeJSON {
   host: string;
   window_s: number;
   step_s: number;
   t: number[];
-  charts: FleetChartJSON[];
+  charts: IFleetChartJSON[];
 }
 
 /** The windows a reader picks from (seconds, label). */
@@ -147,7 +147,7 @@ const pct = (v: number) => `${Math.round(v)} %`;
 const freePct = (v: number) => (v < 9.95 ? `${v.toFixed(1)} %` : pct(v));
 
 /** How the host answers: "up", "2 of 3 exporters answer", "down, last seen 5 min ago". */
-export function statusText(host: FleetHostJSON, nowS: number): string {
+export function statusText(host: IFleetHostJSON, nowS: number): string {
   const ago =
     host.last_seen !== null
       ? `last seen ${formatDuration(Math.max(0, nowS - host.last_seen))} ago`
@@ -167,7 +167,7 @@ export function statusText(host: FleetHostJSON, nowS: number): string {
 }
 
 /** The numbers of one row, in reading order: GPU, the busiest disk, the least free space. */
-export function hostFacts(host: FleetHostJSON): string[] {
+export function hostFacts(host: IFleetHostJSON): string[] {
   const facts: string[] = [];
   if (host.gpu) {
     const n = host.gpu.count > 1 ? ` (${host.gpu.count} GPUs)` : '';
@@ -187,12 +187,12 @@ export function hostFacts(host: FleetHostJSON): string[] {
 }
 
 /** One warning in a line: its message, else (an agent's) code and subject. */
-export function warningLine(w: FleetWarningJSON): string {
+export function warningLine(w: IFleetWarningJSON): string {
   return w.message || `${w.code} · ${w.subject}`;
 }
 
 /** The warnings line of a row: the worst first, "+ N more" for the rest. */
-export function warningsText(host: FleetHostJSON): string {
+export function warningsText(host: IFleetHostJSON): string {
   if (!host.warnings.length) {
     return '';
   }
@@ -201,6 +201,6 @@ export function warningsText(host: FleetHostJSON): string {
 }
 
 /** A chart of ``fleet/range`` as uPlot wants it: the shared axis, then one column a line. */
-export function chartData(range: FleetRangeJSON, chart: FleetChartJSON): Aligned {
+export function chartData(range: IFleetRangeJSON, chart: IFleetChartJSON): Aligned {
   return [range.t, ...chart.series.map(s => s.values)];
 }

@@ -10,9 +10,9 @@ import {
   countsText,
   fleetCounts,
   FLEET_WINDOWS,
-  FleetHostJSON,
-  FleetJSON,
-  FleetRangeJSON,
+  IFleetHostJSON,
+  IFleetJSON,
+  IFleetRangeJSON,
   hostFacts,
   hostState,
   matchesFilter,
@@ -47,13 +47,13 @@ export class FleetSection extends Panel {
   private _counts = el('div', 'jp-TrainWatch-fleetCounts');
   private _filter: HTMLInputElement;
   private _list = new Block('jp-TrainWatch-fleetListBlock');
-  private _data: FleetJSON | null = null;
+  private _data: IFleetJSON | null = null;
   private _shown = FLEET_PAGE;
   private _detailTitle = new Block('jp-TrainWatch-fleetDetailTitle');
   private _detail = new Panel();
   private _charts = new Map<string, TimeChart>();
   private _select: HTMLSelectElement;
-  private _hosts: FleetHostJSON[] = [];
+  private _hosts: IFleetHostJSON[] = [];
   private _selected: string | null = null;
   private _windowS = 3600;
   private _refreshS = 15;
@@ -100,7 +100,7 @@ export class FleetSection extends Panel {
   }
 
   /** The hosts of the last listing (the browser test reads them). */
-  get hosts(): FleetHostJSON[] {
+  get hosts(): IFleetHostJSON[] {
     return this._hosts;
   }
 
@@ -130,7 +130,7 @@ export class FleetSection extends Panel {
     }
     this._loading = true;
     try {
-      const data = await requestAPI<FleetJSON>('fleet');
+      const data = await requestAPI<IFleetJSON>('fleet');
       this._enabled = data.prometheus !== null;
       this.setHidden(!this._enabled);
       this._hosts = data.hosts;
@@ -213,7 +213,7 @@ export class FleetSection extends Panel {
     }
   }
 
-  private _renderRows(data: FleetJSON): void {
+  private _renderRows(data: IFleetJSON): void {
     const at = data.t ?? Date.now() / 1000;
     this._answeredAt = at;
     this._data = data;
@@ -282,7 +282,7 @@ export class FleetSection extends Panel {
     }
   }
 
-  private _row(host: FleetHostJSON, nowS: number): HTMLLIElement {
+  private _row(host: IFleetHostJSON, nowS: number): HTMLLIElement {
     const row = el('li', `jp-TrainWatch-fleetRow jp-mod-${host.worst ?? 'ok'}`);
     row.dataset.host = host.host;
     row.dataset.state = hostState(host);
@@ -342,9 +342,9 @@ export class FleetSection extends Panel {
     const name = this._hosts.find(h => h.host === host)?.name ?? host;
     this._detailTitle.node.textContent = `${name} · last ${windowLabel(this._windowS)}`;
     const query = `fleet/range?host=${encodeURIComponent(host)}&window=${this._windowS}`;
-    let range: FleetRangeJSON;
+    let range: IFleetRangeJSON;
     try {
-      range = await requestAPI<FleetRangeJSON>(query);
+      range = await requestAPI<IFleetRangeJSON>(query);
     } catch (error) {
       this._showError((error as Error).message);
       return;
@@ -356,15 +356,16 @@ export class FleetSection extends Panel {
     for (const chart of range.charts) {
       let widget = this._charts.get(chart.id);
       if (!widget) {
-        widget = new TimeChart({
+        const created = new TimeChart({
           title: chart.title,
           unit: chart.unit,
           range: chart.range ?? undefined,
           incrs: chart.range ? PERCENT_INCRS : undefined,
           floor: 1
         });
-        this._charts.set(chart.id, widget);
-        this._detail.addWidget(widget);
+        this._charts.set(chart.id, created);
+        this._detail.addWidget(created);
+        widget = created;
       }
       const none =
         chart.id === 'gpu'

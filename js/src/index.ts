@@ -4,9 +4,11 @@ import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStatusBar } from '@jupyterlab/statusbar';
 import { LabIcon } from '@jupyterlab/ui-components';
 
+/* eslint-disable jupyter/prefer-lazy-imports -- activate() builds all three at once */
 import { Folds, TrainWatchPanel } from './panel';
 import { TrainWatchStatus } from './status';
 import { StreamClient } from './stream';
+/* eslint-enable jupyter/prefer-lazy-imports */
 
 const PLUGIN_ID = 'trainwatch-lab:plugin';
 
@@ -48,6 +50,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       label: 'TrainWatch: Open panel',
       caption: 'Live storage and GPU charts with warnings',
       icon: trainwatchIcon,
+      describedBy: { args: { type: 'object', properties: {} } },
       execute: () => app.shell.activateById(panel.id)
     });
     palette?.addItem({ command: CommandIDs.open, category: 'TrainWatch' });

@@ -5,11 +5,11 @@
  * filesystem), format.ts (words for numbers), axes.ts (chart axes), live.ts (live/stale state).
  */
 
-import type { TrainingProcessJSON } from './processes';
+import type { ITrainingProcessJSON } from './processes';
 
 export type Severity = 'info' | 'warning' | 'critical';
 
-export interface AlertJSON {
+export interface IAlertJSON {
   code: string;
   severity: Severity;
   subject: string;
@@ -17,7 +17,7 @@ export interface AlertJSON {
   fix: string;
 }
 
-export interface DiskRatesJSON {
+export interface IDiskRatesJSON {
   device: string;
   r_s: number;
   w_s: number;
@@ -29,13 +29,13 @@ export interface DiskRatesJSON {
   util: number;
 }
 
-export interface ProbeJSON {
+export interface IProbeJSON {
   p50_ms: number | null;
   p99_ms: number | null;
   samples: number;
 }
 
-export interface FillJSON {
+export interface IFillJSON {
   filesystem: string;
   trend: 'measuring' | 'filling' | 'steady' | 'freeing';
   rate_bps: number | null;
@@ -44,7 +44,7 @@ export interface FillJSON {
   points: number;
 }
 
-export interface PathStateJSON {
+export interface IPathStateJSON {
   path: string;
   exists: boolean;
   mountpoint: string | null;
@@ -58,15 +58,15 @@ export interface PathStateJSON {
   free_bytes: number | null;
   avail_bytes: number | null;
   responsive: boolean;
-  probe: ProbeJSON | null;
+  probe: IProbeJSON | null;
   error: string | null;
   /** how its filesystem fills: computed once per tick in Python (core/fill.py) */
-  fill?: FillJSON | null;
+  fill?: IFillJSON | null;
   /** e.g. "not created yet; checked at /mnt/share/runs" (the line `check` prints) */
   note?: string | null;
 }
 
-export interface GpuJSON {
+export interface IGpuJSON {
   index: number;
   name: string;
   util_pct: number | null;
@@ -75,7 +75,7 @@ export interface GpuJSON {
   lost?: boolean;
 }
 
-export interface KernelJSON {
+export interface IKernelJSON {
   id: string;
   name: string | null;
   execution_state: string | null;
@@ -94,7 +94,7 @@ export interface KernelJSON {
  * The one line every surface opens with (trainwatch_lab/advice/headline.py): the status bar,
  * the panel header and the notebook dashboard all show these words, never their own.
  */
-export interface HeadlineJSON {
+export interface IHeadlineJSON {
   level: 'ok' | 'warning' | 'critical';
   /** "Storage OK", "2 warnings (1 critical)" */
   verdict: string;
@@ -108,25 +108,25 @@ export interface HeadlineJSON {
   notes: number;
 }
 
-export interface SampleJSON {
+export interface ISampleJSON {
   t: number;
-  disks: Record<string, DiskRatesJSON>;
-  paths: Record<string, PathStateJSON>;
-  gpus: GpuJSON[];
+  disks: Record<string, IDiskRatesJSON>;
+  paths: Record<string, IPathStateJSON>;
+  gpus: IGpuJSON[];
   notes?: Record<string, string>;
-  warnings: AlertJSON[];
-  kernels?: Record<string, KernelJSON>;
+  warnings: IAlertJSON[];
+  kernels?: Record<string, IKernelJSON>;
   /** training processes found on the machine: scripts in terminals, tmux, nohup */
-  processes?: TrainingProcessJSON[];
-  headline?: HeadlineJSON | null;
+  processes?: ITrainingProcessJSON[];
+  headline?: IHeadlineJSON | null;
   /** the log mirrors live on the server's machine (server/hub.py, fix/mirror_files.py) */
-  mirrors?: MirrorJSON[];
+  mirrors?: IMirrorJSON[];
   /** the paths the server watches at this sample and why (roles: user, root, kernel:ID...) */
   watched?: Record<string, string[]>;
 }
 
 /** One ``local_mirror`` (fix/mirror_status.py MirrorStatus, its owner and Python's words). */
-export interface MirrorJSON {
+export interface IMirrorJSON {
   local: string;
   share: string;
   /** starting | in-sync | copying | share-unresponsive | error */
@@ -144,15 +144,15 @@ export interface MirrorJSON {
 }
 
 /** GET history: one shared time axis, columns keyed "kind:name:field", null where missing. */
-export interface HistoryJSON {
+export interface IHistoryJSON {
   t: number[];
   series: Record<string, (number | null)[]>;
   /** the server sampler's interval (c.TrainWatch.interval), for the stale test */
   interval_s?: number;
 }
 
-export interface WatchedPathJSON {
+export interface IWatchedPathJSON {
   path: string;
   roles: string[];
-  state: PathStateJSON | null;
+  state: IPathStateJSON | null;
 }

@@ -6,7 +6,7 @@ import { TimeChart } from './chart';
 import { FleetSection } from './fleetView';
 import { formatClock } from './format';
 import { LiveState, liveState } from './live';
-import { HistoryJSON, SampleJSON } from './model';
+import { IHistoryJSON, ISampleJSON } from './model';
 import { IChartInput, IPanelChart, PANEL_CHARTS } from './panelCharts';
 import { StateHeader, stateText, VerdictView } from './panelHeader';
 import { KernelsView, MirrorsView, ProcessesView } from './panelMachine';
@@ -46,7 +46,7 @@ export class TrainWatchPanel extends Panel {
   private _windowS = 600;
   private _dirty = false;
   private _paused = false;
-  private _latest: SampleJSON | null = null;
+  private _latest: ISampleJSON | null = null;
   private _header: StateHeader;
   private _verdict = new VerdictView();
   private _warnings = new WarningsView();
@@ -217,14 +217,14 @@ export class TrainWatchPanel extends Panel {
   }
 
   // -- data in -------------------------------------------------------------------------------
-  private _onSample(_: StreamClient, sample: SampleJSON): void {
+  private _onSample(_: StreamClient, sample: ISampleJSON): void {
     this._latest = sample;
     this._ring.pushSample(sample);
     this.node.dataset.samples = String(this._ring.received);
     this._invalidate();
   }
 
-  private _onHistory(_: StreamClient, history: HistoryJSON): void {
+  private _onHistory(_: StreamClient, history: IHistoryJSON): void {
     this._ring.mergeHistory(history);
     this.node.dataset.samples = String(this._ring.received);
     this._invalidate();
@@ -245,8 +245,9 @@ export class TrainWatchPanel extends Panel {
     for (const spec of specs) {
       if (spec.section !== undefined || current === null) {
         const { id, title, open } = spec.section ?? { id: 'charts', title: '', open: true };
-        current = new Section(id, title, open);
-        this.addWidget(current);
+        const section = new Section(id, title, open);
+        this.addWidget(section);
+        current = section;
       }
       const chart = new TimeChart(spec.options);
       this.addWidget(chart);
@@ -296,7 +297,7 @@ export class TrainWatchPanel extends Panel {
     this._paths.setEnabled(enabled);
   }
 
-  private _renderCharts(sample: SampleJSON | null): void {
+  private _renderCharts(sample: ISampleJSON | null): void {
     const input: IChartInput = {
       sample,
       columns: keys => this._ring.aligned(keys, this._windowS)

@@ -5,7 +5,7 @@
 import { niceIncrs } from './axes';
 import type { IChartOptions, ISeriesSpec } from './chart';
 import { byteUnit, MIB_TO_MB, shortPath } from './format';
-import { SampleJSON } from './model';
+import { ISampleJSON } from './model';
 import { gpuEmptyReason, infoNotes, watchedDevices } from './readings';
 import { Aligned, seriesKey } from './series';
 import { fillNotes, filesystems, usedPercent } from './space';
@@ -15,7 +15,7 @@ const PERCENT_INCRS = niceIncrs([1, 2, 2.5, 5], 0, 2);
 
 /** What a chart is drawn from: the latest sample and the ring's columns over the window. */
 export interface IChartInput {
-  sample: SampleJSON | null;
+  sample: ISampleJSON | null;
   /** Aligned columns of these series keys over the panel's window. */
   columns(keys: string[]): Aligned;
 }
@@ -46,7 +46,7 @@ export interface IPanelChart {
   options: IChartOptions;
   content(input: IChartInput): IChartContent;
   /** A line of text under the chart (class jp-TrainWatch-note). */
-  note?(sample: SampleJSON | null): string;
+  note?(sample: ISampleJSON | null): string;
 }
 
 function scaled(data: Aligned, factor: number): Aligned {
@@ -60,7 +60,7 @@ function scaled(data: Aligned, factor: number): Aligned {
 
 // -- GPU: without one, the info note above says so once; nothing here repeats it ------------
 
-function gpuSpecs(sample: SampleJSON | null, field: string): ISeriesSpec[] {
+function gpuSpecs(sample: ISampleJSON | null, field: string): ISeriesSpec[] {
   const gpus = sample?.gpus ?? [];
   const label = (i: number, name: string) => (gpus.length > 1 ? `${i}: ${name}` : name);
   return gpus.map(g => ({

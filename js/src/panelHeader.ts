@@ -10,7 +10,7 @@ import { el } from './dom';
 import { formatDuration } from './format';
 import { severityIcon } from './icons';
 import { LiveState } from './live';
-import { SampleJSON } from './model';
+import { ISampleJSON } from './model';
 import { infoNotes, scopeText, watchedPaths } from './readings';
 
 /** What each state reads like in the header (the clock is the last sample's, 24-hour). */
@@ -89,7 +89,7 @@ export class VerdictView {
     return [this.verdict, this.scope, this.notes];
   }
 
-  render(sample: SampleJSON | null): void {
+  render(sample: ISampleJSON | null): void {
     const headline = sample?.headline;
     const notes = infoNotes(sample);
     const node = this.verdict.node;
@@ -121,7 +121,7 @@ export class VerdictView {
     }
   }
 
-  private _renderVerdict(sample: SampleJSON | null): void {
+  private _renderVerdict(sample: ISampleJSON | null): void {
     const headline = sample?.headline;
     const node = this.verdict.node;
     node.textContent = '';

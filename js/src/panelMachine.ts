@@ -6,7 +6,7 @@
 import { TitledBlock } from './blocks';
 import { el } from './dom';
 import { formatBytes, formatMBs } from './format';
-import { MirrorJSON, SampleJSON } from './model';
+import { IMirrorJSON, ISampleJSON } from './model';
 import { renderProcesses } from './processes';
 
 /** One line per live ``local_mirror`` of the machine: Python's status words, coloured by its
@@ -18,7 +18,7 @@ export class MirrorsView extends TitledBlock {
     super('mirrors', 'Log mirrors', 'jp-TrainWatch-mirrors', false);
   }
 
-  render(mirrors: MirrorJSON[]): void {
+  render(mirrors: IMirrorJSON[]): void {
     this.setHidden(!mirrors.length);
     this.title.setSummary(String(mirrors.length));
     const signature = JSON.stringify(mirrors.map(m => [m.local, m.state, m.text]));
@@ -43,7 +43,7 @@ export class ProcessesView extends TitledBlock {
     super('processes', 'Training processes', 'jp-TrainWatch-processes', false);
   }
 
-  render(sample: SampleJSON | null): void {
+  render(sample: ISampleJSON | null): void {
     const processes = sample?.processes ?? [];
     this.setHidden(!processes.length);
     this.title.setSummary(String(processes.length));
@@ -57,7 +57,7 @@ export class KernelsView extends TitledBlock {
     super('kernels', 'Kernels', 'jp-TrainWatch-kernels', false);
   }
 
-  render(sample: SampleJSON | null): void {
+  render(sample: ISampleJSON | null): void {
     const node = this.node;
     node.textContent = '';
     const kernels = Object.values(sample?.kernels ?? {});

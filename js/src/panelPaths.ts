@@ -8,14 +8,14 @@
 import { Block, TitledBlock } from './blocks';
 import { el } from './dom';
 import { formatBytes, formatMs } from './format';
-import { PathStateJSON, SampleJSON, WatchedPathJSON } from './model';
+import { IPathStateJSON, ISampleJSON, IWatchedPathJSON } from './model';
 import { watchedPaths } from './readings';
 import { requestAPI } from './request';
 
 const pct = (v: number) => `${Math.round(v)} %`;
 
 export class PathsView extends TitledBlock {
-  private _paths: WatchedPathJSON[] = [];
+  private _paths: IWatchedPathJSON[] = [];
   /** The time of the latest sample when the server last answered a request of ours: a
    * sample after that one lists the paths watched then, newer than our answer. */
   private _answeredAt = -Infinity;
@@ -56,7 +56,7 @@ export class PathsView extends TitledBlock {
 
   async refresh(): Promise<void> {
     try {
-      const data = await requestAPI<{ paths: WatchedPathJSON[] }>('paths');
+      const data = await requestAPI<{ paths: IWatchedPathJSON[] }>('paths');
       this._answered(data.paths);
     } catch (error) {
       console.warn('trainwatch: paths unavailable', error);
@@ -72,7 +72,7 @@ export class PathsView extends TitledBlock {
       return false;
     }
     try {
-      const data = await requestAPI<{ paths: WatchedPathJSON[] }>('paths', {
+      const data = await requestAPI<{ paths: IWatchedPathJSON[] }>('paths', {
         method: 'POST',
         body: JSON.stringify({ path })
       });
@@ -88,7 +88,7 @@ export class PathsView extends TitledBlock {
 
   async remove(path: string): Promise<void> {
     try {
-      const data = await requestAPI<{ paths: WatchedPathJSON[] }>(
+      const data = await requestAPI<{ paths: IWatchedPathJSON[] }>(
         `paths?path=${encodeURIComponent(path)}`,
         { method: 'DELETE' }
       );
@@ -99,7 +99,7 @@ export class PathsView extends TitledBlock {
     this._changed();
   }
 
-  private _answered(paths: WatchedPathJSON[]): void {
+  private _answered(paths: IWatchedPathJSON[]): void {
     this._paths = paths;
     this._answeredAt = this._latestT;
   }
@@ -117,7 +117,7 @@ export class PathsView extends TitledBlock {
       .forEach(b => (b.disabled = !enabled));
   }
 
-  render(sample: SampleJSON | null): void {
+  render(sample: ISampleJSON | null): void {
     const node = this.node;
     node.textContent = '';
     const states = sample?.paths ?? {};
@@ -144,7 +144,7 @@ export class PathsView extends TitledBlock {
     node.appendChild(list);
   }
 
-  private _row(entry: WatchedPathJSON, st: PathStateJSON | null): HTMLLIElement {
+  private _row(entry: IWatchedPathJSON, st: IPathStateJSON | null): HTMLLIElement {
     const row = el('li', 'jp-TrainWatch-pathRow');
     row.dataset.path = entry.path;
     row.dataset.kind = st?.kind ?? 'unknown';

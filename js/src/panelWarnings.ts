@@ -13,7 +13,7 @@ const RANK: Record<string, number> = { critical: 0, warning: 1, info: 2 };
 import { TitledBlock } from './blocks';
 import { el } from './dom';
 import { severityIcon } from './icons';
-import { AlertJSON, SampleJSON } from './model';
+import { IAlertJSON, ISampleJSON } from './model';
 import { activeWarnings } from './readings';
 
 export class WarningsView extends TitledBlock {
@@ -25,7 +25,7 @@ export class WarningsView extends TitledBlock {
     super('warnings', 'Warnings', 'jp-TrainWatch-warnings');
   }
 
-  render(sample: SampleJSON | null): void {
+  render(sample: ISampleJSON | null): void {
     const node = this.node;
     const warnings = activeWarnings(sample);
     this.setHidden(!warnings.length);
@@ -63,7 +63,7 @@ export class WarningsView extends TitledBlock {
     }
   }
 
-  private _item(w: AlertJSON): HTMLDetailsElement {
+  private _item(w: IAlertJSON): HTMLDetailsElement {
     const id = `${w.code}|${w.subject}`;
     const item = el('details', `jp-TrainWatch-warning jp-mod-${w.severity}`);
     item.dataset.code = w.code;
@@ -79,10 +79,7 @@ export class WarningsView extends TitledBlock {
     const summary = el('summary', 'jp-TrainWatch-warningHead');
     const severity = el('span', 'jp-TrainWatch-severity');
     severity.append(...severityIcon(w.severity), w.severity);
-    summary.append(
-      severity,
-      el('span', 'jp-TrainWatch-message', w.message)
-    );
+    summary.append(severity, el('span', 'jp-TrainWatch-message', w.message));
     summary.title = w.message;
     const body = el('div', 'jp-TrainWatch-warningBody');
     const about = el('div', 'jp-TrainWatch-about');

@@ -23,7 +23,7 @@ export const WAITS_SHOWN = 3;
  * charts' window when the server sent it (one checkpoint save is no verdict), the workers'
  * over the last interval. Nothing when the process's waits are not measured.
  */
-export function waitFacts(io: TrainingProcessJSON['io']): string[] {
+export function waitFacts(io: ITrainingProcessJSON['io']): string[] {
   const main =
     io?.waits_window && Object.keys(io.waits_window).length ? io.waits_window : io?.waits;
   const workers = io?.worker_waits ?? {};
@@ -43,7 +43,7 @@ export function waitFacts(io: TrainingProcessJSON['io']): string[] {
 import { requestAPI } from './request';
 
 /** ``Sample.processes[i]`` (core/model.py: TrainingProcess.to_json). */
-export interface TrainingProcessJSON {
+export interface ITrainingProcessJSON {
   pid: number;
   /** its command line, shortened on the server: "python train.py --lr 3e-4" */
   command: string;
@@ -79,7 +79,7 @@ export interface TrainingProcessJSON {
 
 /** The facts of one row, in reading order: GPU and memory, I/O, where it is blocked.
  * (Time lost to storage has its own line: ``waitFacts``.) */
-export function processFacts(p: TrainingProcessJSON): string[] {
+export function processFacts(p: ITrainingProcessJSON): string[] {
   const facts: string[] = [];
   if (p.gpus && p.gpus.length) {
     facts.push(`GPU ${p.gpus.join(',')} · ${formatBytes(p.gpu_mem_bytes)}`);
@@ -106,7 +106,7 @@ export function processFacts(p: TrainingProcessJSON): string[] {
 
 /** One row: "pid 4242 python train.py --lr 3e-4", its facts, its directories, a hide button. */
 export function renderProcessRow(
-  p: TrainingProcessJSON,
+  p: ITrainingProcessJSON,
   onHide?: (pid: number) => void
 ): HTMLElement {
   const row = el('div', 'jp-TrainWatch-process');
@@ -154,7 +154,7 @@ export function renderProcessRow(
 /** Replace ``container``'s children with one row per process (nothing when there is none). */
 export function renderProcesses(
   container: HTMLElement,
-  processes: TrainingProcessJSON[],
+  processes: ITrainingProcessJSON[],
   onHide?: (pid: number) => void
 ): void {
   container.replaceChildren(...processes.map(p => renderProcessRow(p, onHide)));

@@ -4,10 +4,10 @@
  */
 
 import { MIB_TO_MB } from './format';
-import type { AlertJSON, SampleJSON, WatchedPathJSON } from './model';
+import type { IAlertJSON, ISampleJSON, IWatchedPathJSON } from './model';
 
 /** Devices under watched paths; all devices when no watched path resolved to one. */
-export function watchedDevices(sample: SampleJSON): string[] {
+export function watchedDevices(sample: ISampleJSON): string[] {
   const devices = new Set<string>();
   for (const p of Object.values(sample.paths)) {
     if (p.device && sample.disks[p.device]) {
@@ -19,12 +19,12 @@ export function watchedDevices(sample: SampleJSON): string[] {
 }
 
 /** Warnings that need attention (severity warning or critical). */
-export function activeWarnings(sample: SampleJSON | null): AlertJSON[] {
+export function activeWarnings(sample: ISampleJSON | null): IAlertJSON[] {
   return (sample?.warnings ?? []).filter(w => w.severity !== 'info');
 }
 
 /** Mean utilization of the GPUs that report one, or null. */
-export function gpuUtil(sample: SampleJSON): number | null {
+export function gpuUtil(sample: ISampleJSON): number | null {
   const utils = sample.gpus
     .map(g => g.util_pct)
     .filter((u): u is number => typeof u === 'number' && Number.isFinite(u));
@@ -32,7 +32,7 @@ export function gpuUtil(sample: SampleJSON): number | null {
 }
 
 /** Read + write in decimal MB/s, summed over the devices under the watched paths. */
-export function diskThroughput(sample: SampleJSON): number | null {
+export function diskThroughput(sample: ISampleJSON): number | null {
   const devices = watchedDevices(sample);
   if (!devices.length) {
     return null;
@@ -48,7 +48,7 @@ export function diskThroughput(sample: SampleJSON): number | null {
  * header and the notebook dashboard use the same headline), e.g. ``GPU 87 % · disk 45.1
  * MB/s · ⚠ 1``. Words of its own only before the first sample and when offline.
  */
-export function statusText(sample: SampleJSON | null, connected = true): string {
+export function statusText(sample: ISampleJSON | null, connected = true): string {
   const brief = sample?.headline?.brief || (sample ? 'TrainWatch' : '');
   if (!brief) {
     return connected ? 'TrainWatch' : 'TrainWatch (offline)';
@@ -57,12 +57,12 @@ export function statusText(sample: SampleJSON | null, connected = true): string 
 }
 
 /** The info notes (severity info): one quiet line each, never a warning box. */
-export function infoNotes(sample: SampleJSON | null): AlertJSON[] {
+export function infoNotes(sample: ISampleJSON | null): IAlertJSON[] {
   return (sample?.warnings ?? []).filter(w => w.severity === 'info');
 }
 
 /** Why the GPU charts are empty, or null when there are GPUs. */
-export function gpuEmptyReason(sample: SampleJSON | null): string | null {
+export function gpuEmptyReason(sample: ISampleJSON | null): string | null {
   if (!sample) {
     return 'Waiting for the first sample…';
   }
@@ -77,7 +77,7 @@ export function gpuEmptyReason(sample: SampleJSON | null): string | null {
  * sample), each with its state when the sample has one; without that list, the sample's
  * paths.
  */
-export function watchedPaths(sample: SampleJSON | null): WatchedPathJSON[] {
+export function watchedPaths(sample: ISampleJSON | null): IWatchedPathJSON[] {
   if (!sample) {
     return [];
   }
@@ -91,7 +91,7 @@ export function watchedPaths(sample: SampleJSON | null): WatchedPathJSON[] {
  * What a view watches, said beside its verdict: the panel and the status bar watch the
  * machine (the server's sampler), the notebook's dashboard its kernel's paths.
  */
-export function scopeText(sample: SampleJSON | null, short = false): string {
+export function scopeText(sample: ISampleJSON | null, short = false): string {
   if (!sample) {
     return 'this machine';
   }

@@ -3,7 +3,7 @@
  * bounded columnar ring of points that merges history and live samples (DOM-free).
  */
 
-import type { HistoryJSON, SampleJSON } from './model';
+import type { IHistoryJSON, ISampleJSON } from './model';
 
 /** ``kind:name:field``, the key of a History column (core/history.py). */
 export function seriesKey(kind: string, name: string, field: string): string {
@@ -11,7 +11,7 @@ export function seriesKey(kind: string, name: string, field: string): string {
 }
 
 /** The numbers the panel charts, under the same keys as the server's History columns. */
-export function flatten(sample: SampleJSON): Map<string, number> {
+export function flatten(sample: ISampleJSON): Map<string, number> {
   const out = new Map<string, number>();
   const put = (key: string, v: number | null | undefined): void => {
     if (typeof v === 'number' && Number.isFinite(v)) {
@@ -90,7 +90,7 @@ export class SeriesRing {
     return true;
   }
 
-  pushSample(sample: SampleJSON): boolean {
+  pushSample(sample: ISampleJSON): boolean {
     return this.push(sample.t, flatten(sample));
   }
 
@@ -152,7 +152,7 @@ export class SeriesRing {
    * the stream already delivered; equal times keep the live point. Keeps the newest
    * ``capacity`` points; returns how many points were added.
    */
-  mergeHistory(history: HistoryJSON): number {
+  mergeHistory(history: IHistoryJSON): number {
     const byTime = new Map<number, Map<string, number>>();
     history.t.forEach((t, i) => {
       const values = new Map<string, number>();

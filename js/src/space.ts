@@ -4,7 +4,7 @@
  */
 
 import { formatBytes, formatDuration, formatMBs, shortPath } from './format';
-import type { AlertJSON, PathStateJSON } from './model';
+import type { IAlertJSON, IPathStateJSON } from './model';
 
 const MB = 1e6;
 
@@ -13,7 +13,7 @@ const MB = 1e6;
  * ``paths`` are watched: its subject is the filesystem or one of those paths (one warning per
  * path, or one per filesystem), or its sentence opens with the filesystem.
  */
-function fillingWarning(w: AlertJSON, mount: string, paths: string[]): boolean {
+function fillingWarning(w: IAlertJSON, mount: string, paths: string[]): boolean {
   return (
     w.code === 'disk-filling' &&
     w.severity !== 'info' &&
@@ -29,8 +29,8 @@ function fillingWarning(w: AlertJSON, mount: string, paths: string[]): boolean {
  * beside "Storage OK" (or beside warnings about something else) would contradict the verdict.
  */
 export function fillNotes(
-  paths: Record<string, PathStateJSON>,
-  warnings: readonly AlertJSON[] = []
+  paths: Record<string, IPathStateJSON>,
+  warnings: readonly IAlertJSON[] = []
 ): string[] {
   const onFs = new Map<string, string[]>();
   for (const p of Object.keys(paths).sort()) {
@@ -57,7 +57,7 @@ export function fillNotes(
 }
 
 /** One filesystem under the watched paths: every path on it sees the same free space. */
-export interface FilesystemGroup {
+export interface IFilesystemGroup {
   /** the key Python groups by (core/fill.py: mountpoint and size) */
   id: string;
   /** where it is mounted (``fill.filesystem``), for the legend */
@@ -71,8 +71,8 @@ export interface FilesystemGroup {
  * directory under a project quota reports the quota as its size), so the space chart draws
  * one line per filesystem, not one identical line per path.
  */
-export function filesystems(paths: Record<string, PathStateJSON>): FilesystemGroup[] {
-  const groups = new Map<string, FilesystemGroup>();
+export function filesystems(paths: Record<string, IPathStateJSON>): IFilesystemGroup[] {
+  const groups = new Map<string, IFilesystemGroup>();
   for (const path of Object.keys(paths).sort()) {
     const p = paths[path];
     if (!p.total_bytes || p.avail_bytes === null || p.avail_bytes === undefined) {

@@ -2,7 +2,7 @@ import { Widget } from '@lumino/widgets';
 
 import { formatDuration } from './format';
 import { liveState } from './live';
-import { SampleJSON } from './model';
+import { ISampleJSON } from './model';
 import { activeWarnings, scopeText, statusText } from './readings';
 import { StreamClient } from './stream';
 
@@ -38,7 +38,7 @@ export class TrainWatchStatus extends Widget {
   }
 
   private _update(): void {
-    const sample: SampleJSON | null = this._stream.latest;
+    const sample: ISampleJSON | null = this._stream.latest;
     const connected = this._stream.state === 'open';
     const { state, ageS } = liveState(this._stream.liveInput());
     const text = statusText(sample, connected);

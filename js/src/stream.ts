@@ -1,7 +1,7 @@
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { backoffDelay, ILiveInput, medianGap } from './live';
-import { HistoryJSON, SampleJSON } from './model';
+import { IHistoryJSON, ISampleJSON } from './model';
 import { requestAPI, streamURL } from './request';
 
 export type ConnectionState = 'connecting' | 'open' | 'closed';
@@ -20,23 +20,23 @@ export class StreamClient {
   private _disposed = false;
   private _interval = 0;
   private _state: ConnectionState = 'closed';
-  private _latest: SampleJSON | null = null;
+  private _latest: ISampleJSON | null = null;
   private _retryAt: number | null = null;
   private _lastArrival: number | null = null;
   private _arrivals: number[] = [];
   private _serverInterval: number | null = null;
   private _ticker: number | null = null;
   private _ticked = new Signal<this, void>(this);
-  private _sampleReceived = new Signal<this, SampleJSON>(this);
-  private _historyReceived = new Signal<this, HistoryJSON>(this);
+  private _sampleReceived = new Signal<this, ISampleJSON>(this);
+  private _historyReceived = new Signal<this, IHistoryJSON>(this);
   private _stateChanged = new Signal<this, ConnectionState>(this);
   /** Messages and bytes received (the browser test reads these). */
   readonly stats = { messages: 0, bytes: 0, since: Date.now(), reconnects: 0 };
 
-  get sampleReceived(): ISignal<this, SampleJSON> {
+  get sampleReceived(): ISignal<this, ISampleJSON> {
     return this._sampleReceived;
   }
-  get historyReceived(): ISignal<this, HistoryJSON> {
+  get historyReceived(): ISignal<this, IHistoryJSON> {
     return this._historyReceived;
   }
   get stateChanged(): ISignal<this, ConnectionState> {
@@ -49,7 +49,7 @@ export class StreamClient {
   get state(): ConnectionState {
     return this._state;
   }
-  get latest(): SampleJSON | null {
+  get latest(): ISampleJSON | null {
     return this._latest;
   }
   /** When the next reconnect attempt happens (ms since epoch), while closed. */
@@ -114,7 +114,7 @@ export class StreamClient {
         this._attempt = 0;
         this._lastArrival = Date.now();
         this._arrivals = [...this._arrivals.slice(-8), this._lastArrival];
-        this._latest = data as SampleJSON;
+        this._latest = data as ISampleJSON;
         this._sampleReceived.emit(this._latest);
       } else if (data && data.error) {
         console.warn('trainwatch stream:', data.error);
@@ -192,7 +192,7 @@ export class StreamClient {
 
   private async _backfill(): Promise<void> {
     try {
-      const history = await requestAPI<HistoryJSON>('history');
+      const history = await requestAPI<IHistoryJSON>('history');
       if (typeof history.interval_s === 'number' && history.interval_s > 0) {
         this._serverInterval = history.interval_s;
         this._startTicker();

@@ -3,7 +3,7 @@ import {
   chartData,
   countsText,
   fleetCounts,
-  FleetHostJSON,
+  IFleetHostJSON,
   hostFacts,
   hostState,
   matchesFilter,
@@ -15,7 +15,7 @@ import {
 const GIB = 1024 ** 3;
 const NOW = 1_700_000_000;
 
-function host(over: Partial<FleetHostJSON> = {}): FleetHostJSON {
+function host(over: Partial<IFleetHostJSON> = {}): IFleetHostJSON {
   return {
     host: '10.0.0.7',
     name: 'gpu07',

@@ -19,7 +19,7 @@ import {
   shortPath
 } from '../src/format';
 import { STALE_AFTER_INTERVALS, backoffDelay, liveState, medianGap } from '../src/live';
-import { AlertJSON, HeadlineJSON, PathStateJSON, SampleJSON } from '../src/model';
+import { IAlertJSON, IHeadlineJSON, IPathStateJSON, ISampleJSON } from '../src/model';
 import {
   activeWarnings,
   diskThroughput,
@@ -67,7 +67,7 @@ function pathState(path: string, device: string | null, avail = 1e9) {
   };
 }
 
-function sample(t: number, extra: Partial<SampleJSON> = {}): SampleJSON {
+function sample(t: number, extra: Partial<ISampleJSON> = {}): ISampleJSON {
   return {
     t,
     disks: { sda: disk('sda', 20, 25), nvme0n1: disk('nvme0n1', 1, 2) },
@@ -89,7 +89,7 @@ const warn = (severity: 'info' | 'warning' | 'critical', code = 'shared-mount') 
   fix: 'f'
 });
 
-const headline = (brief: string, extra: Partial<HeadlineJSON> = {}): HeadlineJSON => ({
+const headline = (brief: string, extra: Partial<IHeadlineJSON> = {}): IHeadlineJSON => ({
   level: 'warning',
   verdict: '1 warning',
   facts: ['GPU 87 %', 'sda 47.2 MB/s, 10 % busy'],
@@ -301,7 +301,7 @@ describe('shortPath', () => {
 
 describe('fillNotes', () => {
   const path = (mount: string, fill: Record<string, unknown> | null) =>
-    ({ mountpoint: mount, fill }) as unknown as SampleJSON['paths'][string];
+    ({ mountpoint: mount, fill }) as unknown as ISampleJSON['paths'][string];
   const filling = {
     filesystem: '/data',
     trend: 'filling',
@@ -312,7 +312,7 @@ describe('fillNotes', () => {
   };
 
   const alert = (code: string, severity = 'critical') =>
-    ({ code, severity, subject: '/data/ckpt', message: 'm', fix: 'f' }) as AlertJSON;
+    ({ code, severity, subject: '/data/ckpt', message: 'm', fix: 'f' }) as IAlertJSON;
   // (the paths below are on /data, watched as /data/ckpt and /data/logs)
   const up = [alert('disk-filling')];
 
@@ -403,7 +403,7 @@ describe('space used per filesystem', () => {
             points: 3
           }
         : null
-    }) as PathStateJSON;
+    }) as IPathStateJSON;
 
   it('draws one line per filesystem, grouped as core/fill.py groups', () => {
     const groups = filesystems({

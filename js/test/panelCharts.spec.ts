@@ -1,10 +1,10 @@
 /** panelCharts.ts: the panel's chart table (DOM-free): order, sections, what each chart gets. */
-import { SampleJSON } from '../src/model';
+import { ISampleJSON } from '../src/model';
 import { IChartInput, PANEL_CHARTS } from '../src/panelCharts';
 import { Aligned } from '../src/series';
 
 /** Columns as the ring gives them: one time, then one column per key (the key's length). */
-function input(sample: SampleJSON | null, asked: string[][] = []): IChartInput {
+function input(sample: ISampleJSON | null, asked: string[][] = []): IChartInput {
   return {
     sample,
     columns: (keys: string[]): Aligned => {
@@ -14,7 +14,7 @@ function input(sample: SampleJSON | null, asked: string[][] = []): IChartInput {
   };
 }
 
-const bare: SampleJSON = { t: 1, disks: {}, paths: {}, gpus: [], warnings: [] };
+const bare: ISampleJSON = { t: 1, disks: {}, paths: {}, gpus: [], warnings: [] };
 
 test('the charts, their sections and units, in panel order: the main ones open', () => {
   const section = (c: (typeof PANEL_CHARTS)[number]) =>
@@ -38,20 +38,20 @@ test('before the first sample: waiting, the GPU memory chart hidden', () => {
 });
 
 test('no GPU noted in the info notes: both GPU charts hidden', () => {
-  const sample: SampleJSON = {
+  const sample: ISampleJSON = {
     ...bare,
     warnings: [
       { code: 'gpu-unavailable', severity: 'info', subject: 'gpu', message: 'm', fix: 'f' }
-    ] as SampleJSON['warnings']
+    ] as ISampleJSON['warnings']
   };
   const [util, mem] = [0, 3].map(i => PANEL_CHARTS[i].content(input(sample)));
   expect([util.hidden, mem.hidden]).toEqual([true, true]);
 });
 
 test('GPU series are keyed per index, memory in a byte unit', () => {
-  const sample: SampleJSON = {
+  const sample: ISampleJSON = {
     ...bare,
-    gpus: [{ index: 0, name: 'H100', mem_total_bytes: 80 * 1024 ** 3 }] as SampleJSON['gpus']
+    gpus: [{ index: 0, name: 'H100', mem_total_bytes: 80 * 1024 ** 3 }] as ISampleJSON['gpus']
   };
   const asked: string[][] = [];
   const [util, mem] = [0, 3].map(i => PANEL_CHARTS[i].content(input(sample, asked)));

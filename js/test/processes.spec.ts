@@ -1,11 +1,11 @@
 /** processes.ts: the words of one training process's row (DOM-free part). */
 jest.mock('../src/request', () => ({ requestAPI: jest.fn() })); // no Jupyter server in node
 
-import { processFacts, TrainingProcessJSON, waitFacts } from '../src/processes';
+import { processFacts, ITrainingProcessJSON, waitFacts } from '../src/processes';
 
 const GIB = 1024 ** 3;
 
-function proc(over: Partial<TrainingProcessJSON> = {}): TrainingProcessJSON {
+function proc(over: Partial<ITrainingProcessJSON> = {}): ITrainingProcessJSON {
   return {
     pid: 4242,
     command: 'python train.py --lr 3e-4',
