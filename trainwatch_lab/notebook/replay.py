@@ -69,7 +69,7 @@ def _parts(key: str) -> tuple[str, str, str]:
 
 def space_series(rec: Recorded) -> list[Series]:
     """One line per recorded path's % used; paths whose readings are the same (one
-    filesystem, one recorder) are one line, named by the first with how many more."""
+    filesystem, one recorder) are one line, named by the shortest with how many more."""
     groups: dict[tuple[Any, ...], list[str]] = {}
     for key in rec.series:
         kind, name, fld = _parts(key)
@@ -79,6 +79,7 @@ def space_series(rec: Recorded) -> list[Series]:
         groups.setdefault(same, []).append(name)
     out = []
     for names in groups.values():
+        names.sort(key=lambda n: (len(n), n))  # named by the shortest: nearest the mount
         more = f" (+{len(names) - 1})" if len(names) > 1 else ""
         keys = tuple(("path", names[0], f) for f in ("avail_bytes", "total_bytes", "free_bytes"))
         out.append(Series(filesystem_label(names[0], None) + more, keys, kind="used_pct"))
