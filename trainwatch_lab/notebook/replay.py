@@ -44,7 +44,10 @@ MARKED = (
 )
 MAX_MARKERS = 200  # per chart: the newest ones
 MAX_LISTED = 200  # events listed under the charts: the newest ones
-MARKER_COLOR = "var(--jp-warn-color1)"
+ENDED = ("process-ended", "run-ended", "kernel-ended")
+# grey: the lines' palette keeps its colours; a run's end in the error colour
+MARKER_COLOR = "var(--jp-ui-font-color2)"
+END_COLOR = "var(--jp-error-color1)"
 
 REPLAY_STYLE = """
 .tw-replay-endings .tw-ending { margin: 2px 0; padding-left: 8px; line-height: 1.4;
@@ -194,13 +197,16 @@ class Markers:
         top = float(chart.y_scale.max or 1.0)
         x = np.array([e["t"] - chart.origin for e in shown], dtype=np.float32)
         texts = [f"{clock(e['t'])} {e['text']}" for e in shown]
+        colors = [END_COLOR if e["kind"] in ENDED else MARKER_COLOR for e in shown]
         with self.rules.hold_sync():
+            self.rules.colors = colors  # (bqplot reuses a mark's colours per line and point)
             self.rules.x = np.repeat(x[:, None], 2, axis=1)
             self.rules.y = np.tile(np.array([0.0, top], dtype=np.float32), (x.size, 1))
         with self.points.hold_sync():
             self.points.x = x
             self.points.y = np.full(x.size, top * 0.96, dtype=np.float32)
             self.points.names = texts
+            self.points.colors = colors
 
 
 # -- the widget -------------------------------------------------------------------------
