@@ -55,9 +55,12 @@ def parse_when(text: str, now: float | None = None) -> float:
 
 
 def unknown_option(token: str, options: Iterable[str]) -> str:
-    """``unknown option '--jsn', did you mean --json?``: the closest real option, if any is
-    close (``--name=value`` is judged by its name)."""
+    """``unknown option '--jsn', did you mean --json?``: the option an abbreviation begins,
+    else the closest real option, if any is close (``--name=value`` is judged by its name)."""
     name = token.partition("=")[0]
-    close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
+    options = list(options)
+    # an abbreviation means the option it begins (--int: --interval, not the closer --until)
+    close = [o for o in options if len(name) > 3 and o.startswith(name)][:1]
+    close = close or difflib.get_close_matches(name, options, n=1, cutoff=0.6)
     hint = f", did you mean {close[0]}?" if close else ""
     return f"unknown option {name!r}{hint}"
