@@ -28,8 +28,9 @@ def test_a_script_dying_of_a_full_disk_is_explained_after_the_recorder_restarts(
 ) -> None:
     disk = loop_ext4(size_mb=24)
     store = tmp_path / "state" / "history.sqlite"
-    record_full_disk(store, disk.mountpoint, tmp_path, wrapped)
-    why = history(store, "why", "train_until_full.py")
+    pid = record_full_disk(store, disk.mountpoint, tmp_path, wrapped)
+    # by pid: the discovery sees the whole machine, where other tests' scripts may end too
+    why = history(store, "why", str(pid))
     line = why.strip().splitlines()[0]
     print(line)  # (shown with -s: the sentence itself)
     assert re.match(r"train_until_full\.py ended at \d\d:\d\d:\d\d after \d+ s: ", line), line
