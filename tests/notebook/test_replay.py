@@ -270,3 +270,36 @@ def test_a_fresh_kernel_replays_why_runs_died(
         assert kernel.value(f"{REPLAY_VIEW}.dashboard is None")  # no live sampler started
     finally:
         kernel.close()
+
+
+def test_a_slow_read_shows_the_widget_at_once_and_fills_it_in(
+    shell: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no time to wait (``replay_wait_s`` 0) the magic returns at once, the widget
+    says it is reading, and the helper thread draws it when the read ends."""
+    from dataclasses import replace
+
+    from trainwatch_lab.core.defaults import DEFAULTS
+    from trainwatch_lab.notebook.magics import state_for
+
+    store = tmp_path / "h.sqlite"
+    _full_disk_store(store, time.time() - 60)
+    monkeypatch.setenv(STORE_ENV, str(store))
+    state = state_for(shell)
+    monkeypatch.setattr(state, "defaults", replace(DEFAULTS, replay_wait_s=0.0))
+    gate = threading.Event()
+    real = Replay._read
+
+    def held(self: Replay) -> None:  # the read starts only once the magic has returned
+        gate.wait(60)
+        real(self)
+
+    monkeypatch.setattr(Replay, "_read", held)
+    shell.run_line_magic("trainwatch", "--since 1h")
+    replay = state.replay_view
+    assert replay is not None and not replay.wait(0)
+    assert "reading the recorded history" in replay.status.value
+    assert replay.text().endswith("reading the recorded history…")
+    gate.set()
+    assert replay.wait(60) and replay.error is None
+    assert "1 run ended" in replay.status.value and replay.charts["space"].points > 1
