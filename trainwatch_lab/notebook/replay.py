@@ -53,8 +53,6 @@ REPLAY_STYLE = """
 .tw-replay-endings .tw-ending { margin: 2px 0; padding-left: 8px; line-height: 1.4;
   border-left: 3px solid var(--jp-border-color1); color: var(--jp-ui-font-color0); }
 .tw-replay-endings .tw-ending[data-cause="1"] { border-left-color: var(--jp-error-color1); }
-.tw-replay-endings .tw-ending .tw-evidence { color: var(--jp-ui-font-color1);
-  font-size: var(--jp-ui-font-size1); }
 .trainwatch .tw-events summary { cursor: pointer; color: var(--jp-ui-font-color1); }
 .trainwatch .tw-events table td { padding: 0 8px 0 0; vertical-align: top; }
 """
@@ -208,6 +206,10 @@ class Markers:
             self.points.names = texts
             self.points.colors = colors
 
+    def close(self) -> None:
+        for mark in (self.rules, self.points, self.points.tooltip):
+            mark.close()
+
 
 # -- the widget -------------------------------------------------------------------------
 
@@ -348,6 +350,8 @@ class Replay(widgets.VBox):
         return data
 
     def close(self) -> None:
-        for chart in getattr(self, "charts", {}).values():  # (None if __init__ refused)
+        for marks in getattr(self, "markers", {}).values():  # (none if __init__ refused)
+            marks.close()
+        for chart in getattr(self, "charts", {}).values():
             chart.close()
         super().close()
