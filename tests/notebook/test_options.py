@@ -116,7 +116,7 @@ def test_every_example_in_the_help_parses(example: str) -> None:
     magic, line = example.split(" ", 1)
     assert magic in ("%trainwatch", "%%trainwatch")
     request = parse_request(line, cell=magic == "%%trainwatch")
-    assert request.action in ("start", *SUBCOMMANDS)
+    assert request.action in ("start", "replay", *SUBCOMMANDS)
     if request.options is not None:
         for word in shlex.split(line):
             if word.startswith("--"):

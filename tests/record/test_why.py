@@ -4,39 +4,22 @@ script dying of a full disk on a loop ext4, an OOM kill in a memory cgroup, and 
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.env import need, need_root
+from tests.record.scenarios import CLI, ENV, HOG, history, record_full_disk
+from tests.record.scenarios import memory_cgroup as memory_cgroup  # a fixture
 from tests.support.mounts import wait_until
 from trainwatch_lab.core.model import Sample
 from trainwatch_lab.core.record import Event, Store
 from trainwatch_lab.core.record.events import EventWatch
 from trainwatch_lab.core.record.why import endings, explain
-
-ROOT = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-m", "trainwatch_lab"]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-
-
-def _history(store: Path, *args: str) -> str:
-    done = subprocess.run(
-        [*CLI, "history", *args, "--store", str(store)],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 @pytest.mark.parametrize("wrapped", [False, True], ids=["discovered", "run-wrapper"])
@@ -45,58 +28,9 @@ def test_a_script_dying_of_a_full_disk_is_explained_after_the_recorder_restarts(
 ) -> None:
     disk = loop_ext4(size_mb=24)
     store = tmp_path / "state" / "history.sqlite"
-    watch = subprocess.Popen(
-        [
-            *CLI,
-            "watch",
-            "--processes",
-            "--interval",
-            "0.5",
-            "--record",
-            "--record-every",
-            "0.5",
-            "--store",
-            str(store),
-            "--json",
-            str(disk.mountpoint),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=ENV,
-        cwd=tmp_path,
-    )
-    script = [
-        sys.executable,
-        str(ROOT / "tests/record/train_until_full.py"),
-        str(disk.mountpoint),
-        "8",
-    ]
-    if wrapped:
-        script = [*CLI, "run", "--store", str(store), "--", *script]
-    with open(tmp_path / "nohup.out", "wb") as out:
-        train = subprocess.Popen(
-            script, stdout=out, stderr=out, env=ENV, cwd=tmp_path, start_new_session=True
-        )
-        train.wait(timeout=120)
-    assert b"Errno 28" in (tmp_path / "nohup.out").read_bytes()
-    assert train.returncode == 1
-    pid = train.pid
-    if wrapped:  # the script is the wrapper's child
-        pid = int(re.search(r"pid (\d+)\) started", _history(store, "events")).group(1))
-
-    def ended_seen() -> bool:  # the recorder noticed the end (flushed in at most 10 s)
-        try:
-            events = _history(store, "events", "--format", "csv")
-            return (
-                f"process-ended,train_until_full.py,train_until_full.py (pid {pid}) ended" in events
-            )
-        except AssertionError:
-            return False
-
-    assert wait_until(ended_seen, timeout=60)
-    watch.send_signal(signal.SIGKILL)  # the recorder dies; history is read by a new process
-    watch.wait(timeout=30)
-    why = _history(store, "why", "train_until_full.py")
+    pid = record_full_disk(store, disk.mountpoint, tmp_path, wrapped)
+    # by pid: the discovery sees the whole machine, where other tests' scripts may end too
+    why = history(store, "why", str(pid))
     line = why.strip().splitlines()[0]
     print(line)  # (shown with -s: the sentence itself)
     assert re.match(r"train_until_full\.py ended at \d\d:\d\d:\d\d after \d+ s: ", line), line
@@ -131,36 +65,6 @@ def test_no_evidence_no_cause(tmp_path: Path) -> None:
     )
 
 
-@pytest.fixture
-def memory_cgroup() -> Iterator[Path]:
-    """A memory cgroup (v1 where mounted, else v2) limited to 64 MiB with no swap."""
-    need_root()
-    base = Path("/sys/fs/cgroup/memory")
-    v2 = not base.is_dir()
-    controllers = Path("/sys/fs/cgroup/cgroup.subtree_control")
-    need(not v2 or "memory" in controllers.read_text().split(), "needs the memory controller")
-    group = (Path("/sys/fs/cgroup") if v2 else base) / f"trainwatch-test-{os.getpid()}"
-    group.mkdir()
-    try:
-        if v2:
-            (group / "memory.max").write_text(str(64 << 20))
-            (group / "memory.swap.max").write_text("0")
-        else:
-            (group / "memory.limit_in_bytes").write_text(str(64 << 20))
-            (group / "memory.swappiness").write_text("0")
-        yield group
-    finally:
-        for _ in range(50):
-            try:
-                group.rmdir()
-                break
-            except OSError:
-                time.sleep(0.1)
-
-
-HOG = "import time; time.sleep({}); x = bytearray(512 << 20); time.sleep(5)"
-
-
 def test_an_oom_kill_in_a_memory_cgroup_is_the_cause(tmp_path: Path, memory_cgroup: Path) -> None:
     store = tmp_path / "h.sqlite"
     inner = " ".join(
@@ -173,7 +77,7 @@ def test_an_oom_kill_in_a_memory_cgroup_is_the_cause(tmp_path: Path, memory_cgro
         timeout=120,
     )
     assert done.returncode == 128 + signal.SIGKILL, done.stderr
-    why = _history(store, "why")
+    why = history(store, "why")
     assert "out-of-memory killer ended it (oom_kill 0 -> 1 in cgroup" in why, why
     assert "killed by SIGKILL" in why
 

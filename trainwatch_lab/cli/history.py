@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as dt
 import io
-import re
 import sys
 import time
 from typing import Any
 
 from ..core.paths import printable
+from ..core.usage import parse_when
 from .common import RAW, UsageError, dumps, table
 from .record import add_store, store_path
 
@@ -29,35 +28,15 @@ examples:
   trainwatch-lab history export --since 3h -o report.json   for a bug report (commands redacted)
 """
 VIEWS = ("samples", "events", "why", "export")
-_AGO = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")  # fullmatch: "8h\n" is no age
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def when(text: str) -> float:
-    """``8h`` (ago), ``2026-12-01T03:00``, ``03:00`` (today) or a Unix time -> Unix time."""
-    text = text.strip()
-    m = _AGO.fullmatch(text)
-    if m:
-        return time.time() - float(m.group(1)) * _UNITS[m.group(2)]
+    """``8h`` (ago), ``2026-12-01T03:00``, ``03:00`` (today) or a Unix time -> Unix time:
+    the one parser of every surface (core.usage.parse_when)."""
     try:
-        return (
-            float(text)
-            if text.replace(".", "", 1).isdigit() and len(text) > 6
-            else (
-                _clock_today(text)
-                if ":" in text and "-" not in text
-                else dt.datetime.fromisoformat(text).timestamp()
-            )
-        )
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected 8h, 30m, 2d, 2026-12-01T03:00 or 03:00, got {text!r}"
-        ) from None
-
-
-def _clock_today(text: str) -> float:
-    moment = dt.datetime.combine(dt.date.today(), dt.time.fromisoformat(text))
-    return moment.timestamp()
+        return parse_when(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_parser(sub: Any) -> None:

@@ -229,6 +229,10 @@ class Defaults:
     # never holds the query thread for long
     record_query_slice_s: float = 6 * 3600.0
     record_query_max_decoded: int = 2_000_000
+    # `%trainwatch --since 8h` waits this long for the replay's read (on a helper thread) so
+    # that a missing history is one printed line, not a widget; a slower read shows the
+    # widget at once, saying it is reading, and fills it in when the read ends
+    replay_wait_s: float = 10.0
 
 
 DEFAULTS = Defaults()

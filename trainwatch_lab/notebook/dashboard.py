@@ -81,7 +81,20 @@ class TrainWatch(DashboardLayout):
     ``sampler``: share an existing Sampler (then ``stop()`` leaves it running).
     ``inline``: also show new warnings under the running cell (an InlineAlerts to share).
     ``details``: open the details; None: as last left in this notebook (closed at first).
+    ``since``: replay the machine's recorded history from then instead (seconds ago, "8h",
+    "03:00", an ISO time or a datetime; ``until`` ends it, default now): what
+    ``%trainwatch --since`` shows, a ``Replay`` (notebook/replay.py); None: live.
     """
+
+    def __new__(cls, *args: Any, since: Any = None, until: Any = None, **kwargs: Any) -> Any:
+        if since is None and until is None:
+            return super().__new__(cls, *args, **kwargs)
+        if args or kwargs:  # a replay reads the record: nothing of a live dashboard applies
+            given = ", ".join([*(["paths"] if args else []), *kwargs])
+            raise TypeError(f"TrainWatch(since=...) replays the recorded history; drop {given}")
+        from .replay import Replay
+
+        return Replay(since, until)  # not a TrainWatch: __init__ is not called on it
 
     def __init__(
         self,
@@ -97,6 +110,8 @@ class TrainWatch(DashboardLayout):
         defaults: Defaults = DEFAULTS,
         start: bool = True,
         details: bool | None = None,
+        since: None = None,  # (a replay is made by __new__)
+        until: None = None,
     ) -> None:
         if sampler is not None:  # a shared sampler ticks at its own pace
             interval = sampler.interval

@@ -41,14 +41,15 @@ def make_chart(name: str) -> TimeChart:
     raise KeyError(name)
 
 
-def gpu_series(gpus: Sequence[Any]) -> list[Series]:
+def gpu_series(indices: Sequence[int | str]) -> list[Series]:
+    """Utilization and memory used per GPU (by CUDA index)."""
     out = []
-    for g in gpus:
-        i = str(g.index)
-        out.append(Series(f"GPU{g.index} util", (("gpu", i, "util_pct"),)))
+    for index in indices:
+        i = str(index)
+        out.append(Series(f"GPU{i} util", (("gpu", i, "util_pct"),)))
         out.append(
             Series(
-                f"GPU{g.index} mem",
+                f"GPU{i} mem",
                 (("gpu", i, "mem_used_bytes"), ("gpu", i, "mem_total_bytes")),
                 kind="ratio_pct",
             )
@@ -135,7 +136,7 @@ def series_for(
         return waits_series(sample, history)
     devices = watched_devices(sample)
     if name == "gpu":
-        return gpu_series(gpus)
+        return gpu_series([g.index for g in gpus])
     if name == "io":
         return io_series(devices)
     if name == "space":

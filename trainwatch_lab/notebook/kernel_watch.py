@@ -91,6 +91,7 @@ class KernelWatch:
         self.defaults = defaults
         self.inline: InlineAlerts | None = attach(shell)
         self.dashboard: Any = None  # the live TrainWatch
+        self.replay_view: Any = None  # the last %trainwatch --since (a Replay)
         self.options: Options | None = None
         self.discovered: dict[str, Found] = {}
         self._seen_ids: dict[str, int] = {}  # variable -> id(value) after the last cell
@@ -134,6 +135,22 @@ class KernelWatch:
         dash.show()
         check_and_show(self.inline, paths, opts.probe, self.defaults)
         return dash
+
+    def replay(self, opts: Options) -> Any:
+        """``%trainwatch --since``: the recorded window, read on a helper thread. A read that
+        ends within ``replay_wait_s`` without a history is one printed line (where we looked,
+        how to record) and no widget; a slower read shows the widget, which fills in. The
+        live dashboard, if any, goes on untouched."""
+        from .replay import Replay
+
+        view = Replay(opts.since, opts.until, defaults=self.defaults)
+        if view.wait(self.defaults.replay_wait_s) and view.error is not None:
+            print(f"trainwatch: {view.error}")
+            view.close()
+            return None
+        self.replay_view = view
+        display(view)
+        return view
 
     def stop(self) -> str:
         dash, self.dashboard = self.dashboard, None

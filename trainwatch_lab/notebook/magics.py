@@ -52,6 +52,9 @@ class TrainWatchMagics(Magics):
             if cell is not None:
                 print("trainwatch: the cell was not run (--help)")
             return None
+        if request.action == "replay":
+            state.replay(request.options or Options())
+            return None
         if request.action != "start":
             print(state.stop() if request.action == "stop" else state.status())
             return None

@@ -92,6 +92,20 @@ FLAGS: tuple[Flag, ...] = (
         "%trainwatch runs --gpu 0",
     ),
     Flag(
+        "--since",
+        "WHEN",
+        "replay the recorded history from then: 8h, 2d (ago), 03:00, an ISO time",
+        "live",
+        "%trainwatch --since 8h",
+    ),
+    Flag(
+        "--until",
+        "WHEN",
+        "end of the replayed window (same forms as --since)",
+        "now",
+        "%trainwatch --since 2026-12-01T22:00 --until 2026-12-02T06:00",
+    ),
+    Flag(
         "--no-probe",
         None,
         "do not write the latency probe (4 KiB writes + fsync to a hidden file, removed)",
@@ -124,13 +138,16 @@ EXAMPLES = (
     ("%trainwatch --logdir runs/exp1", "watch a run's logs; its checkpoints are found too"),
     ("%trainwatch /data runs --interval 0.5 --gpu 0", "two paths, twice a second, GPU 0"),
     ("%%trainwatch runs", "(a cell's first line) watch only that cell"),
+    ("%trainwatch --since 8h", "replay the last 8 hours: why runs ended, charts"),
     ("%trainwatch status", "what is watched and the warnings now"),
 )
+REPLAY_FLAGS = ("--since", "--until")
 
 
 def _usage_parts() -> list[str]:
     parts = ["%trainwatch", f"[{PATHS.name}]"]
-    return parts + [f"[{f.name}{' ' + f.metavar if f.metavar else ''}]" for f in FLAGS]
+    live = [f for f in FLAGS if f.name not in REPLAY_FLAGS]  # a replay has its own line
+    return parts + [f"[{f.name}{' ' + f.metavar if f.metavar else ''}]" for f in live]
 
 
 def usage_line() -> str:
@@ -157,6 +174,7 @@ def help_text() -> str:
     commands = [
         (usage_line(), ""),
         ("%%trainwatch [same options]", "watch just this cell; a summary when it ends"),
+        ("%trainwatch --since WHEN [--until WHEN]", "replay the recorded history of this machine"),
         *((f"%trainwatch {name}", what) for name, what in SUBCOMMANDS.items()),
         ("%trainwatch --help", "this help (also -h, or %trainwatch?)"),
     ]
@@ -194,6 +212,12 @@ class Options:
     probe: bool = True
     notify_url: str | None = None
     notify_format: str = "json"
+    since: str | None = None  # --since/--until: a replay of the recorded history
+    until: str | None = None
+
+    @property
+    def replay(self) -> bool:
+        return self.since is not None or self.until is not None
 
     @property
     def all_paths(self) -> list[str]:
@@ -203,9 +227,10 @@ class Options:
 
 @dataclass(frozen=True)
 class Request:
-    """What one ``%trainwatch`` line asks for; ``options`` is set for ``start`` only."""
+    """What one ``%trainwatch`` line asks for; ``options`` is set for ``start`` and
+    ``replay`` only."""
 
-    action: Literal["start", "status", "stop", "help"]
+    action: Literal["start", "replay", "status", "stop", "help"]
     options: Options | None = None
 
 
@@ -291,6 +316,38 @@ def split_args(tokens: Sequence[str]) -> tuple[dict[str, str | bool], list[str]]
     return values, paths
 
 
+def _replay_options(values: dict[str, str | bool], paths: list[str], cell: bool) -> Options:
+    """``--since``/``--until`` alone (a replay watches nothing): checked as the replay will
+    read them (core.record.replay.window), so a bad time is refused before anything shows."""
+    from ..core.record.replay import window
+
+    if cell:
+        raise UsageError(
+            "trainwatch: --since replays the recorded history: run %trainwatch --since ... "
+            "in a line of its own (%%trainwatch watches the cell under it, live)"
+        )
+    live = [name for name in values if name not in REPLAY_FLAGS] + (["PATH"] if paths else [])
+    if live:
+        raise UsageError(
+            f"trainwatch: {live[0]} is for the live dashboard; --since/--until replay the "
+            f"recorded history of the whole machine: use one or the other {SEE_HELP}"
+        )
+    since, until = values.get("--since"), values.get("--until")
+    opts = Options(
+        since=since if isinstance(since, str) else None,
+        until=until if isinstance(until, str) else None,
+    )
+    try:
+        window(opts.since, opts.until)
+    except ValueError as exc:
+        text = str(exc)
+        for word in ("since", "until"):
+            if text.startswith(word):
+                text = f"--{text}"
+        raise UsageError(f"trainwatch: {text}") from None
+    return opts
+
+
 def _options(values: dict[str, str | bool], paths: list[str]) -> Options:
     logdir = values.get("--logdir")
     opts = Options(
@@ -347,13 +404,16 @@ def parse_request(line: str, cell: bool = False) -> Request:
         if len(tokens) > 1:
             raise UsageError(f"trainwatch: {name} takes no options, got {shlex.join(tokens[1:])!r}")
         return Request("status" if name == "status" else "stop")
-    return Request("start", _options(*split_args(tokens)))
+    values, paths = split_args(tokens)
+    if any(name in values for name in REPLAY_FLAGS):
+        return Request("replay", _replay_options(values, paths, cell))
+    return Request("start", _options(values, paths))
 
 
 def parse_options(line: str) -> Options:
     """The options of a line that starts a dashboard (or watches a cell)."""
     request = parse_request(line)
-    if request.options is None:
+    if request.options is None or request.action != "start":
         raise UsageError(f"trainwatch: {line.strip()!r} starts nothing {SEE_HELP}")
     return request.options
 

@@ -1,0 +1,112 @@
+"""How runs end, for real, into a store: a script dying of a full disk on a loop ext4 under
+``watch --record``, and a memory cgroup for OOM kills. Shared by the tests of ``why``
+(tests/record/test_why.py) and of the notebook's replay (tests/notebook/test_replay.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.env import need, need_root
+from tests.support.mounts import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "trainwatch_lab"]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+# allocates far more than the cgroup's 64 MiB after a pause (to be seen alive first)
+HOG = "import time; time.sleep({}); x = bytearray(512 << 20); time.sleep(5)"
+
+
+def history(store: Path, *args: str) -> str:
+    """``trainwatch-lab history ARGS --store STORE``'s output (it must succeed)."""
+    done = subprocess.run(
+        [*CLI, "history", *args, "--store", str(store)],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def record_full_disk(store: Path, mountpoint: Path, cwd: Path, wrapped: bool = False) -> int:
+    """``tests/record/train_until_full.py`` under nohup fills ``mountpoint`` and dies of
+    Errno 28 while ``watch --record`` records into ``store``; the recorder is SIGKILLed
+    once it recorded the end. Returns the script's pid."""
+    watch = subprocess.Popen(
+        [
+            *CLI,
+            *("watch", "--processes", "--interval", "0.5", "--record", "--record-every", "0.5"),
+            *("--store", str(store), "--json", str(mountpoint)),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=ENV,
+        cwd=cwd,
+    )
+    try:
+        script = [sys.executable, str(ROOT / "tests/record/train_until_full.py"), str(mountpoint)]
+        script.append("8")
+        if wrapped:
+            script = [*CLI, "run", "--store", str(store), "--", *script]
+        with open(cwd / "nohup.out", "wb") as out:
+            train = subprocess.Popen(
+                script, stdout=out, stderr=out, env=ENV, cwd=cwd, start_new_session=True
+            )
+            train.wait(timeout=120)
+        assert b"Errno 28" in (cwd / "nohup.out").read_bytes()
+        assert train.returncode == 1
+        pid = train.pid
+        if wrapped:  # the script is the wrapper's child
+            pid = int(re.search(r"pid (\d+)\) started", history(store, "events")).group(1))
+
+        def ended_seen() -> bool:  # the recorder noticed the end (flushed in at most 10 s)
+            try:
+                events = history(store, "events", "--format", "csv")
+            except AssertionError:
+                return False
+            return f"process-ended,train_until_full.py,train_until_full.py (pid {pid}) ended" in (
+                events
+            )
+
+        assert wait_until(ended_seen, timeout=60)
+    finally:
+        watch.send_signal(signal.SIGKILL)  # the recorder dies; history is read by another
+        watch.wait(timeout=30)
+    return pid
+
+
+@pytest.fixture
+def memory_cgroup() -> Iterator[Path]:
+    """A memory cgroup (v1 where mounted, else v2) limited to 64 MiB with no swap."""
+    need_root()
+    base = Path("/sys/fs/cgroup/memory")
+    v2 = not base.is_dir()
+    controllers = Path("/sys/fs/cgroup/cgroup.subtree_control")
+    need(not v2 or "memory" in controllers.read_text().split(), "needs the memory controller")
+    group = (Path("/sys/fs/cgroup") if v2 else base) / f"trainwatch-test-{os.getpid()}"
+    group.mkdir()
+    try:
+        if v2:
+            (group / "memory.max").write_text(str(64 << 20))
+            (group / "memory.swap.max").write_text("0")
+        else:
+            (group / "memory.limit_in_bytes").write_text(str(64 << 20))
+            (group / "memory.swappiness").write_text("0")
+        yield group
+    finally:
+        for _ in range(50):
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
