@@ -10,14 +10,14 @@ clean of any SVG attribute error.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
 from tests.support.lab import (
-    artifact_path,
+    chart_errors,
     chromium_page,
+    console_recorder,
     jupyter_lab,
     open_notebook,
     run_cell,
@@ -27,9 +27,6 @@ from tests.support.lab import (
 from .kernel import REPO
 
 pytestmark = pytest.mark.browser
-
-# the console errors that are Chromium rejecting an SVG attribute bqplot set from our data
-SVG_ERROR = re.compile(r"<\w+> attribute [\w-]+:")
 
 SETUP = """
 import time
@@ -77,8 +74,7 @@ def test_charts_fed_missing_values_draw_without_svg_errors(tmp_path: Path) -> No
     write_notebook(root / "charts.ipynb", [SETUP, FEED])
     env = {"PYTHONPATH": str(REPO), "TRAINWATCH_LAB_STATE_DIR": str(tmp_path / "state")}
     with jupyter_lab(root, env=env) as lab, chromium_page((1440, 900)) as page:
-        console: list[str] = []
-        page.on("console", lambda m: m.type == "error" and console.append(m.text))
+        console = console_recorder(page)
         open_notebook(page, lab, "charts.ipynb")
         run_cell(page, 0)
         page.locator(".tw-chart-probe .tw-plot svg").first.wait_for(timeout=60_000)
@@ -90,6 +86,5 @@ def test_charts_fed_missing_values_draw_without_svg_errors(tmp_path: Path) -> No
             ".filter(p => (p.getAttribute('d') || '').startsWith('M')).length === 2",
             timeout=30_000,
         )
-    artifact_path("charts-console-errors.txt").write_text("\n".join(console))
-    errors = [m for m in console if SVG_ERROR.search(m)]
+    errors = chart_errors(console, "charts-console-errors.txt")
     assert not errors, errors
