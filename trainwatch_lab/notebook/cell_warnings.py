@@ -30,9 +30,11 @@ class CellWarning:
 
     def span_text(self) -> str:
         """``raised twice, 14:05:02-14:05:11 (9 s), cleared``."""
-        times = clock_label(self.first_t, 1)
+        times, until = clock_label(self.first_t, 1), clock_label(self.last_t, 1)
+        if until != times:
+            times += f"–{until}"
         if self.last_t > self.first_t:
-            times += f"–{clock_label(self.last_t, 1)} ({fmt_duration(self.last_t - self.first_t)})"
+            times += f" ({fmt_duration(self.last_t - self.first_t)})"
         raised = {1: "raised", 2: "raised twice"}.get(self.raises, f"raised {self.raises} times")
         return f"{raised} {times}, {'still active' if self.active else 'cleared'}"
 
