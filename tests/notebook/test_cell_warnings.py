@@ -51,12 +51,14 @@ def test_a_warning_that_clears_and_comes_back_is_one_line_saying_so() -> None:
             [filling("warning", "1 MiB")],  # still raised at the end
         ]
     )
-    sampler = Sampler([], interval=1.0, evaluate=script)
+    now = [time.time()]  # the samples' clock: a tick a second
+    sampler = Sampler([], interval=1.0, evaluate=script, clock=lambda: now[0])
     watch = CellWatch(sampler, [FS])
-    watch.start_t = time.time() - 1.0
+    watch.start_t = now[0] - 1.0
     try:
         for _ in range(6):
             sampler.tick()
+            now[0] += 1.0
         summary = watch.finish()
     finally:
         watch.close()
