@@ -100,8 +100,12 @@ class Box:
         return s
 
 
-def _simulate(path: str, seconds: int) -> tuple[int, float, list[float], list[float]]:
-    """Record ``seconds`` of the box at 1 s; (values, subscriber CPU, per-flush CPU list)."""
+def _simulate(
+    path: str, seconds: int, fill_s: int = 0, early: bool = False
+) -> tuple[int, float, list[float], list[float]]:
+    """Record ``seconds`` of the box at 1 s; (values, subscriber CPU, per-tick CPU list,
+    per-flush CPU list). ``fill_s``: its paths' filesystem fills from 100 GiB free to none in
+    that long, then holds still; ``early``: flush when the recorder asks (its thread would)."""
     box = Box()
     t0 = 1_800_000_000.0
     clock = [t0]
@@ -113,13 +117,16 @@ def _simulate(path: str, seconds: int) -> tuple[int, float, list[float], list[fl
     for n in range(seconds):
         clock[0] = t0 + n
         sample = box.sample(clock[0], n)
+        if fill_s:
+            for p in sample.paths.values():
+                p.avail_bytes = 100 * 2**30 * max(0.0, 1 - n / fill_s)
         if n % 3600 == 1800:  # a warning raised and cleared each hour: events too
             sample.warnings = [Alert("disk-saturated", "warning", "nvme0n1", "busy", "spread")]
         values += sum(1 for _ in flatten(sample))
         c = time.thread_time()
         rec(sample)
         call_cpu.append(time.thread_time() - c)
-        if n % 10 == 9:
+        if n % 10 == 9 or (early and rec.flush_wanted):
             c = time.thread_time()
             rec.flush()
             flush_cpu.append(time.thread_time() - c)
@@ -223,7 +230,33 @@ def run(cfg: Config) -> list[Row]:
             )
         )
         store.close()
+    rows.append(_fill_row(seconds))
     return rows
+
+
+def _fill_row(seconds: int) -> Row:
+    """A disk filled in the first quarter of the run, then still: flushes, and the file at
+    the end with the recorder's early flushes (record_hurry_drop_share) against the 10 s
+    timer alone. Their recent rows are folded into blocks like any: the extra pages are a
+    high-water mark that later blocks reuse (gone after ~3 h still in a 4 h run), bounded
+    by the number of early flushes (~100 ln(free / last reading), however big the disk)."""
+    out = {}
+    for early in (False, True):
+        with tempfile.TemporaryDirectory(prefix="twbench-record-fill-") as d:
+            path = os.path.join(d, "history.sqlite")
+            _, _, _, flushes = _simulate(path, seconds, fill_s=seconds // 4, early=early)
+            out[early] = (len(flushes), os.path.getsize(path))
+    (timer, size), (both, size_early) = out[False], out[True]
+    return Row(
+        GROUP,
+        f"a fill ({seconds / 14400:g} h to full, {seconds / 4800:g} h still): flushes, file",
+        f"{both - timer} early flushes",
+        "<= 1 MiB more file",
+        "ok" if size_early - size <= 2**20 else "MISS",
+        f"{timer} timer flushes; file {size_early / 2**20:.2f} MiB with them, "
+        f"{size / 2**20:.2f} MiB without",
+        data={"timer": timer, "early": both - timer, "size": size, "size_early": size_early},
+    )
 
 
 def main() -> None:

@@ -22,6 +22,7 @@ from trainwatch_lab.core.model import (
 )
 from trainwatch_lab.notebook.cell_report import CellSummary, DeviceSummary
 from trainwatch_lab.notebook.cell_summary import summarize_cell
+from trainwatch_lab.notebook.cell_warnings import WarningLog
 from trainwatch_lab.notebook.snapshot import snapshot_html, snapshot_text
 from trainwatch_lab.notebook.warnings_html import alerts_bundle
 
@@ -70,7 +71,10 @@ def history() -> History:
 
 def test_cell_summary_numbers() -> None:
     warn = Alert("disk-filling", "warning", PATH, "filling", "free space")
-    s = summarize_cell(history(), T0 + 0.5, T0 + 4, [PATH], [warn, warn], gpu_indices=None)
+    log = WarningLog()
+    for i in (1, 2):
+        log.observe(T0 + i, [warn])
+    s = summarize_cell(history(), T0 + 0.5, T0 + 4, [PATH], log.entries(), gpu_indices=None)
     assert s.samples == 4
     (dev,) = s.devices
     assert dev.device == "sda"
@@ -83,7 +87,7 @@ def test_cell_summary_numbers() -> None:
     assert g.mean_util_pct == 45.0  # 0, 0, 80, 100
     assert g.idle_s == 2.0  # two 1 s intervals under 5 %
     assert s.process_write_bytes == 50 * MIB
-    assert [a.code for a in s.warnings] == ["disk-filling"]  # one per condition
+    assert [w.alert.code for w in s.warnings] == ["disk-filling"]  # one per condition
     text = s.to_text()
     assert text.startswith("trainwatch: cell ran 3.5 s (4 samples)\n")
     assert "disk sda: 50 MiB written during the cell (all processes)" in text
@@ -273,6 +277,7 @@ IN_KERNEL = r"""
 import fcntl, os, sys, threading, time
 from trainwatch_lab.notebook.dashboard import new_sampler
 from trainwatch_lab.notebook.cell_summary import summarize_cell
+from trainwatch_lab.notebook.cell_warnings import WarningLog
 
 share = sys.argv[1]
 lock = os.path.join(share, "lock")

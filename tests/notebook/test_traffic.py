@@ -20,7 +20,7 @@ from tests.support.lab import artifact_path
 from trainwatch_lab.core.history import History
 from trainwatch_lab.core.model import Alert, DiskRates, GpuState, PathState, ProbeResult, Sample
 from trainwatch_lab.core.sampler import Sampler
-from trainwatch_lab.notebook.charts import MAX_POINTS, downsample
+from trainwatch_lab.notebook.charts import MAX_POINTS, downsample, drawable
 from trainwatch_lab.notebook.dashboard import TrainWatch
 
 
@@ -167,3 +167,20 @@ def test_downsample_keeps_peaks_and_bounds_points() -> None:
     assert not np.isnan(by[1]).any()  # a short gap inside a bucket is not a hole
     _, low = downsample(t, ys, 15.0, "min")
     assert low[0].max() == 0.0
+
+
+def test_drawable_ends_every_line_on_a_value_and_keeps_gaps() -> None:
+    """bqplot reads each line's last point (its label's place): never a NaN there."""
+    nan = np.nan
+    x = np.arange(4.0)
+    assert drawable(x, np.full((2, 4), nan)) is None  # nothing measured: an empty chart
+    same = np.array([[1.0, 2.0, 3.0, 4.0], [1.0, nan, 2.0, 3.0]])
+    out = drawable(x, same)
+    assert out is not None and out[0] is x and out[1] is same  # the shared x, unchanged
+    xs, ys, opacities = drawable(
+        x, np.array([[1.0, 2.0, 3.0, 4.0], [1.0, 2.0, nan, nan], [nan] * 4])
+    ) or ((), (), ())
+    assert np.isfinite(ys[:, -1]).all()
+    assert list(xs[1]) == [0.0, 1.0, 2.0, 1.0] and list(ys[1, [0, 1, 3]]) == [1.0, 2.0, 2.0]
+    assert np.isnan(ys[1, 2])  # the missing value stays a gap, no line drawn across it
+    assert list(xs[0]) == list(x) and opacities == [1.0, 1.0, 0.0]

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
+from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.core.model import PathState, Sample
 from trainwatch_lab.core.record import Recorder
 from trainwatch_lab.core.sampler import Sampler
@@ -17,6 +21,7 @@ MIB = 2**20
 T0 = 1_800_000_000.0
 FILL_STARTS = 5  # tick of the first MiB written (one a second)
 LATE = 26  # the second sampler's first tick: the first has warned since tick 23
+PATIENCE_S = 30.0  # a woken thread's flush, on a loaded machine: well under this
 
 
 class Clock:
@@ -46,6 +51,15 @@ def fill_until(first: Sampler, recorder: Recorder, clock: Clock, out: Path, tick
         first.tick()
         if i % 10 == tick % 10 - 2:
             assert recorder.flush()
+
+
+def eventually(check: Callable[[], bool], patience: float = PATIENCE_S) -> bool:
+    deadline = time.monotonic() + patience
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def write(out: Path, i: int) -> None:
@@ -92,6 +106,73 @@ def test_a_sampler_started_mid_fill_warns_at_once_as_the_first(tmpfs_mount, tmp_
     for a, b, _ in verdicts:  # the same verdict at every tick
         assert {s for s, _ in a} == {s for s, _ in b}, verdicts
     assert 1 <= reads <= 12 // 5 + 1  # once per fill_past_refresh_s, not every tick
+
+
+def test_while_space_falls_each_sample_is_written_at_once(tmpfs_mount, tmp_path) -> None:
+    """Measured before: a notebook started mid-fill lagged the panel ~15 s, reading the
+    recorded past only up to the recorder's last flush (every record_flush_s, 10 s). Now the
+    recorder's own thread (its timer an hour off here, so only the early flush can write)
+    writes each sample of a fill before the next tick, and a sampler started at any tick
+    judges it as the writer does from its first one."""
+    m = tmpfs_mount("40m")
+    run = m.path / "run"
+    run.mkdir()
+    store = str(tmp_path / "history.sqlite")
+    clock = Clock()
+    first = new_sampler(m.path, clock, store)
+    slow = replace(DEFAULTS, record_flush_s=3600.0)
+    recorder = Recorder(store, role="jupyter-server", every=0.0, clock=clock, defaults=slow)
+    first.subscribe(recorder)
+    recorder.start()
+    late = None
+    try:
+        for i in range(LATE):
+            write(run / "out.bin", i)
+            clock.t = T0 + i
+            done = recorder.flushes
+            first.tick()
+            if i >= FILL_STARTS:  # 1 MiB of a 40 MiB tmpfs gone: written before the next tick
+                assert eventually(lambda done=done: recorder.flushes > done), (i, done)
+        assert recorder.flushes <= LATE - FILL_STARTS  # none before the fill began
+        late = new_sampler(run, clock, store)
+        write(run / "out.bin", LATE)
+        clock.t = T0 + LATE
+        a, b = first.tick(), late.tick()
+    finally:
+        recorder.close()
+        for s in (first, late):
+            if s is not None:
+                s.close()
+    assert filling(a) == {("critical", str(m.path))}
+    assert filling(b) == {("critical", str(run))}
+
+
+def test_a_disk_that_holds_still_keeps_the_usual_flush_pace(tmpfs_mount, tmp_path) -> None:
+    """An almost full disk that holds still asks for no early flush (one at most, when its
+    warning is raised): the store stays as compact as before; writing again asks at once."""
+    m = tmpfs_mount("40m")
+    (m.path / "big.bin").write_bytes(b"\1" * (37 * MIB))  # 3 MiB left: almost full
+    clock = Clock()
+    sampler = new_sampler(m.path, clock, "")
+    recorder = Recorder(str(tmp_path / "history.sqlite"), every=0.0, clock=clock)
+    sampler.subscribe(recorder)
+    wanted = []
+    try:
+        for i in range(27):
+            clock.t = T0 + i
+            if i >= 25:
+                write(m.path / "more.bin", FILL_STARTS)
+            sample = sampler.tick()
+            wanted.append(recorder.flush_wanted)
+            if recorder.flush_wanted:  # what the thread does when woken
+                assert recorder.flush()
+                assert not recorder.flush_wanted
+    finally:
+        recorder.close()
+        sampler.close()
+    assert any(a.code == "disk-almost-full" for a in sample.warnings)
+    assert sum(wanted[:25]) <= 1, wanted  # still: at most the warning's raise
+    assert all(wanted[25:]), wanted  # 1 MiB a tick of the ~3 left: each tick at once
 
 
 def test_no_store_or_one_not_ours_is_no_past_and_is_left_alone(tmpfs_mount, tmp_path) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -203,6 +204,31 @@ def chromium_page(viewport: tuple[int, int] = (1400, 1000)) -> Iterator[Any]:
             yield page
         finally:
             browser.close()
+
+
+# Chromium rejecting an SVG attribute (a chart drawn from data it cannot place), or anything
+# thrown in bqplot's own code: what our charts send is the cause of both, so a test fails on
+# any of them (no allow-list: none seen that was not ours)
+SVG_ERROR = re.compile(r"<\w+> attribute [\w-]+:")
+
+
+def console_recorder(page: Any) -> list[str]:
+    """The page's console errors from now on, each with the script it came from."""
+    errors: list[str] = []
+
+    def keep(m: Any) -> None:
+        if m.type == "error":
+            errors.append(f"{m.text} @ {(m.location or {}).get('url', '')}")
+
+    page.on("console", keep)
+    return errors
+
+
+def chart_errors(console: Sequence[str], name: str) -> list[str]:
+    """The errors of ``console_recorder`` that come from bqplot (see SVG_ERROR); all of them
+    are kept in the artifact ``name`` for a look."""
+    artifact_path(name).write_text("\n".join(console))
+    return [m for m in console if SVG_ERROR.search(m) or "/bqplot/" in m]
 
 
 def artifact_path(name: str) -> Path:

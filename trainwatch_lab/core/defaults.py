@@ -207,6 +207,13 @@ class Defaults:
     record_every_s: float = 10.0
     # written every this long: what a writer killed with SIGKILL loses at most
     record_flush_s: float = 10.0
+    # ... and at the next tick, sooner, while a recorded filesystem's free space falls fast:
+    # by more than this share of what was free at the last flush (at that pace it is full
+    # within ~100 flush intervals), or when a disk-filling / disk-almost-full is raised. A
+    # sampler started mid-fill reads the recorded past (core.record.past) and lagged the
+    # panel by up to a flush interval; a disk that holds still, however full, flushes at the
+    # usual pace, and each early flush needs 1 % more of the free space gone: few per fill
+    record_hurry_drop_share: float = 0.01
     # points per closed block: 10 min at 1 s, 100 min at 10 s (zlib needs a few hundred
     # values to fold the runs, and its header and tables cost ~40 B a block: 300 points
     # took 0.90 B a value in tests/benchmarks/bench_record.py, 600 took 0.79 B)

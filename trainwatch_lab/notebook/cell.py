@@ -20,12 +20,13 @@ from ..advice.text import fmt_duration, fmt_ms, fmt_rate, warning_count_text
 from ..core.defaults import DEFAULTS, Defaults
 from ..core.gpu_select import as_selection
 from ..core.guard import MountUnresponsive, WorkerFailed, WorkerUnavailable
-from ..core.model import Alert, Sample, watched_devices
+from ..core.model import Sample, watched_devices
 from ..core.path_look import written_since_guarded
 from ..core.sampler import Sampler
 from ..core.written import Written
 from .cell_report import CellSummary
 from .cell_summary import summarize_cell
+from .cell_warnings import WarningLog
 from .warnings_html import STYLE, esc
 
 
@@ -55,7 +56,7 @@ class CellWatch:
         self.defaults = defaults
         self.start_t = time.time()
         self.end_t: float | None = None
-        self.warnings: dict[tuple[str, str], Alert] = {}
+        self.warnings = WarningLog()
         self.samples = 0
         # a tick already under way, then the one asked for: each bounded by the mount timeout
         self.tick_wait_s = 2 * defaults.mount_timeout_s + 0.5
@@ -90,9 +91,7 @@ class CellWatch:
             if sample.t <= self.start_t:
                 return
             self.samples += 1
-            for a in sample.warnings:
-                if a.severity != "info":  # info (no GPU) is a note, not something raised
-                    self.warnings.setdefault(a.key, a)
+            self.warnings.observe(sample.t, sample.warnings)  # (info, no GPU, is a note)
         self.strip.value = self._strip_html(sample)
 
     def _strip_html(self, sample: Sample | None) -> str:
@@ -111,8 +110,10 @@ class CellWatch:
             for g in sample.gpus:
                 if (self.gpus is None or g in self.gpus) and g.util_pct is not None:
                     parts.append(f"GPU{g.index} {g.util_pct:.0f}%")
-            count = warning_count_text(a.severity for a in self.warnings.values())
-            serious = any(a.severity != "info" for a in self.warnings.values())
+            with self._lock:
+                raised = self.warnings.alerts()
+            count = warning_count_text(a.severity for a in raised)
+            serious = any(a.severity != "info" for a in raised)
             parts.append(f"⚠ {count}" if serious else count)
             body = " · ".join(parts)
         return (
@@ -135,7 +136,7 @@ class CellWatch:
             self.start_t,
             final.t if final is not None else self.end_t,
             self.paths,
-            list(self.warnings.values()),
+            self.warnings.entries(),
             gpu_indices=None if self.gpus is None else self.gpus.indices(rows),
             defaults=self.defaults,
             gpu_note=latest.notes.get("gpus") if latest else None,

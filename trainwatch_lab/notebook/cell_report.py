@@ -10,9 +10,9 @@ from typing import Any
 
 from ..advice.text import fmt_bytes, fmt_duration, fmt_ms, fmt_pct, fmt_rate
 from ..core.defaults import DEFAULTS
-from ..core.model import Alert
 from ..core.written import Written
-from .warnings_html import STYLE, alert_html, alert_text, esc
+from .cell_warnings import CellWarning
+from .warnings_html import SEVERITY_LABEL, STYLE, alert_attrs, alert_head_html, esc
 
 # Rates are integrated over the samples' own times while each source divides by its own
 # clock, so two totals of the same bytes (this kernel's, its disk's) agree only to a few
@@ -73,7 +73,7 @@ class CellSummary:
     devices: list[DeviceSummary] = field(default_factory=list)
     gpus: list[GpuSummary] = field(default_factory=list)
     filesystems: list[FilesystemSummary] = field(default_factory=list)
-    warnings: list[Alert] = field(default_factory=list)
+    warnings: list[CellWarning] = field(default_factory=list)  # one per condition
     gpu_note: str | None = None
     process_write_bytes: float | None = None  # this kernel and its children: pages dirtied
     process_write_chars: float | None = None  # ... every write() call (network/FUSE included)
@@ -100,7 +100,9 @@ class CellSummary:
         if proc:
             lines.append(f"  {proc}")
         lines += [f"  {line}" for line in self.waits_lines()]
-        lines += ["  " + alert_text(a) for a in self.warnings] or ["  no warnings raised"]
+        lines += [line for w in self.warnings for line in _warning_text(w)] or [
+            "  no warnings raised"
+        ]
         return "\n".join(lines)
 
     def waits_lines(self) -> list[str]:
@@ -139,7 +141,7 @@ class CellSummary:
                 f'<tr><td class="tw-muted">this kernel</td><td colspan="2">{esc(proc)}</td></tr>'
             )
         waits = "".join(f'<div class="tw-waits">{esc(line)}</div>' for line in self.waits_lines())
-        warnings = "".join(alert_html(a) for a in self.warnings) or (
+        warnings = "".join(_warning_html(w) for w in self.warnings) or (
             '<div class="tw-muted">no warnings raised</div>'
         )
         return (
@@ -231,3 +233,24 @@ def _process_text(s: CellSummary) -> str | None:
     if landed <= SETTLED_FRACTION * dirtied:
         return f"{text}; {cached}"
     return f"{text}; {fmt_bytes(landed)} reached the disk, {cached}"
+
+
+def _warning_text(w: CellWarning) -> list[str]:
+    a = w.alert
+    return [
+        f"  {SEVERITY_LABEL[a.severity]} [{a.code}] {a.subject}: {w.span_text()}",
+        f"    {a.message}",
+        f"    Fix: {a.fix}",
+    ]
+
+
+def _warning_html(w: CellWarning) -> str:
+    """One line per condition (its sentence and fix open from it): the summary replaces the
+    cell's strip above the warnings shown as they were raised, which say it in full."""
+    a = w.alert
+    return (
+        f'<details {alert_attrs(a)} data-subject="{esc(a.subject)}" data-raises="{w.raises}">'
+        f'<summary style="cursor:pointer">{alert_head_html(a)} {esc(a.subject)} '
+        f'<span class="tw-muted">· {esc(w.span_text())}</span></summary>'
+        f"{esc(a.message)}<br><b>Fix:</b> {esc(a.fix)}</details>"
+    )

@@ -11,10 +11,10 @@ from itertools import pairwise
 from ..core.defaults import DEFAULTS, MIB, Defaults
 from ..core.fill import FilesystemKey, filesystem_key
 from ..core.history import History
-from ..core.model import Alert, PathState, Sample
+from ..core.model import PathState, Sample
 from ..core.written import Written
 from .cell_report import CellSummary, DeviceSummary, FilesystemSummary, GpuSummary, WaitSummary
-from .warnings_html import sort_alerts
+from .cell_warnings import CellWarning
 
 
 def _finite(values: Iterable[float]) -> list[float]:
@@ -198,14 +198,15 @@ def summarize_cell(
     start: float,
     end: float,
     paths: Sequence[str],
-    warnings: Sequence[Alert],
+    warnings: Sequence[CellWarning],
     gpu_indices: Sequence[int] | None = None,
     defaults: Defaults = DEFAULTS,
     gpu_note: str | None = None,
     files: Mapping[str, Written | None] | None = None,
 ) -> CellSummary:
     """Summarise samples with ``start < t <= end`` (plus the one before, as a baseline);
-    ``files``: per watched path, the files written under it during the cell."""
+    ``files``: per watched path, the files written under it during the cell;
+    ``warnings``: the cell's, one per condition (cell_warnings.WarningLog)."""
     window = _Window.of(history, start, end)
     latest = history.latest
     devices = sorted({k[1] for k in history.keys("disk")})
@@ -214,7 +215,7 @@ def summarize_cell(
         if under:  # the devices under the watched paths; every disk when none has one
             devices = [d for d in devices if d in under]
     summary = CellSummary(seconds=end - start, samples=len(window.inside), gpu_note=gpu_note)
-    summary.warnings = sort_alerts({a.key: a for a in warnings}.values())
+    summary.warnings = list(warnings)
     summary.devices = _device_rows(window, devices)
     written = {d.device: d.written_bytes for d in summary.devices}
     summary.filesystems = _filesystem_rows(window, latest, paths, written, files or {})

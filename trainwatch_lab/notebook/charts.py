@@ -1,6 +1,7 @@
 """Time-series charts (bqplot) fed from the History, with bounded traffic.
 
-Every chart is one ``Lines`` mark with a shared x array, so a redraw is one comm message.
+Every chart is one ``Lines`` mark with a shared x array, so a redraw is one comm message
+(each line gets its own x row only while its newest values are missing: ``drawable``).
 Arrays are windowed (only the selected window is sent) and downsampled into at most
 ``MAX_POINTS`` clock-aligned buckets (peaks survive: rates and latency keep the bucket
 maximum, space used the maximum too), and a chart only sends when its arrays changed. The
@@ -87,6 +88,33 @@ def break_gaps(t: np.ndarray, ys: np.ndarray, gap_s: float) -> tuple[np.ndarray,
     if at.size == 0:
         return t, ys
     return np.insert(t, at + 1, t[at] + gap_s / 3), np.insert(ys, at + 1, np.nan, axis=1)
+
+
+def drawable(x: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[float]] | None:
+    """Lines bqplot can draw: ``(x, ys, opacities)``, or None when no line has a value.
+
+    bqplot puts each line's label at its last point and d3 maps a missing value to
+    ``undefined`` there (``translate(x,undefined)``, an SVG error in the console), and a line
+    with no finite point becomes the path ``d="null"``. So every line must end on a finite
+    point: a line whose newest values are missing gets its own x row whose last point repeats
+    its newest real one (the NaN between stay a gap: nothing is drawn that was not measured),
+    and a line with no value at all gets a placeholder end drawn at opacity 0. Usually every
+    line ends on a value and the shared x goes out unchanged.
+    """
+    finite = np.isfinite(ys)
+    if not finite.any():
+        return None
+    has = finite.any(axis=1)
+    opacities = [1.0 if h else 0.0 for h in has]
+    if finite[:, -1].all():
+        return x, ys, opacities
+    n = ys.shape[1]
+    last = n - 1 - np.argmax(finite[:, ::-1], axis=1)  # each line's newest finite point
+    xs, out = np.tile(x, (ys.shape[0], 1)), ys.copy()
+    held = np.flatnonzero(~finite[:, -1] & has)
+    xs[held, -1], out[held, -1] = x[last[held]], ys[held, last[held]]
+    out[~has, -1] = 0.0  # (drawn at opacity 0)
+    return xs, out, opacities
 
 
 @dataclass(frozen=True)
@@ -285,14 +313,17 @@ class TimeChart:
         if same:
             return False
         self._t, self._y, self._labels = t, y, labels
-        if y.size == 0 or t.size == 0:
-            # (0, 0) is rejected by bqplot: an empty chart gets empty arrays and no axes
+        if t.size == 1:  # one sample: a zero-length segment, drawn as a dot (round caps)
+            t, y = np.repeat(t, 2), np.repeat(y, 2, axis=1)
+        drawn = drawable(t, y) if y.size and t.size else None
+        if drawn is None:
+            # (0, 0) is rejected by bqplot: an empty chart (no data, or not one value in
+            # it) gets empty arrays and no axes
             with self.lines.hold_sync():
                 self.lines.x, self.lines.y = np.empty(0, dtype=np.float32), np.empty(0)
             self._show_axes(False)
             return True
-        if t.size == 1:  # one sample: a zero-length segment, drawn as a dot (round caps)
-            t, y = np.repeat(t, 2), np.repeat(y, 2, axis=1)
+        x, y, opacities = drawn
         if self.origin is None or t[-1] - self.origin > REBASE_S or t[0] < self.origin:
             self.origin = float(math.floor(t[0]))
         lo, hi = float(t[0]), max(float(t[-1]), float(t[0]) + min_span)
@@ -302,9 +333,12 @@ class TimeChart:
                 self.lines.labels = labels
                 if self.lines.fill != "none":
                     self.lines.fill_opacities = [0.25 if s.stacked else 0.0 for s in self.series]
-            self.lines.x = (t - self.origin).astype(np.float32)
+            if opacities != list(self.lines.opacities):
+                self.lines.opacities = opacities
+            self.lines.x = (x - self.origin).astype(np.float32)
             self.lines.y = y  # bqplot squeezes (1, n) to one line of n points: what we want
-        self._set_x_axis(lo, hi, fixed=hi > t[-1])
+        # the axis spans [lo, hi] even where the lines drawn stop short of it (a held end)
+        self._set_x_axis(lo, hi, fixed=hi > float(np.max(x)))
         self._show_axes(True)
         return True
 

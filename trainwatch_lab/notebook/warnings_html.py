@@ -88,16 +88,29 @@ def alert_text(a: Alert) -> str:
     return f"{SEVERITY_LABEL[a.severity]} [{a.code}] {a.message}\n  Fix: {a.fix}"
 
 
-def alert_html(a: Alert) -> str:
-    """One warning as a self-contained block (inline styles: it may be shown outside the widget)."""
+def alert_attrs(a: Alert) -> str:
+    """A warning block's class, data and inline style (it may be shown outside the widget)."""
     color = SEVERITY_COLOR[a.severity]
     return (
-        f'<div class="tw-alert tw-{esc(a.severity)}" data-code="{esc(a.code)}" '
+        f'class="tw-alert tw-{esc(a.severity)}" data-code="{esc(a.code)}" '
         f'data-severity="{esc(a.severity)}" style="border-left:4px solid {color};'
         "padding:4px 8px;margin:4px 0;background:var(--jp-layout-color2);"
-        'color:var(--jp-ui-font-color1);font-family:var(--jp-ui-font-family)">'
+        'color:var(--jp-ui-font-color1);font-family:var(--jp-ui-font-family)"'
+    )
+
+
+def alert_head_html(a: Alert) -> str:
+    """``(!) CRITICAL disk-filling``: a warning block's first words."""
+    return (
         f"<b>{severity_icon(a.severity)} {SEVERITY_LABEL[a.severity]}</b> "
-        f'<code style="color:var(--jp-ui-font-color2)">{esc(a.code)}</code><br>'
+        f'<code style="color:var(--jp-ui-font-color2)">{esc(a.code)}</code>'
+    )
+
+
+def alert_html(a: Alert) -> str:
+    """One warning as a self-contained block: what it is, its sentence and its fix."""
+    return (
+        f"<div {alert_attrs(a)}>{alert_head_html(a)}<br>"
         f"{esc(a.message)}<br><b>Fix:</b> {esc(a.fix)}</div>"
     )
 

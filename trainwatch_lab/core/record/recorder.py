@@ -4,9 +4,12 @@ Sampler -> History -> Recorder -> store (ARCHITECTURE.md). The subscriber itself
 appends numbers to bounded in-memory columns and diffs the events (core.record.events): the
 SQLite writes, the free-space check and the maintenance run on the recorder's own thread,
 every ``record_flush_s``, so a slow disk or a busy store never delays a tick, and nothing
-it does can raise into the sampler. Below ``record_min_free_bytes`` free on the store's
-filesystem, or when SQLite says the disk is full, recording pauses with a note (what it
-held stays in memory, bounded) and resumes by itself when space returns.
+it does can raise into the sampler. While free space on a recorded filesystem falls fast,
+or a fill warning is raised, the subscriber wakes the thread to flush at once
+(``record_hurry_drop_share``): a sampler started mid-fill reads that past and judges the
+fill as the writer does. Below ``record_min_free_bytes`` free on the store's filesystem,
+or when SQLite says the disk is full, recording pauses with a note (what it held stays in
+memory, bounded) and resumes by itself when space returns.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from .maintain import maintain
 from .store import Event, Store, StoreError
 
 log = logging.getLogger(__name__)
+
+FILL_CODES = ("disk-filling", "disk-almost-full")  # raised: the next tick flushes
 
 
 class Recorder:
@@ -61,6 +66,9 @@ class Recorder:
         self._paused_since: float | None = None
         self._next_maintenance = 0.0
         self._stop = threading.Event()
+        self._wake = threading.Event()  # a flush is wanted before the next timed one
+        self._avail_flushed: dict[str, float] = {}  # per path, free bytes at the last flush
+        self._avail_now: dict[str, float] = {}
         self._thread: threading.Thread | None = None
 
     # -- the sampler's side ----------------------------------------------------------
@@ -83,6 +91,8 @@ class Recorder:
             del self._pending[: max(0, len(self._pending) - cap)]
             if not keep:
                 return
+            if self._falling(sample) or any(_fill_raised(e) for e in events):
+                self._wake.set()
             self._last_kept = sample.t
             self._points += 1
             for key, value in flatten(sample):
@@ -96,6 +106,26 @@ class Recorder:
                     self._flushed[key_to_str(key)] = max(
                         0, self._flushed.get(key_to_str(key), 0) - 1
                     )
+
+    @property
+    def flush_wanted(self) -> bool:
+        """Whether the thread is asked to flush before its next timed flush."""
+        return self._wake.is_set()
+
+    def _falling(self, sample: Sample) -> bool:
+        """Free space of a watched path fell by more than ``record_hurry_drop_share`` of
+        what it was at the last flush (the first reading stands for it before one)."""
+        share = self.defaults.record_hurry_drop_share
+        self._avail_now = {
+            path: float(p.avail_bytes)
+            for path, p in sample.paths.items()
+            if p.avail_bytes is not None
+        }
+        falling = False
+        for path, avail in self._avail_now.items():
+            base = self._avail_flushed.setdefault(path, avail)
+            falling = falling or base - avail > share * base
+        return falling
 
     def add_event(self, event: Event) -> None:
         """An event from elsewhere (a notification sent): written with the next flush."""
@@ -133,6 +163,7 @@ class Recorder:
     def close(self, timeout: float = 10.0) -> None:
         """Stop the thread after a last flush; close the store."""
         self._stop.set()
+        self._wake.set()
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout)
@@ -143,12 +174,16 @@ class Recorder:
             self.store = None
 
     def _run(self) -> None:
-        while not self._stop.wait(self.defaults.record_flush_s):
+        while True:
+            self._wake.wait(self.defaults.record_flush_s)
+            if self._stop.is_set():
+                break
             self.flush()
         self.flush()
 
     def flush(self) -> bool:
         """Write what came since the last flush; False when paused or the store failed."""
+        self._wake.clear()  # what asked for this flush is in it
         try:
             return self._flush()
         except Exception as exc:  # an error is a note, never a crash of the thread
@@ -176,6 +211,7 @@ class Recorder:
             full = self._points >= self.defaults.record_block_points
             whole = {k: (list(ts), list(vs)) for k, (ts, vs) in self._cols.items()} if full else {}
             sizes = {k: len(ts) for k, (ts, _) in self._cols.items()}
+            avail = dict(self._avail_now)
         try:
             if self._paused_since is not None:
                 events.insert(0, self._resumed())
@@ -203,6 +239,7 @@ class Recorder:
                 self._points = 0
             else:
                 self._flushed.update(sizes)
+            self._avail_flushed = avail
         self.flushes += 1
         self._set_note(None)
         self._maintain(store)
@@ -271,3 +308,8 @@ class Recorder:
             maintain(store, now)
         except sqlite3.Error as exc:
             log.debug("trainwatch: history maintenance failed: %s", exc)
+
+
+def _fill_raised(event: Event) -> bool:
+    """A ``disk-filling`` or ``disk-almost-full`` raised (an event of core.record.events)."""
+    return event.kind == "warning-raised" and event.data.get("code") in FILL_CODES
