@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, NoReturn, TextIO
 
+from ..core import hostfs
 from ..core.defaults import DEFAULTS
 from ..core.model import Alert, json_safe
 from ..core.paths import normalise, printable
@@ -80,7 +81,7 @@ def pid(text: str) -> int:
     """``--pid``: a process that runs here now."""
     if not text.isdigit() or int(text) <= 0:
         raise argparse.ArgumentTypeError(f"expected a process id, got {text!r}")
-    if not os.path.exists(f"/proc/{int(text)}"):
+    if not os.path.exists(hostfs.current().proc(int(text))):
         raise argparse.ArgumentTypeError(f"no process {text} runs here")
     return int(text)
 

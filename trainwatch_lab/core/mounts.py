@@ -18,6 +18,7 @@ import select
 import threading
 from dataclasses import dataclass
 
+from . import hostfs
 from .fstypes import (
     LOCAL_FSTYPES,
     LOCAL_FUSE,
@@ -159,11 +160,13 @@ def _read_table(path: str) -> str:
         return fh.read()
 
 
-def read_mounts(path: str = "/proc/self/mountinfo") -> list[MountEntry]:
-    """The mount table, read again only when the kernel reports a change, and parsed again
-    only when its text changed (parsing every tick was a tenth of the tick). Callers must
-    not mutate the returned list."""
+def read_mounts(path: str | None = None) -> list[MountEntry]:
+    """The mount table (by default the host's: core.hostfs), read again only when the kernel
+    reports a change, and parsed again only when its text changed (parsing every tick was a
+    tenth of the tick). Callers must not mutate the returned list."""
     global _parsed
+    if path is None:
+        path = hostfs.current().mountinfo()
     with _table_lock:
         cached = _parsed
         if cached is not None and cached[0] == path and not _changed_since_last_look(path):
