@@ -26,6 +26,7 @@ from .defaults import DEFAULTS
 PATH_ARGS = ("path", "directory")
 PATH_LIST_ARGS = ("skip_dirs",)
 PATH_ANSWERS = ("target", "realpath", "newest_path")
+OWN_MOUNTINFO = "/proc/self/mountinfo"  # this process's mounts (its own files: the history)
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ class HostFS:
         the container's mounts), else ``self/mountinfo`` (hidepid hides pid 1, as
         node_exporter falls back)."""
         if self.procfs == DEFAULTS.host_procfs:
-            return "/proc/self/mountinfo"
+            return OWN_MOUNTINFO
         init = self.proc("1", "mountinfo")
         return init if os.path.exists(init) else self.proc("self", "mountinfo")
 
