@@ -5,15 +5,29 @@ the host names them, and nothing of the agent's own machine."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.prometheus.conftest import stop, wait_for
+from tests.prometheus.conftest import ROOT, stop, wait_for
 from tests.prometheus.test_serve import tw
 from tests.support import fakehost
+from trainwatch_lab.cli import build_parser
+from trainwatch_lab.core.defaults import DEFAULTS
+
+# the prometheus-node-exporter chart's pod securityContext (its values.yaml)
+NODE_EXPORTER_POD_SECURITY = {
+    "runAsNonRoot": True,
+    "runAsUser": 65534,
+    "runAsGroup": 65534,
+    "fsGroup": 65534,
+}
 
 
 def series(body: str) -> list[tuple[str, dict[str, str], float]]:
@@ -112,3 +126,45 @@ def test_pid_is_a_process_of_the_host(tmp_path: Path) -> None:
     assert proc.stderr.splitlines() == [
         f"trainwatch-lab: error: argument --pid: no process {os.getpid()} runs here"
     ]
+
+
+def readme_daemonset() -> dict[str, Any]:
+    blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    docs = [yaml.safe_load(block) for block in blocks]
+    (found,) = [d for d in docs if isinstance(d, dict) and d.get("kind") == "DaemonSet"]
+    return found
+
+
+def prefixes(args: list[str]) -> tuple[str, str, str]:
+    parsed = build_parser().parse_args(["serve", *args])
+    return parsed.path_procfs, parsed.path_sysfs, parsed.path_rootfs
+
+
+def test_the_readme_daemonset_gives_the_agent_the_host_as_node_exporter_s_chart_does() -> None:
+    """The manifest in README: host pids, the host's /proc, /sys and / read-only where the
+    agent's --path.* flags (parsed by the real parser) look, the agent's port announced to
+    Prometheus, node_exporter's securityContext; and the Containerfile's image runs
+    ``serve`` with the same flags and exposes the same port."""
+    pod = readme_daemonset()["spec"]["template"]
+    spec = pod["spec"]
+    assert spec["hostPID"] is True
+    assert spec["securityContext"] == NODE_EXPORTER_POD_SECURITY
+    (container,) = spec["containers"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    volumes = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"]}
+    mounted = {volumes[m["name"]]: m for m in container["volumeMounts"]}
+    assert all(m["readOnly"] for m in mounted.values())
+    assert mounted["/"]["mountPropagation"] == "HostToContainer"  # shares mounted later too
+    where = tuple(mounted[p]["mountPath"] for p in ("/proc", "/sys", "/"))
+    assert where == ("/host/proc", "/host/sys", "/host/root")
+    assert prefixes(container["args"]) == where
+    port = DEFAULTS.serve_port
+    assert build_parser().parse_args(["serve", *container["args"]]).listen == f":{port}"
+    assert [p["containerPort"] for p in container["ports"]] == [port]
+    notes = pod["metadata"]["annotations"]
+    assert (notes["prometheus.io/scrape"], notes["prometheus.io/port"]) == ("true", str(port))
+    image = (ROOT / "Containerfile").read_text()
+    assert re.search(r"^ENTRYPOINT \[\"trainwatch-lab\", \"serve\"\]$", image, re.M)
+    assert re.search(rf"^EXPOSE {port}$", image, re.M)
+    cmd = re.search(r"^CMD (.*)$", image, re.M)
+    assert cmd and prefixes(json.loads(cmd.group(1))) == where
