@@ -35,6 +35,9 @@ examples:
   trainwatch-lab serve --notify URL --notify-format feishu /data   a webhook hears of warnings
   trainwatch-lab serve --record /data                   and keep a sample every 10 s on disk
   trainwatch-lab serve --record --record-every 1 --store /var/tmp/h.sqlite /data
+  trainwatch-lab serve --path.procfs /host/proc --path.sysfs /host/sys --path.rootfs /host/root \
+      --no-probe /data                                  in a container given the host's /proc,
+                                                        /sys and / (a DaemonSet: see README)
 
 Stops cleanly on SIGTERM or Ctrl-C (exit 0); bad usage or a port in use: exit 2.
 """
@@ -96,7 +99,8 @@ def add_serve_parser(sub: Any) -> None:
         "--pid",
         type=pid_number,  # whether it runs: once --path.procfs is known (run_serve)
         metavar="PID",
-        help="export this process tree's I/O and GPU memory (default: no process)",
+        help="export this process tree's I/O and GPU memory (default: no process; with "
+        "--path.procfs, a pid of the host)",
     )
     serve.add_argument(
         "--file-sd",
