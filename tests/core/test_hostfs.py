@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 from tests.support import fakehost
-from trainwatch_lab.core import hostfs
+from trainwatch_lab.core import hostfs, mounts
 from trainwatch_lab.core.diskstats import DiskStatsSource
 from trainwatch_lab.core.guard import MountGuard
 from trainwatch_lab.core.model import Sample
@@ -130,3 +130,31 @@ def test_the_guard_looks_under_the_rootfs_and_answers_host_paths(
         assert raw["statvfs"][2] == os.statvfs(fake.root / "data").f_blocks
         later = guard.call("/data", "inspect", path="/data/run/not-yet")
         assert not later["exists"] and later["target"] == "/data/run"
+
+
+def test_the_host_s_procfs_elsewhere_is_watched_for_changes(tmp_path: Path) -> None:
+    """/host/proc/1/mountinfo is procfs too: one poll() per tick tells whether it changed, as
+    for our own /proc (core.mounts), instead of reading the whole table every tick."""
+    (tmp_path / "host").mkdir()
+    (tmp_path / "host" / "proc").symlink_to("/proc")  # procfs at another path
+    table = str(tmp_path / "host" / "proc" / "self" / "mountinfo")
+    try:
+        assert read_mounts(table) == read_mounts("/proc/self/mountinfo")
+        assert table in mounts._change_watchers
+    finally:
+        fd, _ = mounts._change_watchers.pop(table, (None, None))
+        if fd is not None:
+            os.close(fd)
+
+
+def test_a_mount_table_in_a_plain_file_is_read_again_when_it_changes(
+    fake: fakehost.FakeHost,
+) -> None:
+    """A plain file (a copy of the host's table) signals nothing to poll(): it is read each
+    time, so a mount added on the "host" shows."""
+    table = fake.proc / "1" / "mountinfo"
+    assert len(read_mounts()) == 3
+    with table.open("a") as f:
+        f.write("40 21 0:60 / /scratch rw - tmpfs tmpfs rw\n")
+    assert [m.mountpoint for m in read_mounts()][-1] == "/scratch"
+    assert str(table) not in mounts._change_watchers

@@ -145,16 +145,34 @@ def _changed_since_last_look(path: str) -> bool:
         return True
 
 
+PROC_SUPER_MAGIC = 0x9FA0  # statfs(2): f_type of procfs
+_not_procfs: set[str] = set()  # tables read from plain files (copies, test trees): no watcher
+
+
+def _on_procfs(path: str, fd: int) -> bool:
+    """Whether ``fd`` is a procfs file, whose changes poll() reports: ours (/proc), or the
+    host's mounted elsewhere (core.hostfs: /host/proc); a plain file never signals."""
+    if path.startswith("/proc/"):
+        return True
+    from .quota_tools import fs_magic
+
+    return fs_magic(fd) == PROC_SUPER_MAGIC
+
+
 def _read_table(path: str) -> str:
-    if path.startswith("/proc/") and path not in _change_watchers:
+    if path not in _change_watchers and path not in _not_procfs:
         try:  # opened before the first read, so no change can slip in between
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             pass
         else:
-            poller = select.poll()
-            poller.register(fd, select.POLLPRI | select.POLLERR)
-            _change_watchers[path] = (fd, poller)
+            if _on_procfs(path, fd):
+                poller = select.poll()
+                poller.register(fd, select.POLLPRI | select.POLLERR)
+                _change_watchers[path] = (fd, poller)
+            else:
+                os.close(fd)
+                _not_procfs.add(path)
     # surrogateescape: mount points are bytes, not necessarily UTF-8
     with open(path, encoding="utf-8", errors="surrogateescape") as fh:
         return fh.read()
