@@ -117,6 +117,18 @@ def test_bad_prefixes_are_one_line_and_exit_2(
     assert proc.stdout == ""
 
 
+def test_a_path_that_cannot_exist_on_the_host_is_refused(tmp_path: Path) -> None:
+    """PATHs are judged under the rootfs and named as the host names them: a checkpoint file
+    of the host is in the way of /data/run/epoch-1.pt/x (here /data does not even exist)."""
+    host = fakehost.build(tmp_path / "host")
+    proc = tw("serve", "--no-probe", *host.flags(), f"{fakehost.CHECKPOINT}/x")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"trainwatch-lab: error: {fakehost.CHECKPOINT}/x cannot exist: "
+        f"{fakehost.CHECKPOINT} is a file, not a directory"
+    ]
+
+
 def test_pid_is_a_process_of_the_host(tmp_path: Path) -> None:
     """``--pid`` names a host process: one the fake host does not list is refused, even
     though it runs here (this test's own)."""
