@@ -16,6 +16,7 @@ from trainwatch_lab.core.diskstats import DiskStatsSource
 from trainwatch_lab.core.guard import MountGuard
 from trainwatch_lab.core.model import Sample
 from trainwatch_lab.core.mounts import classify, mount_for_path, read_mounts
+from trainwatch_lab.core.record.location import choose
 from trainwatch_lab.core.training import Scanner, process_identity
 
 HOST = hostfs.HostFS("/host/proc", "/host/sys", "/host/root")
@@ -158,3 +159,13 @@ def test_a_mount_table_in_a_plain_file_is_read_again_when_it_changes(
         f.write("40 21 0:60 / /scratch rw - tmpfs tmpfs rw\n")
     assert [m.mountpoint for m in read_mounts()][-1] == "/scratch"
     assert str(table) not in mounts._change_watchers
+
+
+def test_the_history_s_own_directory_is_judged_by_our_own_mounts(
+    fake: fakehost.FakeHost,
+) -> None:
+    """The recorded history is the agent's own file, in its own directories: a host whose /
+    is on NFS (SQLite unsafe there) says nothing of where the agent itself can keep it."""
+    (fake.proc / "1" / "mountinfo").write_text("21 1 0:50 / / rw - nfs4 server:/export rw\n")
+    assert classify(read_mounts()[0]) == "shared"
+    assert choose().path.endswith(".sqlite")
