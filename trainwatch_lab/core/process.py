@@ -142,10 +142,11 @@ def _descendants(
     found: list[int] = []
     stack = [pid]
     seen = {pid}
+    proc = hostfs.procfs()  # the host's pids (core.hostfs)
     while stack:
         parent = stack.pop()
         try:
-            tids = os.listdir(f"{hostfs.procfs()}/{parent}/task")
+            tids = os.listdir(f"{proc}/{parent}/task")
         except OSError:
             continue  # exited meanwhile
         for tid in tids:
@@ -153,10 +154,7 @@ def _descendants(
                 continue
             reader = read_leader if parent == pid and tid == str(pid) else read
             try:
-                kids = [
-                    int(k)
-                    for k in reader(f"{hostfs.procfs()}/{parent}/task/{tid}/children").split()
-                ]
+                kids = [int(k) for k in reader(f"{proc}/{parent}/task/{tid}/children").split()]
             except (OSError, ValueError):
                 continue
             for kid in kids:
