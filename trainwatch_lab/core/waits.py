@@ -279,9 +279,8 @@ class WaitSource:
         """Fraction of the time since the last tick that ``pid``'s main thread slept (neither
         ran nor waited for a CPU); None at its first reading or without schedstat."""
         try:
-            run, delay = self._files.read(f"{hostfs.procfs()}/{pid}/task/{pid}/schedstat").split()[
-                :2
-            ]
+            schedstat = self._files.read(f"{hostfs.procfs()}/{pid}/task/{pid}/schedstat")
+            run, delay = schedstat.split()[:2]
             busy = int(run) + int(delay)
         except (OSError, ValueError):
             self._sched.pop(pid, None)
