@@ -76,6 +76,8 @@ def test_init_s_mount_table_then_self_s(tmp_path: Path) -> None:
     host = fakehost.build(tmp_path)
     fs = hostfs.HostFS(str(host.proc), str(host.sys), str(host.root))
     assert fs.mountinfo() == str(host.proc / "1" / "mountinfo")
+    # a rootfs alone (hostPID, our own /proc): init's table too, never the container's
+    assert hostfs.HostFS(rootfs=str(host.root)).mountinfo() == "/proc/1/mountinfo"
     (host.proc / "1" / "mountinfo").unlink()
     assert fs.mountinfo() == str(host.proc / "self" / "mountinfo")
 

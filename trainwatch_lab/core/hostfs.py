@@ -56,10 +56,10 @@ class HostFS:
 
     def mountinfo(self) -> str:
         """The host's mount table. Our own (``/proc/self/mountinfo``) by default; with
-        another procfs, init's (``1/mountinfo``: with ``hostPID`` our own ``self`` would be
-        the container's mounts), else ``self/mountinfo`` (hidepid hides pid 1, as
-        node_exporter falls back)."""
-        if self.procfs == DEFAULTS.host_procfs:
+        another procfs or a rootfs, init's (``1/mountinfo``: with ``hostPID`` our own
+        ``self`` would be the container's mounts), else ``self/mountinfo`` (hidepid hides
+        pid 1, as node_exporter falls back)."""
+        if self.procfs == DEFAULTS.host_procfs and self.local:
             return OWN_MOUNTINFO
         init = self.proc("1", "mountinfo")
         return init if os.path.exists(init) else self.proc("self", "mountinfo")
