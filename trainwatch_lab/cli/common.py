@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, NoReturn, TextIO
 
+from ..core import hostfs
 from ..core.defaults import DEFAULTS
 from ..core.model import Alert, json_safe
 from ..core.paths import normalise, printable
@@ -76,13 +77,30 @@ def interval(text: str) -> float:
     return value
 
 
-def pid(text: str) -> int:
-    """``--pid``: a process that runs here now."""
+def pid_number(text: str) -> int:
+    """``--pid``'s form: a process id."""
     if not text.isdigit() or int(text) <= 0:
         raise argparse.ArgumentTypeError(f"expected a process id, got {text!r}")
-    if not os.path.exists(f"/proc/{int(text)}"):
-        raise argparse.ArgumentTypeError(f"no process {text} runs here")
     return int(text)
+
+
+def runs_here(number: int) -> bool:
+    """Whether process ``number`` runs on the host now (its procfs: core.hostfs)."""
+    return os.path.exists(hostfs.current().proc(number))
+
+
+def pid(text: str) -> int:
+    """``--pid``: a process that runs here now."""
+    number = pid_number(text)
+    if not runs_here(number):
+        raise argparse.ArgumentTypeError(f"no process {text} runs here")
+    return number
+
+
+def require_running(number: int, flag: str) -> None:
+    """``pid``'s check where the procfs is known only after parsing (``serve --path.procfs``)."""
+    if not runs_here(number):
+        raise UsageError(f"argument {flag}: no process {number} runs here")
 
 
 def gpu_selection(text: str) -> list[int | str]:

@@ -16,8 +16,9 @@ from .common import (
     gpu_selection,
     interval,
     notifier,
-    pid,
+    pid_number,
     refuse_impossible,
+    require_running,
     stop_signals,
     user_paths,
 )
@@ -34,6 +35,9 @@ examples:
   trainwatch-lab serve --notify URL --notify-format feishu /data   a webhook hears of warnings
   trainwatch-lab serve --record /data                   and keep a sample every 10 s on disk
   trainwatch-lab serve --record --record-every 1 --store /var/tmp/h.sqlite /data
+  trainwatch-lab serve --path.procfs /host/proc --path.sysfs /host/sys --path.rootfs /host/root \
+      --no-probe /data                                  in a container given the host's /proc,
+                                                        /sys and / (a DaemonSet: see README)
 
 Stops cleanly on SIGTERM or Ctrl-C (exit 0); bad usage or a port in use: exit 2.
 """
@@ -93,9 +97,10 @@ def add_serve_parser(sub: Any) -> None:
     )
     serve.add_argument(
         "--pid",
-        type=pid,
+        type=pid_number,  # whether it runs: once --path.procfs is known (run_serve)
         metavar="PID",
-        help="export this process tree's I/O and GPU memory (default: no process)",
+        help="export this process tree's I/O and GPU memory (default: no process; with "
+        "--path.procfs, a pid of the host)",
     )
     serve.add_argument(
         "--file-sd",
@@ -117,8 +122,37 @@ def add_serve_parser(sub: Any) -> None:
         metavar="N",
         help=f"connections served at once, 503 past it (default: {DEFAULTS.serve_max_requests})",
     )
+    add_host_paths(serve)
     add_notify(serve)
     add_record(serve, DEFAULT_EVERY["serve"])
+
+
+def add_host_paths(parser: argparse.ArgumentParser) -> None:
+    """node_exporter's flags for an agent in a container that is given the host's mounts."""
+    for name, default, mounted, what in (
+        ("procfs", DEFAULTS.host_procfs, "/host/proc", "the host's procfs: mounts, disks, pids"),
+        ("sysfs", DEFAULTS.host_sysfs, "/host/sys", "the host's sysfs: block devices"),
+        ("rootfs", DEFAULTS.host_rootfs, "/host/root", "the host's /, where PATHs are looked at"),
+    ):
+        parser.add_argument(
+            f"--path.{name}",
+            dest=f"path_{name}",
+            default=default,
+            metavar="DIR",
+            help=f"{what} (default: {default}; in a container e.g. {mounted})",
+        )
+
+
+def use_host_paths(args: argparse.Namespace) -> None:
+    """Read the host through ``--path.*`` from now on, or UsageError (one line) for a
+    directory that is missing or is not what its flag says."""
+    from ..core import hostfs
+
+    try:
+        host = hostfs.HostFS(args.path_procfs, args.path_sysfs, args.path_rootfs).checked()
+    except ValueError as exc:
+        raise UsageError(printable(str(exc))) from None
+    hostfs.use(host)
 
 
 def _positive_int(text: str) -> int:
@@ -205,6 +239,9 @@ def _start_agent(args: argparse.Namespace, paths: list[str], notify: Any = None)
 
 def run_serve(args: argparse.Namespace) -> int:
     """Serve until SIGTERM or Ctrl-C, then stop the agent (exit 0)."""
+    use_host_paths(args)
+    if args.pid is not None:
+        require_running(args.pid, "--pid")
     paths = user_paths(args.paths)
     notify = notifier(args)
     store = store_path(args) if args.record else None

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import os
 
+from . import hostfs
 from .fstypes import LOCAL_FSTYPES, MEMORY_FSTYPES, is_network_block
 from .mounts import MountEntry, mount_for_path, overlay_backing
 
 
-def answers_locally(entry: MountEntry, device: str | None, sys_root: str = "/sys") -> bool:
+def answers_locally(entry: MountEntry, device: str | None, sys_root: str | None = None) -> bool:
     """Whether stat/statvfs on this mount may run on our own thread instead of a guard helper.
 
     True for memory filesystems and for kernel filesystems on a local block device: they
@@ -20,6 +21,7 @@ def answers_locally(entry: MountEntry, device: str | None, sys_root: str = "/sys
     devices (the backing file may sit on a share) and network block devices, also under
     device-mapper or md (LUKS on a loop file, LVM over nbd).
     """
+    sys_root = sys_root or hostfs.current().sysfs
     if entry.fstype in MEMORY_FSTYPES or entry.fstype == "devtmpfs":  # tmpfs underneath
         return True
     if entry.fstype not in LOCAL_FSTYPES or entry.fstype == "fuseblk" or not device:
@@ -44,16 +46,18 @@ def _whole_disk(sys_dev_dir: str) -> str:
     return os.path.basename(real)
 
 
-def block_device_by_number(major: int, minor: int, sys_root: str = "/sys") -> str | None:
+def block_device_by_number(major: int, minor: int, sys_root: str | None = None) -> str | None:
     """Whole-disk /proc/diskstats name for a device number (dm-N and mdN stay themselves)."""
+    sys_root = sys_root or hostfs.current().sysfs
     link = os.path.join(sys_root, "dev", "block", f"{major}:{minor}")
     if not os.path.exists(link):
         return None
     return _whole_disk(link)
 
 
-def block_device_by_name(source: str, sys_root: str = "/sys") -> str | None:
+def block_device_by_name(source: str, sys_root: str | None = None) -> str | None:
     """Whole-disk name for a mount source such as /dev/nvme0n1p2 or /dev/mapper/vg-root."""
+    sys_root = sys_root or hostfs.current().sysfs
     if not source.startswith("/dev/"):
         return None
     name = os.path.basename(source)
@@ -67,7 +71,7 @@ def block_device_by_name(source: str, sys_root: str = "/sys") -> str | None:
 
 
 def block_device_for(
-    entry: MountEntry, sys_root: str = "/sys", mounts: list[MountEntry] | None = None
+    entry: MountEntry, sys_root: str | None = None, mounts: list[MountEntry] | None = None
 ) -> str | None:
     """Whole-disk name in /proc/diskstats under a mount, or ``None`` (tmpfs, NFS, ...).
 
@@ -77,6 +81,7 @@ def block_device_for(
     upperdir's mount when ``mounts`` is given. Filesystems on an anonymous device number
     (btrfs, major 0) fall back to the mount source.
     """
+    sys_root = sys_root or hostfs.current().sysfs
     if entry.fstype == "overlay":
         backing = overlay_backing(entry, mounts) if mounts else None
         return block_device_for(backing, sys_root) if backing else None
@@ -94,8 +99,9 @@ def _listdir(path: str) -> list[str]:
         return []
 
 
-def slaves(name: str, sys_root: str = "/sys") -> list[str]:
+def slaves(name: str, sys_root: str | None = None) -> list[str]:
     """Whole disks under a dm/md device, recursively (dm over md over disks -> the disks)."""
+    sys_root = sys_root or hostfs.current().sysfs
     found: list[str] = []
     seen: set[str] = set()
 
@@ -116,17 +122,19 @@ def slaves(name: str, sys_root: str = "/sys") -> list[str]:
     return found
 
 
-def loop_backing_file(name: str, sys_root: str = "/sys") -> str | None:
+def loop_backing_file(name: str, sys_root: str | None = None) -> str | None:
     """The file a loop device reads from (``/sys/block/loopN/loop/backing_file``)."""
+    sys_root = sys_root or hostfs.current().sysfs
     return _read(os.path.join(sys_root, "block", name, "loop", "backing_file")) or None
 
 
 def physical_disks(
-    device: str | None, mounts: list[MountEntry], sys_root: str = "/sys", _depth: int = 0
+    device: str | None, mounts: list[MountEntry], sys_root: str | None = None, _depth: int = 0
 ) -> tuple[str, ...]:
     """The whole disks that really hold ``device``'s data: the slaves of a dm/md device, the
     disk under a loop device's backing file. Two paths whose disks overlap share storage: a
     loop-mounted image on the local disk is never "slower than the local disk"."""
+    sys_root = sys_root or hostfs.current().sysfs
     if device is None:
         return ()
     if device.startswith(("dm-", "md")):

@@ -182,6 +182,13 @@ class Defaults:
     # scrapes every 15-60 s and simply reconnects); accept() failing for want of descriptors
     # (EMFILE) waits, doubling from 5 ms to 1 s, as Go's http.Server does, instead of spinning
     serve_max_requests: int = 40
+    # where the host's procfs, sysfs and root filesystem are (core.hostfs): as they are for
+    # a kernel, a server or an agent on the node; an agent in a container (a DaemonSet, as
+    # node_exporter runs) is given the host's, mounted read-only at e.g. /host/proc,
+    # /host/sys and /host/root (--path.procfs, --path.sysfs, --path.rootfs)
+    host_procfs: str = "/proc"
+    host_sysfs: str = "/sys"
+    host_rootfs: str = "/"
     serve_read_header_timeout_s: float = 10.0
     serve_idle_timeout_s: float = 120.0
     # notifications (advice.notify, issue 17): a webhook hears of a warning when it starts and

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple
 
+from . import hostfs
 from .defaults import MIB
 from .model import DiskRates, Sample, path_devices
 from .procfile import ProcFile
@@ -140,9 +141,10 @@ def compute_rates(
     return out
 
 
-def is_whole_disk(name: str, sys_root: str = "/sys") -> bool:
+def is_whole_disk(name: str, sys_root: str | None = None) -> bool:
     """The kernel lists whole disks (not partitions) under /sys/block; a '/' in a
     diskstats name (cciss/c0d0) is '!' there."""
+    sys_root = sys_root or hostfs.current().sysfs
     return os.path.exists(os.path.join(sys_root, "block", name.replace("/", "!")))
 
 
@@ -158,19 +160,20 @@ class DiskStatsSource:
 
     def __init__(
         self,
-        proc_path: str = "/proc/diskstats",
-        sys_root: str = "/sys",
+        proc_path: str | None = None,
+        sys_root: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.proc_path = proc_path
-        self.sys_root = sys_root
+        host = hostfs.current()  # the host's diskstats and /sys/block by default
+        self.proc_path = proc_path or host.proc("diskstats")
+        self.sys_root = sys_root or host.sysfs
         self.clock = clock
         self._prev: dict[str, DiskCounters] = {}
         self._prev_t: float | None = None
         self._whole: dict[tuple[str, int, int], bool] = {}
         self._by_line: dict[str, DiskCounters] = {}  # see parse_diskstats
         self._latest: dict[str, DiskCounters] = {}  # see counters()
-        self._file = ProcFile(proc_path)  # kept open: see core.procfile
+        self._file = ProcFile(self.proc_path)  # kept open: see core.procfile
         self._noted = False
         self._lock = threading.Lock()
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
+from . import hostfs
+
 DEV_PREFIX = "/dev/nvidia"
 
 
@@ -36,7 +38,7 @@ def nested_pid_namespace(ns_path: str = "/proc/self/ns/pid") -> bool:
 def _minors_open(pid: int) -> set[int]:
     """The NVIDIA device minors a process holds open (unreadable processes hold none)."""
     out: set[int] = set()
-    fd_dir = f"/proc/{pid}/fd"
+    fd_dir = f"{hostfs.procfs()}/{pid}/fd"
     try:
         fds = os.listdir(fd_dir)
     except OSError:
@@ -55,7 +57,7 @@ def _minors_open(pid: int) -> set[int]:
 def device_holders(pids: Iterable[int] | None = None) -> dict[int, set[int]]:
     """pid -> NVIDIA minors it holds open, over ``pids`` (default: every visible process)."""
     if pids is None:
-        pids = (int(p) for p in os.listdir("/proc") if p.isdigit())
+        pids = (int(p) for p in os.listdir(hostfs.procfs()) if p.isdigit())
     holders = {}
     for pid in pids:
         minors = _minors_open(pid)

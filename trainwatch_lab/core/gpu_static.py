@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import gpu_mig, gpu_numbering
+from . import gpu_mig, gpu_numbering, hostfs
 
 _GPU_IS_LOST = 15  # nvml.h
 
@@ -107,7 +107,7 @@ def cuda_visible_devices(pid: int, name: str = "CUDA_VISIBLE_DEVICES") -> str | 
     environment when we may read it, ours otherwise: a server and its kernels share it)."""
     if pid != os.getpid():
         try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
+            with open(f"{hostfs.procfs()}/{pid}/environ", "rb") as f:
                 env = f.read().split(b"\0")
         except OSError:
             pass

@@ -28,6 +28,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
+from . import hostfs
 from .defaults import DEFAULTS
 from .guard_helper import HelperDied, HelperProcess, HelperTimeout
 
@@ -164,8 +165,11 @@ class MountGuard:
 
         ``what`` names the call in MountUnresponsive's message (default: ``op``). Raises
         MountUnresponsive (now, or still stuck from an earlier call), OSError as raised inside
-        the helper, WorkerUnavailable or WorkerFailed.
+        the helper, WorkerUnavailable or WorkerFailed. Paths in and out are the host's
+        (core.hostfs: under the rootfs prefix for the helper, as the host names them back).
         """
+        host = hostfs.current()
+        args = host.helper_args(args)
         what = what or op
         timeout = self.timeout_s if timeout is None else float(timeout)
         deadline = time.monotonic() + timeout
@@ -186,7 +190,7 @@ class MountGuard:
             w.lock.release()
         if not msg.get("ok"):
             _raise_remote(msg)
-        return msg.get("result")
+        return host.helper_answer(msg.get("result"))
 
     def _exchange(
         self,

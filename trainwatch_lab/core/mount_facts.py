@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import hostfs
 from .blockdev import answers_locally, block_device_for, physical_disks
 from .fstypes import is_network_block
 from .model import MountKind, PathState
@@ -26,7 +27,10 @@ class MountFacts:
     answers_locally: bool  # see blockdev.answers_locally: may be inspected on our own thread
 
     @classmethod
-    def of(cls, entry: MountEntry, mounts: list[MountEntry], sys_root: str = "/sys") -> MountFacts:
+    def of(
+        cls, entry: MountEntry, mounts: list[MountEntry], sys_root: str | None = None
+    ) -> MountFacts:
+        sys_root = sys_root or hostfs.current().sysfs
         kind = classify(entry)
         device = block_device_for(entry, sys_root, mounts=mounts)
         backing = overlay_backing(entry, mounts) if kind == "overlay" else None
@@ -54,7 +58,7 @@ class MountFacts:
 
 
 def apply_mount(
-    state: PathState, entry: MountEntry, mounts: list[MountEntry], sys_root: str = "/sys"
+    state: PathState, entry: MountEntry, mounts: list[MountEntry], sys_root: str | None = None
 ) -> None:
     """Fill the mount fields of ``state`` from the mount table and /sys (no syscall on it)."""
     MountFacts.of(entry, mounts, sys_root).apply(state)

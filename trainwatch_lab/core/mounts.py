@@ -18,6 +18,7 @@ import select
 import threading
 from dataclasses import dataclass
 
+from . import hostfs
 from .fstypes import (
     LOCAL_FSTYPES,
     LOCAL_FUSE,
@@ -144,26 +145,46 @@ def _changed_since_last_look(path: str) -> bool:
         return True
 
 
+PROC_SUPER_MAGIC = 0x9FA0  # statfs(2): f_type of procfs
+_not_procfs: set[str] = set()  # tables read from plain files (copies, test trees): no watcher
+
+
+def _on_procfs(path: str, fd: int) -> bool:
+    """Whether ``fd`` is a procfs file, whose changes poll() reports: ours (/proc), or the
+    host's mounted elsewhere (core.hostfs: /host/proc); a plain file never signals."""
+    if path.startswith("/proc/"):
+        return True
+    from .quota_tools import fs_magic
+
+    return fs_magic(fd) == PROC_SUPER_MAGIC
+
+
 def _read_table(path: str) -> str:
-    if path.startswith("/proc/") and path not in _change_watchers:
+    if path not in _change_watchers and path not in _not_procfs:
         try:  # opened before the first read, so no change can slip in between
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             pass
         else:
-            poller = select.poll()
-            poller.register(fd, select.POLLPRI | select.POLLERR)
-            _change_watchers[path] = (fd, poller)
+            if _on_procfs(path, fd):
+                poller = select.poll()
+                poller.register(fd, select.POLLPRI | select.POLLERR)
+                _change_watchers[path] = (fd, poller)
+            else:
+                os.close(fd)
+                _not_procfs.add(path)
     # surrogateescape: mount points are bytes, not necessarily UTF-8
     with open(path, encoding="utf-8", errors="surrogateescape") as fh:
         return fh.read()
 
 
-def read_mounts(path: str = "/proc/self/mountinfo") -> list[MountEntry]:
-    """The mount table, read again only when the kernel reports a change, and parsed again
-    only when its text changed (parsing every tick was a tenth of the tick). Callers must
-    not mutate the returned list."""
+def read_mounts(path: str | None = None) -> list[MountEntry]:
+    """The mount table (by default the host's: core.hostfs), read again only when the kernel
+    reports a change, and parsed again only when its text changed (parsing every tick was a
+    tenth of the tick). Callers must not mutate the returned list."""
     global _parsed
+    if path is None:
+        path = hostfs.current().mountinfo()
     with _table_lock:
         cached = _parsed
         if cached is not None and cached[0] == path and not _changed_since_last_look(path):

@@ -14,6 +14,7 @@ import os
 import stat
 from typing import Any
 
+from . import hostfs
 from .defaults import DEFAULTS, Defaults
 from .guard import MountGuard, MountUnresponsive, WorkerFailed, WorkerUnavailable
 from .model import CheckpointInfo, PathState, ProbeResult
@@ -132,7 +133,10 @@ def look_without_following(path: str, mount: MountEntry) -> dict[str, Any] | Non
 def apply_space(state: PathState, st: os.statvfs_result) -> None:
     for name, value in space_fields(st).items():
         setattr(state, name, value)
-    state.read_only = state.read_only or bool(st.f_flag & os.ST_RDONLY)
+    # a host's root seen through a read-only mount (an agent in a container, core.hostfs)
+    # says ST_RDONLY of every path: there only the host's mount table tells
+    if hostfs.current().local:
+        state.read_only = state.read_only or bool(st.f_flag & os.ST_RDONLY)
 
 
 def apply_inspect(state: PathState, raw: dict[str, Any]) -> None:
@@ -179,7 +183,7 @@ def inspect_path(
     probe: bool = True,
     guard: MountGuard | None = None,
     *,
-    sys_root: str = "/sys",
+    sys_root: str | None = None,
 ) -> PathState:
     """One full look at ``path``. Bounded by ``defaults.mount_timeout_s`` (plus the probe's
     ``probe_budget_s + mount_timeout_s`` when probing); never hangs on a dead mount."""
@@ -187,7 +191,7 @@ def inspect_path(
     own = guard is None
     g = guard if guard is not None else MountGuard(defaults.mount_timeout_s)
     try:
-        _inspect_into(state, g, defaults, probe, sys_root)
+        _inspect_into(state, g, defaults, probe, sys_root or hostfs.current().sysfs)
         return state
     finally:
         if own:

@@ -11,6 +11,7 @@ from concurrent.futures import wait as wait_for
 from dataclasses import replace
 from typing import Any
 
+from . import hostfs
 from .defaults import DEFAULTS, Defaults
 from .guard import MountGuard, MountUnresponsive, WorkerFailed, WorkerUnavailable
 from .model import PathState, ProbeResult, Sample
@@ -65,7 +66,7 @@ class PathsSource:
         probe: bool = True,
         guard: MountGuard | None = None,
         *,
-        sys_root: str = "/sys",
+        sys_root: str | None = None,
         owner: int | None = None,
     ) -> None:
         self.defaults = defaults
@@ -74,7 +75,9 @@ class PathsSource:
         # c.TrainWatch.probe_other_users); off, they get read-only facts only
         self.probe_others = False
         self.probe_enabled = probe
-        self.sys_root = sys_root
+        host = hostfs.current()
+        self.sys_root = sys_root or host.sysfs
+        self._host_local = host.local
         self._own_guard = guard is None
         self.guard = guard if guard is not None else MountGuard(defaults.mount_timeout_s)
         self._lock = threading.Lock()
@@ -390,6 +393,7 @@ class PathsSource:
             facts.apply(state)
             if (
                 facts.answers_locally
+                and self._host_local  # else the guard, which finds host paths (core.hostfs)
                 and watch.real == watch.key
                 and self._look_here(watch, state, entry, mounts)
             ):

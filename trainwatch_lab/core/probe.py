@@ -344,7 +344,7 @@ def _measure_baseline(defaults: Defaults, guard: MountGuard | None) -> ProbeResu
             continue
         if result.error is None and result.samples:
             result.where = os.path.abspath(directory)
-            result.device = block_device_for(entry, "/sys", mounts=mounts)
+            result.device = block_device_for(entry, mounts=mounts)
             result.disks = list(physical_disks(result.device, mounts))
             return result
     return None

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import psutil
 
+from . import hostfs
 from .guard import helper_pids
 from .model import ProcessIO, Sample
 from .procfile import ProcFiles, read_once
@@ -65,7 +66,7 @@ def _stat_fields(pid: int) -> tuple[int, int]:
     Not psutil's create_time: that adds /proc/stat's btime, which moves when the wall clock
     is adjusted, and would make a long-running process look new (and all its past I/O
     look recent)."""
-    data = read_once(f"/proc/{pid}/stat")
+    data = read_once(f"{hostfs.procfs()}/{pid}/stat")
     fields = data[data.rindex(b")") + 2 :].split()
     return int(fields[1]), int(fields[19])
 
@@ -141,10 +142,11 @@ def _descendants(
     found: list[int] = []
     stack = [pid]
     seen = {pid}
+    proc = hostfs.procfs()  # the host's pids (core.hostfs)
     while stack:
         parent = stack.pop()
         try:
-            tids = os.listdir(f"/proc/{parent}/task")
+            tids = os.listdir(f"{proc}/{parent}/task")
         except OSError:
             continue  # exited meanwhile
         for tid in tids:
@@ -152,7 +154,7 @@ def _descendants(
                 continue
             reader = read_leader if parent == pid and tid == str(pid) else read
             try:
-                kids = [int(k) for k in reader(f"/proc/{parent}/task/{tid}/children").split()]
+                kids = [int(k) for k in reader(f"{proc}/{parent}/task/{tid}/children").split()]
             except (OSError, ValueError):
                 continue
             for kid in kids:
@@ -226,7 +228,7 @@ class ProcessIOSource:
                 # right before the process counters, so both cover the same interval
                 self._self_now = _own_counts(self._files.read)
             try:
-                data, opened = self._files.read_fresh(f"/proc/{pid}/io")
+                data, opened = self._files.read_fresh(f"{hostfs.procfs()}/{pid}/io")
                 counts = _parse_io(data)
                 ident = self._ident.get(pid)
                 if opened or ident is None:  # a kept descriptor is still the same process

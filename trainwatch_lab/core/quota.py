@@ -28,6 +28,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from . import hostfs
 from .model import PathState
 from .quota_tools import first_limit, tool_quotas
 
@@ -184,9 +185,10 @@ def read_quotas(
     return {"quotas": quotas, "none": None if quotas else "; ".join(sorted(why)) or "no quota"}
 
 
-def process_ids(pid: int, proc: str = "/proc") -> tuple[int, int]:
+def process_ids(pid: int, proc: str | None = None) -> tuple[int, int]:
     """The uid and gid a process's writes are charged to: the filesystem ids (``Uid:`` and
     ``Gid:``'s fourth field in /proc/PID/status). OSError when the process is gone."""
+    proc = proc or hostfs.procfs()  # a host pid (core.hostfs)
     ids: dict[str, int] = {}
     with open(f"{proc}/{pid}/status", encoding="utf-8", errors="replace") as f:
         for line in f:

@@ -19,6 +19,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from . import hostfs
 from .model import Sample
 
 # System calls that act on a file descriptor in their first argument, by architecture.
@@ -283,13 +284,14 @@ def main_thread_wait(proc_root: str = "/proc/self") -> dict[str, Any] | None:
     return info
 
 
-def task_wait(pid: int, proc: str = "/proc") -> dict[str, Any] | None:
+def task_wait(pid: int, proc: str | None = None) -> dict[str, Any] | None:
     """Where the main thread of another process waits, from procfs alone (no debugger, so no
     Python frame): its state letter, ``wchan``, the system call it is in and the path of that
     call's file descriptor; ``blocked`` when it sleeps uninterruptibly or in a call on a file
     descriptor (a FUSE or NFS wait is often interruptible: ``S`` in write or fsync). None when
     the process is gone. ``syscall`` needs ptrace access (same user, and Yama's ptrace_scope
     may still refuse it): then only state and wchan."""
+    proc = proc or hostfs.current().procfs  # a host pid (core.hostfs)
     task = f"{proc}/{pid}/task/{pid}"
     stat = _read(f"{task}/stat")
     if stat is None:

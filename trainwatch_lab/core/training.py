@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
+from . import hostfs
 from .defaults import CHECKPOINT_SUFFIXES
 from .redact import redact
 
@@ -150,9 +151,10 @@ def _read(path: str) -> bytes | None:
         return None
 
 
-def stat_fields(pid: int, proc: str = "/proc") -> tuple[int, int] | None:
-    """(parent pid, start ticks) from /proc/PID/stat; None when it is gone."""
-    data = _read(f"{proc}/{pid}/stat")
+def stat_fields(pid: int, proc: str | None = None) -> tuple[int, int] | None:
+    """(parent pid, start ticks) from /proc/PID/stat (the host's: core.hostfs); None when
+    it is gone."""
+    data = _read(f"{proc or hostfs.current().procfs}/{pid}/stat")
     if not data:
         return None
     try:
@@ -162,7 +164,7 @@ def stat_fields(pid: int, proc: str = "/proc") -> tuple[int, int] | None:
         return None
 
 
-def process_identity(pid: int, proc: str = "/proc") -> tuple[int, int] | None:
+def process_identity(pid: int, proc: str | None = None) -> tuple[int, int] | None:
     """(pid, start ticks): a pid reused by a new process is another identity."""
     fields = stat_fields(pid, proc)
     return (pid, fields[1]) if fields else None
@@ -298,9 +300,9 @@ class Scanner:
     and reused for another file, or a pid reused by another process, is seen by then). The
     links are most of a pass's cost; listing the descriptors is not avoidable."""
 
-    def __init__(self, full_every: int = FULL_EVERY, proc: str = "/proc") -> None:
+    def __init__(self, full_every: int = FULL_EVERY, proc: str | None = None) -> None:
         self.full_every = max(1, full_every)
-        self.proc = proc
+        self.proc = proc or hostfs.current().procfs  # the host's pids (core.hostfs)
         self.passes = 0
         self._links: dict[int, Links] = {}
 
@@ -345,7 +347,7 @@ def scan(
     holders: Collection[int] = (),
     skip_trees: Collection[int] = (),
     all_users: bool | None = None,
-    proc: str = "/proc",
+    proc: str | None = None,
 ) -> ScanResult:
     """One full pass (see ``Scanner.scan``), remembering nothing."""
     return Scanner(1, proc).scan(holders, skip_trees, all_users)

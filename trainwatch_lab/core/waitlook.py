@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 
+from . import hostfs
 from .procfile import ProcFile
 from .threadwait import AT_FDCWD, decode_call, read_c_string
 
@@ -36,7 +37,7 @@ class Eyes:
     stop never closes a descriptor under a read (its number could name another file)."""
 
     def __init__(self, pid: int) -> None:
-        self.syscall = ProcFile(f"/proc/{pid}/task/{pid}/syscall")  # 10 reads a second
+        self.syscall = ProcFile(f"{hostfs.procfs()}/{pid}/task/{pid}/syscall")  # 10 reads a second
         self.mem: dict[int, int] = {}  # pid -> /proc/PID/mem descriptor
         self.links: dict[tuple[int, int], str] = {}  # (pid, fd) -> its last link seen
 
@@ -56,7 +57,7 @@ class Eyes:
         """The fd's link text (never the file behind it). A descriptor being closed is out
         of the table already while ``close`` flushes it: the last link seen stands in."""
         try:
-            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            link = os.readlink(f"{hostfs.procfs()}/{pid}/fd/{fd}")
         except OSError:
             return self.links.get((pid, fd))
         if len(self.links) > 4096:
@@ -68,7 +69,9 @@ class Eyes:
         fd = self.mem.get(pid)
         if fd is None:
             try:
-                fd = self.mem[pid] = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+                fd = self.mem[pid] = os.open(
+                    f"{hostfs.procfs()}/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC
+                )
             except OSError:
                 return None
             if len(self.mem) > 8:  # workers come and go: keep few
@@ -81,7 +84,7 @@ class Eyes:
         base = None
         with contextlib.suppress(OSError):
             where = "cwd" if dirfd in (None, AT_FDCWD) else f"fd/{dirfd}"
-            base = os.readlink(f"/proc/{pid}/{where}")
+            base = os.readlink(f"{hostfs.procfs()}/{pid}/{where}")
         return os.path.normpath(os.path.join(base, path)) if base else None
 
     def close(self) -> None:

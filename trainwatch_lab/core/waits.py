@@ -35,6 +35,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from . import hostfs
 from .defaults import DEFAULTS, Defaults
 from .model import Sample
 from .procfile import ProcFiles, read_once
@@ -155,7 +156,7 @@ class WaitSampler:
             self._turn = (self._turn + 1) % len(workers)
             pid = workers[self._turn]
             with contextlib.suppress(OSError):  # a worker that just exited
-                worker = eyes.look(pid, read_once(f"/proc/{pid}/task/{pid}/syscall"))
+                worker = eyes.look(pid, read_once(f"{hostfs.procfs()}/{pid}/task/{pid}/syscall"))
         with self._lock:
             taken = self._taken
             taken.error = error
@@ -172,7 +173,7 @@ class WaitSampler:
         if isinstance(exc, FileNotFoundError | ProcessLookupError):
             return f"process {self.pid} has exited"
         return (
-            f"cannot read /proc/{self.pid}/task/{self.pid}/syscall "
+            f"cannot read {hostfs.procfs()}/{self.pid}/task/{self.pid}/syscall "
             f"({exc.strerror or exc}): time lost to storage is not measured; run as root or as "
             "the process's user where ptrace is allowed (kernel.yama.ptrace_scope)"
         )
@@ -252,7 +253,10 @@ class WaitSource:
 
     def _children(self) -> Sequence[int]:
         try:
-            return [int(p) for p in read_once(f"/proc/{self.pid}/task/{self.pid}/children").split()]
+            return [
+                int(p)
+                for p in read_once(f"{hostfs.procfs()}/{self.pid}/task/{self.pid}/children").split()
+            ]
         except (OSError, ValueError):
             return []
 
@@ -262,20 +266,21 @@ class WaitSource:
         pids = [p for p in self.members() if p != self.pid]
         self._exe = {p: same for p, same in self._exe.items() if p in pids}
         try:
-            mine = os.readlink(f"/proc/{self.pid}/exe")
+            mine = os.readlink(f"{hostfs.procfs()}/{self.pid}/exe")
         except OSError:
             return []
         for pid in pids:
             if pid not in self._exe:
                 with contextlib.suppress(OSError):
-                    self._exe[pid] = os.readlink(f"/proc/{pid}/exe") == mine
+                    self._exe[pid] = os.readlink(f"{hostfs.procfs()}/{pid}/exe") == mine
         return [p for p in pids if self._exe.get(p)][: self.defaults.wait_max_workers]
 
     def _sleep(self, pid: int, now: float) -> float | None:
         """Fraction of the time since the last tick that ``pid``'s main thread slept (neither
         ran nor waited for a CPU); None at its first reading or without schedstat."""
         try:
-            run, delay = self._files.read(f"/proc/{pid}/task/{pid}/schedstat").split()[:2]
+            schedstat = self._files.read(f"{hostfs.procfs()}/{pid}/task/{pid}/schedstat")
+            run, delay = schedstat.split()[:2]
             busy = int(run) + int(delay)
         except (OSError, ValueError):
             self._sched.pop(pid, None)

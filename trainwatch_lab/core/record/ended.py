@@ -14,10 +14,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .. import hostfs
 from ..mounts import classify, mount_for_path, read_mounts
 from ..training import stat_fields
 
-CGROUP_ROOT = "/sys/fs/cgroup"
+CGROUP_DIR = "fs/cgroup"  # under /sys
 KMSG = "/dev/kmsg"
 KMSG_RECORDS = 8192  # the kernel's ring holds fewer; a bound all the same
 TAIL_BYTES = 4096
@@ -33,7 +34,7 @@ def _read(path: str) -> str | None:
 
 
 def boot_time() -> float:
-    text = _read("/proc/stat") or ""
+    text = _read(hostfs.current().proc("stat")) or ""
     for line in text.splitlines():
         if line.startswith("btime "):
             return float(line.split()[1])
@@ -48,9 +49,12 @@ def started_at(pid: int) -> float | None:
     return boot_time() + fields[1] / os.sysconf("SC_CLK_TCK")
 
 
-def memory_cgroup(pid: int, root: str = CGROUP_ROOT) -> dict[str, str] | None:
-    """``{"version": "2"|"1", "dir": ...}`` of the process's memory cgroup, when visible."""
-    text = _read(f"/proc/{pid}/cgroup")
+def memory_cgroup(pid: int, root: str | None = None) -> dict[str, str] | None:
+    """``{"version": "2"|"1", "dir": ...}`` of the process's memory cgroup, when visible
+    (the host's pid and cgroup tree: core.hostfs)."""
+    host = hostfs.current()
+    root = root or host.sys(CGROUP_DIR)
+    text = _read(host.proc(pid, "cgroup"))
     if not text:
         return None
     for line in text.splitlines():
@@ -94,7 +98,7 @@ def _local(path: str) -> bool:
 def stderr_file(pid: int) -> str | None:
     """The file its stderr goes to, when that is a regular file on a local filesystem."""
     try:
-        target = os.readlink(f"/proc/{pid}/fd/2")
+        target = os.readlink(hostfs.current().proc(pid, "fd", "2"))
     except OSError:
         return None
     if not target.startswith("/") or target.endswith(" (deleted)") or not _local(target):
@@ -102,7 +106,8 @@ def stderr_file(pid: int) -> str | None:
     try:
         import stat
 
-        return target if stat.S_ISREG(os.stat(f"/proc/{pid}/fd/2").st_mode) else None
+        link = hostfs.current().proc(pid, "fd", "2")
+        return target if stat.S_ISREG(os.stat(link).st_mode) else None
     except OSError:
         return None
 

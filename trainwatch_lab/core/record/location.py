@@ -18,6 +18,7 @@ import socket
 import stat
 from dataclasses import dataclass
 
+from .. import hostfs
 from ..mounts import classify, mount_for_path, read_mounts
 
 APP_DIR = "trainwatch-lab"
@@ -52,9 +53,11 @@ def candidates(explicit: str | None = None) -> list[str]:
 
 
 def mount_kind(directory: str) -> tuple[str, str]:
-    """(kind, "fstype at mountpoint") of the filesystem ``directory`` is (or would be) on."""
+    """(kind, "fstype at mountpoint") of the filesystem ``directory`` is (or would be) on:
+    a directory of this process, so by our own mount table (an agent in a container reads
+    the host's for the watched paths: core.hostfs)."""
     try:
-        entry = mount_for_path(directory, read_mounts())
+        entry = mount_for_path(directory, read_mounts(hostfs.OWN_MOUNTINFO))
     except (LookupError, OSError):
         return "unknown", "an unknown mount"
     return classify(entry), f"{entry.fstype} at {entry.mountpoint}"
