@@ -175,7 +175,7 @@ def test_the_readme_daemonset_gives_the_agent_the_host_as_node_exporter_s_chart_
     assert [p["containerPort"] for p in container["ports"]] == [port]
     notes = pod["metadata"]["annotations"]
     assert (notes["prometheus.io/scrape"], notes["prometheus.io/port"]) == ("true", str(port))
-    image = (ROOT / "Containerfile").read_text()
+    image = (ROOT / ".container" / "Containerfile").read_text()
     assert re.search(r"^ENTRYPOINT \[\"trainwatch-lab\", \"serve\"\]$", image, re.M)
     assert re.search(rf"^EXPOSE {port}$", image, re.M)
     cmd = re.search(r"^CMD (.*)$", image, re.M)
