@@ -93,7 +93,7 @@ export class TrainWatchPanel extends Panel {
   private _replayAsked = 0; // the latest range asked for: older answers are dropped
   private _rangeView = new RangeView(range => void this.setRange(range));
   private _away = new AwayView(
-    ending => void this.setRange(runWindow(ending.t)),
+    ending => void this._showRun(ending),
     ending => this._dismiss(ending)
   );
   private _endings: EndingJSON[] = [];
@@ -116,11 +116,12 @@ export class TrainWatchPanel extends Panel {
     this.addWidget(this._header);
     // the range menu sits in the header line: live, the panel is no taller than before
     this._header.node.insertBefore(this._rangeView.select, this._header.pauseButton);
-    this.addWidget(this._rangeView.chooser);
-    this.addWidget(this._rangeView.banner);
     this.addWidget(this._away);
     this._verdict.widgets.forEach(w => this.addWidget(w));
     this._warnings.widgets.forEach(w => this.addWidget(w));
+    // the chosen window's inputs and the replay line sit right above the charts they drive
+    this.addWidget(this._rangeView.chooser);
+    this.addWidget(this._rangeView.banner);
     this._addCharts(PANEL_CHARTS);
     for (const view of [this._paths, this._mirrors, this._processes, this._kernels]) {
       view.widgets.forEach(w => this.addWidget(w));
@@ -239,6 +240,12 @@ export class TrainWatchPanel extends Panel {
       console.debug('trainwatch-lab: no recorded endings', error);
     }
     this._renderAway();
+  }
+
+  /** A card's "Show on charts": the run's last hour, the charts brought into view. */
+  private async _showRun(ending: EndingJSON): Promise<void> {
+    await this.setRange(runWindow(ending.t, ending.started));
+    this._rangeView.banner.node.scrollIntoView({ block: 'start' });
   }
 
   private _dismiss(ending: EndingJSON): void {

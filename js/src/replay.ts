@@ -23,8 +23,8 @@ export const RANGE_CHOICES: { value: string; label: string }[] = [
   { value: 'last:1', label: 'Last 1 h' },
   { value: 'last:6', label: 'Last 6 h' },
   { value: 'last:24', label: 'Last 24 h' },
-  { value: 'restart', label: 'Since server restart' },
-  { value: 'window', label: 'Chosen window…' }
+  { value: 'restart', label: 'Since restart' },
+  { value: 'window', label: 'Window…' }
 ];
 
 /** GET recorded: each series' own times and values (null: no value), thinned to ``points``. */
@@ -113,9 +113,14 @@ export function chosenWindow(sinceText: string, untilText: string): TimeRange {
   return { kind: 'window', since, until };
 }
 
-/** The run's last hour, and a minute after its end (the "show on charts" of a card). */
-export function runWindow(endS: number): TimeRange {
-  return { kind: 'window', since: endS - 3600, until: endS + 60 };
+/**
+ * A run's last hour and a minute after its end (a card's "Show on charts"); a run shorter
+ * than that from a minute before its start, so that its whole life fills the charts.
+ */
+export function runWindow(endS: number, startedS: number | null = null): TimeRange {
+  const born = startedS !== null && startedS < endS ? startedS - 60 : -Infinity;
+  const since = Math.max(endS - 3600, born);
+  return { kind: 'window', since, until: endS + 60 };
 }
 
 /** The line over replayed charts: "Replaying 02:12 – 03:12 (last 1 h)". */

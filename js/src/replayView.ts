@@ -126,9 +126,13 @@ export class AwayView extends Block {
         el('div', 'jp-TrainWatch-awaySentence', ending.sentence)
       );
       if (ending.evidence.length) {
+        // the sentence says the evidence already: the list, one line each, opens on demand
+        const details = el('details', 'jp-TrainWatch-awayDetails');
+        details.appendChild(el('summary', '', `Evidence (${ending.evidence.length})`));
         const list = el('ul', 'jp-TrainWatch-awayEvidence');
         ending.evidence.forEach(line => list.appendChild(el('li', '', line)));
-        card.appendChild(list);
+        details.appendChild(list);
+        card.appendChild(details);
       }
       const show = el('button', 'jp-mod-styled jp-TrainWatch-awayShow', 'Show on charts');
       show.type = 'button';

@@ -54,7 +54,10 @@ describe('the time range', () => {
       since: 5,
       until: 9
     });
+    // a card's run: its last hour, or its whole life when shorter, and a minute after
     expect(runWindow(NOW)).toEqual({ kind: 'window', since: NOW - 3600, until: NOW + 60 });
+    expect(runWindow(NOW, NOW - 7200)).toEqual(runWindow(NOW));
+    expect(runWindow(NOW, NOW - 25)).toEqual({ kind: 'window', since: NOW - 85, until: NOW + 60 });
   });
 
   test('"since restart" before the server said when it started is a clear error', () => {
