@@ -17,14 +17,17 @@ export type TimeRange =
 
 export const LIVE: TimeRange = { kind: 'live' };
 
-/** The choices of the range menu, as ``<option>`` values and labels, in menu order. */
-export const RANGE_CHOICES: { value: string; label: string }[] = [
-  { value: 'live', label: 'Live' },
-  { value: 'last:1', label: 'Last 1 h' },
-  { value: 'last:6', label: 'Last 6 h' },
-  { value: 'last:24', label: 'Last 24 h' },
-  { value: 'restart', label: 'Since restart' },
-  { value: 'window', label: 'Window…' }
+/**
+ * The choices of the range menu, in menu order: ``<option>`` values, short labels (the menu
+ * shares the header line with the state and Pause) and the words of the replay line.
+ */
+export const RANGE_CHOICES: { value: string; label: string; words: string }[] = [
+  { value: 'live', label: 'Live', words: 'live' },
+  { value: 'last:1', label: '1 h', words: 'last 1 h' },
+  { value: 'last:6', label: '6 h', words: 'last 6 h' },
+  { value: 'last:24', label: '24 h', words: 'last 24 h' },
+  { value: 'restart', label: 'Restart', words: 'since the server restart' },
+  { value: 'window', label: 'Window…', words: '' }
 ];
 
 /** GET recorded: each series' own times and values (null: no value), thinned to ``points``. */
@@ -130,7 +133,7 @@ export function replayText(range: TimeRange, win: { since: number; until: number
   const at = (t: number) =>
     other ? `${toLocalInput(t).slice(5, 10)} ${formatClock(t, false)}` : formatClock(t, false);
   const what = RANGE_CHOICES.find(c => c.value === rangeValue(range));
-  const label = range.kind === 'window' || !what ? '' : ` (${what.label.toLowerCase()})`;
+  const label = what?.words ? ` (${what.words})` : '';
   return `Replaying ${at(win.since)} – ${at(win.until)}${label}`;
 }
 

@@ -33,11 +33,16 @@ export class RangeView {
   constructor(private _onRange: (range: TimeRange) => void) {
     this.select.title = 'Time range of the charts: live, or the recorded history';
     this.select.setAttribute('aria-label', 'Time range');
+    // live first, then the replays under one heading (their short labels need it)
+    const replays = el('optgroup');
+    replays.label = 'Replay the recorded history';
     for (const choice of RANGE_CHOICES) {
       const option = el('option', '', choice.label);
       option.value = choice.value;
-      this.select.appendChild(option);
+      option.title = choice.words;
+      (choice.value === 'live' ? this.select : replays).appendChild(option);
     }
+    this.select.appendChild(replays);
     this.select.onchange = () => this._picked();
 
     for (const [input, label] of [
