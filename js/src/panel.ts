@@ -114,8 +114,12 @@ export class TrainWatchPanel extends Panel {
       () => this.stream.reconnect()
     );
     this.addWidget(this._header);
-    // the range menu sits in the header line: live, the panel is no taller than before
-    this._header.node.insertBefore(this._rangeView.select, this._header.pauseButton);
+    // the range menu sits in the header line beside Pause (the two wrap together under
+    // the state on a narrow panel)
+    const tools = document.createElement('span');
+    tools.className = 'jp-TrainWatch-headerTools';
+    tools.append(this._rangeView.select, this._header.pauseButton);
+    this._header.node.appendChild(tools);
     this.addWidget(this._away);
     this._verdict.widgets.forEach(w => this.addWidget(w));
     this._warnings.widgets.forEach(w => this.addWidget(w));
