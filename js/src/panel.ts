@@ -29,7 +29,7 @@ import {
 } from './replay';
 import { AwayView, RangeView } from './replayView';
 import { requestAPI } from './request';
-import { ringCapacity, SeriesRing } from './series';
+import { Aligned, ringCapacity, SeriesRing } from './series';
 import { StreamClient } from './stream';
 
 /** A chart of the panel (PANEL_CHARTS), the section it is in and the note under it. */
@@ -46,6 +46,19 @@ interface IReplay {
   recorded: RecordedJSON;
   events: EventJSON[];
   sample: SampleJSON;
+  /** the columns each chart asked for, made once (live samples redraw every second) */
+  columns: Map<string, Aligned>;
+}
+
+/** ``keys``' recorded columns over the replayed window, made once per set of keys. */
+function replayColumns(replay: IReplay, keys: string[]): Aligned {
+  const id = keys.join('\n');
+  let columns = replay.columns.get(id);
+  if (!columns) {
+    columns = recordedColumns(replay.recorded, keys);
+    replay.columns.set(id, columns);
+  }
+  return columns;
 }
 
 /** The most events marked on a replayed window (GET recorded/events' limit). */
@@ -212,7 +225,7 @@ export class TrainWatchPanel extends Panel {
         return; // the reader picked another range meanwhile
       }
       const sample = recordedSample(recorded, this._latest);
-      this._replay = { window, recorded, events: events.events, sample };
+      this._replay = { window, recorded, events: events.events, sample, columns: new Map() };
       const cut = recorded.truncated ? ' (cut short: too many points; pick a shorter window)' : '';
       this._rangeView.show(range, replayText(range, window) + cut);
     } catch (error) {
@@ -447,7 +460,7 @@ export class TrainWatchPanel extends Panel {
     const replay = this._replay;
     const sample = replay ? replay.sample : live;
     const input: IChartInput = replay
-      ? { sample, columns: keys => recordedColumns(replay.recorded, keys) }
+      ? { sample, columns: keys => replayColumns(replay, keys) }
       : { sample, columns: keys => this._ring.aligned(keys, this._windowS) };
     for (const { spec, chart, note, section } of this._chartSlots) {
       if (!section.open) {

@@ -119,6 +119,46 @@ def open_panel(page, lab: LabServer) -> None:
     page.locator(PANEL).wait_for(state="visible", timeout=30_000)
 
 
+def replaying(page, words: str, unless: str = "loading") -> str:
+    """Wait for the replay line to say ``words`` (loaded, and not ``unless``); returns it."""
+    line = page.locator(f"{PANEL} .jp-TrainWatch-replayText")
+    page.wait_for_function(
+        """([node, w, u]) => {
+            const text = node.textContent;
+            return text.includes(w) && !text.includes(u) && !text.includes('loading');
+        }""",
+        arg=[line.element_handle(), words, unless],
+        timeout=60_000,
+    )
+    return line.text_content()
+
+
+def use_the_range_menu(page) -> None:
+    """The menu's ranges as a reader picks them: since the restart, the last hour, a chosen
+    window (a bad one says what is wrong in one line and changes nothing)."""
+    menu = f"{PANEL} .jp-TrainWatch-rangeSelect"
+    page.select_option(menu, "restart")
+    assert re.match(r"Replaying \d\d:\d\d – \d\d:\d\d", replaying(page, "(since the server"))
+    page.select_option(menu, "last:1")
+    replaying(page, "(last 1 h)")
+    page.select_option(menu, "window")
+    chooser = page.locator(f"{PANEL} .jp-TrainWatch-window")
+    chooser.wait_for(state="visible")
+    prefilled = chooser.locator("input").evaluate_all("(inputs) => inputs.map(i => i.value)")
+    assert all(re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d$", v) for v in prefilled), prefilled
+    chooser.locator(".jp-TrainWatch-windowFrom").fill(prefilled[1])  # from == to
+    chooser.locator(".jp-TrainWatch-windowShow").click()
+    error = chooser.locator(".jp-TrainWatch-windowError").text_content()
+    assert error == "'from' must be before 'to'", error
+    assert "(last 1 h)" in page.locator(f"{PANEL} .jp-TrainWatch-replayText").text_content()
+    chooser.locator(".jp-TrainWatch-windowFrom").fill(prefilled[0])
+    chooser.locator(".jp-TrainWatch-windowShow").click()
+    line = replaying(page, "Replaying", unless="(last")
+    # the two times chosen, and no words after them (the dates too, near midnight)
+    assert prefilled[0][-5:] in line and line.endswith(prefilled[1][-5:]), line
+    assert not chooser.is_visible()
+
+
 @pytest.mark.parametrize("ending", ["full-disk", "oom-kill", "kernel-killed"])
 def test_the_panel_explains_a_run_that_ended_while_nobody_looked(
     request, tmp_path: Path, loop_ext4, ending: str
@@ -189,6 +229,8 @@ def test_the_panel_explains_a_run_that_ended_while_nobody_looked(
                 shot = artifact_path(f"panel-replay-{ending}-{theme.split()[-1].lower()}.png")
                 page.screenshot(path=str(shot))
             set_theme(page, "JupyterLab Light")
+            if ending == "full-disk":
+                use_the_range_menu(page)
             # back to live: the live charts again, no marks
             page.locator(f"{PANEL} .jp-TrainWatch-backToLive").click()
             page.wait_for_function(
