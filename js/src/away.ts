@@ -18,6 +18,12 @@ export interface EndingJSON {
 /** How far back the first look goes, with nothing stored yet (a new browser). */
 export const FIRST_LOOK_S = 24 * 3600;
 
+/**
+ * The furthest back a look goes (the history keeps 7 days by default, and the server refuses
+ * a longer window): a reader back after a month sees the last week's ends.
+ */
+export const MAX_LOOK_S = 7 * 24 * 3600;
+
 /** The storage key of "last looked", per server (two Jupyter servers, two histories). */
 export function lastLookedKey(baseUrl: string): string {
   return `trainwatch-lab:last-looked:${baseUrl}`;
@@ -57,7 +63,10 @@ export class LastLooked {
     private _key: string
   ) {}
 
-  /** The time stored, or a day before ``nowS`` the first time (and when storage fails). */
+  /**
+   * The time stored (at most a week back), or a day before ``nowS`` the first time (and when
+   * storage fails).
+   */
   get(nowS: number): number {
     let stored: number = NaN;
     try {
@@ -65,7 +74,10 @@ export class LastLooked {
     } catch {
       // storage refused (private mode, quota): look a day back
     }
-    return Number.isFinite(stored) && stored > 0 && stored < nowS ? stored : nowS - FIRST_LOOK_S;
+    if (!(Number.isFinite(stored) && stored > 0 && stored < nowS)) {
+      return nowS - FIRST_LOOK_S;
+    }
+    return Math.max(stored, nowS - MAX_LOOK_S);
   }
 
   /** The reader looked at ``nowS``: the next open starts there. */

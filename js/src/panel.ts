@@ -2,7 +2,14 @@ import { ServerConnection } from '@jupyterlab/services';
 import { Panel } from '@lumino/widgets';
 import { Message } from '@lumino/messaging';
 
-import { awayCards, cardId, EndingJSON, lastLookedKey, LastLooked } from './away';
+import {
+  awayCards,
+  cardId,
+  EndingJSON,
+  FIRST_LOOK_S,
+  lastLookedKey,
+  LastLooked
+} from './away';
 
 import { Block, FoldListener, Section } from './blocks';
 import { TimeChart } from './chart';
@@ -28,7 +35,7 @@ import {
   TimeRange
 } from './replay';
 import { AwayView, RangeView } from './replayView';
-import { requestAPI } from './request';
+import { APIError, requestAPI } from './request';
 import { Aligned, ringCapacity, SeriesRing } from './series';
 import { StreamClient } from './stream';
 
@@ -245,10 +252,18 @@ export class TrainWatchPanel extends Panel {
    */
   async checkAway(): Promise<void> {
     const now = Date.now() / 1000;
-    const since = this._lastLooked.get(now);
+    const ask = (since: number) =>
+      requestAPI<{ endings: EndingJSON[] }>(
+        `recorded/why?${new URLSearchParams({ since: String(since), until: String(now) })}`
+      );
     try {
-      const params = new URLSearchParams({ since: String(since), until: String(now) });
-      const answer = await requestAPI<{ endings: EndingJSON[] }>(`recorded/why?${params}`);
+      const answer = await ask(this._lastLooked.get(now)).catch(error => {
+        // a history kept shorter than a week refuses the window: the last day then
+        if (error instanceof APIError && error.status === 400) {
+          return ask(now - FIRST_LOOK_S);
+        }
+        throw error;
+      });
       const known = new Set(this._endings.map(cardId));
       this._endings.push(...answer.endings.filter(e => !known.has(cardId(e))));
       this._lastLooked.set(now);

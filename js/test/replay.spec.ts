@@ -6,7 +6,8 @@ import {
   endedBadly,
   FIRST_LOOK_S,
   IKeyValue,
-  LastLooked
+  LastLooked,
+  MAX_LOOK_S
 } from '../src/away';
 import { eventLevel, EventJSON, placeMarkers } from '../src/markers';
 import { PANEL_CHARTS } from '../src/panelCharts';
@@ -241,6 +242,9 @@ describe('while you were away', () => {
     looked.set(NOW - 10);
     expect(looked.get(NOW)).toBe(NOW - 10);
     expect(new LastLooked(store, 'b').get(NOW)).toBe(NOW - FIRST_LOOK_S);
+    // back after a month: the last week (the server refuses a window past its history)
+    looked.set(NOW - 30 * 86400);
+    expect(looked.get(NOW)).toBe(NOW - MAX_LOOK_S);
     // a stored time in the future (a clock moved back) or garbage: a day back again
     kept.set('a', String(NOW + 5));
     expect(looked.get(NOW)).toBe(NOW - FIRST_LOOK_S);
