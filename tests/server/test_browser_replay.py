@@ -170,7 +170,10 @@ def use_the_range_menu(page) -> None:
     assert not chooser.is_visible()
 
 
-@pytest.mark.parametrize("ending", ["full-disk", "oom-kill", "kernel-killed"])
+@pytest.mark.parametrize(
+    "ending",
+    ["full-disk", "oom-kill", pytest.param("kernel-killed", marks=pytest.mark.kernel)],
+)
 def test_the_panel_explains_a_run_that_ended_while_nobody_looked(
     request, tmp_path: Path, loop_ext4, ending: str
 ) -> None:
