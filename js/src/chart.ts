@@ -2,6 +2,7 @@ import { Widget } from '@lumino/widgets';
 import uPlot from 'uplot';
 
 import { fitLabels, formatTick, niceIncrs, niceMax, TIME_INCRS, timeTickLabels } from './axes';
+import { placeMarkers, IEventJSON } from './markers';
 import { Aligned } from './series';
 
 /** One line of a chart: the key it is drawn from, its legend label and the full name. */
@@ -94,6 +95,9 @@ export class TimeChart extends Widget {
   private _fontPx = 11;
   private _resize: ResizeObserver | null = null;
   private _pending = false; // a build waits for the chart to have a width
+  /** A replay's window (the time axis spans it whatever the data) and its events. */
+  private _xRange: [number, number] | null = null;
+  private _events: IEventJSON[] = [];
 
   constructor(readonly options: IChartOptions) {
     super();
@@ -149,6 +153,16 @@ export class TimeChart extends Widget {
       this._plot.setData(data as uPlot.AlignedData);
       this._fit();
     }
+  }
+
+  /**
+   * Replay a window: the time axis spans ``window`` and ``events`` are marked on the plot;
+   * null goes back to live (the axis spans the data, no marks). Takes effect with the next
+   * ``setSeries``.
+   */
+  setReplay(window: { since: number; until: number } | null, events: IEventJSON[] = []): void {
+    this._xRange = window ? [window.since, window.until] : null;
+    this._events = window ? events : [];
   }
 
   /** Re-read the theme's colours (after a theme change). */
@@ -270,7 +284,7 @@ export class TimeChart extends Widget {
         x: {
           time: true,
           range: (_u: uPlot, min: number, max: number) =>
-            max - min >= MIN_SPAN_S ? [min, max] : [max - MIN_SPAN_S, max]
+            this._xRange ?? (max - min >= MIN_SPAN_S ? [min, max] : [max - MIN_SPAN_S, max])
         },
         y: {
           range: range
@@ -288,10 +302,35 @@ export class TimeChart extends Widget {
           spanGaps: false
         }))
       ],
-      axes: this._axes(text, grid, font)
+      axes: this._axes(text, grid, font),
+      hooks: { draw: [(u: uPlot) => this._drawMarkers(u)] }
     };
     this._plot = new uPlot(opts, this._data as uPlot.AlignedData, this._plotNode);
     this._titleLegend();
+  }
+
+  /**
+   * The events as thin vertical marks over the plot, coloured by severity (theme variables,
+   * in the CSS), each saying its events' text on hover (its title).
+   */
+  private _drawMarkers(u: uPlot): void {
+    u.over.querySelector('.jp-TrainWatch-markers')?.remove();
+    const marks = placeMarkers(this._events, t => u.valToPos(t, 'x'), u.over.clientWidth);
+    this.node.dataset.markers = String(marks.length);
+    if (!marks.length) {
+      return;
+    }
+    const layer = document.createElement('div');
+    layer.className = 'jp-TrainWatch-markers';
+    for (const mark of marks) {
+      const node = document.createElement('div');
+      node.className = `jp-TrainWatch-marker jp-mod-${mark.level}`;
+      node.style.left = `${mark.x}px`;
+      node.title = mark.title;
+      node.dataset.level = mark.level;
+      layer.appendChild(node);
+    }
+    u.over.appendChild(layer);
   }
 
   /** A shortened legend label says its full name on hover. */

@@ -149,6 +149,8 @@ export interface IHistoryJSON {
   series: Record<string, (number | null)[]>;
   /** the server sampler's interval (c.TrainWatch.interval), for the stale test */
   interval_s?: number;
+  /** when the server began (epoch s): the panel's "since the last server restart" */
+  started_at?: number;
 }
 
 export interface IWatchedPathJSON {

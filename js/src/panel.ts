@@ -1,5 +1,8 @@
+import { ServerConnection } from '@jupyterlab/services';
 import { Panel } from '@lumino/widgets';
 import { Message } from '@lumino/messaging';
+
+import { awayCards, cardId, IEndingJSON, FIRST_LOOK_S, lastLookedKey, LastLooked } from './away';
 
 import { Block, FoldListener, Section } from './blocks';
 import { TimeChart } from './chart';
@@ -12,8 +15,21 @@ import { StateHeader, stateText, VerdictView } from './panelHeader';
 import { KernelsView, MirrorsView, ProcessesView } from './panelMachine';
 import { PathsView } from './panelPaths';
 import { WarningsView } from './panelWarnings';
+import { IEventJSON } from './markers';
 import { hideProcess } from './processes';
-import { ringCapacity, SeriesRing } from './series';
+import {
+  LIVE,
+  IRecordedJSON,
+  recordedColumns,
+  recordedSample,
+  rangeWindow,
+  replayText,
+  runWindow,
+  TimeRange
+} from './replay';
+import { AwayView, RangeView } from './replayView';
+import { APIError, requestAPI } from './request';
+import { Aligned, ringCapacity, SeriesRing } from './series';
 import { StreamClient } from './stream';
 
 /** A chart of the panel (PANEL_CHARTS), the section it is in and the note under it. */
@@ -23,6 +39,30 @@ interface IChartSlot {
   section: Section;
   note: Block | null;
 }
+
+/** A replayed window: what GET recorded and recorded/events answered for it. */
+interface IReplay {
+  window: { since: number; until: number };
+  recorded: IRecordedJSON;
+  events: IEventJSON[];
+  sample: ISampleJSON;
+  /** the columns each chart asked for, made once (live samples redraw every second) */
+  columns: Map<string, Aligned>;
+}
+
+/** ``keys``' recorded columns over the replayed window, made once per set of keys. */
+function replayColumns(replay: IReplay, keys: string[]): Aligned {
+  const id = keys.join('\n');
+  let columns = replay.columns.get(id);
+  if (!columns) {
+    columns = recordedColumns(replay.recorded, keys);
+    replay.columns.set(id, columns);
+  }
+  return columns;
+}
+
+/** The most events marked on a replayed window (GET recorded/events' limit). */
+const MAX_MARKED_EVENTS = 2000;
 
 /** Which sections are open (true) or folded (false), by id: the setting ``sections``. */
 export type Folds = Record<string, boolean>;
@@ -61,6 +101,20 @@ export class TrainWatchPanel extends Panel {
   onFoldsChanged: ((folds: Folds) => void) | null = null;
   private _sections: Section[] = [];
   private _folds: Folds = {};
+  private _range: TimeRange = LIVE;
+  private _replay: IReplay | null = null;
+  private _replayAsked = 0; // the latest range asked for: older answers are dropped
+  private _rangeView = new RangeView(range => void this.setRange(range));
+  private _away = new AwayView(
+    ending => void this._showRun(ending),
+    ending => this._dismiss(ending)
+  );
+  private _endings: IEndingJSON[] = [];
+  private _dismissed = new Set<string>();
+  private _lastLooked = new LastLooked(
+    typeof localStorage === 'undefined' ? null : localStorage,
+    lastLookedKey(ServerConnection.makeSettings().baseUrl)
+  );
 
   constructor(readonly stream: StreamClient) {
     super();
@@ -73,8 +127,18 @@ export class TrainWatchPanel extends Panel {
       () => this.stream.reconnect()
     );
     this.addWidget(this._header);
+    // the range menu sits in the header line beside Pause (the two wrap together under
+    // the state on a narrow panel)
+    const tools = document.createElement('span');
+    tools.className = 'jp-TrainWatch-headerTools';
+    tools.append(this._rangeView.select, this._header.pauseButton);
+    this._header.node.appendChild(tools);
+    this.addWidget(this._away);
     this._verdict.widgets.forEach(w => this.addWidget(w));
     this._warnings.widgets.forEach(w => this.addWidget(w));
+    // the chosen window's inputs and the replay line sit right above the charts they drive
+    this.addWidget(this._rangeView.chooser);
+    this.addWidget(this._rangeView.banner);
     this._addCharts(PANEL_CHARTS);
     for (const view of [this._paths, this._mirrors, this._processes, this._kernels]) {
       view.widgets.forEach(w => this.addWidget(w));
@@ -117,6 +181,107 @@ export class TrainWatchPanel extends Panel {
   /** The charts, in panel order (the browser test reads their tick labels). */
   get charts(): TimeChart[] {
     return this._chartSlots.map(s => s.chart);
+  }
+
+  /** What the charts show: live data or a recorded window. */
+  get range(): TimeRange {
+    return this._range;
+  }
+
+  /**
+   * Show ``range``: live data, or the recorded points of its window (GET recorded, thinned
+   * to the charts' width) with its events marked. Resolves once the charts show it.
+   */
+  async setRange(range: TimeRange): Promise<void> {
+    const asked = ++this._replayAsked;
+    this._range = range;
+    let window: { since: number; until: number } | null;
+    try {
+      window = rangeWindow(range, Date.now() / 1000, this.stream.serverStarted);
+    } catch (error) {
+      this._replay = null;
+      this._rangeView.show(range, `Cannot replay: ${(error as Error).message}`, true);
+      return this._invalidate();
+    }
+    if (window === null) {
+      this._replay = null;
+      this._rangeView.show(range, '');
+      this.node.dataset.range = 'live';
+      return this._invalidate();
+    }
+    this._rangeView.show(range, `${replayText(range, window)}: loading the recorded history…`);
+    const { since, until } = window;
+    const points = Math.max(2, Math.min(10000, Math.round(this.node.clientWidth || 400)));
+    const query = (extra: Record<string, string>) =>
+      new URLSearchParams({ since: String(since), until: String(until), ...extra }).toString();
+    try {
+      const [recorded, events] = await Promise.all([
+        requestAPI<IRecordedJSON>(`recorded?${query({ points: String(points) })}`),
+        requestAPI<{ events: IEventJSON[] }>(
+          `recorded/events?${query({ limit: String(MAX_MARKED_EVENTS) })}`
+        )
+      ]);
+      if (asked !== this._replayAsked) {
+        return; // the reader picked another range meanwhile
+      }
+      const sample = recordedSample(recorded, this._latest);
+      this._replay = { window, recorded, events: events.events, sample, columns: new Map() };
+      const cut = recorded.truncated ? ' (cut short: too many points; pick a shorter window)' : '';
+      this._rangeView.show(range, replayText(range, window) + cut);
+    } catch (error) {
+      if (asked !== this._replayAsked) {
+        return;
+      }
+      this._replay = null;
+      this._rangeView.show(range, `Cannot replay: ${(error as Error).message}`, true);
+    }
+    this.node.dataset.range = this._replay ? 'replay' : 'error';
+    this._invalidate();
+  }
+
+  /**
+   * Ask for the runs that ended badly since the reader last looked ("while you were away"),
+   * show a card for each, and remember this look.
+   */
+  async checkAway(): Promise<void> {
+    const now = Date.now() / 1000;
+    const ask = (since: number) =>
+      requestAPI<{ endings: IEndingJSON[] }>(
+        `recorded/why?${new URLSearchParams({ since: String(since), until: String(now) })}`
+      );
+    try {
+      const answer = await ask(this._lastLooked.get(now)).catch(error => {
+        // a history kept shorter than a week refuses the window: the last day then
+        if (error instanceof APIError && error.status === 400) {
+          return ask(now - FIRST_LOOK_S);
+        }
+        throw error;
+      });
+      const known = new Set(this._endings.map(cardId));
+      this._endings.push(...answer.endings.filter(e => !known.has(cardId(e))));
+      this._lastLooked.set(now);
+    } catch (error) {
+      // no history (recording off, nothing recorded yet): no card, nothing to say
+      console.debug('trainwatch-lab: no recorded endings', error);
+    }
+    this._renderAway();
+  }
+
+  /** A card's "Show on charts": the run's last hour, the charts brought into view. */
+  private async _showRun(ending: IEndingJSON): Promise<void> {
+    await this.setRange(runWindow(ending.t, ending.started));
+    this._rangeView.banner.node.scrollIntoView({ block: 'start' });
+  }
+
+  private _dismiss(ending: IEndingJSON): void {
+    this._dismissed.add(cardId(ending));
+    this._renderAway();
+  }
+
+  private _renderAway(): void {
+    const cards = awayCards(this._endings, this._dismissed);
+    this._away.render(cards);
+    this.node.dataset.away = String(cards.length);
   }
 
   /** Hold the charts still (the data keeps arriving and shows on resume). */
@@ -193,6 +358,7 @@ export class TrainWatchPanel extends Panel {
   protected onAfterShow(msg: Message): void {
     super.onAfterShow(msg);
     void this.refreshPaths();
+    void this.checkAway();
     if (this._dirty) {
       this._render();
     }
@@ -202,6 +368,7 @@ export class TrainWatchPanel extends Panel {
     super.onAfterAttach(msg);
     if (this.isVisible) {
       void this.refreshPaths();
+      void this.checkAway();
     }
   }
 
@@ -268,7 +435,7 @@ export class TrainWatchPanel extends Panel {
     this._renderState();
     this._verdict.render(sample);
     this._warnings.render(sample);
-    if (!this._paused) {
+    if (this._replay || !this._paused) {
       this._renderCharts(sample);
     }
     this._paths.render(sample);
@@ -297,11 +464,13 @@ export class TrainWatchPanel extends Panel {
     this._paths.setEnabled(enabled);
   }
 
-  private _renderCharts(sample: ISampleJSON | null): void {
-    const input: IChartInput = {
-      sample,
-      columns: keys => this._ring.aligned(keys, this._windowS)
-    };
+  private _renderCharts(live: ISampleJSON | null): void {
+    // a replay goes through the same chart table, fed by the recorded points
+    const replay = this._replay;
+    const sample = replay ? replay.sample : live;
+    const input: IChartInput = replay
+      ? { sample, columns: keys => replayColumns(replay, keys) }
+      : { sample, columns: keys => this._ring.aligned(keys, this._windowS) };
     for (const { spec, chart, note, section } of this._chartSlots) {
       if (!section.open) {
         continue; // folded: nothing to draw (opening it redraws)
@@ -310,7 +479,14 @@ export class TrainWatchPanel extends Panel {
       if (hidden !== undefined) {
         chart.setHidden(hidden);
       }
-      chart.setEmpty(specs.length ? empty : (empty ?? 'No data yet.'));
+      chart.setEmpty(
+        replay && !data[0].length
+          ? 'Nothing recorded in this window.'
+          : specs.length
+            ? empty
+            : (empty ?? 'No data yet.')
+      );
+      chart.setReplay(replay?.window ?? null, replay?.events);
       chart.setSeries(specs, data, unit);
       if (note && spec.note) {
         note.node.textContent = spec.note(sample);

@@ -25,6 +25,7 @@ export class StreamClient {
   private _lastArrival: number | null = null;
   private _arrivals: number[] = [];
   private _serverInterval: number | null = null;
+  private _serverStarted: number | null = null;
   private _ticker: number | null = null;
   private _ticked = new Signal<this, void>(this);
   private _sampleReceived = new Signal<this, ISampleJSON>(this);
@@ -51,6 +52,10 @@ export class StreamClient {
   }
   get latest(): ISampleJSON | null {
     return this._latest;
+  }
+  /** When the server began (epoch s, from GET history), or null before it said. */
+  get serverStarted(): number | null {
+    return this._serverStarted;
   }
   /** When the next reconnect attempt happens (ms since epoch), while closed. */
   get retryAt(): number | null {
@@ -196,6 +201,9 @@ export class StreamClient {
       if (typeof history.interval_s === 'number' && history.interval_s > 0) {
         this._serverInterval = history.interval_s;
         this._startTicker();
+      }
+      if (typeof history.started_at === 'number') {
+        this._serverStarted = history.started_at;
       }
       this._historyReceived.emit(history);
     } catch (error) {

@@ -176,6 +176,9 @@ async def test_history_since(jp_fetch, hub):
     assert later["t"] and min(later["t"]) > cut
     # the panel decides "stale" (three intervals without a sample) from the server's interval
     assert everything["interval_s"] == later["interval_s"] == INTERVAL
+    # and when this server began: the panel's "since the last server restart" (issue 27)
+    assert everything["started_at"] == later["started_at"] == hub.started_at
+    assert hub.started_at <= everything["t"][0]
 
 
 async def test_snapshot_carries_the_headline_the_panel_and_status_bar_show(jp_fetch, hub):

@@ -226,9 +226,11 @@ class HistoryHandler(BaseHandler):
         await self.hub.ensure_running()
         # the sampler's interval comes along: the panel calls its data stale after three
         # intervals without a sample, and decides that in the browser
-        interval = self.hub.config.interval
+        interval, started = self.hub.config.interval, self.hub.started_at
         text = await self.hub.in_executor(
-            lambda: dumps({**self.hub.history.columns(since), "interval_s": interval})
+            lambda: dumps(
+                {**self.hub.history.columns(since), "interval_s": interval, "started_at": started}
+            )
         )
         self.set_header("Content-Type", "application/json")
         self.finish(text)

@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -67,6 +68,8 @@ class Hub:
         sampler_factory: Callable[..., Sampler] = make_sampler,
     ) -> None:
         self.config = config
+        # when this server's hub began: the panel's "since the last server restart"
+        self.started_at = time.time()
         self.defaults = replace(DEFAULTS, interval_s=config.interval, history_s=config.history_s)
         self.kernel_manager = kernel_manager
         self.sampler_factory = sampler_factory
