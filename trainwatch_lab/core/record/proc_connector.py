@@ -1,0 +1,262 @@
+"""The exit status of a process we did not start, from the kernel's process connector.
+
+Only a parent learns how its child ended (``waitpid``); a training script in a terminal,
+tmux or nohup is nobody's child of ours. As root the kernel tells anyone who asks: a
+NETLINK_CONNECTOR socket subscribed to the process connector (``PROC_CN_MCAST_LISTEN``)
+receives a ``PROC_EVENT_EXIT`` for every task that exits, with its wait status. Layouts from
+linux/netlink.h (``nlmsghdr``), linux/connector.h (``cn_msg``) and linux/cn_proc.h
+(``proc_event``, ``exit_proc_event``); parsed here with ``struct``, nothing else.
+
+The socket is read on a thread of its own (never a sampler tick, never an event loop) and
+only while a process is watched: every exit on the machine wakes the thread, so nothing
+listens while nothing trains. Exits are kept for watched pids only (bounded). Where the
+kernel refuses (not root, no CAP_NET_ADMIN, a container's network namespace, a kernel
+without CONFIG_PROC_EVENTS) it says so once in the debug log, and ends are recorded as
+before, without a status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import select
+import signal
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+NETLINK_CONNECTOR = 11
+CN_IDX_PROC = 1
+CN_VAL_PROC = 1
+PROC_CN_MCAST_LISTEN = 1
+PROC_CN_MCAST_IGNORE = 2
+PROC_EVENT_EXIT = 0x80000000
+NLMSG_DONE = 3
+
+NLMSGHDR = struct.Struct("=IHHII")  # len, type, flags, seq, pid
+CN_MSG = struct.Struct("=IIIIHH")  # cb_id.idx, cb_id.val, seq, ack, len, flags
+PROC_EVENT = struct.Struct("=IIQ")  # what, cpu, timestamp_ns (CLOCK_MONOTONIC)
+EXIT_EVENT = struct.Struct("=iiII")  # process_pid, process_tgid, exit_code, exit_signal
+
+MAX_WATCHED = 4096  # pids watched at once (the discovery lists far fewer)
+RECV_BYTES = 65536
+WAKE_S = 0.5  # the thread looks whether it should stop this often
+
+
+@dataclass(frozen=True, slots=True)
+class Exit:
+    """One process's end as the kernel reported it: ``status`` is a wait status."""
+
+    pid: int
+    status: int
+    t: float  # Unix time of the exit
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape ``trainwatch-lab run`` records: ``{"code": N}`` or a signal's name."""
+        if os.WIFSIGNALED(self.status):
+            number = os.WTERMSIG(self.status)
+            try:
+                name = signal.Signals(number).name
+            except ValueError:
+                name = f"signal {number}"
+            return {"code": None, "signal": name, "core": bool(self.status & 0x80)}
+        return {"code": os.WEXITSTATUS(self.status)}
+
+
+def listen_message(pid: int, op: int = PROC_CN_MCAST_LISTEN) -> bytes:
+    """The message that subscribes (or, with PROC_CN_MCAST_IGNORE, unsubscribes) a socket."""
+    body = struct.pack("=I", op)
+    cn = CN_MSG.pack(CN_IDX_PROC, CN_VAL_PROC, 0, 0, len(body), 0) + body
+    return NLMSGHDR.pack(NLMSGHDR.size + len(cn), NLMSG_DONE, 0, 0, pid) + cn
+
+
+def _align(n: int) -> int:
+    return (n + 3) & ~3  # NLMSG_ALIGN
+
+
+def parse(data: bytes, boot_offset: float) -> Iterator[Exit]:
+    """The exits of thread-group leaders in one datagram (several netlink messages may
+    share it). Anything else (other events, a thread's exit, a truncated or inconsistent
+    message, another connector's message) is skipped: the kernel's word, never trusted
+    for lengths. ``boot_offset``: Unix time minus CLOCK_MONOTONIC."""
+    at = 0
+    while at + NLMSGHDR.size <= len(data):
+        length = NLMSGHDR.unpack_from(data, at)[0]
+        if length < NLMSGHDR.size or at + length > len(data):
+            return  # a length that does not fit: the rest cannot be framed
+        found = _exit_in(data[at + NLMSGHDR.size : at + length], boot_offset)
+        if found is not None:
+            yield found
+        at += _align(length)
+
+
+def _exit_in(payload: bytes, boot_offset: float) -> Exit | None:
+    """The exit in one netlink message's payload (a cn_msg), or None."""
+    if len(payload) < CN_MSG.size:
+        return None
+    idx, val, _seq, _ack, size, _flags = CN_MSG.unpack_from(payload)
+    body = payload[CN_MSG.size : CN_MSG.size + size]
+    if (idx, val) != (CN_IDX_PROC, CN_VAL_PROC) or len(body) != size:
+        return None
+    if size < PROC_EVENT.size + EXIT_EVENT.size:
+        return None
+    what, _cpu, stamp = PROC_EVENT.unpack_from(body)
+    if what != PROC_EVENT_EXIT:
+        return None
+    pid, tgid, status, _exit_signal = EXIT_EVENT.unpack_from(body, PROC_EVENT.size)
+    if pid != tgid or pid <= 0:
+        return None  # a thread ended, not the process
+    return Exit(pid, status, boot_offset + stamp / 1e9)
+
+
+def _boot_offset() -> float:
+    return time.time() - time.monotonic()
+
+
+class ProcExits:
+    """Exit statuses of watched pids. ``watch(pid)`` when a process is first seen,
+    ``take(pid)`` when it is gone (its Exit, or None when the kernel said nothing).
+    The socket is open and its thread runs only while some pid is watched."""
+
+    def __init__(self) -> None:
+        self.available = True  # False once the kernel refused: never asked again
+        self._lock = threading.Lock()
+        self._wanted: set[int] = set()
+        self._exits: dict[int, Exit] = {}
+        self._sock: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    @property
+    def listening(self) -> bool:
+        return self._sock is not None
+
+    def watch(self, pid: int) -> None:
+        """Keep ``pid``'s exit status from now on (opens the socket on first need)."""
+        with self._lock:
+            if not self.available or len(self._wanted) >= MAX_WATCHED:
+                return
+            self._wanted.add(pid)
+            self._exits.pop(pid, None)  # an older process of that pid
+            if self._sock is None:
+                self._open()
+
+    def take(self, pid: int) -> Exit | None:
+        """``pid``'s exit, once it is gone (reads what the socket holds first, without
+        waiting); stops watching it, and stops listening when nothing is watched."""
+        with self._lock:
+            self._pump()
+            self._wanted.discard(pid)
+            found = self._exits.pop(pid, None)
+            if not self._wanted:
+                self._close()
+            return found
+
+    def forget(self, pids: set[int] | list[int]) -> None:
+        """Stop watching ``pids`` (their recorder closed); stop listening when nothing is."""
+        with self._lock:
+            self._wanted.difference_update(pids)
+            for pid in pids:
+                self._exits.pop(pid, None)
+            if not self._wanted:
+                self._close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._wanted.clear()
+            self._exits.clear()
+            self._close()
+
+    # -- with the lock held ----------------------------------------------------------
+    def _open(self) -> None:
+        try:
+            sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_CONNECTOR)
+        except (OSError, AttributeError) as exc:  # no AF_NETLINK (not Linux), no connector
+            self._refused(exc)
+            return
+        try:
+            sock.bind((0, CN_IDX_PROC))  # port 0: the kernel picks one
+            sock.send(listen_message(sock.getsockname()[0]))
+            sock.setblocking(False)
+        except OSError as exc:
+            sock.close()
+            self._refused(exc)
+            return
+        self._sock = sock
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(sock, self._stop), name="trainwatch-proc-exits", daemon=True
+        )
+        self._thread.start()
+
+    def _refused(self, exc: BaseException) -> None:
+        self.available = False
+        self._wanted.clear()
+        log.debug(
+            "trainwatch: no exit statuses from the process connector (%s); ends are "
+            "recorded without one",
+            exc,
+        )
+
+    def _close(self) -> None:
+        sock, self._sock = self._sock, None
+        self._stop.set()
+        self._thread = None
+        if sock is None:
+            return
+        with contextlib.suppress(OSError):  # the kernel counts listeners: tell it
+            sock.send(listen_message(sock.getsockname()[0], PROC_CN_MCAST_IGNORE))
+        sock.close()
+
+    def _pump(self) -> None:
+        """Read every datagram waiting on the socket, keeping the watched pids' exits."""
+        sock = self._sock
+        if sock is None:
+            return
+        offset = _boot_offset()
+        while True:
+            try:
+                data = sock.recv(RECV_BYTES)
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                if exc.errno == errno.ENOBUFS:  # the kernel dropped some: read on
+                    log.debug("trainwatch: process connector overrun; some exits were lost")
+                    continue
+                return
+            for found in parse(data, offset):
+                if found.pid in self._wanted:
+                    self._exits[found.pid] = found
+
+    # -- the thread ------------------------------------------------------------------
+    def _run(self, sock: socket.socket, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                ready, _, _ = select.select([sock], [], [], WAKE_S)
+            except (OSError, ValueError):  # closed under us
+                return
+            if ready and not stop.is_set():
+                with self._lock:
+                    if self._sock is sock:
+                        self._pump()
+
+
+_SHARED: ProcExits | None = None
+_SHARED_LOCK = threading.Lock()
+
+
+def shared() -> ProcExits:
+    """The process's one listener (every recorder in a process shares it)."""
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is None:
+            _SHARED = ProcExits()
+        return _SHARED
