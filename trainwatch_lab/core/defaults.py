@@ -205,6 +205,15 @@ class Defaults:
     # someone looks (a panel, a terminal running `watch`), every record_every_s otherwise
     record_look_every_s: float = 1.0
     record_every_s: float = 10.0
+    # the server records numbers only while something is worth it (a training process, a
+    # busy kernel, a path a user added, a warning, a panel open) and this long after, so
+    # the end of a run is there; then its sampler stops (it cost ~0.1 % of a core at 1 s:
+    # tests/benchmarks/bench_idle_server.py) once it ran at least record_idle_after_s (its
+    # discovery's first passes), and a cheap look for training processes and busy kernels
+    # runs every record_idle_check_s instead (one procfs pass: bench_idle_server.py)
+    record_tail_s: float = 300.0
+    record_idle_after_s: float = 30.0
+    record_idle_check_s: float = 10.0
     # written every this long: what a writer killed with SIGKILL loses at most
     record_flush_s: float = 10.0
     # points per closed block: 10 min at 1 s, 100 min at 10 s (zlib needs a few hundred
