@@ -131,6 +131,30 @@ async def test_an_idle_server_records_nothing_until_a_kernel_is_busy(
         hub.close_now()
 
 
+async def test_an_open_panel_records_and_the_recording_goes_idle_after_it_left(
+    jp_serverapp, jp_ws_fetch, jp_root_dir
+) -> None:
+    """A panel that opens on an idle server starts the sampler (its lease) and is worth
+    recording (1 s samples while someone looks); once it left, the recording goes idle
+    again and the sampler stops."""
+    hub = jp_serverapp.web_app.settings["trainwatch_hub"]
+    try:
+        await idle(hub)
+        ws = await jp_ws_fetch("trainwatch-lab", "api", "stream")
+        try:
+            await until(lambda: hub.recording.holding and hub.running, "the panel wakes it")
+            await ws.read_message()  # a sample reached the panel
+        finally:
+            ws.close()
+        await until(lambda: hub.sampler is None and not hub.recording.holding, "idle again")
+        _, events = await recorded(hub, f"path:{jp_root_dir}:free_bytes")
+        kinds = [kind for kind, _ in events]
+        assert kinds == ["recording-idle", "recording-resumed", "recording-idle"], events
+        assert events[1][1] == "recording resumed: a panel is open"
+    finally:
+        hub.close_now()
+
+
 TRAINER = """\
 import os, time
 os.makedirs("runs", exist_ok=True)

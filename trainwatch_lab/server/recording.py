@@ -66,25 +66,33 @@ class ServerRecording:
     def user_paths(self) -> bool:
         return any("user" in r for r in self.hub.paths.roles().values())
 
-    def worth(self, sample: Sample) -> bool:
-        return bool(
-            sample.processes
-            or any(k.get("execution_state") == "busy" for k in sample.kernels.values())
-            or self.user_paths()
-            or self.hub.looking
-            or any(a.severity != "info" for a in sample.warnings)
+    def worth(self, sample: Sample) -> str | None:
+        """What in ``sample`` is worth recording, in words (None: nothing)."""
+        if sample.processes:
+            row = sample.processes[0]
+            return f"training process found: pid {row.pid} `{row.command}`"
+        busy = next(
+            (k for k, v in sample.kernels.items() if v.get("execution_state") == "busy"), None
         )
+        if busy is not None:
+            return f"kernel {busy} is busy"
+        if self.user_paths():
+            return "a path was added"
+        if self.hub.looking:
+            return "a panel is open"
+        warned = next((a for a in sample.warnings if a.severity != "info"), None)
+        return f"{warned.code} on {warned.subject}" if warned is not None else None
 
     def __call__(self, sample: Sample) -> None:  # sampler thread
         self.recorder.start()  # (idempotent) a hub that never samples has no thread
         worth = self.worth(sample)
-        if worth:
+        if worth is not None:
             self._worth_until = sample.t + self.recorder.defaults.record_tail_s
         self.recorder(sample, values=sample.t <= self._worth_until)
         if self.idle_stop:
             self._pace(sample.t, worth)
 
-    def _pace(self, t: float, worth: bool) -> None:  # sampler thread
+    def _pace(self, t: float, worth: str | None) -> None:  # sampler thread
         """Ask the loop to let go of the lease when idle long enough, or to take it again
         when a sample (of a sampler a panel keeps running) shows something worth it."""
         if self._asked:
@@ -97,8 +105,8 @@ class ServerRecording:
             )
             if t >= quiet_from:
                 self._ask(self.hub.recording_idle)
-        elif worth:
-            self._ask(self.hub.recording_wake, "a sample showed something worth recording")
+        elif worth is not None:
+            self._ask(self.hub.recording_wake, worth)
 
     def _ask(self, fn: Any, *args: Any) -> None:
         loop = self.hub.loop
