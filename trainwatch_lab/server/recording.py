@@ -130,9 +130,9 @@ class ServerRecording:
             text = f"recording resumed: {why}"
         else:
             text = (
-                f"recording idle: nothing worth recording for {d.record_tail_s:.0f} s (no "
-                "training process, busy kernel, added path, warning or open panel); the "
-                f"sampler stops and looks for training every {d.record_idle_check_s:.0f} s"
+                "recording idle: nothing worth recording (no training process, busy kernel, "
+                "added path, warning or open panel); the sampler stops and looks for "
+                f"training every {d.record_idle_check_s:.0f} s"
             )
         kind = "recording-resumed" if holding else "recording-idle"
         self.recorder.add_event(
