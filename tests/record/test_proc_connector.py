@@ -4,10 +4,12 @@ recorder that writes the status of a discovered training script's end."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -93,6 +95,23 @@ def test_a_bad_message_does_not_hide_a_good_one_before_it() -> None:
     good = message(pid=12, status=0)
     good += b"\0" * (-len(good) % 4)
     assert [e.pid for e in parse(good + message(nl_len=4096), BOOT)] == [12]
+
+
+def ack(err: int) -> bytes:
+    """The kernel's answer to a subscription (PROC_EVENT_NONE, event_data.ack.err)."""
+    body = pc.PROC_EVENT.pack(pc.PROC_EVENT_NONE, 0, 1) + struct.pack("=I", err) + b"\0" * 20
+    cn = pc.CN_MSG.pack(pc.CN_IDX_PROC, pc.CN_VAL_PROC, 0, 1, len(body), 0) + body
+    return pc.NLMSGHDR.pack(pc.NLMSGHDR.size + len(cn), pc.NLMSG_DONE, 0, 0, 0) + cn
+
+
+def test_a_refused_subscription_is_told_by_its_ack() -> None:
+    """An older kernel answers a subscription without CAP_NET_ADMIN with EPERM in the
+    ack (and sends nothing after): that is a refusal, not a quiet machine."""
+    assert pc.refusal(ack(errno.EPERM)) == errno.EPERM
+    assert pc.refusal(ack(0)) is None  # accepted
+    assert pc.refusal(message(status=9)) is None  # an exit is no answer
+    assert pc.refusal(ack(errno.EPERM)[:-30]) is None  # truncated: not framed
+    assert list(parse(ack(errno.EPERM), BOOT)) == []
 
 
 def test_an_unavailable_connector_is_one_debug_line_and_no_error(monkeypatch, caplog) -> None:

@@ -1,18 +1,19 @@
 """The exit status of a process we did not start, from the kernel's process connector.
 
 Only a parent learns how its child ended (``waitpid``); a training script in a terminal,
-tmux or nohup is nobody's child of ours. As root the kernel tells anyone who asks: a
-NETLINK_CONNECTOR socket subscribed to the process connector (``PROC_CN_MCAST_LISTEN``)
-receives a ``PROC_EVENT_EXIT`` for every task that exits, with its wait status. Layouts from
-linux/netlink.h (``nlmsghdr``), linux/connector.h (``cn_msg``) and linux/cn_proc.h
-(``proc_event``, ``exit_proc_event``); parsed here with ``struct``, nothing else.
+tmux or nohup is nobody's child of ours. The kernel tells whoever asks (root, or
+CAP_NET_ADMIN; recent kernels any user): a NETLINK_CONNECTOR socket subscribed to the
+process connector (``PROC_CN_MCAST_LISTEN``) receives a ``PROC_EVENT_EXIT`` for every task
+that exits, with its wait status. Layouts from linux/netlink.h (``nlmsghdr``),
+linux/connector.h (``cn_msg``) and linux/cn_proc.h (``proc_event``, ``exit_proc_event``);
+parsed here with ``struct``, nothing else.
 
 The socket is read on a thread of its own (never a sampler tick, never an event loop) and
 only while a process is watched: every exit on the machine wakes the thread, so nothing
 listens while nothing trains. Exits are kept for watched pids only (bounded). Where the
-kernel refuses (not root, no CAP_NET_ADMIN, a container's network namespace, a kernel
-without CONFIG_PROC_EVENTS) it says so once in the debug log, and ends are recorded as
-before, without a status.
+kernel refuses (no CAP_NET_ADMIN on an older kernel: the subscription's ack carries EPERM;
+a container's network namespace; a kernel without CONFIG_PROC_EVENTS) it says so once in
+the debug log, and ends are recorded as before, without a status.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ CN_IDX_PROC = 1
 CN_VAL_PROC = 1
 PROC_CN_MCAST_LISTEN = 1
 PROC_CN_MCAST_IGNORE = 2
+PROC_EVENT_NONE = 0  # the ack of a subscription, with its error
 PROC_EVENT_EXIT = 0x80000000
 NLMSG_DONE = 3
 
@@ -45,6 +47,7 @@ NLMSGHDR = struct.Struct("=IHHII")  # len, type, flags, seq, pid
 CN_MSG = struct.Struct("=IIIIHH")  # cb_id.idx, cb_id.val, seq, ack, len, flags
 PROC_EVENT = struct.Struct("=IIQ")  # what, cpu, timestamp_ns (CLOCK_MONOTONIC)
 EXIT_EVENT = struct.Struct("=iiII")  # process_pid, process_tgid, exit_code, exit_signal
+ACK_END = PROC_EVENT.size + 4  # event_data.ack.err
 
 MAX_WATCHED = 4096  # pids watched at once (the discovery lists far fewer)
 RECV_BYTES = 65536
@@ -82,31 +85,49 @@ def _align(n: int) -> int:
     return (n + 3) & ~3  # NLMSG_ALIGN
 
 
-def parse(data: bytes, boot_offset: float) -> Iterator[Exit]:
-    """The exits of thread-group leaders in one datagram (several netlink messages may
-    share it). Anything else (other events, a thread's exit, a truncated or inconsistent
-    message, another connector's message) is skipped: the kernel's word, never trusted
-    for lengths. ``boot_offset``: Unix time minus CLOCK_MONOTONIC."""
+def _events(data: bytes) -> Iterator[bytes]:
+    """The proc_event bodies in one datagram (several netlink messages may share it).
+    A truncated or inconsistent message, or another connector's, is skipped: the
+    kernel's word, never trusted for lengths."""
     at = 0
     while at + NLMSGHDR.size <= len(data):
         length = NLMSGHDR.unpack_from(data, at)[0]
         if length < NLMSGHDR.size or at + length > len(data):
             return  # a length that does not fit: the rest cannot be framed
-        found = _exit_in(data[at + NLMSGHDR.size : at + length], boot_offset)
+        payload = data[at + NLMSGHDR.size : at + length]
+        at += _align(length)
+        if len(payload) < CN_MSG.size:
+            continue
+        idx, val, _seq, _ack, size, _flags = CN_MSG.unpack_from(payload)
+        body = payload[CN_MSG.size : CN_MSG.size + size]
+        if (idx, val) == (CN_IDX_PROC, CN_VAL_PROC) and len(body) == size >= PROC_EVENT.size:
+            yield body
+
+
+def refusal(data: bytes) -> int | None:
+    """The errno of the kernel's answer to our subscription when it refused it (an older
+    kernel: EPERM without CAP_NET_ADMIN): an ack (PROC_EVENT_NONE) with ``err`` set."""
+    for body in _events(data):
+        if PROC_EVENT.unpack_from(body)[0] == PROC_EVENT_NONE and len(body) >= ACK_END:
+            err = struct.unpack_from("=I", body, PROC_EVENT.size)[0]
+            if err:
+                return err
+    return None
+
+
+def parse(data: bytes, boot_offset: float) -> Iterator[Exit]:
+    """The exits of thread-group leaders in one datagram. Anything else (other events, a
+    thread's exit, a message that does not frame) is skipped. ``boot_offset``: Unix time
+    minus CLOCK_MONOTONIC."""
+    for body in _events(data):
+        found = _exit_in(body, boot_offset)
         if found is not None:
             yield found
-        at += _align(length)
 
 
-def _exit_in(payload: bytes, boot_offset: float) -> Exit | None:
-    """The exit in one netlink message's payload (a cn_msg), or None."""
-    if len(payload) < CN_MSG.size:
-        return None
-    idx, val, _seq, _ack, size, _flags = CN_MSG.unpack_from(payload)
-    body = payload[CN_MSG.size : CN_MSG.size + size]
-    if (idx, val) != (CN_IDX_PROC, CN_VAL_PROC) or len(body) != size:
-        return None
-    if size < PROC_EVENT.size + EXIT_EVENT.size:
+def _exit_in(body: bytes, boot_offset: float) -> Exit | None:
+    """The exit in one proc_event, or None."""
+    if len(body) < PROC_EVENT.size + EXIT_EVENT.size:
         return None
     what, _cpu, stamp = PROC_EVENT.unpack_from(body)
     if what != PROC_EVENT_EXIT:
@@ -231,6 +252,11 @@ class ProcExits:
                 if exc.errno == errno.ENOBUFS:  # the kernel dropped some: read on
                     log.debug("trainwatch: process connector overrun; some exits were lost")
                     continue
+                return
+            err = refusal(data)
+            if err:  # subscribed, but the kernel said no: nothing will ever come
+                self._refused(OSError(err, os.strerror(err)))
+                self._close()
                 return
             for found in parse(data, offset):
                 if found.pid in self._wanted:
