@@ -97,20 +97,25 @@ def test_a_bad_message_does_not_hide_a_good_one_before_it() -> None:
     assert [e.pid for e in parse(good + message(nl_len=4096), BOOT)] == [12]
 
 
-def ack(err: int) -> bytes:
-    """The kernel's answer to a subscription (PROC_EVENT_NONE, event_data.ack.err)."""
+ACK = 0x5EED
+
+
+def ack(err: int, sent: int = ACK) -> bytes:
+    """The kernel's answer to a subscription sent with ack ``sent`` (PROC_EVENT_NONE, ack
+    ``sent`` + 1, a seq of the kernel's own, event_data.ack.err)."""
     body = pc.PROC_EVENT.pack(pc.PROC_EVENT_NONE, 0, 1) + struct.pack("=I", err) + b"\0" * 20
-    cn = pc.CN_MSG.pack(pc.CN_IDX_PROC, pc.CN_VAL_PROC, 0, 1, len(body), 0) + body
+    cn = pc.CN_MSG.pack(pc.CN_IDX_PROC, pc.CN_VAL_PROC, 151299, sent + 1, len(body), 0) + body
     return pc.NLMSGHDR.pack(pc.NLMSGHDR.size + len(cn), pc.NLMSG_DONE, 0, 0, 0) + cn
 
 
 def test_a_refused_subscription_is_told_by_its_ack() -> None:
     """An older kernel answers a subscription without CAP_NET_ADMIN with EPERM in the
     ack (and sends nothing after): that is a refusal, not a quiet machine."""
-    assert pc.refusal(ack(errno.EPERM)) == errno.EPERM
-    assert pc.refusal(ack(0)) is None  # accepted
-    assert pc.refusal(message(status=9)) is None  # an exit is no answer
-    assert pc.refusal(ack(errno.EPERM)[:-30]) is None  # truncated: not framed
+    assert pc.refusal(ack(errno.EPERM), ACK) == errno.EPERM
+    assert pc.refusal(ack(0), ACK) is None  # accepted
+    assert pc.refusal(ack(errno.EPERM, sent=0), ACK) is None  # another's refusal
+    assert pc.refusal(message(status=9), ACK) is None  # an exit is no answer
+    assert pc.refusal(ack(errno.EPERM)[:-30], ACK) is None  # truncated: not framed
     assert list(parse(ack(errno.EPERM), BOOT)) == []
 
 

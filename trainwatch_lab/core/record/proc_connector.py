@@ -74,10 +74,12 @@ class Exit:
         return {"code": os.WEXITSTATUS(self.status)}
 
 
-def listen_message(pid: int, op: int = PROC_CN_MCAST_LISTEN) -> bytes:
-    """The message that subscribes (or, with PROC_CN_MCAST_IGNORE, unsubscribes) a socket."""
+def listen_message(pid: int, op: int = PROC_CN_MCAST_LISTEN, ack: int = 0) -> bytes:
+    """The message that subscribes (or, with PROC_CN_MCAST_IGNORE, unsubscribes) a socket;
+    the kernel's answer carries ``ack`` + 1 (its seq is the kernel's own), which names it
+    ours."""
     body = struct.pack("=I", op)
-    cn = CN_MSG.pack(CN_IDX_PROC, CN_VAL_PROC, 0, 0, len(body), 0) + body
+    cn = CN_MSG.pack(CN_IDX_PROC, CN_VAL_PROC, 0, ack, len(body), 0) + body
     return NLMSGHDR.pack(NLMSGHDR.size + len(cn), NLMSG_DONE, 0, 0, pid) + cn
 
 
@@ -85,8 +87,8 @@ def _align(n: int) -> int:
     return (n + 3) & ~3  # NLMSG_ALIGN
 
 
-def _events(data: bytes) -> Iterator[bytes]:
-    """The proc_event bodies in one datagram (several netlink messages may share it).
+def _events(data: bytes) -> Iterator[tuple[int, int, bytes]]:
+    """(seq, ack, proc_event body) of each message in one datagram (several may share it).
     A truncated or inconsistent message, or another connector's, is skipped: the
     kernel's word, never trusted for lengths."""
     at = 0
@@ -98,16 +100,19 @@ def _events(data: bytes) -> Iterator[bytes]:
         at += _align(length)
         if len(payload) < CN_MSG.size:
             continue
-        idx, val, _seq, _ack, size, _flags = CN_MSG.unpack_from(payload)
+        idx, val, seq, ack, size, _flags = CN_MSG.unpack_from(payload)
         body = payload[CN_MSG.size : CN_MSG.size + size]
         if (idx, val) == (CN_IDX_PROC, CN_VAL_PROC) and len(body) == size >= PROC_EVENT.size:
-            yield body
+            yield seq, ack, body
 
 
-def refusal(data: bytes) -> int | None:
-    """The errno of the kernel's answer to our subscription when it refused it (an older
-    kernel: EPERM without CAP_NET_ADMIN): an ack (PROC_EVENT_NONE) with ``err`` set."""
-    for body in _events(data):
+def refusal(data: bytes, ack: int) -> int | None:
+    """The errno of the kernel's answer to our subscription (sent with ``ack``) when it
+    refused it (an older kernel: EPERM without CAP_NET_ADMIN): an answer (PROC_EVENT_NONE,
+    ack + 1) with ``err`` set. Answers go to every listener: another's refusal is not ours."""
+    for _seq, got_ack, body in _events(data):
+        if got_ack != (ack + 1) & 0xFFFFFFFF:
+            continue
         if PROC_EVENT.unpack_from(body)[0] == PROC_EVENT_NONE and len(body) >= ACK_END:
             err = struct.unpack_from("=I", body, PROC_EVENT.size)[0]
             if err:
@@ -119,7 +124,7 @@ def parse(data: bytes, boot_offset: float) -> Iterator[Exit]:
     """The exits of thread-group leaders in one datagram. Anything else (other events, a
     thread's exit, a message that does not frame) is skipped. ``boot_offset``: Unix time
     minus CLOCK_MONOTONIC."""
-    for body in _events(data):
+    for _seq, _ack, body in _events(data):
         found = _exit_in(body, boot_offset)
         if found is not None:
             yield found
@@ -155,6 +160,7 @@ class ProcExits:
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._ack = 0  # our subscription's ack: the kernel's answer carries it + 1
 
     @property
     def listening(self) -> bool:
@@ -205,7 +211,8 @@ class ProcExits:
             return
         try:
             sock.bind((0, CN_IDX_PROC))  # port 0: the kernel picks one
-            sock.send(listen_message(sock.getsockname()[0]))
+            self._ack = int.from_bytes(os.urandom(4), "little")
+            sock.send(listen_message(sock.getsockname()[0], ack=self._ack))
             sock.setblocking(False)
         except OSError as exc:
             sock.close()
@@ -253,7 +260,7 @@ class ProcExits:
                     log.debug("trainwatch: process connector overrun; some exits were lost")
                     continue
                 return
-            err = refusal(data)
+            err = refusal(data, self._ack)
             if err:  # subscribed, but the kernel said no: nothing will ever come
                 self._refused(OSError(err, os.strerror(err)))
                 self._close()
