@@ -312,8 +312,10 @@ class Hub:
         recording.checks += 1
         why = None
         if not self.running:
-            why = recording.busy_kernel() or (
-                "a path was added" if recording.user_paths() else None
+            why = (
+                recording.busy_kernel()
+                or recording.kernel_change()
+                or ("a path was added" if recording.user_paths() else None)
             )
             if why is None:
                 try:

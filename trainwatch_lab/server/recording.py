@@ -12,7 +12,8 @@ When nothing has been worth recording for that long (and the sampler ran at leas
 nothing: the hub stops the sampler, and every ``record_idle_check_s`` looks for a training
 process (one procfs pass of core.training's Scanner, on a worker thread) or a busy kernel
 (the kernel manager's own table). What it finds, or a sample that shows something worth
-recording while a panel keeps the sampler running, takes the lease again. Both moments are
+recording while a panel keeps the sampler running, takes the lease again; so does a kernel
+started or ended meanwhile, for the ``record_idle_after_s`` its events need. Both moments are
 events on the timeline (``recording-idle``, ``recording-resumed``).
 """
 
@@ -58,6 +59,7 @@ class ServerRecording:
         self._asked = False  # a change of hold was asked of the loop and not yet done
         self._scanner = Scanner()  # the idle look's passes (links remembered between them)
         self.checks = 0  # idle looks done (tests, diagnostics)
+        self.kernels_seen: set[int] = set()  # the kernels' pids in the last sample
 
     def every(self) -> float:
         d = self.recorder.defaults
@@ -86,6 +88,7 @@ class ServerRecording:
     def __call__(self, sample: Sample) -> None:  # sampler thread
         self.recorder.start()  # (idempotent) a hub that never samples has no thread
         worth = self.worth(sample)
+        self.kernels_seen = {k["pid"] for k in sample.kernels.values() if k.get("pid")}
         if worth is not None:
             self._worth_until = sample.t + self.recorder.defaults.record_tail_s
         self.recorder(sample, values=sample.t <= self._worth_until)
@@ -150,6 +153,16 @@ class ServerRecording:
                 continue
             if state == "busy":
                 return f"kernel {kid} is busy"
+        return None
+
+    def kernel_change(self) -> str | None:  # event loop: the kernel manager's table only
+        """A kernel started or ended since the last sample: the sampler runs a while, so
+        the timeline has it (kernel-started, kernel-ended with how it ended)."""
+        now = kernel_pids(self.hub.kernel_manager)
+        if now - self.kernels_seen:
+            return "a kernel started"
+        if self.kernels_seen - now:
+            return "a kernel ended"
         return None
 
     def training_process(self) -> str | None:  # a worker thread: one procfs pass
