@@ -108,6 +108,15 @@ def ack(err: int, sent: int = ACK) -> bytes:
     return pc.NLMSGHDR.pack(pc.NLMSGHDR.size + len(cn), pc.NLMSG_DONE, 0, 0, 0) + cn
 
 
+def test_the_filtered_subscription_only_where_the_kernel_takes_it() -> None:
+    assert pc.filtering("6.6.0") and pc.filtering("6.18.44-fc-v1098")
+    assert not pc.filtering("6.5.13") and not pc.filtering("5.15.0-91-generic")
+    assert not pc.filtering("weird")
+    plain, filtered = pc.listen_message(5), pc.listen_message(5, only_exits=True)
+    assert len(filtered) == len(plain) + 4  # struct proc_input: op and the event filter
+    assert struct.unpack_from("=II", filtered, 36) == (1, pc.PROC_EVENT_EXIT)
+
+
 def test_a_refused_subscription_is_told_by_its_ack() -> None:
     """An older kernel answers a subscription without CAP_NET_ADMIN with EPERM in the
     ack (and sends nothing after): that is a refusal, not a quiet machine."""

@@ -22,6 +22,7 @@ import contextlib
 import errno
 import logging
 import os
+import re
 import select
 import signal
 import socket
@@ -52,6 +53,12 @@ ACK_END = PROC_EVENT.size + 4  # event_data.ack.err
 MAX_WATCHED = 4096  # pids watched at once (the discovery lists far fewer)
 RECV_BYTES = 65536
 WAKE_S = 0.5  # the thread looks whether it should stop this often
+# every exit on the machine (every fork and exec too, before Linux 6.6's filter) is a
+# message: read them in batches, at most this often (a wakeup a message cost ~60 us of CPU
+# an exiting process, batches and the filter ~5 us: measured with /bin/true spawned 1000
+# times); the socket's buffer holds a batch (~1,300 messages as the kernel counts them)
+BATCH_S = 0.1
+RCVBUF_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,11 +81,21 @@ class Exit:
         return {"code": os.WEXITSTATUS(self.status)}
 
 
-def listen_message(pid: int, op: int = PROC_CN_MCAST_LISTEN, ack: int = 0) -> bytes:
-    """The message that subscribes (or, with PROC_CN_MCAST_IGNORE, unsubscribes) a socket;
-    the kernel's answer carries ``ack`` + 1 (its seq is the kernel's own), which names it
-    ours."""
-    body = struct.pack("=I", op)
+def filtering(release: str | None = None) -> bool:
+    """Whether the kernel takes a subscription with an event filter (``struct proc_input``,
+    Linux 6.6): then only exits are sent, not every fork and exec of the machine. An older
+    kernel ignores such a message altogether, so it gets the plain one."""
+    numbers = re.match(r"(\d+)\.(\d+)", release or os.uname().release)
+    return numbers is not None and (int(numbers[1]), int(numbers[2])) >= (6, 6)
+
+
+def listen_message(
+    pid: int, op: int = PROC_CN_MCAST_LISTEN, ack: int = 0, only_exits: bool = False
+) -> bytes:
+    """The message that subscribes (or, with PROC_CN_MCAST_IGNORE, unsubscribes) a socket,
+    with ``only_exits`` the filtered form (see ``filtering``); the kernel's answer to the
+    plain form carries ``ack`` + 1 (its seq is the kernel's own), which names it ours."""
+    body = struct.pack("=II", op, PROC_EVENT_EXIT) if only_exits else struct.pack("=I", op)
     cn = CN_MSG.pack(CN_IDX_PROC, CN_VAL_PROC, 0, ack, len(body), 0) + body
     return NLMSGHDR.pack(NLMSGHDR.size + len(cn), NLMSG_DONE, 0, 0, pid) + cn
 
@@ -161,6 +178,7 @@ class ProcExits:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._ack = 0  # our subscription's ack: the kernel's answer carries it + 1
+        self._only_exits = filtering()
 
     @property
     def listening(self) -> bool:
@@ -211,8 +229,11 @@ class ProcExits:
             return
         try:
             sock.bind((0, CN_IDX_PROC))  # port 0: the kernel picks one
+            with contextlib.suppress(OSError):  # (capped by net.core.rmem_max)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF_BYTES)
             self._ack = int.from_bytes(os.urandom(4), "little")
-            sock.send(listen_message(sock.getsockname()[0], ack=self._ack))
+            port = sock.getsockname()[0]
+            sock.send(listen_message(port, ack=self._ack, only_exits=self._only_exits))
             sock.setblocking(False)
         except OSError as exc:
             sock.close()
@@ -241,7 +262,8 @@ class ProcExits:
         if sock is None:
             return
         with contextlib.suppress(OSError):  # the kernel counts listeners: tell it
-            sock.send(listen_message(sock.getsockname()[0], PROC_CN_MCAST_IGNORE))
+            port = sock.getsockname()[0]
+            sock.send(listen_message(port, PROC_CN_MCAST_IGNORE, only_exits=self._only_exits))
         sock.close()
 
     def _pump(self) -> None:
@@ -280,6 +302,7 @@ class ProcExits:
                 with self._lock:
                     if self._sock is sock:
                         self._pump()
+                stop.wait(BATCH_S)  # the next exits wait in the buffer: one wakeup each batch
 
 
 _SHARED: ProcExits | None = None
