@@ -38,6 +38,7 @@ GROUPS = {
     "quota": "bench_quota",
     "fleet": "bench_fleet",
     "record": "bench_record",
+    "idle-server": "bench_idle_server",
 }
 
 

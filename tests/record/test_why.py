@@ -4,6 +4,7 @@ script dying of a full disk on a loop ext4, an OOM kill in a memory cgroup, and 
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -36,9 +37,21 @@ def test_a_script_dying_of_a_full_disk_is_explained_after_the_recorder_restarts(
     assert re.match(r"train_until_full\.py ended at \d\d:\d\d:\d\d after \d+ s: ", line), line
     assert f"{disk.mountpoint}" in line and "was full (" in line, line
     assert "Errno 28" in line, line
-    if wrapped:
+    if wrapped or connector_opens():  # a discovered run's status: the process connector
         assert "exit status 1" in line, line
     assert len(why.strip().splitlines()) == 1  # the wrapper's and the discovery's end are one
+
+
+def connector_opens() -> bool:
+    """Whether this kernel lets us listen to the process connector (core.record.proc_connector)."""
+    from trainwatch_lab.core.record.proc_connector import ProcExits
+
+    exits = ProcExits()
+    exits.watch(os.getpid())
+    try:
+        return exits.listening
+    finally:
+        exits.close()
 
 
 def test_no_evidence_no_cause(tmp_path: Path) -> None:
@@ -241,4 +254,33 @@ def test_the_kernel_log_s_oom_kill_wins_over_a_full_disk(tmp_path: Path) -> None
     (ending,) = [explain(store, e) for e in endings(store, 0, 2e9)]
     assert ending.cause == "the kernel's out-of-memory killer ended it", ending.sentence
     assert f"kernel log: {logged}" in ending.evidence
+    store.close()
+
+
+def test_another_run_s_full_disk_is_no_evidence(tmp_path: Path) -> None:
+    """As root the discovery watches every training process on the machine: another run's
+    disk, fuller than this run's at that moment, must not be named as this run's cause;
+    this run's own disk (the mount above its checkpoint directory) is."""
+    store = Store(str(tmp_path / "h.sqlite"), role="t")
+    store.register()
+    t = 1_800_000_000.0
+    stderr = ["OSError: [Errno 28] No space left on device"]
+    data = {"pid": 7, "started": t - 60, "paths": ["/data/ckpt"], "stderr_tail": stderr}
+    store.add_events([Event(t, "process-ended", "train.py", "train.py (pid 7) ended", data)])
+    store.close_blocks(
+        {
+            "path:/data:avail_bytes": ([t - 10, t - 5], [400_000.0, 120_000.0]),
+            "path:/other/runs:avail_bytes": ([t - 10, t - 5], [100_000.0, 0.0]),
+        }
+    )
+    (ending,) = [explain(store, e) for e in endings(store, 0, 2e9)]
+    assert ending.cause == "/data was full", ending.sentence
+    store.close()
+    store = Store(str(tmp_path / "h2.sqlite"), role="t")
+    store.register()
+    store.add_events([Event(t, "process-ended", "train.py", "train.py (pid 7) ended", data)])
+    store.close_blocks({"path:/other/runs:avail_bytes": ([t - 10, t - 5], [100_000.0, 0.0])})
+    (ending,) = [explain(store, e) for e in endings(store, 0, 2e9)]
+    assert ending.cause == "it ran out of disk space", ending.sentence  # stderr says so
+    assert "/other/runs was full" not in ending.sentence
     store.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -15,6 +16,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 from traitlets.config import Config
 
+from tests.record.test_why import connector_opens
 from tests.server.conftest import INTERVAL
 from trainwatch_lab.core.record import Store
 
@@ -171,3 +173,53 @@ async def test_recorded_queries_run_one_at_a_time_off_the_hub_s_executor(
         release.set()
     assert busy.result(timeout=60) is True
     assert (await get).code == 200
+
+
+async def test_a_kernel_that_died_is_explained_by_history_why(
+    jp_serverapp, store_file: Path
+) -> None:
+    """The third case of the issue's "done when": a kernel of this server killed (here
+    with SIGKILL, as the OOM killer does) is on the recorded timeline, and `trainwatch-lab
+    history why` says how it ended (the signal, where the process connector tells it)."""
+    import signal
+
+    from trainwatch_lab.server.kernels import kernel_pid
+
+    hub = jp_serverapp.web_app.settings["trainwatch_hub"]
+    km = jp_serverapp.kernel_manager
+    kid = await km.start_kernel()
+    try:
+        pid = kernel_pid(km.get_kernel(kid))
+
+        def kernel_listed() -> bool:
+            latest = hub.latest
+            return latest is not None and latest.kernels.get(kid, {}).get("pid") == pid
+
+        for _ in range(1200):  # the server's loop: wait on it, never block it
+            if kernel_listed():
+                break
+            await asyncio.sleep(0.05)
+        assert kernel_listed()
+        os.kill(pid, signal.SIGKILL)
+        for _ in range(1200):
+            if hub.latest.kernels.get(kid, {}).get("pid") != pid:
+                break
+            await asyncio.sleep(0.05)
+        await hub.in_executor(hub.recording.recorder.flush)
+    finally:
+        await km.shutdown_kernel(kid, now=True)
+        hub.close_now()
+    out = subprocess.run(
+        [sys.executable, "-m", "trainwatch_lab", "history", "why", "--store", str(store_file)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = [line for line in out.stdout.splitlines() if "ended at" in line]
+    print(out.stdout)  # (shown with -s: the sentence)
+    assert lines and all(line.startswith("kernel ") for line in lines), out.stdout
+    assert re.match(r"kernel \S+ ended at \d\d:\d\d:\d\d after \d+ s", lines[0]), out.stdout
+    if os.geteuid() == 0 and connector_opens():
+        assert "killed by SIGKILL" in lines[0], out.stdout

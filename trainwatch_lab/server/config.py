@@ -141,6 +141,26 @@ class ServerSettings(Configurable):
     record_look_every_s = Float(
         DEFAULTS.record_look_every_s, help="Seconds between recorded samples while a panel is open."
     ).tag(config=True)
+    record_idle_stop = Bool(
+        True,
+        help="Stop the sampler while nothing is worth recording (no training process, busy "
+        "kernel, added path, warning or open panel, for record_tail_s) and look for training "
+        "processes and busy kernels every record_idle_check_s instead. Off: it runs always.",
+    ).tag(config=True)
+    record_tail_s = Float(
+        DEFAULTS.record_tail_s,
+        help="Seconds numbers are still recorded after the last thing worth recording.",
+    ).tag(config=True)
+    record_idle_after_s = Float(
+        DEFAULTS.record_idle_after_s,
+        help="A sampler started or woken runs at least this many seconds before it stops "
+        "for idleness.",
+    ).tag(config=True)
+    record_idle_check_s = Float(
+        DEFAULTS.record_idle_check_s,
+        help="While the sampler is stopped for idleness, look for training processes and "
+        "busy kernels this often (seconds).",
+    ).tag(config=True)
     record_keep_days = Float(
         DEFAULTS.record_keep_s / 86_400, help="Days of history kept (older is dropped)."
     ).tag(config=True)
@@ -248,6 +268,9 @@ class ServerSettings(Configurable):
         "prometheus_timeout_s",
         "record_every_s",
         "record_look_every_s",
+        "record_tail_s",
+        "record_idle_after_s",
+        "record_idle_check_s",
         "record_keep_days",
         "record_max_mb",
     )

@@ -38,10 +38,14 @@ def load_jupyter_server_extension(serverapp: Any) -> Hub:
     _on_shutdown(hub)
     if hub.notifier is not None or hub.recording is not None:
         # word when nobody looks (issue 17), a history when nobody looks (issue 27): they
-        # hold the lease like a client that never leaves, so the sampler runs from the start
+        # hold the lease like a client, so the sampler runs from the start (the notifier
+        # for good; the recording lets go while nothing is worth recording)
         from tornado.ioloop import IOLoop
 
-        IOLoop.current().add_callback(hub.acquire)
+        if hub.notifier is not None:
+            IOLoop.current().add_callback(hub.acquire)
+        if hub.recording is not None:
+            IOLoop.current().add_callback(hub.recording_wake)
     serverapp.log.info(
         "trainwatch_lab: endpoints under %strainwatch-lab/api/, metrics at %strainwatch-lab/"
         "metrics%s (%s)",

@@ -93,6 +93,8 @@ class Hub:
         self._state_lock: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_handle: asyncio.TimerHandle | None = None
+        self._idle_handle: asyncio.TimerHandle | None = None
+        self._closed = False
         self._run = 0  # sampler generation; a snapshot waits for a sample of the current one
         self._fresh_run = -1
         self._waiters: list[asyncio.Future[None]] = []
@@ -157,6 +159,11 @@ class Hub:
     @property
     def running(self) -> bool:
         return self.sampler is not None and self.sampler.running
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The server's event loop, once the hub ran on it."""
+        return self._loop
 
     def _lock_for_loop(self) -> asyncio.Lock:
         if self._state_lock is None:
@@ -264,7 +271,69 @@ class Hub:
         await self.in_executor(sampler.close)
         log.info("trainwatch sampler stopped (nobody asked for samples)")
 
+    # -- the recording's hold (server.recording: idle servers cost nothing) ------------
+    async def recording_wake(self, why: str | None = None) -> None:
+        """The recording takes the lease (the server's start: ``why`` None; something
+        worth recording found: ``why`` says what)."""
+        recording = self.recording
+        if recording is None or self._closed:
+            return
+        if recording.holding:
+            recording.took(True, why)
+            return
+        recording.took(True, why)
+        await self.acquire()
+
+    async def recording_idle(self) -> None:
+        """Nothing worth recording for long: let go of the lease (the sampler stops once
+        nobody else holds it) and look for training every ``record_idle_check_s``."""
+        recording = self.recording
+        if recording is None or self._closed or not recording.holding:
+            if recording is not None:
+                recording.took(recording.holding, None)
+            return
+        recording.took(False, "idle")
+        self.release()
+        self._schedule_idle_check()
+
+    def _schedule_idle_check(self) -> None:
+        if self._closed or self.recording is None:
+            return
+        loop = self._loop or asyncio.get_event_loop()
+        self._idle_handle = loop.call_later(
+            self.config.record_idle_check_s, lambda: asyncio.ensure_future(self._idle_check())
+        )
+
+    async def _idle_check(self) -> None:
+        """The cheap look of an idle recording: a busy kernel or an added path (tables in
+        memory, here), else one procfs pass for a training process (a worker thread).
+        While a panel keeps the sampler running its samples decide instead."""
+        self._idle_handle = None
+        recording = self.recording
+        if recording is None or self._closed or recording.holding:
+            return
+        recording.checks += 1
+        why = None
+        if not self.running:
+            why = (
+                recording.busy_kernel()
+                or recording.kernel_change()
+                or ("a path was added" if recording.user_paths() else None)
+            )
+            if why is None:
+                try:
+                    why = await self.in_executor(recording.training_process)
+                except Exception:  # a look that failed looks again next time
+                    log.debug("trainwatch: the idle look for training failed", exc_info=True)
+        if why is not None:
+            await self.recording_wake(why)
+        else:
+            self._schedule_idle_check()
+
     async def shutdown(self) -> None:
+        self._closed = True
+        if self._idle_handle is not None:
+            self._idle_handle.cancel()
         self._cancel_stop()
         sampler, self.sampler = self.sampler, None
         if sampler is not None:
@@ -277,6 +346,7 @@ class Hub:
 
     def close_now(self) -> None:
         """Synchronous shutdown for interpreter exit (no event loop any more)."""
+        self._closed = True
         sampler, self.sampler = self.sampler, None
         if sampler is not None:
             sampler.close()

@@ -14,6 +14,7 @@ from typing import Any
 from ..model import Sample
 from ..training import process_identity
 from . import ended
+from .proc_connector import ProcExits
 from .store import Event
 
 
@@ -25,9 +26,12 @@ def run_name(argv: list[str]) -> str:
 
 
 class EventWatch:
-    """Remembers the last sample's state and says what changed in the next one."""
+    """Remembers the last sample's state and says what changed in the next one. With
+    ``exits`` (core.record.proc_connector, as root) a process's or kernel's end carries its
+    exit status and the moment it ended, as the kernel reported them."""
 
-    def __init__(self) -> None:
+    def __init__(self, exits: ProcExits | None = None) -> None:
+        self.exits = exits
         self.warnings: dict[tuple[str, str], Any] = {}
         self.processes: dict[int, dict[str, Any]] = {}  # pid -> what was kept at first sight
         self.checkpoints: dict[str, float] = {}
@@ -92,6 +96,7 @@ class EventWatch:
                 **ended.at_start(pid),
             }
             self.processes[pid] = kept
+            self._watch(pid)
             out.append(
                 Event(
                     t,
@@ -109,9 +114,10 @@ class EventWatch:
                 continue  # alive, just not listed now (closed its files, hidden)
             del self.processes[pid]
             facts = ended.at_end(kept)
-            data = {**kept, **facts, "last_seen": kept.get("last_seen", t), "ended": t}
+            at, status = self._exit_of(pid, t)
+            data = {**kept, **facts, **status, "last_seen": kept.get("last_seen", t), "ended": at}
             out.append(
-                Event(t, "process-ended", kept["name"], f"{kept['name']} (pid {pid}) ended", data)
+                Event(at, "process-ended", kept["name"], f"{kept['name']} (pid {pid}) ended", data)
             )
         for pid in listed:
             if pid in self.processes:
@@ -184,11 +190,33 @@ class EventWatch:
             else:
                 continue
             self.kernels[kid] = {"pid": pid, "name": what, **(ended.at_start(pid) if pid else {})}
+            if pid:
+                self._watch(pid)
         for kid in set(self.kernels) - set(sample.kernels):
             out.append(self._kernel_end(kid, self.kernels.pop(kid), t))
         return out
 
     def _kernel_end(self, kid: str, kept: dict[str, Any], t: float) -> Event:
         name = f"kernel {kept.get('name') or kid}"
-        data = {**kept, **ended.at_end(kept), "kernel": kid, "name": name, "ended": t}
-        return Event(t, "kernel-ended", name, f"{name} (pid {kept.get('pid')}) ended", data)
+        at, status = self._exit_of(kept.get("pid"), t)
+        data = {**kept, **ended.at_end(kept), **status, "kernel": kid, "name": name, "ended": at}
+        return Event(at, "kernel-ended", name, f"{name} (pid {kept.get('pid')}) ended", data)
+
+    # -- exit statuses (the process connector) ----------------------------------------
+    def _watch(self, pid: int) -> None:
+        if self.exits is not None:
+            self.exits.watch(pid)
+
+    def _exit_of(self, pid: int | None, t: float) -> tuple[float, dict[str, Any]]:
+        """When ``pid`` ended and ``{"exit": ...}`` when the kernel said how (else the
+        sample's time and nothing: today's record without the connector)."""
+        found = self.exits.take(pid) if self.exits is not None and pid else None
+        if found is None:
+            return t, {}
+        return min(found.t, t), {"exit": found.to_json()}
+
+    def close(self) -> None:
+        """Stop listening for the exits of the processes and kernels still watched."""
+        if self.exits is not None:
+            pids = set(self.processes) | {k["pid"] for k in self.kernels.values() if k.get("pid")}
+            self.exits.forget(pids)

@@ -27,6 +27,7 @@ from ..history import flatten, key_to_str
 from ..model import Sample
 from .events import EventWatch
 from .maintain import maintain
+from .proc_connector import shared
 from .store import Event, Store, StoreError
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,9 @@ FILL_CODES = ("disk-filling", "disk-almost-full")  # raised: the next tick flush
 class Recorder:
     """Subscribe with ``sampler.subscribe(recorder)``; ``start()`` its thread, ``close()`` at
     the end (a last flush). ``every`` says how often a sample is kept (seconds; a callable
-    is asked each tick: 1 s while someone looks, 10 s otherwise)."""
+    is asked each tick: 1 s while someone looks, 10 s otherwise). ``exits``: learn the exit
+    status of the training processes and kernels it sees end from the kernel's process
+    connector (core.record.proc_connector; as root, where the kernel allows it)."""
 
     def __init__(
         self,
@@ -46,6 +49,7 @@ class Recorder:
         every: float | Callable[[], float] = DEFAULTS.record_look_every_s,
         defaults: Defaults = DEFAULTS,
         clock: Callable[[], float] = time.time,
+        exits: bool = True,
     ) -> None:
         self.path = path
         self.role = role
@@ -56,7 +60,7 @@ class Recorder:
         self.paused = False
         self.flushes = 0
         self.store: Store | None = None
-        self._events = EventWatch()
+        self._events = EventWatch(exits=shared() if exits else None)
         self._lock = threading.Lock()
         self._cols: dict[str, tuple[list[float], list[float]]] = {}
         self._flushed: dict[str, int] = {}  # per series, points already in a recent row
@@ -164,6 +168,7 @@ class Recorder:
         """Stop the thread after a last flush; close the store."""
         self._stop.set()
         self._wake.set()
+        self._events.close()
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout)

@@ -92,9 +92,18 @@ def endings(store: Store, since: float, until: float) -> list[Ending]:
     return out
 
 
+def _related(path: str, own: set[str]) -> bool:
+    """Whether ``path`` is one of the run's own paths, or above or below one (its mount
+    point, a subdirectory): the same tree, where the run's writes land."""
+    return any(
+        path == o or path.startswith(o.rstrip("/") + "/") or o.startswith(path.rstrip("/") + "/")
+        for o in own
+    )
+
+
 def _least(store: Store, ending: Ending) -> list[tuple[str, float, float]]:
     """(path, least available bytes, when) per watched path in the minutes before the
-    end, the run's own paths first, then by free space."""
+    end, the run's own paths (and those above or below them) first, then by free space."""
     own = set(ending.data.get("paths") or [])
     found = []
     keys = store.keys("path:*:avail_bytes")
@@ -104,13 +113,17 @@ def _least(store: Store, ending: Ending) -> list[tuple[str, float, float]]:
         if pairs:
             least, when = min(pairs)
             found.append((key[len("path:") : -len(":avail_bytes")], least, when))
-    found.sort(key=lambda f: (f[0] not in own, f[1]))
+    found.sort(key=lambda f: (not _related(f[0], own), f[1]))
     return found
 
 
 def _full_paths(store: Store, ending: Ending) -> list[tuple[str, float, float]]:
-    """The watched paths that were full (under FULL_BYTES available) before the end."""
-    return [f for f in _least(store, ending) if f[1] < FULL_BYTES]
+    """The watched paths that were full (under FULL_BYTES available) before the end; when
+    the run's own paths are known, only theirs: another run's full disk (the discovery
+    watches every training process on the machine) is no evidence about this one."""
+    own = set(ending.data.get("paths") or [])
+    full = [f for f in _least(store, ending) if f[1] < FULL_BYTES]
+    return [f for f in full if _related(f[0], own)] if own else full
 
 
 def _least_free(store: Store, ending: Ending) -> tuple[str, float, float] | None:
@@ -162,7 +175,7 @@ def explain(store: Store, ending: Ending) -> Ending:
     disk_cause = not oom_cause and not clean
     if oom_cause:
         cause = "the kernel's out-of-memory killer ended it"
-    elif disk_cause and full and (nospace or full[0][0] in own):
+    elif disk_cause and full and (nospace or _related(full[0][0], own)):
         path, least, when = full[0]
         cause = f"{path} was full"
         evidence.append(f"{size(least)} free at {clock(when)}")
