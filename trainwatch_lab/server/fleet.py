@@ -169,6 +169,8 @@ class FleetBase(BaseHandler):
             reply = await call
         except PrometheusError as exc:
             return self.bad(str(exc), 502)
+        except fleet_listing.WorkerDied as exc:
+            return self.bad(str(exc), 500)
         if isinstance(reply, bytes):  # encoded already, off the loop
             self.set_header("Content-Type", "application/json")
             return self.finish(reply)
