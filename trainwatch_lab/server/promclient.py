@@ -23,6 +23,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from ..core.redact import redact
 
 USER_AGENT = "trainwatch-lab (Jupyter server extension)"
+JSON = "application/json"
 
 
 class PrometheusError(Exception):
@@ -44,6 +45,7 @@ class Answer:
     url: str
     code: int
     body: bytes
+    json: bool = True  # said to be JSON (Content-Type)
 
 
 class PrometheusClient:
@@ -92,8 +94,13 @@ class PrometheusClient:
 
     async def query_body(self, expr: str, at: float) -> Answer:
         """An instant query's answer undecoded (``result`` decodes it): a cluster's answers
-        are megabytes, decoded where the caller folds them."""
-        return await self._body("query", {"query": expr, "time": f"{at:.3f}"})
+        are megabytes, decoded where the caller folds them). An answer that is not a
+        success of the API (an error status, not JSON) is decoded now, for its one line: the
+        first such answer ends the listing, as the decoded calls do."""
+        answer = await self._body("query", {"query": expr, "time": f"{at:.3f}"})
+        if answer.code != 200 or not answer.json:
+            await self.off_loop(data, answer)
+        return answer
 
     async def query_range(
         self, expr: str, start: float, end: float, step: float
@@ -125,7 +132,7 @@ class PrometheusClient:
             f"{self.base}/api/v1/{endpoint}?{urlencode(params)}",
             connect_timeout=self.timeout_s,
             request_timeout=self.timeout_s,
-            headers={"Accept": "application/json", "User-Agent": USER_AGENT},
+            headers={"Accept": JSON, "User-Agent": USER_AGENT},
             follow_redirects=False,
         )
         try:
@@ -143,7 +150,8 @@ class PrometheusClient:
                 raise self.late()
             why = getattr(error, "strerror", None) or str(error)
             raise NoAnswer(f"Prometheus at {self.url} is not reachable: {why}")
-        return Answer(self.url, response.code, response.body or b"")
+        kind = response.headers.get("Content-Type", "")
+        return Answer(self.url, response.code, response.body or b"", kind.startswith(JSON))
 
 
 def data(answer: Answer) -> Any:
