@@ -113,3 +113,25 @@ async def test_a_killed_worker_fails_its_listing_in_one_line_and_the_next_one_wo
     again = json.loads((await jp_fetch(*API)).body)  # a failure is not cached
     assert again["counts"] == expected(HOSTS)
     assert fleet.worker.pid() not in (None, worker)
+
+
+async def test_a_worker_that_hangs_is_killed_within_the_timeout(jp_fetch, jp_serverapp):
+    """Stopped (SIGSTOP: as good as hung), the worker is killed once the listing has waited
+    c.TrainWatch.prometheus_timeout_s on it; the listings after it work."""
+    fleet = jp_serverapp.web_app.settings[SETTINGS_KEY]
+    fleet.client.timeout_s = 5.0  # as c.TrainWatch.prometheus_timeout_s = 5 would set it
+    await jp_fetch(*API)
+    worker = fleet.worker.pid()
+    assert worker is not None
+    os.kill(worker, signal.SIGSTOP)
+    fleet._cached = None  # past the listing's cache
+    with pytest.raises(HTTPClientError) as info:
+        await jp_fetch(*API)
+    assert info.value.code == 500
+    assert json.loads(info.value.response.body)["error"] == (
+        "the fleet's worker process did not finish the listing within 5 s; "
+        "the next listing starts a new one"
+    )
+    assert not Path(f"/proc/{worker}").exists()  # killed and reaped
+    again = json.loads((await jp_fetch(*API)).body)
+    assert again["counts"] == expected(HOSTS) and fleet.worker.pid() not in (None, worker)

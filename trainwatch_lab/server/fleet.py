@@ -92,7 +92,7 @@ class Fleet:
             answers |= await self.client.gather({"seen": q(seen, at)})
         every = set(host_series(self.rate_window, self.defaults)) <= recorded
         args = (self.url, answers, at, every, self.defaults)
-        body = await self.worker.run(*args)
+        body = await self.worker.run(*args, timeout_s=self.client.timeout_s)
         self._cached = (time.monotonic(), body)
         return body
 

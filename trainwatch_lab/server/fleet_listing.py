@@ -119,10 +119,19 @@ class ListingProcess:
         self._io = ThreadPoolExecutor(1, thread_name_prefix="trainwatch-fleet-listing")
         weakref.finalize(self, _stop, self.__dict__)  # a collected Fleet takes its process
 
-    async def run(self, *args: Any) -> bytes:
-        """``listing(*args)`` in the worker process, awaited from the loop."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._io, self._call, args)
+    async def run(self, *args: Any, timeout_s: float) -> bytes:
+        """``listing(*args)`` in the worker process, awaited from the loop; a worker that
+        takes longer than ``timeout_s`` (stopped, swapping) is killed."""
+        call = asyncio.get_running_loop().run_in_executor(self._io, self._call, args)
+        try:
+            return await asyncio.wait_for(asyncio.shield(call), timeout_s)
+        except asyncio.TimeoutError:
+            _stop(self.__dict__)  # the call ends at once: its pipe is closed
+            call.add_done_callback(lambda f: f.exception())  # WorkerDied: said below
+            raise WorkerDied(
+                f"the fleet's worker process did not finish the listing within {timeout_s:g} s"
+                "; the next listing starts a new one"
+            ) from None
 
     def _call(self, args: tuple[Any, ...]) -> bytes:
         proc = self._started()
@@ -131,7 +140,10 @@ class ListingProcess:
             _send(proc.stdin, args)
             ok, value = _receive(proc.stdout)
         except (OSError, EOFError):
-            code = proc.wait()
+            try:
+                code: int | str = proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = "unknown"
             _stop(self.__dict__)
             raise WorkerDied(
                 f"the fleet's worker process ended (exit status {code}) during the "
@@ -164,8 +176,8 @@ def _stop(state: dict[str, Any]) -> None:
     state["_proc"] = None
     if proc is None:
         return
+    proc.kill()  # first: a thread blocked on its pipes holds their locks until it is gone
+    proc.wait()
     for stream in (proc.stdin, proc.stdout):
         if stream is not None:
             stream.close()
-    proc.kill()
-    proc.wait()
