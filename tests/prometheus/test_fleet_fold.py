@@ -38,12 +38,6 @@ def fs(instance: str, mountpoint: str, avail: float, size: float, **more: str):
     )
 
 
-def least(avail: dict[str, Any], size: dict[str, Any]) -> dict[str, Any]:
-    """``bottomk by (host) (1, free ratio)``'s row for one filesystem."""
-    ratio = float(avail["value"][1]) / float(size["value"][1])
-    return {"metric": avail["metric"], "value": [NOW, repr(ratio)]}
-
-
 @pytest.mark.parametrize(
     ("instance", "host"),
     [
@@ -63,8 +57,6 @@ def test_every_query_names_the_thresholds_of_the_defaults() -> None:
     assert "[2m]" in queries["disk_util"] and ">= 0.8" in queries["disk_saturated"]
     assert ">= 0.01" in queries["disk_saturated"]  # await 10 ms
     assert "[30s]) < 5" in queries["dcgm_stalled"]
-    assert "<= 0.1 * max by" in queries["fs_full_avail"]  # 10 % or less, as advice judges
-    assert "<= 2147483648" in queries["fs_full_avail"]
 
 
 def test_what_prometheus_records_already_is_read_not_computed_again() -> None:
@@ -134,14 +126,9 @@ def test_one_entry_per_host_worst_first() -> None:
         ],
         "disk_bytes": [vec("", 2e8, host="gpu02", device="nvme0n1")],
         "disk_saturated": [vec("", 0.95, host="gpu02", device="nvme0n1")],
-        # the least free filesystem of each host (its free share), every size, the flagged
-        "least_free": [
-            least(a_avail, a_size),
-            least(n_avail, n_size),
-            least(full_avail, full_size),
-        ],
+        # every filesystem's free and total bytes: the fold finds the least free and the full
+        "fs_avail": [a_avail, n_avail, full_avail],
         "fs_size": [a_size, n_size, full_size],
-        "fs_full_avail": [full_avail],
     }
     hosts = fold(results)
     assert [h["host"] for h in hosts] == ["gpu02", "gpu01", "gpu03", "gpu04"]

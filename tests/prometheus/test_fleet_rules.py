@@ -1,7 +1,7 @@
 """The fleet's PromQL in Prometheus's own engine (``promtool test rules``, no server): the
 recording rules ``trainwatch-lab rules`` ships fold a host's exporters into one series per
-host, and the listing's disk-almost-full query flags exactly the filesystems the Advisor's
-thresholds flag (10 % free, or 2 GiB on filesystems larger than that)."""
+host, and the disk-almost-full rule flags exactly the filesystems the Advisor's thresholds
+flag (10 % free, or 2 GiB on filesystems larger than that), as the listing's fold does."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 
 from tests.support.env import need_tool
 from trainwatch_lab.core.defaults import DEFAULTS, GIB
-from trainwatch_lab.prometheus.fleet import instant_queries
+from trainwatch_lab.prometheus.fleet import fold
 from trainwatch_lab.prometheus.rules import rules_yaml
-from trainwatch_lab.prometheus.rules_fleet import recording_rules
+from trainwatch_lab.prometheus.rules_fleet import host_series
 
 NODE = 'instance="gpu01:9100",job="node"'
 AGENT = 'instance="gpu01:10917",job="trainwatch"'
@@ -132,7 +132,6 @@ FULL_CASES = [  # (avail, size, flagged)
 def test_disk_almost_full_uses_the_advisors_thresholds(tmp_path, recorded) -> None:
     """The same answer computed inline and read from the recording rules."""
     assert DEFAULTS.full_fraction == 0.10 and DEFAULTS.full_bytes == 2 * GIB
-    names = {record for record, _ in recording_rules("1m")} if recorded else set()
     series, expect = [], []
     # a recorded series keeps its name through the comparisons
     record = "trainwatch:host_fs:node_filesystem_avail_bytes:almost_full"
@@ -156,7 +155,7 @@ def test_disk_almost_full_uses_the_advisors_thresholds(tmp_path, recorded) -> No
         "input_series": series,
         "promql_expr_test": [
             {
-                "expr": instant_queries("1m", recorded=names)["fs_full_avail"],
+                "expr": record if recorded else host_series("1m")[record],
                 "eval_time": "15s",
                 "exp_samples": expect,
             }
@@ -164,3 +163,17 @@ def test_disk_almost_full_uses_the_advisors_thresholds(tmp_path, recorded) -> No
     }
     unit = promtool_test(tmp_path, [test])
     assert unit.returncode == 0, unit.stdout[-4000:] + unit.stderr[-2000:]
+
+
+def test_the_listing_flags_the_filesystems_the_rule_flags() -> None:
+    """The fold judges every host's filesystems itself (Prometheus sends their free and total
+    bytes): the same cases as the rule above, the same verdicts."""
+    answers: dict[str, list[dict[str, Any]]] = {"up": [], "fs_avail": [], "fs_size": []}
+    for k, (avail, size, _) in enumerate(FULL_CASES):
+        labels = {"host": f"n{k}", "device": f"sd{k}", "mountpoint": f"/d{k}", "fstype": "ext4"}
+        answers["up"].append({"metric": {"instance": f"n{k}:9100"}, "value": [0, "1"]})
+        answers["fs_avail"].append({"metric": labels, "value": [0, f"{avail:.0f}"]})
+        answers["fs_size"].append({"metric": labels, "value": [0, f"{size:.0f}"]})
+    hosts = {h["host"]: h for h in fold(answers)}
+    flagged = [[w["code"] for w in hosts[f"n{k}"]["warnings"]] for k in range(len(FULL_CASES))]
+    assert flagged == [["disk-almost-full"] if full else [] for *_, full in FULL_CASES]

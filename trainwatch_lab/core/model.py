@@ -6,6 +6,7 @@ WebSocket stream (see ARCHITECTURE.md); change it only together with those.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
@@ -386,6 +387,14 @@ def json_safe(obj: Any) -> Any:
     if isinstance(obj, list | tuple):
         return [json_safe(v) for v in obj]
     return obj
+
+
+def dumps(obj: Any) -> str:
+    """Strict JSON (browsers reject NaN/Infinity): non-finite numbers become null."""
+    try:
+        return json.dumps(obj, allow_nan=False, separators=(",", ":"))
+    except ValueError:
+        return json.dumps(json_safe(obj), allow_nan=False, separators=(",", ":"))
 
 
 def path_devices(sample: Sample) -> list[str]:

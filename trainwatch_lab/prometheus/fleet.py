@@ -8,15 +8,17 @@ once.
 Why by host and not by instance: a node commonly runs node_exporter (:9100), DCGM exporter
 (:9400) and our agent, three instances of one machine. The host is the instance without its
 port; its name is the ``hostname`` label our agents' file_sd targets carry, else the host.
-Prometheus does that folding (prometheus.rules_fleet: ``max by (host, ...)``, ``topk by``,
-``bottomk by``), so every answer holds one series per host, or per host and device where a
-row names the device; the fold here is one pass over each answer (linear in the series
-returned), whatever the number of disks, filesystems and GPUs behind them.
+Prometheus does that folding (prometheus.rules_fleet: ``max by (host, ...)``, ``topk by``),
+so every answer holds one series per host, or per host and device where a row names the
+device (a host's filesystems: the fold picks the least free and the almost full); the fold
+here is one pass over each answer (linear in the series returned), whatever the number of
+disks and GPUs behind them.
 
 Hosts with only node_exporter and DCGM exporter get the warnings those numbers allow
 (``disk-almost-full`` from filesystem avail/size, ``disk-saturated`` from io time and await,
 ``gpu-stalled`` from ``DCGM_FI_DEV_GPU_UTIL`` with memory held), with our thresholds, decided
-by the PromQL (only the flagged filesystems, disks and GPUs come back); a host that runs our
+by the PromQL for disks and GPUs (only the flagged ones come back) and here for filesystems
+(``almost_full``, the recording rule's test in Python); a host that runs our
 agent gets the agent's own warnings (``trainwatch_warning``), which see more (mounts, probes,
 fill trends) and are never doubled by these.
 """
@@ -65,8 +67,6 @@ def instant_queries(
     busiest = (
         f"topk by (host) (1, {s(f'trainwatch:host_device:node_disk_io_time_seconds:rate{r}')})"
     )
-    least = f"bottomk by (host) (1, {s('trainwatch:host_fs:node_filesystem_free:ratio')})"
-    full = s("trainwatch:host_fs:node_filesystem_avail_bytes:almost_full")
     return {
         # per target: the host is its instance without the port (host_of), as by_host says
         "up": "max by (instance, job, hostname) (up)",
@@ -84,9 +84,11 @@ def instant_queries(
         # the least free costs Prometheus seconds at 10,000 hosts, the join here milliseconds
         "disk_bytes": s(f"trainwatch:host_device:node_disk_bytes:rate{r}"),
         "disk_saturated": s(f"trainwatch:host_device:node_disk_saturated:rate{r}"),
-        "least_free": least,
+        # every filesystem's free and total bytes: the least free and the almost full are
+        # found in the fold (one pass), where asking Prometheus for them computed the free
+        # bytes three times and the sizes four (two thirds of its time at 1000 hosts inline)
+        "fs_avail": s("trainwatch:host_fs:node_filesystem_avail_bytes:max"),
         "fs_size": s("trainwatch:host_fs:node_filesystem_size_bytes:max"),
-        "fs_full_avail": full,
     }
 
 
@@ -152,17 +154,16 @@ def _warning(code: str, severity: str, subject: str, message: str = "", fix: str
     }
 
 
-def _space(results: Mapping[str, Series], name: str, ratio: bool = False) -> dict[str, list[Entry]]:
-    """Per host: the filesystems of one answer (their free bytes, or their free share with
-    ``ratio``) with their size from the ``fs_size`` answer, least free first."""
+def _space(results: Mapping[str, Series]) -> dict[str, list[Entry]]:
+    """Per host: its filesystems (free bytes from ``fs_avail``, size from ``fs_size``),
+    least free first."""
     key = ("device", "mountpoint")
     sizes = {(h, *(m.get(k) for k in key)): v for h, m, v in _hosts(results, "fs_size")}
     out: dict[str, list[Entry]] = {}
-    for host, m, value in _hosts(results, name):
+    for host, m, free in _hosts(results, "fs_avail"):
         total = sizes.get((host, *(m.get(k) for k in key)))
-        if not total or value is None:
+        if not total or free is None:
             continue
-        free = value * total if ratio else value
         out.setdefault(host, []).append(
             {
                 "mountpoint": m.get("mountpoint", ""),
@@ -178,9 +179,16 @@ def _space(results: Mapping[str, Series], name: str, ratio: bool = False) -> dic
     return out
 
 
+def almost_full(fs: Entry, d: Defaults) -> bool:
+    """Whether a filesystem is almost full, as advice.storage judges a path and as the
+    ``...:almost_full`` recording rule (prometheus.rules_fleet) selects: 10 % or less free,
+    or 2 GiB or less on a filesystem larger than that."""
+    total, free = fs["size_bytes"], fs["avail_bytes"]
+    return free <= d.full_fraction * total or (free <= d.full_bytes and total > d.full_bytes)
+
+
 def _full(fs: Entry, d: Defaults) -> Entry:
-    """disk-almost-full from node_exporter's numbers, as advice.storage judges a path (the
-    PromQL returned only the filesystems under the threshold)."""
+    """disk-almost-full from node_exporter's numbers, for a filesystem ``almost_full``."""
     total, free = fs["size_bytes"], fs["avail_bytes"]
     # at or under the limit, as advice.storage judges it (the PromQL's <=)
     severity = "critical" if free <= d.full_critical_fraction * total else "warning"
@@ -194,12 +202,16 @@ def _full(fs: Entry, d: Defaults) -> Entry:
     )
 
 
-def _derived(results: Mapping[str, Series], d: Defaults) -> dict[str, list[Entry]]:
+def _derived(
+    results: Mapping[str, Series], space: Mapping[str, list[Entry]], d: Defaults
+) -> dict[str, list[Entry]]:
     """Per host: the warnings node_exporter's and DCGM's numbers allow (for hosts without
-    our agent; the caller drops the others)."""
+    our agent; the caller drops the others); ``space``: every host's filesystems."""
     out: dict[str, list[Entry]] = {}
-    for host, filesystems in _space(results, "fs_full_avail").items():
-        out.setdefault(host, []).extend(_full(fs, d) for fs in filesystems)
+    for host, filesystems in space.items():
+        full = [_full(fs, d) for fs in filesystems if almost_full(fs, d)]
+        if full:
+            out[host] = full
     for host, m, util in _hosts(results, "disk_saturated"):
         if util is not None:
             device = m.get("device", "?")
@@ -307,8 +319,8 @@ def fold(results: Mapping[str, Series], d: Defaults = DEFAULTS) -> list[Entry]:
         entry(host)["warnings"].append(
             _warning(m.get("code", "?"), m.get("severity", "warning"), m.get("subject", ""))
         )
-    derived, gpus, disks = _derived(results, d), _gpus(results), _busiest(results)
-    space = _space(results, "least_free", ratio=True)
+    space = _space(results)
+    derived, gpus, disks = _derived(results, space, d), _gpus(results), _busiest(results)
     for host, e in hosts.items():
         e["status"] = _status([i["up"] for i in e["instances"]])
         e["agent"] = host in agents

@@ -8,8 +8,9 @@ read from the recording rules of ``trainwatch-lab rules`` rather than computed i
 from ``query_range``. Without ``c.TrainWatch.prometheus_url`` the listing says so
 (``"prometheus": null``) and the panel hides its Fleet section. Prometheus down, slow or
 refusing is a 502 with one line; bad parameters a 400 with one line; nothing waits longer
-than ``c.TrainWatch.prometheus_timeout_s``. Decoding the answers and folding them run on
-the client's worker thread: the event loop (every notebook's requests) never waits on them.
+than ``c.TrainWatch.prometheus_timeout_s``. Decoding the answers, folding them and encoding
+the reply run in a worker process (server.fleet_listing): the event loop (every notebook's
+requests) never waits on them, not even for the GIL.
 """
 
 from __future__ import annotations
@@ -31,16 +32,15 @@ from ..prometheus.fleet import (
     chart_lines,
     chart_specs,
     counts,
-    fold,
     grid,
     instant_queries,
     seen_query,
 )
 from ..prometheus.rules_fleet import host_series
+from . import fleet_listing
 from .config import ServerSettings
 from .handlers import API, BadRequest, BaseHandler, parse_float
-from .hub import dumps
-from .promclient import NoAnswer, PrometheusClient, PrometheusError
+from .promclient import NoAnswer, PrometheusClient, PrometheusError, result
 
 SETTINGS_KEY = "trainwatch_fleet"
 CACHE_S = 2.0  # panels in many tabs share one listing (and one round of queries)
@@ -68,6 +68,7 @@ class Fleet:
         self._cached: tuple[float, bytes] | None = None
         self._recorded_at: tuple[float, frozenset[str]] | None = None
         self._pending: asyncio.Future[bytes] | None = None
+        self.worker = fleet_listing.ListingProcess()  # decodes, folds, encodes a listing
 
     async def hosts(self) -> bytes:
         """The listing, as the JSON body of ``GET fleet`` (encoded off the loop, once for
@@ -81,17 +82,19 @@ class Fleet:
 
     async def _hosts(self) -> bytes:
         at = time.time()
-        q = self.client.query
+        q = self.client.query_body
         recorded = await self._recorded(at)
         queries = instant_queries(self.rate_window, self.defaults, recorded)
         answers = await self.client.gather({n: q(e, at) for n, e in queries.items()})
-        seen = seen_query(answers["absent"])
+        absent = await self.client.off_loop(result, answers["absent"])  # a few series
+        seen = seen_query(absent)
         if seen is not None:  # a second round for the targets down or gone
             answers |= await self.client.gather({"seen": q(seen, at)})
         every = set(host_series(self.rate_window, self.defaults)) <= recorded
-        listing = await self.client.off_loop(self.listing, answers, at, every)
-        self._cached = (time.monotonic(), listing)
-        return listing
+        args = (self.url, answers, at, every, self.defaults)
+        body = await self.worker.run(*args, timeout_s=self.client.timeout_s)
+        self._cached = (time.monotonic(), body)
+        return body
 
     async def _recorded(self, at: float) -> frozenset[str]:
         """The fleet's recording rules Prometheus has (``trainwatch-lab rules`` loaded; a
@@ -117,16 +120,6 @@ class Fleet:
         found = frozenset(names)
         self._recorded_at = (at, found)
         return found
-
-    def listing(self, answers: dict[str, Any], at: float, recorded: bool) -> bytes:
-        """The folded answers as the reply's body (on the worker thread); ``recorded``:
-        every per-host series was read from the recording rules."""
-        hosts = fold(answers, self.defaults)
-        head = {"prometheus": self.url, "t": at, "recorded": recorded, "counts": counts(hosts)}
-        # host by host: the GIL is let go between two (one dumps of 10,000 hosts holds it
-        # for 100 ms, a stall of every request on the loop)
-        rows = ",".join(dumps(h) for h in hosts)
-        return (dumps(head)[:-1] + ',"hosts":[' + rows + "]}").encode()
 
     async def charts(self, host: str, window_s: float) -> dict[str, Any]:
         start, end, step = grid(window_s, time.time())
@@ -163,6 +156,7 @@ class Fleet:
 
     def close(self) -> None:
         self.client.close()
+        self.worker.close()
 
 
 class FleetBase(BaseHandler):
@@ -175,6 +169,8 @@ class FleetBase(BaseHandler):
             reply = await call
         except PrometheusError as exc:
             return self.bad(str(exc), 502)
+        except fleet_listing.WorkerDied as exc:
+            return self.bad(str(exc), 500)
         if isinstance(reply, bytes):  # encoded already, off the loop
             self.set_header("Content-Type", "application/json")
             return self.finish(reply)

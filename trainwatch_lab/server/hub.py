@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import threading
 import time
@@ -28,7 +27,7 @@ from typing import Any
 from ..core.defaults import DEFAULTS
 from ..core.diskstats import DiskCounters
 from ..core.history import History, capacity_for
-from ..core.model import Sample, json_safe
+from ..core.model import Sample, dumps
 from ..core.sampler import Sampler, Source
 from ..core.training import process_identity
 from ..fix.mirror_files import MirrorFiles
@@ -49,14 +48,6 @@ log = logging.getLogger(__name__)
 Listener = Callable[[Sample, str], None]  # called on the sampler thread with (sample, json text)
 
 __all__ = ["Hub", "dumps", "path_key"]
-
-
-def dumps(obj: Any) -> str:
-    """Strict JSON (browsers reject NaN/Infinity): non-finite numbers become null."""
-    try:
-        return json.dumps(obj, allow_nan=False, separators=(",", ":"))
-    except ValueError:
-        return json.dumps(json_safe(obj), allow_nan=False, separators=(",", ":"))
 
 
 class Hub:

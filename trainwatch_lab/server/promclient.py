@@ -3,7 +3,8 @@
 Tornado's non-blocking client (DNS on the loop's resolver thread), every call bounded by one
 deadline: Prometheus down, slow or not Prometheus at all becomes one ``PrometheusError``
 line that the endpoint and the panel show as it is. Answers are decoded on the client's
-worker thread, never on the event loop: a cluster's answer is megabytes of JSON.
+worker thread, never on the event loop, or handed over undecoded (``query_body``) to be
+decoded where they are folded (the fleet's listing: a cluster's answer is megabytes of JSON).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import socket
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -21,6 +23,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from ..core.redact import redact
 
 USER_AGENT = "trainwatch-lab (Jupyter server extension)"
+JSON = "application/json"
 
 
 class PrometheusError(Exception):
@@ -33,6 +36,16 @@ class NoAnswer(PrometheusError):
 
 
 shown = redact  # the URL as messages show it: ``http://user:***@prom`` (core.redact)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One HTTP answer of Prometheus's API, undecoded; ``url`` names it in messages."""
+
+    url: str
+    code: int
+    body: bytes
+    json: bool = True  # said to be JSON (Content-Type)
 
 
 class PrometheusClient:
@@ -79,6 +92,16 @@ class PrometheusClient:
         params = {"query": expr} if at is None else {"query": expr, "time": f"{at:.3f}"}
         return (await self._get("query", params))["result"]
 
+    async def query_body(self, expr: str, at: float) -> Answer:
+        """An instant query's answer undecoded (``result`` decodes it): a cluster's answers
+        are megabytes, decoded where the caller folds them). An answer that is not a
+        success of the API (an error status, not JSON) is decoded now, for its one line: the
+        first such answer ends the listing, as the decoded calls do."""
+        answer = await self._body("query", {"query": expr, "time": f"{at:.3f}"})
+        if answer.code != 200 or not answer.json:
+            await self.off_loop(data, answer)
+        return answer
+
     async def query_range(
         self, expr: str, start: float, end: float, step: float
     ) -> list[dict[str, Any]]:
@@ -100,11 +123,16 @@ class PrometheusClient:
         return [str(r.get("name")) for g in groups for r in g.get("rules", [])]
 
     async def _get(self, endpoint: str, params: dict[str, str]) -> Any:
+        """``data`` of one call, decoded on the worker thread."""
+        return await self.off_loop(data, await self._body(endpoint, params))
+
+    async def _body(self, endpoint: str, params: dict[str, str]) -> Answer:
+        """One call's answer as it came, once Prometheus answered at all."""
         request = HTTPRequest(
             f"{self.base}/api/v1/{endpoint}?{urlencode(params)}",
             connect_timeout=self.timeout_s,
             request_timeout=self.timeout_s,
-            headers={"Accept": "application/json", "User-Agent": USER_AGENT},
+            headers={"Accept": JSON, "User-Agent": USER_AGENT},
             follow_redirects=False,
         )
         try:
@@ -122,22 +150,30 @@ class PrometheusClient:
                 raise self.late()
             why = getattr(error, "strerror", None) or str(error)
             raise NoAnswer(f"Prometheus at {self.url} is not reachable: {why}")
-        return await self.off_loop(self._data, response.code, response.body or b"")
+        kind = response.headers.get("Content-Type", "")
+        return Answer(self.url, response.code, response.body or b"", kind.startswith(JSON))
 
-    def _data(self, code: int, body: bytes) -> Any:
-        """``data`` of an API answer, or the one line to show."""
-        try:
-            payload = json.loads(body)
-        except ValueError:
-            payload = None
-        if not isinstance(payload, dict) or "status" not in payload:
-            raise PrometheusError(
-                f"{self.url} answered HTTP {code} but not as Prometheus's HTTP API "
-                "(check c.TrainWatch.prometheus_url)"
-            )
-        if payload["status"] != "success":
-            raise PrometheusError(
-                f"Prometheus at {self.url} refused a query (HTTP {code}): "
-                f"{payload.get('error') or payload.get('errorType') or 'no reason given'}"
-            )
-        return payload.get("data") or {"result": []}
+
+def data(answer: Answer) -> Any:
+    """``data`` of an API answer, or the one line to show (a pure function: the fleet's
+    listing calls it in its own process)."""
+    try:
+        payload = json.loads(answer.body)
+    except ValueError:
+        payload = None
+    if not isinstance(payload, dict) or "status" not in payload:
+        raise PrometheusError(
+            f"{answer.url} answered HTTP {answer.code} but not as Prometheus's HTTP API "
+            "(check c.TrainWatch.prometheus_url)"
+        )
+    if payload["status"] != "success":
+        raise PrometheusError(
+            f"Prometheus at {answer.url} refused a query (HTTP {answer.code}): "
+            f"{payload.get('error') or payload.get('errorType') or 'no reason given'}"
+        )
+    return payload.get("data") or {"result": []}
+
+
+def result(answer: Answer) -> list[dict[str, Any]]:
+    """The ``result`` list of a query's answer."""
+    return data(answer)["result"]
