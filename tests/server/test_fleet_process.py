@@ -25,6 +25,7 @@ from tornado.httpclient import HTTPClientError
 
 from tests.prometheus.fleet_synthetic import expected, synthetic_store
 from tests.support.mounts import wait_until
+from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.prometheus import fleet as prometheus_fleet
 from trainwatch_lab.server import fleet_listing
 from trainwatch_lab.server.fleet import SETTINGS_KEY
@@ -83,6 +84,13 @@ async def test_the_listing_is_folded_outside_the_servers_process(jp_fetch, jp_se
     worker = jp_serverapp.web_app.settings[SETTINGS_KEY].worker.pid()
     assert worker is not None and worker != os.getpid()
     assert _state(worker)[1] == os.getpid()  # our child, kept for the next listing
+    # and nicer than the server: where cores are scarce the event loop runs first
+    assert _nice(worker) == min(19, _nice(os.getpid()) + DEFAULTS.fleet_worker_nice)
+
+
+def _nice(pid: int) -> int:
+    """The nice value of ``pid`` (field 19 of /proc/<pid>/stat)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
 
 
 async def test_a_killed_worker_fails_its_listing_in_one_line_and_the_next_one_works(

@@ -258,6 +258,10 @@ class Defaults:
     # widget at once, saying it is reading, and fills it in when the read ends
     replay_wait_s: float = 10.0
 
+    # the fleet listing's worker process runs this much nicer than the server: on a machine
+    # with fewer free cores than busy threads, the event loop gets a core before the fold
+    fleet_worker_nice: int = 10
+
 
 DEFAULTS = Defaults()
 

@@ -17,6 +17,7 @@ on its stdin and stdout: an 8-byte length, then a pickle (our own process at bot
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pickle
 import struct
@@ -28,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
-from ..core.defaults import Defaults
+from ..core.defaults import DEFAULTS, Defaults
 from ..core.model import dumps
 from ..prometheus.fleet import Series, counts, fold
 from .promclient import Answer, result
@@ -98,6 +99,8 @@ def serve() -> None:
     it raised) on stdout, until stdin closes (the server closed it, or ended)."""
     out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout = sys.stderr  # nothing else may write into the frames
+    with contextlib.suppress(OSError):  # the loop before the fold, where cores are scarce
+        os.nice(DEFAULTS.fleet_worker_nice)
     while True:
         try:
             args = _receive(sys.stdin.buffer)
