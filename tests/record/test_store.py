@@ -305,3 +305,43 @@ def test_a_flush_that_fails_after_its_events_committed_writes_them_once(tmp_path
     assert [e.kind for e in check.events(0, 2e9)] == ["recording-started", "run-ended"]
     assert len(check.read(["path:/w:free_bytes"], 0, 2e9)["path:/w:free_bytes"][0]) == 1
     check.close()
+
+
+@pytest.mark.parametrize("moment", ["created-empty", "schema-uncommitted"])
+def test_a_reader_racing_the_writer_that_creates_the_store_sees_no_history_yet(
+    tmp_path: Path, moment: str
+) -> None:
+    """The server's recorded endpoints, `history` and a kernel's past read the file while its
+    first writer may be creating it: an empty file, or the schema in an open transaction.
+    That is a history with nothing in it yet, not "another program's file" (seen as a flake
+    of test_the_server_records_with_nobody_looking); and the writer then keeps the file."""
+    path = tmp_path / "history.sqlite"
+    creator = None
+    if moment == "created-empty":
+        path.touch()
+    else:
+        creator = sqlite3.connect(path, isolation_level=None)
+        creator.execute("BEGIN IMMEDIATE")
+        creator.execute("CREATE TABLE half (x)")
+    reader = Store(str(path), readonly=True)
+    try:
+        assert reader.read(["path:/data:avail_bytes"], 0, 2e9) == {}
+        assert reader.events(0, 2e9) == []
+    finally:
+        reader.close()
+    if creator is not None:
+        creator.execute("ROLLBACK")
+        creator.close()
+    writer = Store(str(path), role="t")
+    try:
+        assert writer.notes == []  # nothing moved aside
+    finally:
+        writer.close()
+    assert not [
+        p
+        for p in tmp_path.iterdir()
+        if p.name != path.name
+        and "history" in p.name
+        and "-wal" not in p.name
+        and "-shm" not in p.name
+    ]

@@ -198,9 +198,17 @@ class Store:
             self.con = self._connect(f"file:{path}?mode=ro", uri=True)
             try:
                 app = self.con.execute("PRAGMA application_id").fetchone()[0]
+                tables = self.con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
             except sqlite3.DatabaseError as exc:
                 self.con.close()
                 raise StoreError(f"{path} is no trainwatch history ({exc})") from None
+            if app == 0 and tables == 0:
+                # its first writer is creating it (an empty file, or the schema in a
+                # transaction not yet committed): a history with nothing in it yet
+                self.con.close()
+                self.con = self._connect(":memory:")
+                self._create_schema()
+                return
             if app != APPLICATION_ID:
                 self.con.close()
                 raise StoreError(f"{path} is no trainwatch history (another program's file)")
@@ -242,11 +250,7 @@ class Store:
         con.execute("BEGIN IMMEDIATE")
         try:
             if con.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
-                for statement in SCHEMA.strip().split(";"):
-                    if statement.strip():
-                        con.execute(statement)
-                con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                self._create_schema()
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
@@ -256,6 +260,13 @@ class Store:
         con.execute(
             "PRAGMA journal_size_limit = 4194304"
         )  # the WAL shrinks back after a checkpoint
+
+    def _create_schema(self) -> None:
+        for statement in SCHEMA.strip().split(";"):
+            if statement.strip():
+                self.con.execute(statement)
+        self.con.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        self.con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     # -- writers ---------------------------------------------------------------------
     def register(self) -> int:
