@@ -300,7 +300,7 @@ def test_watch_accepts_a_logdir_about_to_be_created(tmp_path: Path) -> None:
 
 def test_cli_paths_use_the_one_normalise() -> None:
     from trainwatch_lab.cli.common import user_paths
-    from trainwatch_lab.core.paths import normalise
+    from trainwatch_lab.core.paths.names import normalise
     from trainwatch_lab.server.hub import path_key
 
     raw = ["~/a/../b/", "rel/./x", "/tmp//y/"]

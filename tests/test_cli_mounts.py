@@ -22,10 +22,10 @@ import pytest
 from tests.support.mounts import MOUNT_SOURCE, run, unmount
 from trainwatch_lab.advice.check import run_check
 from trainwatch_lab.core.defaults import DEFAULTS, MIB
-from trainwatch_lab.core.guard import MountGuard
+from trainwatch_lab.core.guard.guard import MountGuard
 from trainwatch_lab.core.model import Sample
-from trainwatch_lab.core.mounts import mount_for_path, read_mounts
-from trainwatch_lab.core.probe import LEFTOVER
+from trainwatch_lab.core.storage.mounts import mount_for_path, read_mounts
+from trainwatch_lab.core.storage.probe import LEFTOVER
 from trainwatch_lab.monitor import make_sampler
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,11 +10,11 @@ import string
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trainwatch_lab.core.diskstats import parse_line
 from trainwatch_lab.core.limits import LINE_CHARS, PATH_MAX, abbreviate, clamp, path_problem
-from trainwatch_lab.core.mounts import parse_mountinfo
+from trainwatch_lab.core.processes.discovery import opened_for_writing, short_command, status_uid
 from trainwatch_lab.core.redact import MASK, redact
-from trainwatch_lab.core.training import opened_for_writing, short_command, status_uid
+from trainwatch_lab.core.storage.diskstats import parse_line
+from trainwatch_lab.core.storage.mounts import parse_mountinfo
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 PATH_TEXT = st.text(

@@ -11,7 +11,7 @@ import pytest
 from traitlets import TraitError
 
 from trainwatch_lab.core.defaults import DEFAULTS
-from trainwatch_lab.core.probe import clean_leftovers, host_tag
+from trainwatch_lab.core.storage.probe import clean_leftovers, host_tag
 from trainwatch_lab.prometheus.fleet import host_selector
 from trainwatch_lab.prometheus.rules import rules_yaml
 from trainwatch_lab.server.config import ServerSettings

@@ -3,6 +3,12 @@
 ``import trainwatch_lab`` stays cheap: every Jupyter-side entry point imports its layer only
 when Jupyter calls it. The Jupyter entry points are defined here and nowhere else. The version
 is written once, in ``js/package.json``; ``__version__`` reads it from the installed metadata.
+
+The map: ``core`` watches (rooms: ``storage``, ``gpu``, ``processes``, ``guard``,
+``worker``, ``paths``, ``record``), ``advice`` turns samples into warnings, ``fix`` and
+``integrations`` are what training code calls, ``notebook`` (``dashboard``, ``cell``),
+``prometheus``, ``server`` and ``cli`` show it. README's "How it is built" has a line
+per room.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from .fix.checkpoint import save_checkpoint
     from .fix.mirror import local_mirror
-    from .notebook.dashboard import TrainWatch
+    from .notebook.dashboard.widget import TrainWatch
 
 __all__ = ["TrainWatch", "__version__", "local_mirror", "save_checkpoint"]
 
@@ -37,7 +43,7 @@ def __getattr__(name: str) -> Any:
     if name == "__version__":
         return _version()
     if name == "TrainWatch":
-        from .notebook.dashboard import TrainWatch
+        from .notebook.dashboard.widget import TrainWatch
 
         return TrainWatch
     if name in ("local_mirror", "save_checkpoint"):

@@ -3,9 +3,9 @@
 Sources run in this order: paths (resolves mounts and devices), disks (reads the devices the
 paths resolved), process (the tree of ``pid``), gpus, main_thread (only while a GPU is
 underused), the caller's own sources (``more_sources``: the server's kernels) and with
-``processes`` the training processes found on the machine (core.training_source), which add
+``processes`` the training processes found on the machine (core.processes.source), which add
 their directories to the watched paths, and the time each of them loses to storage
-(``TrainingWaits``: core.waits per row). The Advisor evaluates every tick.
+(``TrainingWaits``: core.processes.waits per row). The Advisor evaluates every tick.
 
 Every surface states what it needs here, rather than editing a built Sampler: the server
 keeps one History across restarts (``history``), watches no process of its own
@@ -22,19 +22,13 @@ from dataclasses import dataclass
 
 from .advice.advisor import Advisor
 from .core.defaults import DEFAULTS, Defaults
-from .core.diskstats import DiskStatsSource
-from .core.gpu import GpuSource
-from .core.gpu_select import as_selection
+from .core.gpu.select import as_selection
+from .core.gpu.source import GpuSource
 from .core.history import History, capacity_for
 from .core.model import Sample
-from .core.paths_source import PathsSource
-from .core.probe import local_baseline
-from .core.process import ProcessIOSource
-from .core.record.location import choose
-from .core.record.past import RecordedPast
-from .core.sampler import Sampler, Source
-from .core.threadwait import MainThreadSource
-from .core.training_source import (
+from .core.paths.source import PathsSource
+from .core.processes.io import ProcessIOSource
+from .core.processes.source import (
     MAX_PATHS,
     MAX_PROCESSES,
     FollowPaths,
@@ -42,7 +36,13 @@ from .core.training_source import (
     OnPaths,
     TrainingSource,
 )
-from .core.waits import WaitSource
+from .core.processes.threadwait import MainThreadSource
+from .core.processes.waits import WaitSource
+from .core.record.location import choose
+from .core.record.past import RecordedPast
+from .core.sampler import Sampler, Source
+from .core.storage.diskstats import DiskStatsSource
+from .core.storage.probe import local_baseline
 
 GpuMemory = Callable[[], dict[int, int]]  # pid -> GPU memory in bytes (GpuSource)
 MoreSources = Callable[[GpuMemory | None], Iterable[Source]]
@@ -66,7 +66,7 @@ class Discovery:
 
 class TrainingWaits:
     """The time each training process found loses to the watched paths (issue 15: the
-    panel's rows), from a core.waits WaitSource per listed process fed that process's row
+    panel's rows), from a core.processes.waits WaitSource per listed process fed that process's row
     (``row.io``: its waits, its workers' apart). Runs after the training source; a process
     no longer listed has its looks stopped. Reading another user's process needs ptrace
     rights: without them its row just has no waits."""
@@ -146,7 +146,8 @@ def make_sampler(
     how. ``clock`` stamps each sample (a test that ticks by hand passes its own).
     ``more_sources(gpu_memory)`` returns sources to run after the built-in ones, given
     the GPU source's per-process memory reader (None without GPUs). ``waits``: measure the
-    share of its time the process loses to each watched path (core.waits, a thread sampling
+    share of its time the process loses to each watched path (core.processes.waits, a thread
+    sampling
     at ``defaults.wait_rate_hz``); by default exactly when ``pid`` is given. ``gpu``: True
     for every GPU, False for none, or the GPUs to show (indices, GPU or MIG UUIDs).
     ``past_store``: the recorded history whose free-space readings a fill judged from less
@@ -172,7 +173,7 @@ def make_sampler(
     if processes:
         how = processes if isinstance(processes, Discovery) else Discovery()
         sources += _training_sources(how, paths_source, paths, gpu_memory, defaults)
-    # time lost to storage by path (core.waits): where ``pid`` names the training process
+    # time lost to storage by path (core.processes.waits): where ``pid`` names the training process
     # (the notebook passes its own, ``watch``/``serve --pid`` another); not for an agent
     tree = next((s for s in sources if isinstance(s, ProcessIOSource)), None)
     if tree is not None and (waits if waits is not None else pid is not None):

@@ -60,7 +60,7 @@ export interface IPathStateJSON {
   responsive: boolean;
   probe: IProbeJSON | null;
   error: string | null;
-  /** how its filesystem fills: computed once per tick in Python (core/fill.py) */
+  /** how its filesystem fills: computed once per tick in Python (core/storage/fill.py) */
   fill?: IFillJSON | null;
   /** e.g. "not created yet; checked at /mnt/share/runs" (the line `check` prints) */
   note?: string | null;

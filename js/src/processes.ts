@@ -1,5 +1,5 @@
 /**
- * One row per training process found on the machine (trainwatch_lab/core/training_source.py):
+ * One row per training process found on the machine (trainwatch_lab/core/processes/source.py):
  * a script in a terminal, under tmux or nohup. The server computes every number; this file
  * only words and lays them out: command, GPU(s) and memory, I/O rates, where its main thread
  * is blocked, the time it loses to storage per path, the directories it made the panel
@@ -12,7 +12,7 @@
 import { el } from './dom';
 import { formatBytes, formatMBs, formatPct, shortPath } from './format';
 
-/** Below this share a path is not worth a word (cell_report.WAIT_SHOWN in Python). */
+/** Below this share a path is not worth a word (notebook.cell.report.WAIT_SHOWN in Python). */
 export const WAIT_SHOWN = 0.005;
 /** Paths named per row at most, the most costly first. */
 export const WAITS_SHOWN = 3;
@@ -60,7 +60,7 @@ export interface ITrainingProcessJSON {
     write_chars_s: number;
     read_bytes_s: number;
     write_bytes_s: number;
-    /** time lost to storage (core/waits.py): watched path -> fraction (0-1) of the last
+    /** time lost to storage (core/processes/waits.py): watched path -> fraction (0-1) of the last
      * interval its main thread slept on files under it; absent or empty: not measured */
     waits?: Record<string, number>;
     /** the same for its worker processes (DataLoader workers), averaged over them */

@@ -1,5 +1,5 @@
 /**
- * Free space per filesystem: the watched paths grouped the way core/fill.py groups them, the
+ * Free space per filesystem: the watched paths grouped the way core/storage/fill.py groups them, the
  * percent used of each, and the fill notes in the numbers Python sent (DOM-free).
  */
 
@@ -58,7 +58,7 @@ export function fillNotes(
 
 /** One filesystem under the watched paths: every path on it sees the same free space. */
 export interface IFilesystemGroup {
-  /** the key Python groups by (core/fill.py: mountpoint and size) */
+  /** the key Python groups by (core/storage/fill.py: mountpoint and size) */
   id: string;
   /** where it is mounted (``fill.filesystem``), for the legend */
   label: string;
@@ -67,7 +67,7 @@ export interface IFilesystemGroup {
 }
 
 /**
- * Group the watched paths by filesystem, as core/fill.py does (mountpoint and total size: a
+ * Group the watched paths by filesystem, as core/storage/fill.py does (mountpoint and total size: a
  * directory under a project quota reports the quota as its size), so the space chart draws
  * one line per filesystem, not one identical line per path.
  */

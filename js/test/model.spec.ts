@@ -405,7 +405,7 @@ describe('space used per filesystem', () => {
         : null
     }) as IPathStateJSON;
 
-  it('draws one line per filesystem, grouped as core/fill.py groups', () => {
+  it('draws one line per filesystem, grouped as core/storage/fill.py groups', () => {
     const groups = filesystems({
       '/data/logs': state('/data', 100, 40, '/data'),
       '/data/ckpt': state('/data', 100, 40, '/data'),

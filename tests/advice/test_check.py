@@ -9,7 +9,7 @@ from pathlib import Path
 from tests.support.contract import CHECK_PATH_KEYS
 from trainwatch_lab.advice.check import CheckReport, run_check, verdict_for
 from trainwatch_lab.core.defaults import GIB
-from trainwatch_lab.core.guard import MountGuard
+from trainwatch_lab.core.guard.guard import MountGuard
 from trainwatch_lab.core.model import Alert, PathState, ProbeResult
 
 

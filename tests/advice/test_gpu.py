@@ -71,7 +71,7 @@ def make(
     workers_on_files: float | None = None,
 ) -> Sample:
     """``workers_on_files``: the share of the time DataLoader workers slept on reads under
-    the first path (core.waits), with the loop waiting on them the rest."""
+    the first path (core.processes.waits), with the loop waiting on them the rest."""
     proc = ProcessIO(PID, 1, read_bps, write_bps, read_bps, write_bps, main_thread)
     if workers_on_files is not None:
         proc.waits = {p.path: 0.0 for p in paths}
@@ -360,7 +360,7 @@ def test_only_reads_count_as_the_loop_sleeping_on_files() -> None:
 
 
 def test_gpu_unavailable_for_a_selection_that_matches_none_names_the_selection() -> None:
-    """A --gpu / c.TrainWatch.gpu that matches no GPU here (core.gpu's notes): not "no
+    """A --gpu / c.TrainWatch.gpu that matches no GPU here (core.gpu.source's notes): not "no
     driver", and the fix is the selection, not a CPU-only shrug."""
     notes = {
         "gpus": "none of the GPUs GPU-ffff is present (here: 0 (GPU-aaaa))",

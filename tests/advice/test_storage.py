@@ -17,7 +17,6 @@ from trainwatch_lab.advice.storage import (
 )
 from trainwatch_lab.advice.text import fill_text
 from trainwatch_lab.core.defaults import DEFAULTS, GIB, MIB
-from trainwatch_lab.core.fill import fill_filesystems
 from trainwatch_lab.core.history import History
 from trainwatch_lab.core.model import (
     Alert,
@@ -26,6 +25,7 @@ from trainwatch_lab.core.model import (
     ProbeResult,
     Sample,
 )
+from trainwatch_lab.core.storage.fill import fill_filesystems
 
 T0 = 1_800_000_000.0
 

@@ -6,7 +6,8 @@ The machine is filled up to ``TARGET`` processes: ``sleep`` processes (3 descrip
 runs" writing an event file (each becomes a row with its I/O reader, its main-thread look and
 two watched directories). Then:
 
-- pass CPU: ``core.training.scan`` run ``PASSES`` times, thread CPU of each pass (median, p99),
+- pass CPU: ``core.processes.discovery.scan`` run ``PASSES`` times, thread CPU of each pass
+(median, p99),
   as root (every process looked at) and as an ordinary user (``setpriv``: only its own); and
   a ``Scanner`` as the source runs it (links of new descriptors, every link each 5th pass);
 - sampler CPU: ``make_sampler([workdir], interval=1.0)`` for ``cfg.thread_cpu_s`` seconds with
@@ -57,7 +58,7 @@ RUN_CODE = (
 USER_SCAN = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
-from trainwatch_lab.core.training import scan
+from trainwatch_lab.core.processes.discovery import scan
 cpu, looked = [], 0
 for _ in range(int(sys.argv[2])):
     r = scan()
@@ -102,7 +103,7 @@ def crowd(workdir: Path) -> Iterator[int]:
 
 
 def _pass_rows(n: int) -> list[Row]:
-    from trainwatch_lab.core.training import Scanner, scan
+    from trainwatch_lab.core.processes.discovery import Scanner, scan
 
     full = [scan().cpu_s for _ in range(PASSES)]
     scanner = Scanner()  # as the source runs it: new descriptors' links, all every 5th pass

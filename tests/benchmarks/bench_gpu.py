@@ -32,7 +32,7 @@ from tests.core.fake_nvml import GIB, ROOT, FakeNvml, build, gpu
 
 CHILD = r"""
 import ctypes, dataclasses, json, os, statistics, sys, time
-import trainwatch_lab.core.gpu as gpumod
+import trainwatch_lab.core.gpu.source as gpumod
 from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.core.model import Sample
 

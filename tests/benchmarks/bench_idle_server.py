@@ -10,7 +10,8 @@ with ``record_idle_stop`` off (before: the sampler runs from the start, always) 
 here 5 s so the warm-up is short; the idle look runs every 10 s as by default), both with
 the process discovery off, so that a training process elsewhere on a shared machine cannot
 wake it while it is measured; and once as shipped (discovery on), saying what woke it. Then the
-idle look itself: one procfs pass of core.training's Scanner over this machine's processes
+idle look itself: one procfs pass of core.processes.discovery's Scanner over this machine's
+processes
 (what the look costs every ``record_idle_check_s``), median thread CPU of 20 passes.
 """
 
@@ -25,8 +26,8 @@ import time
 
 from tests.benchmarks.common import Config, Row, TreeCpu, fmt_ms, jupyter_server
 from trainwatch_lab.core.defaults import DEFAULTS
+from trainwatch_lab.core.processes.discovery import Scanner
 from trainwatch_lab.core.record import Store
-from trainwatch_lab.core.training import Scanner
 
 GROUP = "idle-server"
 IDLE_AFTER_S = 5.0

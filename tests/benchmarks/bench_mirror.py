@@ -113,7 +113,7 @@ def helpers_cpu() -> float:
     total = 0.0
     for child in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
-            if "trainwatch_lab.core.worker" in " ".join(child.cmdline()):
+            if "trainwatch_lab.core.worker.main" in " ".join(child.cmdline()):
                 t = child.cpu_times()
                 total += t.user + t.system
     return total

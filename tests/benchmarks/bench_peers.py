@@ -57,7 +57,7 @@ SAMPLER_SCRIPT = r"""
 import sys, time
 from trainwatch_lab.monitor import make_sampler
 if sys.argv[2] == "disks":  # iostat's scope: /proc/diskstats only, no paths/process/advice
-    from trainwatch_lab.core.diskstats import DiskStatsSource
+    from trainwatch_lab.core.storage.diskstats import DiskStatsSource
     from trainwatch_lab.core.sampler import Sampler
     sampler = Sampler([DiskStatsSource()], interval=1.0)
 else:

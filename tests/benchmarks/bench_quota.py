@@ -28,9 +28,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from tests.benchmarks.common import Config, Row, fmt_ms, percentile
-from trainwatch_lab.core import quota_tools
 from trainwatch_lab.core.defaults import DEFAULTS
-from trainwatch_lab.core.quota import read_quotas
+from trainwatch_lab.core.storage import quota_tools
+from trainwatch_lab.core.storage.quota import read_quotas
 
 GROUP = "quota"
 FAKE_LFS = """#!/bin/sh

@@ -3,7 +3,7 @@ cost at the chosen rate, and the accuracy table of item 4.
 
 ``python -m tests.benchmarks.bench_waits [--quick] [--cost]`` prints one markdown table (as
 root: the accuracy rows mount sshfs behind a 25 ms link and a loop ext4; --cost: part 2
-only). The loop being watched is tests/core/waitloop.py in a child process, which records
+only). The loop being watched is tests/core/processes/waitloop.py in a child process, which records
 every storage call it makes: the truth each reported fraction is compared with, per 1 s
 tick and over the whole run.
 
@@ -34,10 +34,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from tests.benchmarks.common import Config, Row
-from tests.core import waitloop
+from tests.core.processes import waitloop
 from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.core.model import PathState, ProcessIO, Sample
-from trainwatch_lab.core.waits import WaitSource
+from trainwatch_lab.core.processes.waits import WaitSource
 
 RATES = (5, 10, 20, 50, 100, 200)
 GROUP = "waits"
@@ -200,7 +200,7 @@ def cost(cfg: Config) -> list[Row]:
 IN_PROCESS = r"""
 import json, os, sys, threading, time
 from trainwatch_lab.core.model import PathState, ProcessIO, Sample
-from trainwatch_lab.core.waits import WaitSource
+from trainwatch_lab.core.processes.waits import WaitSource
 seconds = float(sys.argv[1])
 source = WaitSource()
 def tick():

@@ -1,5 +1,5 @@
 """Issue 15, item 4's table: reported fraction against the loop's own figure, as the tests
-check it (tests/core/test_waits_accuracy.py), with every number printed.
+check it (tests/core/processes/test_waits_accuracy.py), with every number printed.
 
 Needs root (mounts); each row says "skip" with the reason otherwise. Also one row the tests do
 not assert: reads from the loop ext4 without the IOPS limit, where a 64 KiB read takes
@@ -18,7 +18,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from tests.benchmarks.common import Config, Row
-from tests.core import waitloop
+from tests.core.processes import waitloop
 from trainwatch_lab.core.model import Sample
 from trainwatch_lab.monitor import make_sampler
 

@@ -11,13 +11,14 @@ import psutil
 import pytest
 
 from tests.support import fakehost
-from trainwatch_lab.core import hostfs, mounts
-from trainwatch_lab.core.diskstats import DiskStatsSource
-from trainwatch_lab.core.guard import MountGuard
+from trainwatch_lab.core import hostfs
+from trainwatch_lab.core.guard.guard import MountGuard
 from trainwatch_lab.core.model import Sample
-from trainwatch_lab.core.mounts import classify, mount_for_path, read_mounts
+from trainwatch_lab.core.processes.discovery import Scanner, process_identity
 from trainwatch_lab.core.record.location import choose
-from trainwatch_lab.core.training import Scanner, process_identity
+from trainwatch_lab.core.storage import mounts
+from trainwatch_lab.core.storage.diskstats import DiskStatsSource
+from trainwatch_lab.core.storage.mounts import classify, mount_for_path, read_mounts
 
 HOST = hostfs.HostFS("/host/proc", "/host/sys", "/host/root")
 
@@ -137,7 +138,7 @@ def test_the_guard_looks_under_the_rootfs_and_answers_host_paths(
 
 def test_the_host_s_procfs_elsewhere_is_watched_for_changes(tmp_path: Path) -> None:
     """/host/proc/1/mountinfo is procfs too: one poll() per tick tells whether it changed, as
-    for our own /proc (core.mounts), instead of reading the whole table every tick."""
+    for our own /proc (core.storage.mounts), instead of reading the whole table every tick."""
     (tmp_path / "host").mkdir()
     (tmp_path / "host" / "proc").symlink_to("/proc")  # procfs at another path
     table = str(tmp_path / "host" / "proc" / "self" / "mountinfo")

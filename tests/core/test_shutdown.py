@@ -27,9 +27,9 @@ from typing import Any
 import pytest
 
 from tests.support.mounts import wait_until
-from trainwatch_lab.core import guard_helper, path_look, path_watch, paths_source
 from trainwatch_lab.core.defaults import DEFAULTS
-from trainwatch_lab.core.guard import (
+from trainwatch_lab.core.guard import helper as guard_helper
+from trainwatch_lab.core.guard.guard import (
     PROBE_LANE,
     MountGuard,
     MountUnresponsive,
@@ -37,9 +37,12 @@ from trainwatch_lab.core.guard import (
     WorkerUnavailable,
 )
 from trainwatch_lab.core.model import Sample
-from trainwatch_lab.core.mounts import mount_for_path, read_mounts
-from trainwatch_lab.core.paths_source import PathsSource
+from trainwatch_lab.core.paths import look as path_look
+from trainwatch_lab.core.paths import source as paths_source
+from trainwatch_lab.core.paths import watch as path_watch
+from trainwatch_lab.core.paths.source import PathsSource
 from trainwatch_lab.core.sampler import Sampler
+from trainwatch_lab.core.storage.mounts import mount_for_path, read_mounts
 
 REPO = Path(__file__).resolve().parents[2]
 DOCUMENTED = (MountUnresponsive, WorkerUnavailable, WorkerFailed)
@@ -197,7 +200,7 @@ def test_closing_a_source_with_scans_and_probes_in_flight_is_quiet(
 
 
 class _CloseInside:
-    """Stands in for ``json`` in core.guard_helper: the first request for ``op`` closes the guard
+    """Stands in for ``json`` in core.guard.helper: the first request for ``op`` closes the guard
     between the call's checks and its write, where the race of the CI run landed."""
 
     def __init__(self, guard: MountGuard, op: str) -> None:
@@ -295,7 +298,7 @@ SCRIPT = textwrap.dedent(
     """
     import random, sys, time
     from dataclasses import replace
-    from trainwatch_lab.core import path_watch
+    from trainwatch_lab.core.paths import watch as path_watch
     from trainwatch_lab.core.defaults import DEFAULTS
     from trainwatch_lab.monitor import make_sampler
 

@@ -275,7 +275,7 @@ def test_a_paused_share_is_refused_without_calling_save(
 ) -> None:
     """Every touch of the directory but the save itself goes through the mount guard: a share
     that does not answer costs the timeout and an error, never a hang."""
-    from trainwatch_lab.core.guard import MountUnresponsive
+    from trainwatch_lab.core.guard.guard import MountUnresponsive
     from trainwatch_lab.fix import checkpoint
 
     monkeypatch.setattr(checkpoint, "PLAN_TIMEOUT_S", 1.0)

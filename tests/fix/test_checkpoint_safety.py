@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.mounts import SshfsMount, wait_until
-from trainwatch_lab.core.guard import MountGuard, MountUnresponsive
+from trainwatch_lab.core.guard.guard import MountGuard, MountUnresponsive
 from trainwatch_lab.fix.checkpoint import save_checkpoint
 from trainwatch_lab.fix.checkpoint_partial import COMMIT_BYTES_PER_S, PARTIAL, host_tag
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.mounts import SshfsMount, wait_until
-from trainwatch_lab.core.guard import MountGuard
+from trainwatch_lab.core.guard.guard import MountGuard
 from trainwatch_lab.fix import mirror_plan as mp
 from trainwatch_lab.fix.mirror import Mirror, local_mirror
 from trainwatch_lab.fix.mirror_lock import ShareInUse

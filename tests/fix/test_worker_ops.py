@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from trainwatch_lab.core import worker_files
-from trainwatch_lab.core.guard import MountGuard
+from trainwatch_lab.core.guard.guard import MountGuard
 from trainwatch_lab.core.identity import process_home
+from trainwatch_lab.core.worker import files as worker_files
 
 
 @pytest.fixture

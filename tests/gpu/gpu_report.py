@@ -89,7 +89,7 @@ def part_versions(nvml: Any) -> None:
 
 def part_memory(nvml: Any) -> None:
     """Two processes hold 1 and 3 GiB: NVML's PIDs against theirs, each one's memory."""
-    from trainwatch_lab.core.gpu import GpuSource
+    from trainwatch_lab.core.gpu.source import GpuSource
     from trainwatch_lab.core.model import Sample
 
     print("== two processes holding 1 and 3 GiB")
@@ -119,8 +119,8 @@ def part_memory(nvml: Any) -> None:
 
 def part_duty(nvml: Any, seconds: float = 10.0) -> None:
     """200 ms on / 800 ms off: the per-tick utilization against the sample buffer's mean."""
-    from trainwatch_lab.core import gpu_util
-    from trainwatch_lab.core.gpu import GpuSource
+    from trainwatch_lab.core.gpu import utilization as gpu_util
+    from trainwatch_lab.core.gpu.source import GpuSource
     from trainwatch_lab.core.model import Sample
 
     print("== duty-cycled kernel, 200 ms on / 800 ms off")

@@ -16,11 +16,11 @@ import time
 from typing import Any
 
 from trainwatch_lab.core.defaults import DEFAULTS
-from trainwatch_lab.core.gpu import GpuSource
-from trainwatch_lab.core.gpu_procs import compute_processes
+from trainwatch_lab.core.gpu.procs import compute_processes
+from trainwatch_lab.core.gpu.source import GpuSource
 from trainwatch_lab.core.model import Sample
 
-# every NVML function trainwatch_lab calls (core.gpu*, through pynvml or its own ctypes)
+# every NVML function trainwatch_lab calls (core.gpu.source*, through pynvml or its own ctypes)
 SYMBOLS = (
     "nvmlInitWithFlags",
     "nvmlDeviceGetCount_v2",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.mounts import wait_until
-from trainwatch_lab.notebook.dashboard import TrainWatch
+from trainwatch_lab.notebook.dashboard.widget import TrainWatch
 from trainwatch_lab.notebook.export import ExportError
 
 

@@ -265,7 +265,7 @@ def test_a_mistyped_subcommand_gets_a_hint(line: str, hint: str | None) -> None:
 
 
 def test_gpu_takes_gpu_and_mig_uuids() -> None:
-    """``%trainwatch --gpu`` shares core.gpu_select's syntax: indices and UUIDs."""
+    """``%trainwatch --gpu`` shares core.gpu.select's syntax: indices and UUIDs."""
     opts = parse_options("--gpu MIG-4f1c,1,GPU-8f3a")
     assert (opts.gpu, opts.gpus) == (True, [1, "MIG-4f1c", "GPU-8f3a"])
     assert GpuState(1, 1, "GPU-zz", "H100") in opts.gpus

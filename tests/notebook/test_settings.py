@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from IPython.core.error import UsageError
 
-from trainwatch_lab.notebook.dashboard import TrainWatch
+from trainwatch_lab.notebook.dashboard.widget import TrainWatch
 from trainwatch_lab.notebook.options import parse_options
 from trainwatch_lab.notebook.settings import as_path_list, check_settings
 

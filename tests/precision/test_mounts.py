@@ -230,7 +230,7 @@ def write(path: Path, size: int) -> None:
 
 def lightning(run: Path, save: int) -> None:
     """Lightning's default layout (ModelCheckpoint under the logger's version directory),
-    six saves and the last.ckpt copy; tests/core/test_checkpoint_layouts.py writes it with
+    six saves and the last.ckpt copy; tests/core/storage/test_checkpoint_layouts.py writes it with
     Lightning itself."""
     ckpts = run / "lightning_logs" / "version_0" / "checkpoints"
     for step in range(1, 7):

@@ -8,7 +8,6 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.prometheus.conftest import http_get
-from trainwatch_lab.core.diskstats import DiskStatsSource, parse_diskstats
 from trainwatch_lab.core.model import (
     Alert,
     CheckpointInfo,
@@ -19,6 +18,7 @@ from trainwatch_lab.core.model import (
     ProcessIO,
     Sample,
 )
+from trainwatch_lab.core.storage.diskstats import DiskStatsSource, parse_diskstats
 from trainwatch_lab.monitor import make_sampler
 from trainwatch_lab.prometheus.metrics import SampleCollector, exposition, families
 from trainwatch_lab.prometheus.names import BY_NAME, SPECS, metrics_table

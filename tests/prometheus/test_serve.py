@@ -18,7 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.prometheus.conftest import ROOT, env, free_port, http_get, wait_for
-from trainwatch_lab.core.probe import host_tag
+from trainwatch_lab.core.storage.probe import host_tag
 
 
 def tw(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

@@ -1,6 +1,7 @@
 """How runs end, for real, into a store: a script dying of a full disk on a loop ext4 under
 ``watch --record``, and a memory cgroup for OOM kills. Shared by the tests of ``why``
-(tests/record/test_why.py) and of the notebook's replay (tests/notebook/test_replay.py)."""
+(tests/record/test_why.py) and of the notebook's replay
+(tests/notebook/dashboard/test_replay.py)."""
 
 from __future__ import annotations
 

@@ -220,8 +220,8 @@ def test_only_readings_of_the_same_filesystem_and_size_are_past(tmp_path) -> Non
     """Sizes are recorded in 4 KiB steps, so a size that is no multiple of 4 KiB still
     matches; a directory under a quota (its own size) on the same mount, or another mount,
     is not this filesystem's free space. Read once per fill_past_refresh_s, at most."""
-    from trainwatch_lab.core.mounts import mount_for_path, read_mounts
     from trainwatch_lab.core.record.past import RecordedPast
+    from trainwatch_lab.core.storage.mounts import mount_for_path, read_mounts
 
     store = str(tmp_path / "history.sqlite")
     mount = mount_for_path(str(tmp_path), read_mounts()).mountpoint

@@ -86,7 +86,7 @@ def test_a_detached_run_is_listed_and_can_be_hidden(tmp_path: Path) -> None:
             timeout=30_000,
         )
         # its time lost to storage (issue 15): all of it, on its logdir; measured on the
-        # server (core.waits), worded in the row
+        # server (core.processes.waits), worded in the row
         lost = row.locator(".jp-TrainWatch-processWait")
         lost.first.wait_for(timeout=30_000)
         page.wait_for_function(

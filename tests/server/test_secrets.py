@@ -14,8 +14,8 @@ import pytest
 from traitlets import TraitError
 
 from trainwatch_lab.advice.notify import check_target
+from trainwatch_lab.core.processes.discovery import short_command
 from trainwatch_lab.core.redact import redact
-from trainwatch_lab.core.training import short_command
 from trainwatch_lab.server.config import ServerSettings
 
 from .test_handlers import API

@@ -1,5 +1,5 @@
 """Tiny training setups in the real frameworks, for tests that run them in a child process
-(tests/core/test_checkpoint_layouts.py, tests/integrations/test_callbacks.py): the child's
+(tests/core/storage/test_checkpoint_layouts.py, tests/integrations/test_callbacks.py): the child's
 environment, a Lightning module, a Hugging Face dataset, Trainer arguments and callbacks that
 space the saves apart, a Keras callback doing the same.
 

@@ -13,13 +13,13 @@ Fixtures (each calls need_root()/need_tool(): skip on a laptop, FAIL under CI=tr
   ``.resume()`` (SIGSTOP/SIGCONT the sftp-server: the mount stops answering, like a dead NFS
   server). Teardown resumes before unmounting, so no process stays stuck.
 
-Helpers: ``guard_helpers()`` (live core.guard helper processes of this test process, to
+Helpers: ``guard_helpers()`` (live core.guard.guard helper processes of this test process, to
 check that a dead mount piles nothing up), ``wait_until(predicate, timeout)``,
 ``is_mounted(path)``.
 
 ``Mounted`` and ``SshfsMount`` are ``os.PathLike`` (``os.fspath(m) == str(m.path)``).
 Never touch a paused mount from the test process itself: a ``stat`` there hangs the test;
-go through core.guard (that is what it is for).
+go through core.guard.guard (that is what it is for).
 """
 
 from __future__ import annotations
@@ -80,13 +80,13 @@ def unmount(path: str | os.PathLike[str], fuse: bool = False) -> None:
 
 
 def guard_helpers() -> list[psutil.Process]:
-    """The core.guard helper processes of this test process that still run (stuck included):
+    """The core.guard.guard helper processes of this test process that still run (stuck included):
     the way to check that a dead mount causes no pile-up of helpers."""
     found = []
     for child in psutil.Process().children(recursive=False):
         with contextlib.suppress(psutil.Error):
             cmd = " ".join(child.cmdline())
-            if "trainwatch_lab.core.worker" in cmd and child.status() != psutil.STATUS_ZOMBIE:
+            if "trainwatch_lab.core.worker.main" in cmd and child.status() != psutil.STATUS_ZOMBIE:
                 found.append(child)
     return found
 

@@ -10,9 +10,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..core.defaults import DEFAULTS, Defaults
-from ..core.fill import PastReadings, fill_filesystems
 from ..core.history import History
 from ..core.model import SEVERITY_RANK, Alert, ProbeResult, Sample
+from ..core.storage.fill import PastReadings, fill_filesystems
 from .context import Context, Detector
 from .headline import headline
 from .registry import all_detectors
@@ -35,7 +35,7 @@ class Advisor:
         self.detectors = list(detectors)
         self.defaults = defaults
         self._baseline = baseline
-        self.past = past  # recorded free space older than the history (core.fill.with_past)
+        self.past = past  # recorded free space older than the history (core.storage.fill.with_past)
         self._state: dict[str, Any] = {}
 
     def __call__(self, sample: Sample, history: History) -> list[Alert]:

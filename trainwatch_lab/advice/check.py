@@ -1,6 +1,6 @@
 """One-shot diagnosis of paths: ``trainwatch-lab check`` and the server's ``GET check``.
 
-``core.inspection.inspect_paths`` inspects the paths concurrently under one deadline: a dead
+``core.paths.inspection.inspect_paths`` inspects the paths concurrently under one deadline: a dead
 mount costs the timeout once, never a hang (a mount that answers may add the checkpoint
 scan's and the probe's budgets, each capped at the timeout); a path that did not come back in
 time is reported unresponsive from the mount table alone. Here: the verdict and the report.
@@ -13,11 +13,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.defaults import DEFAULTS, Defaults
-from ..core.guard import MountGuard
+from ..core.guard.guard import MountGuard
 from ..core.history import History
-from ..core.inspection import inspect_paths
 from ..core.model import SEVERITY_RANK, Alert, PathState, ProbeResult, Sample, Verdict
-from ..core.paths import SPECIAL_FILE_TYPES, normalise
+from ..core.paths.inspection import inspect_paths
+from ..core.paths.names import SPECIAL_FILE_TYPES, normalise
 from .advisor import Advisor
 from .registry import stateless_detectors
 

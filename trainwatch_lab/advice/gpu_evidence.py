@@ -67,7 +67,7 @@ def _fstype_of(path: str, owner: PathState | None) -> str | None:
     if owner is not None and owner.fstype:
         return owner.fstype
     try:  # /proc/self/mountinfo only: never touches the (maybe dead) filesystem
-        from ..core.mounts import mount_for_path, read_mounts
+        from ..core.storage.mounts import mount_for_path, read_mounts
 
         return mount_for_path(path, read_mounts()).fstype
     except Exception:
@@ -113,7 +113,8 @@ def main_thread_clause(sample: Sample) -> tuple[str | None, PathState | None]:
 
 
 def process_clause(mt: dict | None, sample: Sample) -> tuple[str | None, PathState | None]:
-    """Where another process's main thread is blocked (core.threadwait.task_wait: no frame,
+    """Where another process's main thread is blocked (core.processes.threadwait.task_wait: no
+    frame,
     the system call and its file), and the watched path it hits."""
     if not mt or not mt.get("blocked"):
         return None, None

@@ -6,7 +6,7 @@ just as well. Storage starves the GPU only when all three hold over the window: 
 reads of the watched process tree are most of its data device's reads (the device serves
 *our* reads, not somebody else's or our checkpoint writes), those reads wait long (read
 await), and the loaders - the DataLoader workers, or the main thread when there are none -
-sleep on files much of the time (core.waits catches them in a read system call: D state on
+sleep on files much of the time (core.processes.waits catches them in a read system call: D state on
 the device). Workers that hardly wait on files while the loop waits on them are CPU-bound:
 more workers help there, faster storage does not.
 """
@@ -108,7 +108,7 @@ def _reads(ctx: Context, since: float, side: str) -> float | None:
 
 
 def _waits(ctx: Context, since: float, pid: str, feed: Feed) -> None:
-    """Who loads the data and how much of the time it slept on file reads (core.waits)."""
+    """Who loads the data and how much of the time it slept on file reads (core.processes.waits)."""
     paths = sorted(ctx.sample.paths)
 
     def total(side: str) -> float | None:

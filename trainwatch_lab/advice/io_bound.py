@@ -1,6 +1,7 @@
 """io-bound: the training loop spends a share of its time waiting on one watched path.
 
-core.waits measures, per tick, the fraction of the interval the main thread slept in a system
+core.processes.waits measures, per tick, the fraction of the interval the main thread slept in a
+system
 call on a file under each path (and its workers, apart); this rule averages it over
 ``io_bound_window_s`` so that one checkpoint save is no verdict. TensorFlow's input-pipeline
 analysis calls 5 % of step time "moderately" and 20 % "highly" input-bound: the same cut-offs
@@ -16,7 +17,7 @@ from itertools import pairwise
 from ..core.defaults import Defaults
 from ..core.history import History
 from ..core.model import Alert, PathState, Sample
-from ..core.paths import printable
+from ..core.paths.names import printable
 from .context import Context, Detector
 from .text import fmt_duration, fmt_pct, short_path
 

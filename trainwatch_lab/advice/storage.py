@@ -13,8 +13,8 @@ import os
 from collections.abc import Callable, Iterator
 
 from ..core.defaults import Defaults
-from ..core.fill import can_fill, filesystem_key, is_trend
 from ..core.model import Alert, PathState, ProbeResult, Sample
+from ..core.storage.fill import can_fill, filesystem_key, is_trend
 from .context import Context, Detector, stateless, stateless_only
 from .devices import DEVICE_DETECTORS
 from .text import (
@@ -93,7 +93,7 @@ def _watched(sample: Sample) -> Iterator[tuple[str, PathState]]:
 
 
 def _filesystems(sample: Sample) -> Iterator[tuple[list[str], PathState]]:
-    """The answering watched paths grouped by filesystem (core.fill's key: the same free
+    """The answering watched paths grouped by filesystem (core.storage.fill's key: the same free
     space), each with the first one's state: a fact about free space is one warning per
     filesystem, naming every watched path on it (sorted), with the path watched longest
     as its subject (paths keep the order they were added: a new one changes no subject)."""
@@ -321,7 +321,7 @@ def disk_almost_full(ctx: Context) -> Iterator[Alert]:
 
 
 def disk_filling(ctx: Context) -> Iterator[Alert]:
-    """Free space running out within the horizon, at a rate that has lasted (core.fill)."""
+    """Free space running out within the horizon, at a rate that has lasted (core.storage.fill)."""
     d = ctx.defaults
     for paths, p in _filesystems(ctx.sample):
         fill = p.fill

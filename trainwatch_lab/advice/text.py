@@ -165,12 +165,13 @@ def warning_count_text(severities: Iterable[str]) -> str:
 
 
 def fill_text(fill: FillState | None) -> str:
-    """A filesystem's fill as every surface words it (core.fill computes it once per tick)."""
+    """A filesystem's fill as every surface words it (core.storage.fill computes it once per
+    tick)."""
     if fill is None:
         return "fill rate: unknown"
     if fill.trend == "filling" and fill.rate_bps is not None:
         return f"filling at {fmt_rate(fill.rate_bps)}, full in {fmt_duration(fill.seconds_to_full)}"
-    if fill.trend == "filling":  # core.fill.believed: no trend yet, so no numbers
+    if fill.trend == "filling":  # core.storage.fill.believed: no trend yet, so no numbers
         return "space going down (no trend yet)"
     if fill.trend == "freeing" and fill.rate_bps is not None:
         return f"being freed at {fmt_rate(-fill.rate_bps)}"
@@ -182,7 +183,7 @@ def fill_text(fill: FillState | None) -> str:
 def fill_columns(fill: FillState | None) -> tuple[str, str]:
     """The same fill as two table cells, FILL RATE and FULL IN (``watch``)."""
     if fill is not None and fill.trend == "filling" and fill.rate_bps is None:
-        return "going down", "-"  # no trend yet (core.fill.believed)
+        return "going down", "-"  # no trend yet (core.storage.fill.believed)
     if fill is None or fill.rate_bps is None or fill.trend in ("measuring", "steady"):
         return ("-" if fill is None or fill.trend == "measuring" else "steady"), "-"
     if fill.trend == "freeing":

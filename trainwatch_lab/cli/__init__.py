@@ -4,7 +4,7 @@ run, one module each.
 Exit codes: 0 nothing of severity ``warning`` or above, 1 at least one such warning,
 2 bad usage (one line on stderr, never a traceback; for ``check`` also a path that can never
 exist, verdict ``missing``), 130 interrupted. A path not created yet is no bad usage: it is
-judged on the filesystem it will be created on (core.paths.judge), with a note.
+judged on the filesystem it will be created on (core.paths.names.judge), with a note.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from ..advice.storage import comparison, same_storage, storage_of
 from ..advice.text import fmt_bytes, fmt_ms
 from ..core.defaults import DEFAULTS
 from ..core.model import PathState, ProbeResult
-from ..core.paths import printable
+from ..core.paths.names import printable
 from .common import PROG, RAW, dumps, print_alert, seconds, table, user_paths
 
 EPILOG = """\

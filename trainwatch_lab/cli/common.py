@@ -17,7 +17,7 @@ from typing import Any, NoReturn, TextIO
 from ..core import hostfs
 from ..core.defaults import DEFAULTS
 from ..core.model import Alert, json_safe
-from ..core.paths import normalise, printable
+from ..core.paths.names import normalise, printable
 from ..core.usage import parse_seconds, unknown_option
 
 PROG = "trainwatch-lab"
@@ -104,8 +104,8 @@ def require_running(number: int, flag: str) -> None:
 
 
 def gpu_selection(text: str) -> list[int | str]:
-    """``--gpu``: the one parser every surface shares (core.defaults.parse_gpu_selection)."""
-    from ..core.defaults import parse_gpu_selection
+    """``--gpu``: the one parser every surface shares (core.gpu.select.parse_gpu_selection)."""
+    from ..core.gpu.select import parse_gpu_selection
 
     try:
         return parse_gpu_selection(text) or []
@@ -142,7 +142,8 @@ def notifier(args: argparse.Namespace) -> Any:
 
 
 def user_paths(raw: Sequence[str]) -> list[str]:
-    """The PATH arguments, normalised like every surface does (core.paths.normalise), once each."""
+    """The PATH arguments, normalised like every surface does (core.paths.names.normalise), once
+    each."""
     out = []
     for p in raw:
         if not p.strip():
@@ -156,10 +157,10 @@ def user_paths(raw: Sequence[str]) -> list[str]:
 def refuse_impossible(paths: Sequence[str]) -> None:
     """A path no logdir can ever be created at (a file in the way, a symlink loop, a name too
     long) is bad input, and so is one that is no storage (a device, a FIFO, /proc: see
-    ``core.paths.judge``). A path that does not exist yet under a directory is fine, and so
+    ``core.paths.names.judge``). A path that does not exist yet under a directory is fine, and so
     is a mount that does not answer: that is what ``watch`` is for, it gets its warning."""
-    from ..core.guard import MountUnresponsive, WorkerFailed, WorkerUnavailable, default_guard
-    from ..core.paths import locate
+    from ..core.guard.guard import MountUnresponsive, WorkerFailed, WorkerUnavailable, default_guard
+    from ..core.paths.names import locate
 
     for path in paths:
         try:

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-from ..core.paths import printable
+from ..core.paths.names import printable
 from ..core.usage import parse_when
 from .common import RAW, UsageError, dumps, table
 from .record import add_store, store_path

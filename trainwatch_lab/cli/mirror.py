@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from ..core.paths import normalise, printable
+from ..core.paths.names import normalise, printable
 from .common import PROG, RAW, UsageError, seconds, stop_signals
 
 EPILOG = """\
@@ -67,7 +67,7 @@ def add_parser(sub: Any) -> None:
 
 def _start_mirror(args: argparse.Namespace) -> Any:
     """A running Mirror, or UsageError (one line) for a LOCAL or SHARE it cannot use."""
-    from ..core.guard import default_guard
+    from ..core.guard.guard import default_guard
     from ..fix import scratch
     from ..fix.mirror import Mirror, check_share
 

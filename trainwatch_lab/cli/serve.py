@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from ..core.defaults import DEFAULTS
-from ..core.paths import printable
+from ..core.paths.names import printable
 from .common import (
     PROG,
     RAW,

@@ -9,7 +9,7 @@ from typing import Any, TextIO
 from ..advice.text import fill_columns, fmt_bytes, fmt_pct, fmt_rate
 from ..core.defaults import MB_PER_MIB
 from ..core.model import Sample, path_devices
-from ..core.paths import printable
+from ..core.paths.names import printable
 from .common import dumps, print_alert, table
 
 

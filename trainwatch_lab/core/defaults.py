@@ -22,7 +22,7 @@ class Defaults:
     max_watched_paths: int = 64  # each costs a statvfs per tick and a helper per mount
     history_s: float = 3600.0  # kept per series in the server
     window_s: float = 600.0  # shown in charts
-    # mount access (every call that can touch a mount goes through core.guard)
+    # mount access (every call that can touch a mount goes through core.guard.guard)
     mount_timeout_s: float = 2.0
     # exports (CSV) are written by a guard helper: this long, plus 1 s per this many bytes
     export_timeout_s: float = 10.0
@@ -142,7 +142,7 @@ class Defaults:
     # uncorrectable ECC errors above this count are an error (any one is)
     gpu_error_keep_s: float = 600.0
     gpu_ecc_uncorrected_max: int = 0
-    # time lost to storage (core.waits, issue 15): observations of the watched process's
+    # time lost to storage (core.processes.waits, issue 15): observations of the watched process's
     # main thread per second (its sleep time itself is exact, from schedstat: these only say
     # what it slept on); chosen from the accuracy/cost curve of tests/benchmarks/bench_waits.py
     wait_rate_hz: float = 10.0
@@ -166,7 +166,7 @@ class Defaults:
     # worker processes that spend this much of their time waiting on storage feed the loop
     # slower than they could (a verdict on its own: the loop's wait is on a pipe, not a file)
     io_bound_workers: float = 0.50
-    # training processes outside the notebook (core.training_source)
+    # training processes outside the notebook (core.processes.source)
     training_scan_every_s: float = 3.0  # "within a few seconds": a script started now is listed
     training_cpu_share: float = 0.01  # the scan's CPU, at most, however many processes run
     max_training_processes: int = 8  # rows, each with its own I/O reader
@@ -200,7 +200,7 @@ class Defaults:
     notify_backoff_s: float = 2.0  # first wait before a retry, doubled each time ...
     notify_backoff_max_s: float = 120.0  # ... up to this
     notify_queue: int = 100
-    # quotas only a tool reads (core.quota_tools: Lustre's `lfs quota`, NFS rquota through
+    # quotas only a tool reads (core.storage.quota_tools: Lustre's `lfs quota`, NFS rquota through
     # `quota`): each tool runs on its own thread, at most every quota_tool_every_s (one RPC
     # to the servers per run, not one per tick); the first read of a mount waits this long
     # for it, later reads never wait (they get the last answer); a run is killed after
@@ -277,15 +277,3 @@ PARAM_MAX = PATH_MAX
 # checkpoint files by name: torch.save / Lightning / Accelerate / Hugging Face (.pt .pth .ckpt
 # .safetensors .bin), Keras 3 (.keras whole models, .weights.h5 weights)
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors", ".bin", ".h5", ".keras")
-
-
-def parse_gpu_selection(text: str) -> list[int | str] | None:
-    """The ``--gpu`` syntax of every surface (the magics, ``serve``, ``c.TrainWatch.gpu``):
-    ``0,1`` -> [0, 1] (indices as CUDA sees them), ``0,MIG-4f1c`` -> [0, "MIG-4f1c"] (GPU or
-    MIG UUIDs, or unique prefixes of them), ``none``/``off`` -> [] (GPU monitoring off). The
-    result is a list (core.gpu_select.GpuSelection) whose ``gpu in selection`` takes a GPU
-    row. Raises ValueError with the one line to show; each surface wraps it in its own usage
-    error."""
-    from .gpu_select import parse
-
-    return parse(text)

@@ -70,7 +70,8 @@ def flatten(sample: Sample) -> Iterator[tuple[SeriesKey, float]]:
 
 
 def _waits(pr: ProcessIO) -> Iterator[tuple[SeriesKey, float]]:
-    """Time lost to storage (core.waits): ``("wait", path, "main")`` and ``"workers"``, and
+    """Time lost to storage (core.processes.waits): ``("wait", path, "main")`` and ``"workers"``,
+    and
     per system call ``"main:fsync"``, so a cell or a chart window can total them."""
     for side, waits, calls in (
         ("main", pr.waits, pr.wait_calls),

@@ -21,7 +21,7 @@ from typing import Any
 
 from .defaults import DEFAULTS
 
-# the arguments of a guard helper's operations that name a path (core.worker.OPS), and the
+# the arguments of a guard helper's operations that name a path (core.worker.main.OPS), and the
 # fields of their answers that do: translated at the guard, the one door to the filesystem
 PATH_ARGS = ("path", "directory")
 PATH_LIST_ARGS = ("skip_dirs",)

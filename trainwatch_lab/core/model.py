@@ -129,7 +129,7 @@ FillTrend = Literal["measuring", "filling", "steady", "freeing"]
 @dataclass(slots=True)
 class FillState:
     """How fast the free space of one filesystem shrinks: computed once per tick in Python
-    (core.fill) and shared by every watched path on that filesystem, so the rule, the CLI,
+    (core.storage.fill) and shared by every watched path on that filesystem, so the rule, the CLI,
     the notebook and the panel all show the same numbers."""
 
     filesystem: str  # its mount point
@@ -189,9 +189,9 @@ class PathState:
     checked_at: str | None = None
     note: str | None = None  # one line the user should read with the numbers (not yet there...)
     # where a path found by process discovery came from, one line per reason:
-    # "pid 4242 `python train.py --lr 3e-4`, event file" (core.training); empty otherwise
+    # "pid 4242 `python train.py --lr 3e-4`, event file" (core.processes.discovery); empty otherwise
     labels: list[str] = field(default_factory=list)
-    # the quota that binds here (core.quota): {kind, id, name, limit_bytes, used_bytes,
+    # the quota that binds here (core.storage.quota): {kind, id, name, limit_bytes, used_bytes,
     # inode_limit, inodes_used}; set only when it leaves less than the filesystem, and then
     # avail_bytes (and the inode figures) are what it leaves
     quota: dict[str, Any] | None = None
@@ -245,7 +245,8 @@ class ProcessIO:
     read_bytes_s: float
     write_bytes_s: float
     main_thread: dict[str, Any] | None = None  # where the main thread waits (GPU issue)
-    # time lost to storage (core.waits): watched path -> fraction (0-1) of the last interval
+    # time lost to storage (core.processes.waits): watched path -> fraction (0-1) of the last
+    # interval
     # the main thread slept in a system call on a file under it; every watched path is a
     # key while measured (0.0 included), none while not (see notes["waits"])
     waits: dict[str, float] = field(default_factory=dict)
@@ -270,7 +271,7 @@ class ProcessIO:
 
 @dataclass(slots=True)
 class TrainingProcess:
-    """A training process found on this machine (core.training): a script in a terminal,
+    """A training process found on this machine (core.processes.discovery): a script in a terminal,
     under tmux or nohup, that holds a GPU or writes event files or checkpoints. One row of
     the panel; ``paths`` are the directories it made the sampler watch."""
 
@@ -284,7 +285,8 @@ class TrainingProcess:
     gpus: list[int] | None = None
     gpu_mem_bytes: int | None = None  # over the visible GPUs, from NVML's process list
     io: ProcessIO | None = None  # its process tree's I/O rates
-    # where its main thread waits (core.threadwait.task_wait): state, wchan, syscall, fd_path
+    # where its main thread waits (core.processes.threadwait.task_wait): state, wchan, syscall,
+    # fd_path
     main_thread: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -315,12 +317,12 @@ class GpuState:
     lost: bool = False
     xid_errors: list[int] = field(default_factory=list)  # XID events NVML reported this tick
     ecc_uncorrected: int | None = None  # volatile uncorrectable ECC errors (since driver load)
-    # which physical GPU this row is (core.gpu_numbering): its PCI bus id (with uuid and
+    # which physical GPU this row is (core.gpu.numbering): its PCI bus id (with uuid and
     # nvml_index, what `nvidia-smi -i` takes), and what ``index`` rests on: "uuid",
     # "pci-order" or "assumed" (mixed models in CUDA's fastest-first order)
     pci_bus_id: str | None = None
     index_basis: str = "pci-order"
-    # MIG (core.gpu_mig): None where the driver cannot say; per instance its uuid, gpu and
+    # MIG (core.gpu.mig): None where the driver cannot say; per instance its uuid, gpu and
     # compute instance ids and memory (NVML gives no utilization for MIG instances)
     mig_mode: bool | None = None
     mig: list[dict[str, Any]] = field(default_factory=list)
@@ -359,7 +361,8 @@ class Sample:
     # server only: running kernel id -> {pid, cwd, name, execution_state, io, gpu_mem_bytes}
     kernels: dict[str, dict[str, Any]] = field(default_factory=dict)
     headline: Headline | None = None  # set by the Advisor with the warnings
-    # training processes found on this machine (core.training), by pid; empty without discovery
+    # training processes found on this machine (core.processes.discovery), by pid; empty without
+    # discovery
     processes: list[TrainingProcess] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:

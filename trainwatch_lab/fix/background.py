@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..core.defaults import DEFAULTS
-from ..core.paths import printable
+from ..core.paths.names import printable
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +208,7 @@ _in_flight: list[SaveHandle | None] = [None]  # the latest background save
 @atexit.register
 def _wait_at_exit() -> None:
     """Exit waits for a background save in flight, at most ``DEFAULTS.save_exit_wait_s``
-    (registered after core.guard's handler, so it runs first, while the helpers are there)."""
+    (registered after core.guard.guard's handler, so it runs first, while the helpers are there)."""
     handle = _in_flight[0]
     if handle is None or handle.done():
         return

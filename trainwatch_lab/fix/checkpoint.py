@@ -25,10 +25,10 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal, overload
 
-from ..core.guard import MountGuard, MountUnresponsive, default_guard
-from ..core.mounts import mount_for_path, read_mounts
-from ..core.paths import normalise, printable
-from ..core.space import space_fields
+from ..core.guard.guard import MountGuard, MountUnresponsive, default_guard
+from ..core.paths.names import normalise, printable
+from ..core.storage.mounts import mount_for_path, read_mounts
+from ..core.storage.space import space_fields
 from . import checkpoint_manifest as manifest
 from .background import SaveHandle, claim, run_claimed, skipped, start_claimed
 from .checkpoint_partial import (
@@ -51,7 +51,7 @@ PLAN_TIMEOUT_S = 10.0
 class SaveUnresponsive(OSError, MountUnresponsive):
     """The share did not answer during a save. An OSError (ETIMEDOUT), so that ``except
     OSError`` around a save catches it like any other failed write, and still a
-    ``MountUnresponsive``. (core.guard's own ``MountUnresponsive`` stays no OSError: its
+    ``MountUnresponsive``. (core.guard.guard's own ``MountUnresponsive`` stays no OSError: its
     callers tell "this path is bad" (OSError) from "this mount hangs" by that difference.)"""
 
     def __init__(self, exc: MountUnresponsive) -> None:

@@ -4,7 +4,7 @@ only its own saves of the same series, never a file it did not write (the user's
 
 ``.trainwatch-saves.json`` in the save directory maps each name a save landed under to the
 series it belongs to (the regular expression its names match) and when it landed. It is
-rewritten atomically (core.worker_files.op_write_text) after every save and removal; an
+rewritten atomically (core.worker.files.op_write_text) after every save and removal; an
 unreadable one counts as empty (nothing is removed then, which is safe). Saves made before
 this manifest existed are not in it and are never removed.
 """

@@ -2,7 +2,7 @@
 the caller's ``save`` writes there (or on a local disk first, checkpoint_stage), the guard's
 helper fsyncs and renames the result over the real name, and whatever an interrupted save
 left (SIGKILL, a crash, the helper killed mid-commit) is found by name afterwards: an
-earlier save moved aside is put back, the rest removed (core.worker_saves)."""
+earlier save moved aside is put back, the rest removed (core.worker.saves)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ..core.guard import MountGuard
+from ..core.guard.guard import MountGuard
 from ..core.identity import home_tag, pid_alive
-from ..core.paths import printable
-from ..core.worker_saves import tree_bytes
+from ..core.paths.names import printable
+from ..core.worker.saves import tree_bytes
 from . import scratch
 from .checkpoint_stage import remove_stage, stage_for
 
@@ -56,7 +56,7 @@ def stale(directory: str, names: list[str]) -> list[dict[str, Any]]:
 
 def discard(guard: MountGuard, key: str, items: list[dict[str, Any]]) -> None:
     """Best effort, like ``remove``: an earlier save an interrupted commit moved aside is
-    put back first (core.worker_saves.op_discard_partials)."""
+    put back first (core.worker.saves.op_discard_partials)."""
     if not items:
         return
     try:

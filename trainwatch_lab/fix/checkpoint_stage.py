@@ -5,7 +5,7 @@ stuck in the kernel until it answers: no timeout, no signal and no interpreter e
 out (a thread in ``fsync`` on a paused sshfs keeps the process from ending). So for a
 directory on a shared mount (judged from the mount table, never by touching it) the
 caller's ``save`` writes into a private directory on a local disk with room, and the
-guard's helper copies that onto the share (core.worker_saves.op_copy_in) before the usual
+guard's helper copies that onto the share (core.worker.saves.op_copy_in) before the usual
 fsync and rename there. The helper is another process: a share that hangs costs it, and
 the save a timeout, never the training process. When no local disk has room for the last
 save, ``save`` writes to the share directly, as before.
@@ -18,7 +18,7 @@ import os
 import shutil
 import tempfile
 
-from ..core.guard import MountGuard
+from ..core.guard.guard import MountGuard
 from . import scratch
 
 STAGE_DIR = "trainwatch-saves"

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from ..core.defaults import DEFAULTS
-from ..core.guard import MountGuard, MountUnresponsive, default_guard
-from ..core.mounts import mount_for_path, read_mounts
-from ..core.paths import normalise, printable
+from ..core.guard.guard import MountGuard, MountUnresponsive, default_guard
+from ..core.paths.names import normalise, printable
+from ..core.storage.mounts import mount_for_path, read_mounts
 from . import mirror_plan as mp
 from . import scratch
 from .mirror_exit import register as _register

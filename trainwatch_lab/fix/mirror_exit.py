@@ -140,6 +140,6 @@ def sync_all() -> None:
 @atexit.register
 def close_all() -> None:
     """One bounded final sync for all mirrors, then they stop (registered after
-    core.guard's own atexit handler, so it runs first, while the helpers are still
+    core.guard.guard's own atexit handler, so it runs first, while the helpers are still
     there)."""
     _bounded(lambda m, left: m.close(timeout=left))

@@ -3,7 +3,7 @@ directory), so a second mirror of the same destination, from this host or anothe
 refused instead of tearing the first one's files.
 
 The file (``.trainwatch-mirror-share.lock``, never a copied name) is created exclusively by
-the guard's helper (core.worker_files.op_claim_share) and refreshed while the mirror runs;
+the guard's helper (core.worker.files.op_claim_share) and refreshed while the mirror runs;
 its holder releases it at ``close``. One left by a process that died is taken over: at once
 when that process was on this host (same hostname, boot and pid namespace: two containers
 with one hostname are two hosts), else once it was not refreshed for
@@ -19,7 +19,7 @@ from typing import Any
 
 from ..core.defaults import DEFAULTS
 from ..core.identity import process_home
-from ..core.paths import printable
+from ..core.paths.names import printable
 from .mirror_plan import SHARE_LOCK, TMP_PREFIX
 
 

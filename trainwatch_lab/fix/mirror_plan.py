@@ -10,7 +10,7 @@ not read at all. Anything else (a rewrite anywhere, a new inode, a shrink, a SQL
 database, which is rewritten in place) is copied whole into a fresh temporary name on the
 share, fsync'ed and renamed over the old copy, so a reader there (TensorBoard) sees the old
 file or the new one, never half of one. An append never creates a file: a copy gone from
-the share, or shorter than it should be, is copied whole (core.worker_files).
+the share, or shorter than it should be, is copied whole (core.worker.files).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..core.worker_files import DIGEST_BYTES  # the helper's digests are compared with ours
+from ..core.worker.files import DIGEST_BYTES
 
 CHUNK_BYTES = 4 * 1024 * 1024  # one item of a copy call at most
 BATCH_BYTES = 4 * 1024 * 1024  # bytes per call through the guard
@@ -195,7 +195,7 @@ def share_temp(share_dir: str, rel: str) -> str:
 
 
 def items(job: Job, local_dir: str, share_dir: str) -> Iterator[dict[str, Any]]:
-    """The copy call's items for one job (core.worker.op_copy_ranges), in order."""
+    """The copy call's items for one job (core.worker.main.op_copy_ranges), in order."""
     src = os.path.join(local_dir, job.file.rel)
     dst = os.path.join(share_dir, job.file.rel)
     target = dst if job.append else share_temp(share_dir, job.file.rel)

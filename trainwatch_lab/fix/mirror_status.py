@@ -6,7 +6,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..core.paths import printable
+from ..core.paths.names import printable
 from .space import fmt_size
 
 

@@ -2,7 +2,7 @@
 
 The whole point of the mirror is that training writes to storage that cannot stall, so its
 local directory must be on a local block device (or in memory, when nothing else is there):
-a mount is judged from the mount table (core.mounts), never by touching it. The directory's
+a mount is judged from the mount table (core.storage.mounts), never by touching it. The directory's
 name comes from the share's path, so a restarted kernel finds its earlier copy and resumes;
 a lock file keeps two processes of one host out of the same directory.
 """
@@ -17,11 +17,11 @@ import os
 import re
 import tempfile
 
-from ..core.guard import MountGuard, default_guard
-from ..core.mount_facts import MountFacts
-from ..core.mounts import mount_for_path, read_mounts
-from ..core.paths import normalise, printable
-from ..core.space import space_fields
+from ..core.guard.guard import MountGuard, default_guard
+from ..core.paths.names import normalise, printable
+from ..core.storage.mount_facts import MountFacts
+from ..core.storage.mounts import mount_for_path, read_mounts
+from ..core.storage.space import space_fields
 from .mirror_plan import LOCK_PREFIX
 
 MIRROR_DIR = "trainwatch-mirror"

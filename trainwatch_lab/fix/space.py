@@ -1,6 +1,6 @@
 """Will the next checkpoint fit? The one rule, and a watch that answers without waiting.
 
-The next save needs about as much room as the last one (``core.space.scan_checkpoints``
+The next save needs about as much room as the last one (``core.storage.space.scan_checkpoints``
 finds it, whatever the framework's layout). ``save_checkpoint`` asks right before it writes
 (it is about to touch that disk anyway); a framework callback asks ``SpaceWatch``, which
 measures on its own daemon thread through the mount guard, so a checkpoint hook costs a
@@ -18,12 +18,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..core.defaults import DEFAULTS
-from ..core.guard import MountGuard, MountUnresponsive, WorkerFailed, WorkerUnavailable
-from ..core.guard import default_guard as _default_guard
-from ..core.mounts import mount_for_path, read_mounts
-from ..core.path_look import scan_checkpoints_guarded
-from ..core.paths import normalise, printable
-from ..core.space import space_fields
+from ..core.guard.guard import MountGuard, MountUnresponsive, WorkerFailed, WorkerUnavailable
+from ..core.guard.guard import default_guard as _default_guard
+from ..core.paths.look import scan_checkpoints_guarded
+from ..core.paths.names import normalise, printable
+from ..core.storage.mounts import mount_for_path, read_mounts
+from ..core.storage.space import space_fields
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from ..advice.check import run_check
 from ..core.defaults import DEFAULTS
 from ..core.model import Alert
-from ..core.paths import normalise
+from ..core.paths.names import normalise
 from ..fix.report import report
 from ..fix.space import SPACE_EVERY_S, CheckpointWontFit, SpaceWatch, fmt_size
 

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.paths import normalise
+from ..core.paths.names import normalise
 from ..fix.checkpoint import directory_of_pattern
 
 # attribute -> what it is, in the order we report them

@@ -3,21 +3,21 @@
 Why: the notebook's working directory may sit on the very share that stopped answering. An
 ``open``/``write`` there sleeps uninterruptibly; a thread stuck like that can never be
 reclaimed and keeps the kernel from exiting. The guard's helper process writes instead
-(core.worker ``write_text``: temp file, fsync, rename, so the user's file is old or new,
+(core.worker.main ``write_text``: temp file, fsync, rename, so the user's file is old or new,
 never half) and is abandoned at the deadline; the caller gets one clear line.
 """
 
 from __future__ import annotations
 
 from ..core.defaults import DEFAULTS, Defaults
-from ..core.guard import (
+from ..core.guard.guard import (
     PROBE_LANE,
     MountUnresponsive,
     WorkerFailed,
     WorkerUnavailable,
     default_guard,
 )
-from ..core.mounts import mount_for_path, read_mounts
+from ..core.storage.mounts import mount_for_path, read_mounts
 
 
 class ExportError(OSError):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import sys
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -20,38 +19,16 @@ from ..advice.notify import make_notifier
 from ..advice.text import warning_count_text
 from ..core.defaults import DEFAULTS, Defaults
 from ..core.model import Alert
-from ..core.paths import normalise
-from .cell_run import Body, run_body
+from ..core.paths.names import normalise
+from .cell.run import Body, run_body
 from .discover import Found, discover
+from .fix_status import mirror_lines
 from .inline import InlineAlerts, attach, detach
 from .options import Options
 from .quick_check import check_and_show
 from .warnings_html import SEVERITY_LABEL, sort_alerts
 
 NOT_RUNNING = "trainwatch: not running (start it with %trainwatch [PATH ...])"
-
-
-def fix_module(name: str) -> Any:
-    """``trainwatch_lab.fix.<name>`` when something in this kernel imported it, else None:
-    without it no mirror or save can exist, and looking must not import it."""
-    return sys.modules.get(f"trainwatch_lab.fix.{name}")
-
-
-def mirror_statuses() -> list[Any]:
-    """A MirrorStatus per ``local_mirror`` of this kernel (%trainwatch status, the dashboard)."""
-    module = fix_module("mirror")
-    return [] if module is None else [m.status() for m in module.active_mirrors()]
-
-
-def save_status() -> Any:
-    """The checkpoint save in flight and the last one (fix.background.SaveStatus), or None."""
-    module = fix_module("background")
-    return None if module is None else module.checkpoint_status()
-
-
-def mirror_lines() -> list[str]:
-    """One status line per ``local_mirror`` of this kernel."""
-    return [f"  {st.text()}" for st in mirror_statuses()]
 
 
 def scope_text(paths: int) -> str:
@@ -109,7 +86,7 @@ class KernelWatch:
 
     # -- live dashboard ---------------------------------------------------------------
     def start(self, opts: Options) -> Any:
-        from .dashboard import TrainWatch
+        from .dashboard.widget import TrainWatch
 
         paths = [normalise(p) for p in opts.all_paths]
         paths += [p for p in self.discovered if p not in paths]
@@ -141,7 +118,7 @@ class KernelWatch:
         ends within ``replay_wait_s`` without a history is one printed line (where we looked,
         how to record) and no widget; a slower read shows the widget, which fills in. The
         live dashboard, if any, goes on untouched."""
-        from .replay import Replay
+        from .dashboard.replay import Replay
 
         view = Replay(opts.since, opts.until, defaults=self.defaults)
         if view.wait(self.defaults.replay_wait_s) and view.error is not None:
@@ -166,7 +143,7 @@ class KernelWatch:
             notifier.close(timeout=0)
 
     def status(self) -> str:
-        from .snapshot import latency_text, mount_text
+        from .dashboard.snapshot import latency_text, mount_text
 
         dash = self.dashboard
         if dash is None:
@@ -220,7 +197,7 @@ class KernelWatch:
 
     # -- %%trainwatch -----------------------------------------------------------------
     def run_cell_watched(self, opts: Options, body: Body) -> Any:
-        from .cell import CellWatch
+        from .cell.magic import CellWatch
 
         paths = [normalise(p) for p in opts.all_paths]
         sampler, owned = self._cell_sampler(opts, paths)
@@ -252,7 +229,7 @@ class KernelWatch:
     def _cell_sampler(self, opts: Options, paths: list[str]) -> tuple[Any, bool]:
         """The sampler a ``%%trainwatch`` cell records from, and whether the cell owns it:
         the live dashboard's (the cell's paths added to it), else a new one of its own."""
-        from .dashboard import new_sampler
+        from .dashboard.widget import new_sampler
 
         dash = self.dashboard
         if dash is not None and not dash.stopped:

@@ -15,7 +15,7 @@ from typing import Any
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
-from .cell_run import compile_body
+from .cell.run import compile_body
 from .kernel_watch import KernelWatch
 from .options import Options, help_text, parse_request, subcommand_hint
 from .quick_check import path_notes

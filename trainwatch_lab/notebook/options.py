@@ -23,7 +23,8 @@ from typing import Literal
 from IPython.core.error import UsageError
 
 from ..advice.notify import FORMATS, check_target
-from ..core.defaults import DEFAULTS, parse_gpu_selection
+from ..core.defaults import DEFAULTS
+from ..core.gpu.select import parse_gpu_selection
 from ..core.usage import parse_seconds
 from ..core.usage import unknown_option as shared_unknown_option
 from .settings import MAX_WINDOW_S, MIN_WINDOW_S, check_settings
@@ -207,7 +208,7 @@ class Options:
     logdir: str | None = None
     interval: float = DEFAULTS.interval_s
     window: float = DEFAULTS.window_s
-    gpus: list[int | str] | None = None  # None: all GPUs (core.gpu_select selectors)
+    gpus: list[int | str] | None = None  # None: all GPUs (core.gpu.select selectors)
     gpu: bool = True
     probe: bool = True
     notify_url: str | None = None
@@ -267,7 +268,7 @@ def parse_interval(text: str) -> float:
 def parse_gpus(text: str) -> list[int | str] | None:
     """``0,1`` -> [0, 1]; ``0,MIG-4f1c`` -> [0, "MIG-4f1c"] (GPU or MIG UUIDs); ``none``/``off``
     -> [] (GPU monitoring off): the one ``--gpu`` syntax every surface shares
-    (core.defaults.parse_gpu_selection)."""
+    (core.gpu.select.parse_gpu_selection)."""
     try:
         return parse_gpu_selection(text)
     except ValueError as exc:

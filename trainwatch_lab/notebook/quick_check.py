@@ -14,7 +14,7 @@ from typing import Any
 
 from ..core.defaults import DEFAULTS, Defaults
 from ..core.model import Alert
-from ..core.paths import normalise
+from ..core.paths.names import normalise
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ def path_notes(paths: Sequence[str]) -> list[str]:
     created yet is watched where it will be ("not created yet; checked at /mnt/share/runs").
     The paths were accepted already (settings.check_path): a lookup that fails now only
     costs its note."""
-    from ..core.paths import locate, printable
+    from ..core.paths.names import locate, printable
     from .settings import PATH_CHECK_TIMEOUT_S
 
     lines = []

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..core.defaults import DEFAULTS
-from ..core.paths import normalise
+from ..core.paths.names import normalise
 
 log = logging.getLogger(__name__)
 
@@ -45,13 +45,13 @@ def as_path_list(paths: Any) -> list[str]:
 
 def check_path(path: str) -> str:
     """Reject a path that cannot exist (a file is in the way) or is no storage (a device, a
-    FIFO, /proc: core.paths.judge, as the CLI and the server judge it); returns its key.
+    FIFO, /proc: core.paths.names.judge, as the CLI and the server judge it); returns its key.
 
-    The lookup goes through the mount guard (core.paths.locate), so a dead mount costs at
+    The lookup goes through the mount guard (core.paths.names.locate), so a dead mount costs at
     most PATH_CHECK_TIMEOUT_S here, and then the path is accepted: the sampler will report
     the mount as unresponsive, off the main thread.
     """
-    from ..core.paths import locate, printable
+    from ..core.paths.names import locate, printable
 
     if not isinstance(path, str) or not path or "\x00" in path:
         raise ValueError(f"bad path {path!r}")
@@ -61,7 +61,7 @@ def check_path(path: str) -> str:
     except Exception:  # unresponsive mount, helper unavailable: not the user's input error
         log.debug("trainwatch: could not check %s", key, exc_info=True)
         return key
-    if where.refusal is not None:  # core.paths.judge: a file in the way, /dev, a FIFO
+    if where.refusal is not None:  # core.paths.names.judge: a file in the way, /dev, a FIFO
         raise ValueError(printable(where.refusal))
     return key
 

@@ -39,8 +39,8 @@ from prometheus_client.registry import CollectorRegistry
 
 from ..core.defaults import DEFAULTS
 from ..core.model import Sample
-from ..core.probe import host_tag
 from ..core.sampler import Sampler
+from ..core.storage.probe import host_tag
 from .metrics import SampleCollector, disk_counters
 from .webconfig import WebConfig
 

@@ -28,9 +28,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..advice.check import verdict_for
-from ..core.diskstats import SECTOR_BYTES, DiskCounters
-from ..core.gpu_select import as_selection
+from ..core.gpu.select import as_selection
 from ..core.model import PathState, Sample
+from ..core.storage.diskstats import SECTOR_BYTES, DiskCounters
 from .names import BY_NAME, SPECS
 
 Latest = Callable[[], Sample | None]
@@ -99,7 +99,7 @@ def _filesystem_labels(p: PathState) -> tuple[str, str, str]:
 
 
 def _filesystems(sample: Sample) -> dict[str, PathState]:
-    """One watched path per filesystem (the first, as core.fill takes it), storage only."""
+    """One watched path per filesystem (the first, as core.storage.fill takes it), storage only."""
     seen: dict[str, PathState] = {}
     for p in sample.paths.values():
         if p.mountpoint and p.kind != "pseudo" and p.mountpoint not in seen:

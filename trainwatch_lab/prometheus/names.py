@@ -135,7 +135,7 @@ SPECS: tuple[Spec, ...] = (
         PATH,
         "When the newest checkpoint save was written (Unix time).",
     ),
-    # trainwatch: one fill estimate per filesystem (core.fill)
+    # trainwatch: one fill estimate per filesystem (core.storage.fill)
     _s(
         "trainwatch_filesystem_fill_rate_bytes_per_second",
         "gauge",

@@ -134,7 +134,8 @@ def space_rules(d: Defaults) -> list[Rule]:
 
 
 def filling_rules(d: Defaults) -> list[Rule]:
-    """disk-filling: core.fill's estimate, and core.fill.is_trend's "has lasted" in PromQL."""
+    """disk-filling: core.storage.fill's estimate, and core.storage.fill.is_trend's "has lasted" in
+    PromQL."""
     ttf = "trainwatch_filesystem_seconds_to_full"
     lasted = (
         f"  and on(instance, mountpoint) trainwatch_filesystem_fill_points >= {d.fill_min_points}\n"

@@ -13,9 +13,10 @@ from traitlets import Bool, Float, HasTraits, Int, List, TraitError, Unicode, Un
 from traitlets.config import Configurable
 
 from ..advice.notify import FORMATS, Notifier, check_target, make_notifier
-from ..core.defaults import DEFAULTS, parse_gpu_selection
+from ..core.defaults import DEFAULTS
+from ..core.gpu.select import parse_gpu_selection
+from ..core.processes.source import MAX_PATHS, MAX_PROCESSES
 from ..core.redact import redact
-from ..core.training_source import MAX_PATHS, MAX_PROCESSES
 from ..prometheus.rules import WINDOW
 
 log = logging.getLogger(__name__)
@@ -220,7 +221,7 @@ class ServerSettings(Configurable):
 
     @property
     def gpu_selection(self) -> list[int | str] | None:
-        """The GPUs to show (core.gpu_select.GpuSelection; ``gpu in selection`` takes a GPU
+        """The GPUs to show (core.gpu.select.GpuSelection; ``gpu in selection`` takes a GPU
         row), None for all."""
         return parse_gpu_selection(self.gpu) if isinstance(self.gpu, str) else None
 

@@ -22,7 +22,7 @@ from tornado import web
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from ..advice.check import run_check
-from ..core.guard import MountUnresponsive, WorkerFailed, WorkerUnavailable
+from ..core.guard.guard import MountUnresponsive, WorkerFailed, WorkerUnavailable
 from ..core.limits import (
     PARAM_MAX,
     REQUEST_BODY_MAX,
@@ -32,7 +32,7 @@ from ..core.limits import (
     path_problem,
     shown,
 )
-from ..core.paths import Located, locate
+from ..core.paths.names import Located, locate
 from .hub import SETTINGS_KEY, Hub, dumps, path_key
 
 API = "trainwatch-lab/api"
@@ -103,7 +103,7 @@ def parse_bool(name: str, value: str | None, default: bool) -> bool:
 
 
 def judge_new_path(key: str, timeout: float) -> Located:
-    """Asks the mount's helper process (core.paths.locate, judged by core.paths.judge as
+    """Asks the mount's helper process (core.paths.names.locate, judged by core.paths.names.judge as
     the CLI and the notebook judge it), so a dead mount raises MountUnresponsive within
     ``timeout`` instead of leaving a server thread stuck in stat."""
     return locate(key, timeout=timeout)

@@ -25,11 +25,11 @@ from dataclasses import replace
 from typing import Any
 
 from ..core.defaults import DEFAULTS
-from ..core.diskstats import DiskCounters
 from ..core.history import History, capacity_for
 from ..core.model import Sample, dumps
+from ..core.processes.discovery import process_identity
 from ..core.sampler import Sampler, Source
-from ..core.training import process_identity
+from ..core.storage.diskstats import DiskCounters
 from ..fix.mirror_files import MirrorFiles
 from ..monitor import Discovery, GpuMemory, make_sampler
 from ..prometheus.metrics import disk_counters

@@ -95,7 +95,7 @@ class KernelsSource:
 
     def _io_of(self, kid: str, pid: int, t: float) -> dict[str, Any] | None:
         try:
-            from ..core.process import ProcessIOSource
+            from ..core.processes.io import ProcessIOSource
         except ImportError:  # until the process source lands
             return None
         held = self._io.get(kid)

@@ -10,7 +10,7 @@ the end of a run is there: every ``record_look_every_s`` (1 s) while someone loo
 When nothing has been worth recording for that long (and the sampler ran at least
 ``record_idle_after_s``), the recording lets go of the lease, so an idle server costs
 nothing: the hub stops the sampler, and every ``record_idle_check_s`` looks for a training
-process (one procfs pass of core.training's Scanner, on a worker thread) or a busy kernel
+process (one procfs pass of core.processes.discovery's Scanner, on a worker thread) or a busy kernel
 (the kernel manager's own table). What it finds, or a sample that shows something worth
 recording while a panel keeps the sampler running, takes the lease again; so does a kernel
 started or ended meanwhile, for the ``record_idle_after_s`` its events need. Both moments are
@@ -26,8 +26,8 @@ from dataclasses import replace
 from typing import Any
 
 from ..core.model import Sample
+from ..core.processes.discovery import Scanner
 from ..core.record import Event, Recorder, choose
-from ..core.training import Scanner
 from .kernels import kernel_pids
 
 log = logging.getLogger(__name__)

@@ -21,8 +21,8 @@ from jupyter_server.utils import url_path_join
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from tornado import web
 
-from ..core.diskstats import DiskCounters
 from ..core.model import Sample
+from ..core.storage.diskstats import DiskCounters
 from ..prometheus.metrics import exposition
 from .handlers import AUTH_RESOURCE
 from .hub import SETTINGS_KEY, Hub

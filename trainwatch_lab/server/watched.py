@@ -2,7 +2,7 @@
 
 Paths carry roles: ``root`` (the Jupyter root dir), ``kernel:<id>`` (a kernel's working
 directory), ``process:<pid>`` (a directory of a training process found on the machine:
-core.training_source) and ``user`` (added in the panel). A path is watched while it has a
+core.processes.source) and ``user`` (added in the panel). A path is watched while it has a
 role; a path the user removed is not re-added automatically until they add it again.
 Kernel and process roles are updated from the sampler thread, the user's from the event
 loop: one lock guards the table, and ``on_change`` (the running paths source) is told when
@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 
-from ..core.paths import normalise
+from ..core.paths.names import normalise
 
 path_key = normalise  # the agreed key (handlers import it under this name)
 OnChange = Callable[[str, bool], None]  # (path, watched now)

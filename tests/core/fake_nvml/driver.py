@@ -15,8 +15,9 @@ import json
 import sys
 import time
 
-from trainwatch_lab.core.defaults import DEFAULTS, parse_gpu_selection
-from trainwatch_lab.core.gpu import GpuSource
+from trainwatch_lab.core.defaults import DEFAULTS
+from trainwatch_lab.core.gpu.select import parse_gpu_selection
+from trainwatch_lab.core.gpu.source import GpuSource
 from trainwatch_lab.core.model import Sample
 
 

@@ -15,8 +15,8 @@ import os
 from typing import Any
 
 from .. import hostfs
-from ..mounts import classify, mount_for_path, read_mounts
-from ..training import stat_fields
+from ..processes.discovery import stat_fields
+from ..storage.mounts import classify, mount_for_path, read_mounts
 
 CGROUP_DIR = "fs/cgroup"  # under /sys
 KMSG = "/dev/kmsg"

@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 from ..model import Sample
-from ..training import process_identity
+from ..processes.discovery import process_identity
 from . import ended
 from .proc_connector import ProcExits
 from .store import Event

@@ -2,7 +2,7 @@
 
 SQLite's locking is unsafe on network filesystems (its own FAQ), and a home directory on
 NFS is common on clusters, so the directory is chosen with our own mount classification
-(core.mounts.classify, from /proc/self/mountinfo: nothing touches the candidate, which may
+(core.storage.mounts.classify, from /proc/self/mountinfo: nothing touches the candidate, which may
 sit on a dead mount): the first candidate on a local, memory or overlay filesystem that no
 other user owns or may write in wins, and passing over one says why in a note.
 
@@ -19,7 +19,7 @@ import stat
 from dataclasses import dataclass
 
 from .. import hostfs
-from ..mounts import classify, mount_for_path, read_mounts
+from ..storage.mounts import classify, mount_for_path, read_mounts
 
 APP_DIR = "trainwatch-lab"
 SAFE_KINDS = ("local", "memory", "overlay")

@@ -16,7 +16,7 @@ import os
 import time
 from collections import defaultdict
 
-from ..training import stat_fields
+from ..processes.discovery import stat_fields
 from . import codec
 from .store import Columns, Store
 

@@ -2,8 +2,8 @@
 
 The kernel's sampler and the Jupyter server's sampler judge the same filesystem; one that
 started watching in the middle of a fill has less of it in its own History. ``RecordedPast``
-is the ``past`` reader of core.fill.with_past: it reads the ``avail_bytes`` recorded for any
-path on the same filesystem (core.fill's key: the mountpoint, and the size, so a directory
+is the ``past`` reader of core.storage.fill.with_past: it reads the ``avail_bytes`` recorded for any
+path on the same filesystem (core.storage.fill's key: the mountpoint, and the size, so a directory
 under a project quota is not mixed with its disk) from the store, read-only.
 
 Why it is safe on the sampler thread: the store is on a local filesystem by construction
@@ -21,8 +21,8 @@ import os
 from dataclasses import dataclass, replace
 
 from ..defaults import DEFAULTS, Defaults
-from ..fill import FilesystemKey
-from ..mounts import mount_for_path, read_mounts
+from ..storage.fill import FilesystemKey
+from ..storage.mounts import mount_for_path, read_mounts
 from .codec import BYTES_QUANTUM
 from .store import Store
 

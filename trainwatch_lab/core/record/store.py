@@ -91,7 +91,7 @@ class Event:
 
 def _identity() -> str | None:
     """This process's start ticks (with its pid, who it is: a reused pid is someone else)."""
-    from ..training import stat_fields
+    from ..processes.discovery import stat_fields
 
     fields = stat_fields(os.getpid(), "/proc")  # our own process: our own /proc
     return str(fields[1]) if fields else None

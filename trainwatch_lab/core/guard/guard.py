@@ -1,0 +1,298 @@
+"""Run mount-touching calls in helper processes that the caller can abandon.
+
+A ``statvfs``/``stat``/write on a network mount whose server stopped answering blocks in
+uninterruptible sleep: no timeout, no signal ends it, and the blocked process cannot even
+exit until the server answers. So no such call ever runs in our process: each mount gets a
+helper process (core.worker.main, started with ``subprocess.Popen`` rather than fork because we
+live in Jupyter kernels full of threads). When a call does not answer in time:
+
+- the mount is reported unresponsive (``MountUnresponsive``),
+- the helper is killed (it dies whenever the syscall returns) and abandoned, never waited on,
+- while it is still alive every new call on that mount fails at once: no pile-up of stuck
+  processes, one at most per mount and lane,
+- once it has exited, the next call starts a fresh helper.
+
+Calls are keyed by mount point (``mounts.mount_for_path(p).mountpoint``) and by lane: the
+probe runs in its own lane so that a two-second probe never delays the per-tick statvfs.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import signal
+import subprocess
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from .. import hostfs
+from ..defaults import DEFAULTS
+from .helper import HelperDied, HelperProcess, HelperTimeout
+
+PROBE_LANE = "probe"
+TERM_GRACE_S = 5.0  # a probe helper gets SIGTERM (it removes its temp file), SIGKILL later
+
+
+class MountUnresponsive(Exception):
+    """The filesystem did not answer within the timeout (or is still stuck from before)."""
+
+    def __init__(self, key: str, op: str, timeout_s: float, since: float | None = None):
+        self.key, self.op, self.timeout_s = key, op, timeout_s
+        self.since = since if since is not None else time.monotonic()
+        super().__init__(f"no answer within {timeout_s:.1f} s ({op})")
+
+
+class WorkerUnavailable(RuntimeError):
+    """The helper process could not serve the call (still starting, or crashed). Says
+    nothing about the mount itself."""
+
+
+class WorkerFailed(RuntimeError):
+    """The operation raised something other than OSError inside the helper."""
+
+
+@dataclass
+class _Stuck:
+    worker: HelperProcess
+    op: str
+    timeout_s: float
+    since: float
+    signalled: float
+    killed: bool
+
+
+def _raise_remote(msg: dict[str, Any]) -> None:
+    err = msg.get("error") or {}
+    if err.get("errno") is not None:
+        exc = OSError(err["errno"], err.get("strerror") or err.get("message"))
+        if err.get("filename") is not None:
+            exc.filename = err["filename"]
+        raise exc
+    raise WorkerFailed(f"{err.get('type', 'Error')}: {err.get('message', '')}")
+
+
+class MountGuard:
+    """Thread-safe gate for every call that can touch a mount. See the module docstring."""
+
+    def __init__(self, timeout_s: float = DEFAULTS.mount_timeout_s) -> None:
+        self.timeout_s = float(timeout_s)
+        self._lock = threading.Lock()
+        self._workers: dict[tuple[str, str], HelperProcess] = {}
+        self._stuck: dict[str, list[_Stuck]] = {}
+        self._closed = False
+        _LIVE_GUARDS.add(self)
+
+    # -- state -------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        """True once close() was called (unload, interpreter exit): every call fails with
+        WorkerUnavailable from then on, and threads still running may end quietly."""
+        return self._closed
+
+    def _reap(self, key: str) -> _Stuck | None:
+        """Forget stuck helpers that have exited; escalate SIGTERM to SIGKILL after the grace
+        period. Returns the oldest one still alive. Caller holds ``self._lock``."""
+        alive = []
+        for s in self._stuck.get(key, []):
+            if s.worker.proc.poll() is not None:
+                continue
+            if not s.killed and time.monotonic() - s.signalled > TERM_GRACE_S:
+                s.worker.signal(signal.SIGKILL)
+                s.killed = True
+            alive.append(s)
+        if alive:
+            self._stuck[key] = alive
+        else:
+            self._stuck.pop(key, None)
+        return alive[0] if alive else None
+
+    def is_stuck(self, key: str) -> bool:
+        """True while a helper that timed out on this mount is still alive."""
+        with self._lock:
+            return self._reap(key) is not None
+
+    def stuck_pids(self, key: str | None = None) -> list[int]:
+        with self._lock:
+            keys = [key] if key is not None else list(self._stuck)
+            return [s.worker.pid for k in keys if self._reap(k) for s in self._stuck.get(k, [])]
+
+    def live_pids(self) -> list[int]:
+        """Every helper process of this guard still running, stuck ones included."""
+        with self._lock:
+            pids = [w.pid for w in self._workers.values() if w.proc.poll() is None]
+            for key in list(self._stuck):
+                if self._reap(key):
+                    pids.extend(s.worker.pid for s in self._stuck[key])
+            return pids
+
+    def known_pids(self) -> list[int]:
+        """Helpers started and not yet forgotten, without asking which are still alive."""
+        with self._lock:
+            pids = [w.pid for w in self._workers.values()]
+            pids.extend(s.worker.pid for stuck in self._stuck.values() for s in stuck)
+            return pids
+
+    # -- calls -------------------------------------------------------------------------
+    def prestart(self, key: str, lane: str = "main") -> None:
+        """Start the helper now so that the first real call does not pay for its start."""
+        with self._lock:
+            if not self._closed and self._reap(key) is None:
+                self._worker(key, lane)
+
+    def _worker(self, key: str, lane: str) -> HelperProcess:
+        w = self._workers.get((key, lane))
+        if w is None or w.dead or w.proc.poll() is not None:
+            if w is not None:
+                w.close()
+            w = HelperProcess(key, lane)
+            self._workers[(key, lane)] = w
+        return w
+
+    def call(
+        self,
+        key: str,
+        op: str,
+        *,
+        timeout: float | None = None,
+        lane: str = "main",
+        what: str | None = None,
+        **args: Any,
+    ) -> Any:
+        """Run ``op`` (see core.worker.main.OPS) for the mount ``key``; never longer than
+        ``timeout``.
+
+        ``what`` names the call in MountUnresponsive's message (default: ``op``). Raises
+        MountUnresponsive (now, or still stuck from an earlier call), OSError as raised inside
+        the helper, WorkerUnavailable or WorkerFailed. Paths in and out are the host's
+        (core.hostfs: under the rootfs prefix for the helper, as the host names them back).
+        """
+        host = hostfs.current()
+        args = host.helper_args(args)
+        what = what or op
+        timeout = self.timeout_s if timeout is None else float(timeout)
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            if self._closed:
+                raise WorkerUnavailable("guard is closed")
+            stuck = self._reap(key)
+            if stuck is not None:
+                raise MountUnresponsive(key, stuck.op, stuck.timeout_s, stuck.since)
+            w = self._worker(key, lane)
+        if not w.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            # the call before ours on this mount is itself taking the whole timeout
+            raise MountUnresponsive(key, what, timeout)
+        try:
+            msg = self._exchange(w, op, args, what, timeout, deadline)
+        finally:
+            w.end()
+            w.lock.release()
+        if not msg.get("ok"):
+            _raise_remote(msg)
+        return host.helper_answer(msg.get("result"))
+
+    def _exchange(
+        self,
+        w: HelperProcess,
+        op: str,
+        args: dict[str, Any],
+        what: str,
+        timeout: float,
+        deadline: float,
+    ) -> dict[str, Any]:
+        """``call``'s request and answer on ``w`` (the caller holds ``w.lock`` and calls
+        ``w.end()`` afterwards); a timeout or a dead helper raised as ``call`` says."""
+        key, lane = w.key, w.lane
+        if not w.begin():  # marked stuck, replaced or closed while we waited for it
+            with self._lock:
+                stuck = self._reap(key)
+            if stuck is not None:
+                raise MountUnresponsive(key, stuck.op, stuck.timeout_s, stuck.since)
+            if self._closed:
+                raise WorkerUnavailable("guard is closed")
+            raise WorkerUnavailable("helper process was replaced; try again")
+        try:
+            return w.request(op, args, deadline)
+        except HelperTimeout:
+            if not w.ready:
+                raise WorkerUnavailable(
+                    f"helper process did not start within {timeout:.1f} s"
+                ) from None
+            since = self._abandon(w, what, timeout)
+            raise MountUnresponsive(key, what, timeout, since) from None
+        except HelperDied:
+            with self._lock:
+                if self._workers.get((key, lane)) is w:
+                    del self._workers[(key, lane)]
+            closed = self._closed  # closed under this call: no crash to explain
+            why = "" if closed else w.stderr_tail()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                w.proc.wait(0.5)  # it closed its stdout: it is exiting, not stuck
+            w.close()
+            if closed:
+                raise WorkerUnavailable("guard was closed during the call") from None
+            status = f"helper process exited (status {w.proc.poll()})"
+            raise WorkerUnavailable(f"{status}: {why}" if why else status) from None
+
+    def _abandon(self, w: HelperProcess, op: str, timeout: float) -> float:
+        """Kill a helper that timed out and remember it until it has really exited; returns
+        when the mount stopped answering."""
+        hard = w.lane != PROBE_LANE  # a probe helper first gets SIGTERM to remove its file
+        now = time.monotonic()
+        with self._lock:
+            if self._workers.get((w.key, w.lane)) is w:
+                del self._workers[(w.key, w.lane)]
+            w.dead = True
+            w.signal(signal.SIGKILL if hard else signal.SIGTERM)
+            self._stuck.setdefault(w.key, []).append(
+                _Stuck(w, op, timeout, since=now - timeout, signalled=now, killed=hard)
+            )
+        return now - timeout
+
+    def close(self) -> None:
+        """Stop every helper without waiting for any of them."""
+        with self._lock:
+            self._closed = True
+            workers, self._workers = list(self._workers.values()), {}
+            for stuck in self._stuck.values():
+                for s in stuck:
+                    s.worker.signal(signal.SIGKILL)
+        for w in workers:
+            w.close()
+
+    def __enter__(self) -> MountGuard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_LIVE_GUARDS: weakref.WeakSet[MountGuard] = weakref.WeakSet()
+_default: MountGuard | None = None
+_default_lock = threading.Lock()
+
+
+def default_guard() -> MountGuard:
+    """The process-wide guard (one set of helpers shared by every surface)."""
+    global _default
+    with _default_lock:
+        if _default is None or _default._closed:
+            _default = MountGuard()
+        return _default
+
+
+def helper_pids() -> set[int]:
+    """Every helper process of every guard in this process: the process-I/O source leaves
+    them out, since their statvfs and probe writes are ours, not the training job's.
+    Asked every tick, so nothing is polled: a helper that just exited may still be listed,
+    which is harmless (it is in nobody's process tree any more)."""
+    return {pid for guard in list(_LIVE_GUARDS) for pid in guard.known_pids()}
+
+
+@atexit.register
+def _close_all() -> None:
+    """At exit: signal helpers, wait for none (a stuck one may never exit)."""
+    for guard in list(_LIVE_GUARDS):
+        guard.close()
