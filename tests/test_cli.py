@@ -317,6 +317,7 @@ TRAINING_RUN = (
 )
 
 
+@pytest.mark.slow  # a training-like process found by a real `watch`, ~10 s
 def test_watch_without_paths_finds_the_training_run_and_its_logdir(tmp_path: Path) -> None:
     """Issue 14, item 4: no path (or --processes) finds what trains here by itself."""
     logdir = tmp_path / "runs" / "exp1"

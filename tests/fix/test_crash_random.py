@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 BUDGET_S = 45.0  # rounds start until then ...
@@ -156,6 +157,7 @@ def phase(lines: list[str]) -> str:
     return {"saving": "mid-save", "syncing": "mid-sync"}.get(last, "between")
 
 
+@pytest.mark.slow  # a minute of random SIGKILLs
 def test_random_kills_never_leave_a_torn_or_missing_file(tmp_path: Path) -> None:
     seed = int(os.environ.get("TRAINWATCH_CRASH_SEED", time.time_ns() % 2**32))
     rng = random.Random(seed)

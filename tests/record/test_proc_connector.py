@@ -200,6 +200,7 @@ sys.exit(3)
 """
 
 
+@pytest.mark.slow  # a real `watch --record` and a script run to their end, ~20 s
 def test_a_discovered_script_s_end_is_recorded_with_its_status(tmp_path: Path) -> None:
     """A script not started by `trainwatch-lab run` (no parent of ours): one ends with
     exit status 3, one is killed with SIGKILL; `history why` tells each."""

@@ -46,6 +46,7 @@ def test_codec_round_trip_keeps_gaps_and_exact_sizes() -> None:
     assert max(abs(a - b) for a, b in zip(noisy, back, strict=True)) <= 0.05 + 1e-9
 
 
+@pytest.mark.slow  # repeated writers killed at random moments, ~10 s
 def test_sigkill_at_random_points_never_corrupts_and_keeps_every_flushed_point(
     tmp_path: Path,
 ) -> None:

@@ -18,6 +18,9 @@ from tests.prometheus.fleet_synthetic import DISKS, expected, name, synthetic_st
 
 HOSTS = 400
 
+# a real Prometheus and VictoriaMetrics holding a synthetic cluster (the cluster fixture)
+pytestmark = pytest.mark.service
+
 
 @pytest.fixture(scope="module", params=["prometheus", "prometheus-rules", "victoriametrics"])
 def cluster(request, tmp_path_factory) -> Iterator[tuple[str, str]]:

@@ -94,6 +94,7 @@ async def test_a_websocket_message_over_the_limit_closes_the_stream(jp_ws_fetch,
         ws.close()
 
 
+@pytest.mark.slow  # thousands of paths added and removed through the server, ~15 s
 async def test_memory_of_removed_paths_is_bounded_by_what_is_watched(jp_fetch, hub, tmp_path):
     """1000 paths added and removed in rounds, each round sampled while watched: afterwards
     the history holds series of watched paths only, and the dismissed set is empty (no

@@ -327,3 +327,6 @@ def set_theme(page: Any, theme: str = "JupyterLab Dark") -> None:
     )
     light = "true" if "Light" in theme else "false"
     page.wait_for_selector(f"body[data-jp-theme-light='{light}']", state="attached", timeout=30_000)
+    # JupyterLab shows its splash (a dimmed page, the logo) while the theme loads: a
+    # screenshot taken before it leaves is of the splash
+    page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=30_000)
