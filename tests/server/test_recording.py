@@ -223,3 +223,73 @@ async def test_a_kernel_that_died_is_explained_by_history_why(
     assert re.match(r"kernel \S+ ended at \d\d:\d\d:\d\d after \d+ s", lines[0]), out.stdout
     if os.geteuid() == 0 and connector_opens():
         assert "killed by SIGKILL" in lines[0], out.stdout
+
+
+async def _wait_kernel(hub, kid: str, pid_not: int | None = None, gone: bool = False) -> int | None:
+    """The kernel's pid once the sampler lists it (with another pid than ``pid_not``), or
+    None once it is gone from the list (``gone``); on the server's loop, never blocking it."""
+    for _ in range(1200):
+        latest = hub.latest
+        listed = latest.kernels.get(kid, {}).get("pid") if latest is not None else None
+        if gone and latest is not None and kid not in latest.kernels:
+            return None
+        if not gone and listed and listed != pid_not:
+            return int(listed)
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"kernel {kid} was not {'gone' if gone else 'listed'} within a minute")
+
+
+async def test_a_kernel_shut_down_or_restarted_on_request_is_no_bad_end(
+    jp_fetch, jp_serverapp, store_file: Path
+) -> None:
+    """One kernel, three ends: killed with SIGKILL (the restarter starts it again: a bad
+    end, a card), restarted from the UI (POST .../restart) and shut down (DELETE): those two
+    were asked, and `why` says so and counts neither as ended badly. The server's stderr is
+    a log file here, as under nohup or systemd: the kernels inherit it, and not one of its
+    lines is quoted as a kernel's last stderr line."""
+    import signal
+
+    hub = jp_serverapp.web_app.settings["trainwatch_hub"]
+    since = time.time() - 1
+    saved = os.dup(2)
+    with open(store_file.parent.parent / "server.log", "ab") as log:
+        os.dup2(log.fileno(), 2)
+    try:
+        reply = await jp_fetch("api", "kernels", method="POST", body=json.dumps({}))
+        kid = json.loads(reply.body)["id"]
+        first = await _wait_kernel(hub, kid)
+        os.kill(first, signal.SIGKILL)
+        os.write(2, b"[I ServerApp] AsyncIOLoopKernelRestarter: restarting kernel (1/5)\n")
+        second = await _wait_kernel(hub, kid, pid_not=first)
+        await jp_fetch("api", "kernels", kid, "restart", method="POST", body="")
+        await _wait_kernel(hub, kid, pid_not=second)
+        await jp_fetch("api", "kernels", kid, method="DELETE")
+        await _wait_kernel(hub, kid, gone=True)
+        await hub.in_executor(hub.recording.recorder.flush)
+        why = await jp_fetch(
+            "trainwatch-lab",
+            "api",
+            "recorded",
+            "why",
+            params={"since": str(since), "until": str(time.time() + 1)},
+        )
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        hub.close_now()
+    ends = sorted(json.loads(why.body)["endings"], key=lambda e: e["t"])
+    for e in ends:
+        print(e["sentence"])  # (shown with -s)
+    assert [(e["requested"], e["badly"]) for e in ends] == [
+        (None, True),
+        ("restart", False),
+        ("shutdown", False),
+    ], ends
+    assert "ended at" in ends[0]["sentence"] and "no cause seen" in ends[0]["sentence"]
+    assert re.match(
+        r"kernel \S+ was restarted at \d\d:\d\d:\d\d after \d+ s \(asked from JupyterLab",
+        ends[1]["sentence"],
+    ), ends[1]
+    assert re.match(r"kernel \S+ was shut down at \d\d:\d\d:\d\d", ends[2]["sentence"]), ends[2]
+    assert "no cause seen" not in ends[1]["sentence"] + ends[2]["sentence"]
+    assert not any("stderr" in e["sentence"] or "Restarter" in str(e) for e in ends), ends

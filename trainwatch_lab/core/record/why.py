@@ -7,6 +7,9 @@ such evidence the sentence says so ("ended; no cause seen") and lists what is kn
 exit status, the last stderr line), never a guess. A run that exited 0 died of nothing
 (it exited normally, whatever its disks held), and an OOM kill that names the run (the
 kernel log's line for its pid, or its own SIGKILL with the cgroup's count) comes first.
+A kernel shut down or restarted on request (the server's kernel manager was asked: the
+kernel-ended event's ``requested``) was shut down, not dead: no cause, and not ``badly``,
+the one rule the panel's cards and the notebook's replay both follow.
 """
 
 from __future__ import annotations
@@ -42,6 +45,13 @@ class Ending:
     cause: str | None = None
     evidence: list[str] = field(default_factory=list)
 
+    @property
+    def badly(self) -> bool:
+        """Whether it ended badly (a card, a red mark): a cause seen, or an end neither
+        clean (exit status 0) nor asked for (a kernel shut down or restarted on request)."""
+        code = (self.data.get("exit") or {}).get("code")
+        return self.cause is not None or not (code == 0 or self.data.get("requested"))
+
     def to_json(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -52,6 +62,8 @@ class Ending:
             "evidence": self.evidence,
             "exit": self.data.get("exit"),
             "started": self.data.get("started"),
+            "requested": self.data.get("requested"),
+            "badly": self.badly,
         }
 
 
@@ -74,6 +86,24 @@ def size(n: float) -> str:
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n:.0f} B"
+
+
+ASKED_BY = {
+    "client": "asked from JupyterLab or another client",
+    "server": "the Jupyter server was shutting down",
+    "culler": "culled by the server after being idle",
+}
+DONE = {"shutdown": "was shut down", "restart": "was restarted"}
+
+
+def asked(data: dict[str, Any]) -> tuple[str, str] | None:
+    """``("was shut down", "asked from JupyterLab or another client")`` for an end that was
+    asked of the server's kernel manager; None for any other."""
+    action = data.get("requested")
+    if not action:
+        return None
+    by = ASKED_BY.get(str(data.get("asked_by")), "asked of the server")
+    return DONE.get(str(action), "was stopped"), by
 
 
 def endings(store: Store, since: float, until: float) -> list[Ending]:
@@ -170,9 +200,11 @@ def explain(store: Store, ending: Ending) -> Ending:
     killed = (data.get("exit") or {}).get("signal") == "SIGKILL"
     # an OOM kill counted in a cgroup it shares with others names no process: only the
     # kernel log's line for its pid, or its own SIGKILL with the count, does; such a kill
-    # is the end whatever the disks held, and a run that exited 0 died of nothing
+    # is the end whatever the disks held, and a run that exited 0 died of nothing; nor did
+    # a kernel shut down on request, unless the OOM killer came first
+    settled = clean or bool(data.get("requested"))
     oom_cause = bool(logged or (oom and killed))
-    disk_cause = not oom_cause and not clean
+    disk_cause = not oom_cause and not settled
     if oom_cause:
         cause = "the kernel's out-of-memory killer ended it"
     elif disk_cause and full and (nospace or _related(full[0][0], own)):
@@ -202,12 +234,12 @@ def explain(store: Store, ending: Ending) -> Ending:
         )
     if logged:
         evidence.append(f"kernel log: {logged}")
-    if cause is None and not clean:
+    if cause is None and not settled:
         dead = _warned(before, ("mount-unresponsive",), None)
         if dead is not None and dead.subject in own:
             cause = f"{dead.subject} stopped answering"
             evidence.append(f"mount-unresponsive since {clock(dead.t)}")
-    if cause is None and not clean:
+    if cause is None and not settled:
         gpu = _warned(before, ("gpu-error",), None)
         if gpu is not None:
             cause = f"GPU {gpu.subject} reported an error"
@@ -220,8 +252,17 @@ def explain(store: Store, ending: Ending) -> Ending:
     head = f"{ending.name} ended at {clock(ending.t)}"
     if started:
         head += f" after {duration(ending.t - started)}"
+    request = asked(data)
+    if request is not None and cause is not None:  # asked, but something else came first
+        when = data.get("asked_at")
+        evidence.append(request[1] + (f" at {clock(when)}" if when else ""))
     if cause is not None:
         sentence = f"{head}: {cause} ({'; '.join(evidence)})"
+    elif request is not None:
+        done, by = request
+        sentence = f"{ending.name} {done} at {clock(ending.t)}"
+        sentence += f" after {duration(ending.t - started)}" if started else ""
+        sentence += f" ({'; '.join([by, *evidence])})"
     elif clean:
         sentence = f"{head}: it exited normally (status 0)"
     else:
