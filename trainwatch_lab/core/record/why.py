@@ -30,6 +30,8 @@ FULL_BYTES = 1024 * 1024  # a filesystem with less than this available is full f
 ENOSPC = re.compile(r"Errno 28|No space left on device|ENOSPC")
 DISK_WARNINGS = ("disk-filling", "disk-almost-full", "checkpoint-wont-fit")
 ENDED_KINDS = ("process-ended", "run-ended", "kernel-ended")
+SAME_START_S = 2.0  # two records of one process: their start times (from its start ticks
+# or, for the run wrapper, the clock just after it started the child) this close
 
 
 @dataclass(slots=True)
@@ -44,6 +46,7 @@ class Ending:
     sentence: str = ""
     cause: str | None = None
     evidence: list[str] = field(default_factory=list)
+    of_kernel: bool = False  # a kernel's end (the kernels source's record is among its own)
 
     @property
     def badly(self) -> bool:
@@ -106,19 +109,40 @@ def asked(data: dict[str, Any]) -> tuple[str, str] | None:
     return DONE.get(str(action), "was stopped"), by
 
 
+def _same_process(a: Ending, pid: int, started: Any, t: float) -> bool:
+    """Whether an end recorded as (``pid``, ``started``, ``t``) is ``a``'s process: the same
+    pid started at the same moment (whoever recorded it, whenever it was noticed); without
+    both starts, the same pid ending within a minute."""
+    if a.pid != pid:
+        return False
+    mine = a.data.get("started")
+    if isinstance(mine, (int, float)) and isinstance(started, (int, float)):
+        return abs(mine - started) < SAME_START_S
+    return abs(a.t - t) < 60
+
+
 def endings(store: Store, since: float, until: float) -> list[Ending]:
-    """Every run that ended in the window; the wrapper's and the discovery's record of the
-    same process (same pid, ends within a minute) are one."""
+    """Every run that ended in the window, one ending per process: the records of one
+    process (pid and start time) by the wrapper (run-ended, the exact end and status), the
+    discovery (process-ended) and the kernels source (kernel-ended: a kernel's process the
+    discovery found too) are one; a kernel's name and facts win over the discovery's."""
     out: list[Ending] = []
     for event in store.events(since, until, kinds=ENDED_KINDS):
         pid = int(event.data.get("pid") or 0)
-        twin = next((e for e in out if e.pid == pid and abs(e.t - event.t) < 60), None)
+        started = event.data.get("started")
+        twin = next((e for e in out if _same_process(e, pid, started, event.t)), None)
         if twin is None:
-            out.append(Ending(event.subject, pid, event.t, dict(event.data)))
+            kernel = event.kind == "kernel-ended"
+            out.append(Ending(event.subject, pid, event.t, dict(event.data), of_kernel=kernel))
             continue
         if event.kind == "run-ended":  # the wrapper knows the exact end and the status
             twin.t = event.t
-        twin.data = {**twin.data, **{k: v for k, v in event.data.items() if v is not None}}
+        news = {k: v for k, v in event.data.items() if v is not None}
+        if event.kind == "kernel-ended":
+            twin.name, twin.of_kernel = event.subject, True
+        elif twin.of_kernel:  # the discovery's record adds, never overrides
+            news = {k: v for k, v in news.items() if twin.data.get(k) is None}
+        twin.data = {**twin.data, **news}
     return out
 
 
