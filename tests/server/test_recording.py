@@ -244,7 +244,8 @@ async def test_a_kernel_shut_down_or_restarted_on_request_is_no_bad_end(
 ) -> None:
     """One kernel, three ends: killed with SIGKILL (the restarter starts it again: a bad
     end, a card), restarted from the UI (POST .../restart) and shut down (DELETE): those two
-    were asked, and `why` says so and counts neither as ended badly. The server's stderr is
+    were asked, and `why` says so and counts neither as ended badly; nor another kernel
+    shut down with the server (shutdown_all). The server's stderr is
     a log file here, as under nohup or systemd: the kernels inherit it, and not one of its
     lines is quoted as a kernel's last stderr line."""
     import signal
@@ -257,6 +258,8 @@ async def test_a_kernel_shut_down_or_restarted_on_request_is_no_bad_end(
     try:
         reply = await jp_fetch("api", "kernels", method="POST", body=json.dumps({}))
         kid = json.loads(reply.body)["id"]
+        other = await jp_serverapp.kernel_manager.start_kernel()
+        await _wait_kernel(hub, other)
         first = await _wait_kernel(hub, kid)
         os.kill(first, signal.SIGKILL)
         os.write(2, b"[I ServerApp] AsyncIOLoopKernelRestarter: restarting kernel (1/5)\n")
@@ -265,6 +268,8 @@ async def test_a_kernel_shut_down_or_restarted_on_request_is_no_bad_end(
         await _wait_kernel(hub, kid, pid_not=second)
         await jp_fetch("api", "kernels", kid, method="DELETE")
         await _wait_kernel(hub, kid, gone=True)
+        await jp_serverapp.kernel_manager.shutdown_all()  # as the server's own shutdown does
+        await _wait_kernel(hub, other, gone=True)
         await hub.in_executor(hub.recording.recorder.flush)
         why = await jp_fetch(
             "trainwatch-lab",
@@ -284,7 +289,9 @@ async def test_a_kernel_shut_down_or_restarted_on_request_is_no_bad_end(
         (None, True),
         ("restart", False),
         ("shutdown", False),
+        ("shutdown", False),
     ], ends
+    assert "(the Jupyter server was shutting down" in ends[3]["sentence"], ends[3]
     assert "ended at" in ends[0]["sentence"] and "no cause seen" in ends[0]["sentence"]
     assert re.match(
         r"kernel \S+ was restarted at \d\d:\d\d:\d\d after \d+ s \(asked from JupyterLab",
