@@ -244,8 +244,8 @@ async def test_a_kernel_shut_down_or_restarted_on_request_is_no_bad_end(
 ) -> None:
     """One kernel, three ends: killed with SIGKILL (the restarter starts it again: a bad
     end, a card), restarted from the UI (POST .../restart) and shut down (DELETE): those two
-    were asked, and `why` says so and counts neither as ended badly; nor another kernel
-    shut down with the server (shutdown_all). The server's stderr is
+    were asked, and `why` says so and counts neither as ended badly; nor a kernel culled
+    as idle, nor one shut down with the server (shutdown_all). The server's stderr is
     a log file here, as under nohup or systemd: the kernels inherit it, and not one of its
     lines is quoted as a kernel's last stderr line."""
     import signal
@@ -258,8 +258,10 @@ async def test_a_kernel_shut_down_or_restarted_on_request_is_no_bad_end(
     try:
         reply = await jp_fetch("api", "kernels", method="POST", body=json.dumps({}))
         kid = json.loads(reply.body)["id"]
-        other = await jp_serverapp.kernel_manager.start_kernel()
+        km = jp_serverapp.kernel_manager
+        other, idle = await km.start_kernel(), await km.start_kernel()
         await _wait_kernel(hub, other)
+        await _wait_kernel(hub, idle)
         first = await _wait_kernel(hub, kid)
         os.kill(first, signal.SIGKILL)
         os.write(2, b"[I ServerApp] AsyncIOLoopKernelRestarter: restarting kernel (1/5)\n")
@@ -268,7 +270,10 @@ async def test_a_kernel_shut_down_or_restarted_on_request_is_no_bad_end(
         await _wait_kernel(hub, kid, pid_not=second)
         await jp_fetch("api", "kernels", kid, method="DELETE")
         await _wait_kernel(hub, kid, gone=True)
-        await jp_serverapp.kernel_manager.shutdown_all()  # as the server's own shutdown does
+        km.cull_idle_timeout = 0  # idle for longer than that: what the culler's tick does
+        await km.cull_kernel_if_idle(idle)
+        await _wait_kernel(hub, idle, gone=True)
+        await km.shutdown_all()  # as the server's own shutdown does
         await _wait_kernel(hub, other, gone=True)
         await hub.in_executor(hub.recording.recorder.flush)
         why = await jp_fetch(
@@ -290,8 +295,10 @@ async def test_a_kernel_shut_down_or_restarted_on_request_is_no_bad_end(
         ("restart", False),
         ("shutdown", False),
         ("shutdown", False),
+        ("shutdown", False),
     ], ends
-    assert "(the Jupyter server was shutting down" in ends[3]["sentence"], ends[3]
+    assert "(culled by the server after being idle" in ends[3]["sentence"], ends[3]
+    assert "(the Jupyter server was shutting down" in ends[4]["sentence"], ends[4]
     assert "ended at" in ends[0]["sentence"] and "no cause seen" in ends[0]["sentence"]
     assert re.match(
         r"kernel \S+ was restarted at \d\d:\d\d:\d\d after \d+ s \(asked from JupyterLab",

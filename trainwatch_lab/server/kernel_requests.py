@@ -60,11 +60,26 @@ class KernelRequests:
         with self._lock:
             return self._asked.pop((kid, int(pid)), None)
 
-    def install(self, kernel_manager: Any) -> None:
-        """Wrap the manager's request methods (once; a manager without them is left)."""
-        if kernel_manager is None or getattr(kernel_manager, "_trainwatch_requests", None):
-            return
-        for name, action in (("shutdown_kernel", "shutdown"), ("restart_kernel", "restart")):
+    @classmethod
+    def of(cls, kernel_manager: Any) -> KernelRequests:
+        """The requests asked of ``kernel_manager``: wrapped once, the same table after
+        (a second recording of the same server reads what the first installed)."""
+        held = getattr(kernel_manager, "_trainwatch_requests", None)
+        if isinstance(held, cls):
+            return held
+        requests = cls()
+        if kernel_manager is not None:
+            requests._install(kernel_manager)
+        return requests
+
+    def _install(self, kernel_manager: Any) -> None:
+        """Wrap the manager's request methods (those it has)."""
+        # (shutdown_all's own calls go through _async_shutdown_kernel, not shutdown_kernel)
+        for name, action in (
+            ("shutdown_kernel", "shutdown"),
+            ("_async_shutdown_kernel", "shutdown"),
+            ("restart_kernel", "restart"),
+        ):
             original = getattr(kernel_manager, name, None)
             if callable(original):
                 setattr(kernel_manager, name, self._asking(kernel_manager, original, action))
@@ -72,11 +87,6 @@ class KernelRequests:
             original = getattr(kernel_manager, name, None)
             if callable(original):
                 setattr(kernel_manager, name, _on_behalf(original, by))
-        # shutdown_all's own calls go through _async_shutdown_kernel, not shutdown_kernel
-        original = getattr(kernel_manager, "_async_shutdown_kernel", None)
-        if callable(original):
-            wrapped = self._asking(kernel_manager, original, "shutdown")
-            kernel_manager._async_shutdown_kernel = wrapped
         kernel_manager._trainwatch_requests = self
 
     def _asking(self, km: Any, original: Callable[..., Any], action: str) -> Callable[..., Any]:

@@ -51,8 +51,7 @@ class ServerRecording:
             record_max_bytes=int(config.record_max_mb * 2**20),
         )
         # a shutdown or restart asked of the kernel manager: its kernel's end says so
-        self.requests = KernelRequests()
-        self.requests.install(hub.kernel_manager)
+        self.requests = KernelRequests.of(hub.kernel_manager)
         self.recorder = Recorder(
             path,
             role="jupyter-server",
