@@ -307,3 +307,81 @@ async def test_a_kernel_shut_down_or_restarted_on_request_is_no_bad_end(
     assert re.match(r"kernel \S+ was shut down at \d\d:\d\d:\d\d", ends[2]["sentence"]), ends[2]
     assert "no cause seen" not in ends[1]["sentence"] + ends[2]["sentence"]
     assert not any("stderr" in e["sentence"] or "Restarter" in str(e) for e in ends), ends
+
+
+CLI_WATCH = [sys.executable, "-m", "trainwatch_lab", "watch", "--processes", "--record"]
+
+
+def _events_of(store_file: Path, kind: str, pid: int) -> list:
+    if not store_file.exists():
+        return []
+    store = Store(str(store_file), readonly=True)
+    try:
+        return [e for e in store.events(0, 2e9, kinds=(kind,)) if e.data.get("pid") == pid]
+    finally:
+        store.close()
+
+
+async def _until(check, what: str) -> None:
+    for _ in range(1800):  # on the server's loop: never block it
+        if check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{what} within 90 s")
+
+
+async def test_a_kernel_a_discovery_took_for_training_ends_once_as_the_kernel(
+    jp_fetch, jp_serverapp, store_file: Path, tmp_path: Path
+) -> None:
+    """A kernel writing TensorBoard events, seen by `trainwatch-lab watch --processes
+    --record` (another recorder of the same history) as a training "python": shut down from
+    the UI, it has one ending, the kernel's, asked for, no card."""
+    from jupyter_client.asynchronous import AsyncKernelClient
+
+    hub = jp_serverapp.web_app.settings["trainwatch_hub"]
+    since = time.time() - 1
+    logdir = tmp_path / "runs"
+    logdir.mkdir()
+    watch = None
+    try:
+        reply = await jp_fetch("api", "kernels", method="POST", body=json.dumps({}))
+        kid = json.loads(reply.body)["id"]
+        pid = await _wait_kernel(hub, kid)
+        client: AsyncKernelClient = jp_serverapp.kernel_manager.get_kernel(kid).client()
+        client.start_channels()
+        try:
+            await client.wait_for_ready(timeout=60)
+            code = f"events = open({str(logdir / 'events.out.tfevents.1.host')!r}, 'wb')"
+            await client.execute_interactive(code, timeout=60)
+        finally:
+            client.stop_channels()
+        watch = subprocess.Popen(
+            [*CLI_WATCH, "--store", str(store_file), "--interval", "0.2", "--duration", "600"],
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        # its first flush comes within record_flush_s (10 s)
+        await _until(lambda: _events_of(store_file, "process-seen", pid), "the kernel seen")
+        await jp_fetch("api", "kernels", kid, method="DELETE")
+        await _wait_kernel(hub, kid, gone=True)
+        await hub.in_executor(hub.recording.recorder.flush)
+        await _until(lambda: _events_of(store_file, "process-ended", pid), "its end recorded")
+        assert _events_of(store_file, "kernel-ended", pid)  # two records of one end
+        why = await jp_fetch(
+            "trainwatch-lab",
+            "api",
+            "recorded",
+            "why",
+            params={"since": str(since), "until": str(time.time() + 1)},
+        )
+    finally:
+        if watch is not None:
+            watch.terminate()
+            watch.wait(timeout=60)
+        hub.close_now()
+    ends = [e for e in json.loads(why.body)["endings"] if e["pid"] == pid]
+    assert len(ends) == 1, ends
+    (end,) = ends
+    assert end["name"] == "kernel python3" and end["requested"] == "shutdown", end
+    assert end["sentence"].startswith("kernel python3 was shut down at ") and not end["badly"]
