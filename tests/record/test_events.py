@@ -111,11 +111,15 @@ def test_a_kernel_s_stderr_shared_with_the_recorder_is_not_its_own(tmp_path) -> 
 
 def test_a_log_other_processes_write_too_is_not_a_run_s_own(tmp_path) -> None:
     """Two unrelated scripts appending to one file: its last lines may be the other's; a
-    script and its own children (DataLoader workers) writing nohup.out keep it."""
+    terminal is no file; a script and its own children (DataLoader workers) writing
+    nohup.out keep it."""
     shared = tmp_path / "all.log"
     with open(shared, "ab") as out:
         a = subprocess.Popen(SLEEPER, stderr=out)
         b = subprocess.Popen(SLEEPER, stderr=out)
+    master, slave = os.openpty()  # a terminal: the lines on it are nobody's file
+    term = subprocess.Popen(SLEEPER, stderr=slave)
+    os.close(slave)
     own = tmp_path / "nohup.out"
     with open(own, "ab") as out:
         spawn = (
@@ -129,14 +133,15 @@ def test_a_log_other_processes_write_too_is_not_a_run_s_own(tmp_path) -> None:
         assert ended.stderr_file(a.pid) == str(shared)  # a regular local file all the same
         rows = [
             TrainingProcess(pid=p.pid, command="python train.py", cwd="/", reasons=["gpu"])
-            for p in (a, b, parent)
+            for p in (a, b, term, parent)
         ]
         seen = EventWatch().observe(Sample(t=1.0, processes=rows))
-        assert [e.data["stderr"] for e in seen] == [None, None, str(own)]
+        assert [e.data["stderr"] for e in seen] == [None, None, None, str(own)]
     finally:
-        for proc in (a, b, parent):
+        for proc in (a, b, term, parent):
             proc.kill()
             proc.wait()
+        os.close(master)
 
 
 def _children(pid: int) -> list[str]:
