@@ -13,6 +13,10 @@ export interface IEndingJSON {
   evidence: string[];
   exit: { code?: number | null; signal?: string | null } | null;
   started: number | null;
+  /** "shutdown" or "restart" when the kernel's end was asked of the server, else null. */
+  requested?: string | null;
+  /** Whether it ended badly, as core/record/why.py's Ending.badly decides it for all. */
+  badly?: boolean;
 }
 
 /** How far back the first look goes, with nothing stored yet (a new browser). */
@@ -30,11 +34,16 @@ export function lastLookedKey(baseUrl: string): string {
 }
 
 /**
- * Whether a run ended badly: anything but an exit status of 0. An end whose status nobody
- * could see (a kernel killed, a process found by discovery) counts: its card says "no cause
- * seen" when nothing was, never more.
+ * Whether a run ended badly: the server says (``badly``, the rule the notebook's replay
+ * follows too: a cause seen, or an end neither clean nor asked for, so a kernel shut down or
+ * restarted from JupyterLab gets no card). A server without it: anything but an exit status
+ * of 0. An end whose status nobody could see (a kernel killed, a process found by
+ * discovery) counts: its card says "no cause seen" when nothing was, never more.
  */
 export function endedBadly(ending: IEndingJSON): boolean {
+  if (typeof ending.badly === 'boolean') {
+    return ending.badly;
+  }
   return !(ending.exit && ending.exit.code === 0 && !ending.exit.signal);
 }
 

@@ -42,7 +42,13 @@ export function eventLevel(event: IEventJSON): MarkLevel {
     case 'process-ended':
     case 'run-ended':
     case 'kernel-ended':
-      if (data.oom_killed || data.oom_logged || data.exit?.signal) {
+      if (data.oom_killed || data.oom_logged) {
+        return 'critical';
+      }
+      if (data.requested) {
+        return 'info'; // shut down or restarted on request (its SIGKILL is the manager's)
+      }
+      if (data.exit?.signal) {
         return 'critical';
       }
       return data.exit?.code === 0 ? 'info' : 'warning';

@@ -237,6 +237,33 @@ describe('while you were away', () => {
     expect(awayCards([clean], new Set())).toEqual([]);
   });
 
+  test("the server's verdict decides: a kernel shut down on request gets no card", () => {
+    const asked = {
+      ...end(400, { code: null, signal: 'SIGKILL' }),
+      requested: 'shutdown',
+      badly: false
+    };
+    const died = { ...end(500, { code: null, signal: 'SIGKILL' }), badly: true };
+    const oom = {
+      ...end(600, { code: null, signal: 'SIGKILL' }, 'the OOM killer'),
+      requested: 'restart',
+      badly: true
+    };
+    expect(awayCards([asked, died, oom], new Set())).toEqual([oom, died]);
+    const ev = (data: Record<string, any>): IEventJSON => ({
+      t: 1,
+      kind: 'kernel-ended',
+      subject: 'k',
+      text: '',
+      data
+    });
+    expect(eventLevel(ev({ requested: 'shutdown', exit: { signal: 'SIGKILL' } }))).toBe('info');
+    expect(eventLevel(ev({ exit: { signal: 'SIGKILL' } }))).toBe('critical');
+    expect(eventLevel(ev({ requested: 'restart', oom_logged: 'Killed process 7' }))).toBe(
+      'critical'
+    );
+  });
+
   test('"last looked" is kept per server; a new browser looks a day back', () => {
     const kept = new Map<string, string>();
     const store: IKeyValue = {

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 from tests.support.mounts import wait_until
 from trainwatch_lab.core.model import Alert, CheckpointInfo, PathState, Sample, TrainingProcess
+from trainwatch_lab.core.record import ended
 from trainwatch_lab.core.record.events import EventWatch
 
 ALERT = Alert("disk-filling", "warning", "/data", "/data fills in 20 min", "free space")
@@ -77,3 +79,74 @@ def test_checkpoints_mounts_and_kernels() -> None:
     assert events[2].data["pid"] == 5 and events[3].data == {"pid": 6, "was": 5}
     assert "was ext4 s" in events[0].text and "/ck/a.pt (2.0 MiB)" in events[1].text
     assert _kinds(watch.observe(sample(3, 11.0, "nfs4", {}))) == ["kernel-ended"]
+
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
+
+
+def test_a_kernel_s_stderr_shared_with_the_recorder_is_not_its_own(tmp_path) -> None:
+    """A Jupyter server's kernels inherit its stderr: a regular file here (the server's
+    log) holds the server's lines, never the kernel's, so nothing of it is quoted."""
+    log = tmp_path / "server.log"
+    saved = os.dup(2)
+    with open(log, "ab") as fh:
+        os.dup2(fh.fileno(), 2)  # this process is the recorder: its stderr is the log
+    kernel = None
+    try:
+        kernel = subprocess.Popen(SLEEPER)  # inherits it, as a kernel does
+        watch = EventWatch()
+        started = watch.observe(Sample(t=1.0, kernels={"k1": {"pid": kernel.pid, "name": "py"}}))
+        assert _kinds(started) == ["kernel-started"]
+        assert watch.kernels["k1"]["stderr"] is None
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        if kernel is not None:
+            kernel.kill()
+            kernel.wait()
+    log.write_text("[W 03:12:07 ServerApp] AsyncIOLoopKernelRestarter: restarting kernel\n")
+    (end,) = watch.observe(Sample(t=2.0))
+    assert end.kind == "kernel-ended" and "stderr_tail" not in end.data
+
+
+def test_a_log_other_processes_write_too_is_not_a_run_s_own(tmp_path) -> None:
+    """Two unrelated scripts appending to one file: its last lines may be the other's; a
+    terminal is no file; a script and its own children (DataLoader workers) writing
+    nohup.out keep it."""
+    shared = tmp_path / "all.log"
+    with open(shared, "ab") as out:
+        a = subprocess.Popen(SLEEPER, stderr=out)
+        b = subprocess.Popen(SLEEPER, stderr=out)
+    master, slave = os.openpty()  # a terminal: the lines on it are nobody's file
+    term = subprocess.Popen(SLEEPER, stderr=slave)
+    os.close(slave)
+    own = tmp_path / "nohup.out"
+    with open(own, "ab") as out:
+        spawn = (
+            "import subprocess, sys, time; "
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+            "time.sleep(60)"
+        )
+        parent = subprocess.Popen([sys.executable, "-c", spawn], stderr=out)
+    try:
+        assert wait_until(lambda: len(_children(parent.pid)) == 1, timeout=30)
+        assert ended.stderr_file(a.pid) == str(shared)  # a regular local file all the same
+        rows = [
+            TrainingProcess(pid=p.pid, command="python train.py", cwd="/", reasons=["gpu"])
+            for p in (a, b, term, parent)
+        ]
+        seen = EventWatch().observe(Sample(t=1.0, processes=rows))
+        assert [e.data["stderr"] for e in seen] == [None, None, None, str(own)]
+    finally:
+        for proc in (a, b, term, parent):
+            proc.kill()
+            proc.wait()
+        os.close(master)
+
+
+def _children(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            return fh.read().split()
+    except OSError:
+        return []

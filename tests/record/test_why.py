@@ -284,3 +284,51 @@ def test_another_run_s_full_disk_is_no_evidence(tmp_path: Path) -> None:
     assert ending.cause == "it ran out of disk space", ending.sentence  # stderr says so
     assert "/other/runs was full" not in ending.sentence
     store.close()
+
+
+def _ends(tmp_path: Path, events: list[Event]) -> list:
+    store = Store(str(tmp_path / "h.sqlite"), role="t")
+    store.register()
+    store.add_events(events)
+    try:
+        return [explain(store, e) for e in endings(store, 0, 2e9)]
+    finally:
+        store.close()
+
+
+def test_a_kernel_found_by_the_discovery_too_ends_once_as_the_kernel(tmp_path: Path) -> None:
+    """A kernel's process that a discovery took for a training "python" (another recorder's,
+    or one pass before the kernel was listed): one process, one ending, the kernel's, in
+    whichever order and however far apart the two records came."""
+    t, started = 1_800_000_000.0, 1_799_999_000.0
+    found = {"pid": 41, "started": started, "name": "python", "command": "python -m ipykernel"}
+    kernel = {"pid": 41, "started": started, "name": "kernel python3", "kernel": "k1"}
+    asked = {**kernel, "requested": "shutdown", "asked_by": "client"}
+    for first, then, gap in (
+        (Event(t, "process-ended", "python", "python (pid 41) ended", found), "kernel", 0.4),
+        (Event(t, "kernel-ended", "kernel python3", "ended", asked), "process", 0.4),
+        (Event(t, "process-ended", "python", "python (pid 41) ended", found), "kernel", 90.0),
+    ):
+        second = (
+            Event(t + gap, "kernel-ended", "kernel python3", "ended", asked)
+            if then == "kernel"
+            else Event(t + gap, "process-ended", "python", "python (pid 41) ended", found)
+        )
+        (end,) = _ends(tmp_path / f"{then}{gap}", [first, second])
+        assert end.name == "kernel python3" and end.data["name"] == "kernel python3"
+        assert end.data["kernel"] == "k1" and end.data["requested"] == "shutdown"
+        assert end.sentence.startswith("kernel python3 was shut down at ") and not end.badly
+
+
+def test_a_pid_reused_by_another_process_is_another_ending(tmp_path: Path) -> None:
+    t = 1_800_000_000.0
+    old = {"pid": 41, "started": t - 600, "exit": {"code": 1}}
+    new = {"pid": 41, "started": t + 1, "exit": {"code": 1}}
+    ends = _ends(
+        tmp_path,
+        [
+            Event(t, "process-ended", "a.py", "a.py (pid 41) ended", old),
+            Event(t + 20, "process-ended", "b.py", "b.py (pid 41) ended", new),
+        ],
+    )
+    assert [e.name for e in ends] == ["a.py", "b.py"]

@@ -223,3 +223,165 @@ async def test_a_kernel_that_died_is_explained_by_history_why(
     assert re.match(r"kernel \S+ ended at \d\d:\d\d:\d\d after \d+ s", lines[0]), out.stdout
     if os.geteuid() == 0 and connector_opens():
         assert "killed by SIGKILL" in lines[0], out.stdout
+
+
+async def _wait_kernel(hub, kid: str, pid_not: int | None = None, gone: bool = False) -> int | None:
+    """The kernel's pid once the sampler lists it (with another pid than ``pid_not``), or
+    None once it is gone from the list (``gone``); on the server's loop, never blocking it."""
+    for _ in range(1200):
+        latest = hub.latest
+        listed = latest.kernels.get(kid, {}).get("pid") if latest is not None else None
+        if gone and latest is not None and kid not in latest.kernels:
+            return None
+        if not gone and listed and listed != pid_not:
+            return int(listed)
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"kernel {kid} was not {'gone' if gone else 'listed'} within a minute")
+
+
+async def test_a_kernel_shut_down_or_restarted_on_request_is_no_bad_end(
+    jp_fetch, jp_serverapp, store_file: Path
+) -> None:
+    """One kernel, three ends: killed with SIGKILL (the restarter starts it again: a bad
+    end, a card), restarted from the UI (POST .../restart) and shut down (DELETE): those two
+    were asked, and `why` says so and counts neither as ended badly; nor a kernel culled
+    as idle, nor one shut down with the server (shutdown_all). The server's stderr is
+    a log file here, as under nohup or systemd: the kernels inherit it, and not one of its
+    lines is quoted as a kernel's last stderr line."""
+    import signal
+
+    hub = jp_serverapp.web_app.settings["trainwatch_hub"]
+    since = time.time() - 1
+    saved = os.dup(2)
+    with open(store_file.parent.parent / "server.log", "ab") as log:
+        os.dup2(log.fileno(), 2)
+    try:
+        reply = await jp_fetch("api", "kernels", method="POST", body=json.dumps({}))
+        kid = json.loads(reply.body)["id"]
+        km = jp_serverapp.kernel_manager
+        other, idle = await km.start_kernel(), await km.start_kernel()
+        await _wait_kernel(hub, other)
+        await _wait_kernel(hub, idle)
+        first = await _wait_kernel(hub, kid)
+        os.kill(first, signal.SIGKILL)
+        os.write(2, b"[I ServerApp] AsyncIOLoopKernelRestarter: restarting kernel (1/5)\n")
+        second = await _wait_kernel(hub, kid, pid_not=first)
+        await jp_fetch("api", "kernels", kid, "restart", method="POST", body="")
+        await _wait_kernel(hub, kid, pid_not=second)
+        await jp_fetch("api", "kernels", kid, method="DELETE")
+        await _wait_kernel(hub, kid, gone=True)
+        km.cull_idle_timeout = 0  # idle for longer than that: what the culler's tick does
+        await km.cull_kernel_if_idle(idle)
+        await _wait_kernel(hub, idle, gone=True)
+        await km.shutdown_all()  # as the server's own shutdown does
+        await _wait_kernel(hub, other, gone=True)
+        await hub.in_executor(hub.recording.recorder.flush)
+        why = await jp_fetch(
+            "trainwatch-lab",
+            "api",
+            "recorded",
+            "why",
+            params={"since": str(since), "until": str(time.time() + 1)},
+        )
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        hub.close_now()
+    ends = sorted(json.loads(why.body)["endings"], key=lambda e: e["t"])
+    for e in ends:
+        print(e["sentence"])  # (shown with -s)
+    assert [(e["requested"], e["badly"]) for e in ends] == [
+        (None, True),
+        ("restart", False),
+        ("shutdown", False),
+        ("shutdown", False),
+        ("shutdown", False),
+    ], ends
+    assert "(culled by the server after being idle" in ends[3]["sentence"], ends[3]
+    assert "(the Jupyter server was shutting down" in ends[4]["sentence"], ends[4]
+    assert "ended at" in ends[0]["sentence"] and "no cause seen" in ends[0]["sentence"]
+    assert re.match(
+        r"kernel \S+ was restarted at \d\d:\d\d:\d\d after \d+ s \(asked from JupyterLab",
+        ends[1]["sentence"],
+    ), ends[1]
+    assert re.match(r"kernel \S+ was shut down at \d\d:\d\d:\d\d", ends[2]["sentence"]), ends[2]
+    assert "no cause seen" not in ends[1]["sentence"] + ends[2]["sentence"]
+    assert not any("stderr" in e["sentence"] or "Restarter" in str(e) for e in ends), ends
+
+
+CLI_WATCH = [sys.executable, "-m", "trainwatch_lab", "watch", "--processes", "--record"]
+
+
+def _events_of(store_file: Path, kind: str, pid: int) -> list:
+    if not store_file.exists():
+        return []
+    store = Store(str(store_file), readonly=True)
+    try:
+        return [e for e in store.events(0, 2e9, kinds=(kind,)) if e.data.get("pid") == pid]
+    finally:
+        store.close()
+
+
+async def _until(check, what: str) -> None:
+    for _ in range(1800):  # on the server's loop: never block it
+        if check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{what} within 90 s")
+
+
+async def test_a_kernel_a_discovery_took_for_training_ends_once_as_the_kernel(
+    jp_fetch, jp_serverapp, store_file: Path, tmp_path: Path
+) -> None:
+    """A kernel writing TensorBoard events, seen by `trainwatch-lab watch --processes
+    --record` (another recorder of the same history) as a training "python": shut down from
+    the UI, it has one ending, the kernel's, asked for, no card."""
+    from jupyter_client.asynchronous import AsyncKernelClient
+
+    hub = jp_serverapp.web_app.settings["trainwatch_hub"]
+    since = time.time() - 1
+    logdir = tmp_path / "runs"
+    logdir.mkdir()
+    watch = None
+    try:
+        reply = await jp_fetch("api", "kernels", method="POST", body=json.dumps({}))
+        kid = json.loads(reply.body)["id"]
+        pid = await _wait_kernel(hub, kid)
+        client: AsyncKernelClient = jp_serverapp.kernel_manager.get_kernel(kid).client()
+        client.start_channels()
+        try:
+            await client.wait_for_ready(timeout=60)
+            code = f"events = open({str(logdir / 'events.out.tfevents.1.host')!r}, 'wb')"
+            await client.execute_interactive(code, timeout=60)
+        finally:
+            client.stop_channels()
+        watch = subprocess.Popen(
+            [*CLI_WATCH, "--store", str(store_file), "--interval", "0.2", "--duration", "600"],
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        # its first flush comes within record_flush_s (10 s)
+        await _until(lambda: _events_of(store_file, "process-seen", pid), "the kernel seen")
+        await jp_fetch("api", "kernels", kid, method="DELETE")
+        await _wait_kernel(hub, kid, gone=True)
+        await hub.in_executor(hub.recording.recorder.flush)
+        await _until(lambda: _events_of(store_file, "process-ended", pid), "its end recorded")
+        assert _events_of(store_file, "kernel-ended", pid)  # two records of one end
+        why = await jp_fetch(
+            "trainwatch-lab",
+            "api",
+            "recorded",
+            "why",
+            params={"since": str(since), "until": str(time.time() + 1)},
+        )
+    finally:
+        if watch is not None:
+            watch.terminate()
+            watch.wait(timeout=60)
+        hub.close_now()
+    ends = [e for e in json.loads(why.body)["endings"] if e["pid"] == pid]
+    assert len(ends) == 1, ends
+    (end,) = ends
+    assert end["name"] == "kernel python3" and end["requested"] == "shutdown", end
+    assert end["sentence"].startswith("kernel python3 was shut down at ") and not end["badly"]

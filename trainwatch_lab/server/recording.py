@@ -28,6 +28,7 @@ from typing import Any
 from ..core.model import Sample
 from ..core.processes.discovery import Scanner
 from ..core.record import Event, Recorder, choose
+from .kernel_requests import KernelRequests
 from .kernels import kernel_pids
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,15 @@ class ServerRecording:
             record_keep_s=config.record_keep_days * 86_400.0,
             record_max_bytes=int(config.record_max_mb * 2**20),
         )
-        self.recorder = Recorder(path, role="jupyter-server", every=self.every, defaults=defaults)
+        # a shutdown or restart asked of the kernel manager: its kernel's end says so
+        self.requests = KernelRequests.of(hub.kernel_manager)
+        self.recorder = Recorder(
+            path,
+            role="jupyter-server",
+            every=self.every,
+            defaults=defaults,
+            kernel_asked=self.requests.take,
+        )
         if hub.notifier is not None:  # what the webhook was told, on the timeline
             hub.notifier.on_sent = self.recorder.notified(hub.notifier.fmt)
         self._worth_until = -float("inf")

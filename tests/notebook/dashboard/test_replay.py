@@ -303,3 +303,31 @@ def test_a_slow_read_shows_the_widget_at_once_and_fills_it_in(
     gate.set()
     assert replay.wait(60) and replay.error is None
     assert "1 run ended" in replay.status.value and replay.charts["space"].points > 1
+
+
+def test_the_replay_calls_bad_what_the_panel_s_cards_call_bad(tmp_path: Path) -> None:
+    """One rule (core.record.why's Ending.badly) for the replay and the panel's cards: a
+    kernel killed with SIGKILL and no cause seen ended badly; one shut down on request,
+    though its manager's SIGKILL ended it, did not."""
+    path = tmp_path / "h.sqlite"
+    store = Store(str(path), role="t")
+    store.register()
+    end = time.time() - 60
+    killed = {"pid": 8, "exit": {"code": None, "signal": "SIGKILL"}}
+    asked = {**killed, "pid": 9, "requested": "shutdown", "asked_by": "client"}
+    store.add_events(
+        [
+            Event(end - 10, "kernel-ended", "kernel python3", "ended", killed),
+            Event(end, "kernel-ended", "kernel python3", "was shut down", asked),
+        ]
+    )
+    store.close()
+    replay = Replay(3600, path=str(path))
+    try:
+        assert replay.wait(60) and replay.error is None
+        assert [e["badly"] for e in replay.recorded.endings] == [True, False]
+        assert replay.endings.value.count("data-badly='1'") == 1
+        assert "was shut down at" in replay.endings.value
+        assert "data-level='warning'" in replay.status.value  # no cause, yet it died
+    finally:
+        replay.close()

@@ -2,8 +2,10 @@
 
 At its end the kernel log (/dev/kmsg, as root) may name it: "Killed process PID".
 At first sight we keep what only a live process shows: its start time, its stderr when that
-is a regular file on a local filesystem (nohup.out: read at the end for the ``Errno 28``
-line), and its memory cgroup with the OOM kills counted there so far. At its end an OOM kill
+is a regular file on a local filesystem and its own (nohup.out: read at the end for the
+``Errno 28`` line; not a file it shares with the recording process, as a kernel shares the
+Jupyter server's log, nor one other processes outside its own line write to), and its memory
+cgroup with the OOM kills counted there so far. At its end an OOM kill
 shows as that count going up: ``memory.events`` ``oom_kill`` (cgroup v2), ``memory.oom_control``
 ``oom_kill`` (cgroup v1, with ``memory.failcnt``). procfs and cgroupfs only: nothing here
 can hang on a dead mount (the stderr file is read only on a local filesystem).
@@ -11,6 +13,7 @@ can hang on a dead mount (the stderr file is read only on a local filesystem).
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -112,6 +115,81 @@ def stderr_file(pid: int) -> str | None:
         return None
 
 
+def _same_file(path: str, fd: int) -> bool:
+    try:
+        a, b = os.stat(path), os.fstat(fd)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _logs_of_ours() -> list[int]:
+    """The descriptors this process writes its own output and logs to: stdout, stderr and
+    the files of the logging module's file handlers (the Jupyter server's log file)."""
+    fds = [1, 2]
+    for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+        for handler in getattr(logger, "handlers", ()):
+            stream = getattr(handler, "stream", None)
+            try:
+                fds.append(stream.fileno())
+            except (AttributeError, OSError, ValueError):
+                continue
+    return fds
+
+
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process (one procfs pass)."""
+    out: dict[int, int] = {}
+    for name in os.listdir(hostfs.current().procfs):
+        fields = stat_fields(int(name)) if name.isdigit() else None
+        if fields is not None:
+            out[int(name)] = fields[0]
+    return out
+
+
+def _line_of(pid: int, parents: dict[int, int]) -> set[int]:
+    """``pid``, its ancestors and its descendants: the processes a run's own log may be
+    shared with (a ``bash run.sh > log`` wrapper, DataLoader workers)."""
+    line, up = {pid}, parents.get(pid, 0)
+    while up > 1 and up not in line:
+        line.add(up)
+        up = parents.get(up, 0)
+    below = {pid}
+    while more := {p for p, pp in parents.items() if pp in below} - below:
+        below |= more
+    return line | below
+
+
+def shared_with_others(pid: int, target: str) -> bool:
+    """Whether a process outside ``pid``'s own line (its ancestors and descendants) writes
+    ``target`` as its stdout or stderr: a log many processes share, whose last lines are not
+    this one's. Compares link texts only: no file behind them is touched."""
+    parents = _parents()
+    line = _line_of(pid, parents)
+    for other in parents.keys() - line:
+        for fd in ("1", "2"):
+            try:
+                if os.readlink(hostfs.current().proc(other, "fd", fd)) == target:
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+def own_stderr(pid: int) -> str | None:
+    """``stderr_file(pid)`` when it is the process's own: never the recording process's
+    own output or log (a Jupyter server's kernels inherit its stderr: its last line is the
+    server's log, "AsyncIOLoopKernelRestarter: restarting kernel"), nor a file written by
+    processes outside its own line (a terminal or a pipe is no regular file already)."""
+    target = stderr_file(pid)
+    if target is None:
+        return None
+    link = hostfs.current().proc(pid, "fd", "2")
+    if any(_same_file(link, fd) for fd in _logs_of_ours()) or shared_with_others(pid, target):
+        return None
+    return target
+
+
 def tail(path: str | None, lines: int = TAIL_LINES) -> list[str]:
     """The last lines of a local regular file (at most TAIL_BYTES read)."""
     if not path or not _local(path):
@@ -165,7 +243,7 @@ def at_start(pid: int) -> dict[str, Any]:
     cgroup = memory_cgroup(pid)
     return {
         "started": started_at(pid),
-        "stderr": stderr_file(pid),
+        "stderr": own_stderr(pid),
         "cgroup": cgroup,
         "oom_kills": oom_kills(cgroup),
     }

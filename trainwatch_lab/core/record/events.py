@@ -9,6 +9,7 @@ per new or vanished process: cheap enough for the sampler thread.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from ..model import Sample
@@ -16,6 +17,7 @@ from ..processes.discovery import process_identity
 from . import ended
 from .proc_connector import ProcExits
 from .store import Event
+from .why import asked
 
 
 def run_name(argv: list[str]) -> str:
@@ -25,13 +27,20 @@ def run_name(argv: list[str]) -> str:
     return os.path.basename(script or (argv[0] if argv else "?")) or "?"
 
 
+KernelAsked = Callable[[str, int | None], dict[str, Any] | None]
+
+
 class EventWatch:
     """Remembers the last sample's state and says what changed in the next one. With
     ``exits`` (core.record.proc_connector, as root) a process's or kernel's end carries its
-    exit status and the moment it ended, as the kernel reported them."""
+    exit status and the moment it ended, as the kernel reported them. ``asked(kernel id,
+    pid)``: what was asked of the kernel manager for that process's end (the server's
+    server.kernel_requests: ``{"requested": "shutdown"|"restart", "asked_by", "asked_at"}``),
+    None when its end was not asked for."""
 
-    def __init__(self, exits: ProcExits | None = None) -> None:
+    def __init__(self, exits: ProcExits | None = None, asked: KernelAsked | None = None) -> None:
         self.exits = exits
+        self.asked = asked
         self.warnings: dict[tuple[str, str], Any] = {}
         self.processes: dict[int, dict[str, Any]] = {}  # pid -> what was kept at first sight
         self.checkpoints: dict[str, float] = {}
@@ -199,8 +208,12 @@ class EventWatch:
     def _kernel_end(self, kid: str, kept: dict[str, Any], t: float) -> Event:
         name = f"kernel {kept.get('name') or kid}"
         at, status = self._exit_of(kept.get("pid"), t)
+        request = self.asked(kid, kept.get("pid")) if self.asked is not None else None
         data = {**kept, **ended.at_end(kept), **status, "kernel": kid, "name": name, "ended": at}
-        return Event(at, "kernel-ended", name, f"{name} (pid {kept.get('pid')}) ended", data)
+        data.update(request or {})
+        said = asked(data)
+        text = f"{name} (pid {kept.get('pid')}) " + (f"{said[0]} ({said[1]})" if said else "ended")
+        return Event(at, "kernel-ended", name, text, data)
 
     # -- exit statuses (the process connector) ----------------------------------------
     def _watch(self, pid: int) -> None:

@@ -106,7 +106,8 @@ def events(path: str, since: float, until: float, limit: int) -> dict[str, Any]:
 
 
 def ended(path: str, since: float, until: float) -> dict[str, Any]:
-    """``{"endings": [{name, pid, t, sentence, cause, evidence, exit, started}]}``."""
+    """``{"endings": [{name, pid, t, sentence, cause, evidence, exit, started, requested,
+    badly}]}``, one per process (core.record.why)."""
     store = Store(path, readonly=True)
     try:
         found = [redact(explain(store, e).to_json()) for e in endings(store, since, until)]

@@ -25,7 +25,7 @@ from typing import Any
 from ..defaults import DEFAULTS, Defaults
 from ..history import flatten, key_to_str
 from ..model import Sample
-from .events import EventWatch
+from .events import EventWatch, KernelAsked
 from .maintain import maintain
 from .proc_connector import shared
 from .store import Event, Store, StoreError
@@ -40,7 +40,8 @@ class Recorder:
     the end (a last flush). ``every`` says how often a sample is kept (seconds; a callable
     is asked each tick: 1 s while someone looks, 10 s otherwise). ``exits``: learn the exit
     status of the training processes and kernels it sees end from the kernel's process
-    connector (core.record.proc_connector; as root, where the kernel allows it)."""
+    connector (core.record.proc_connector; as root, where the kernel allows it).
+    ``kernel_asked``: which kernel ends were asked for (core.record.events.EventWatch)."""
 
     def __init__(
         self,
@@ -50,6 +51,7 @@ class Recorder:
         defaults: Defaults = DEFAULTS,
         clock: Callable[[], float] = time.time,
         exits: bool = True,
+        kernel_asked: KernelAsked | None = None,
     ) -> None:
         self.path = path
         self.role = role
@@ -60,7 +62,7 @@ class Recorder:
         self.paused = False
         self.flushes = 0
         self.store: Store | None = None
-        self._events = EventWatch(exits=shared() if exits else None)
+        self._events = EventWatch(exits=shared() if exits else None, asked=kernel_asked)
         self._lock = threading.Lock()
         self._cols: dict[str, tuple[list[float], list[float]]] = {}
         self._flushed: dict[str, int] = {}  # per series, points already in a recent row

@@ -7,6 +7,9 @@ such evidence the sentence says so ("ended; no cause seen") and lists what is kn
 exit status, the last stderr line), never a guess. A run that exited 0 died of nothing
 (it exited normally, whatever its disks held), and an OOM kill that names the run (the
 kernel log's line for its pid, or its own SIGKILL with the cgroup's count) comes first.
+A kernel shut down or restarted on request (the server's kernel manager was asked: the
+kernel-ended event's ``requested``) was shut down, not dead: no cause, and not ``badly``,
+the one rule the panel's cards and the notebook's replay both follow.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ FULL_BYTES = 1024 * 1024  # a filesystem with less than this available is full f
 ENOSPC = re.compile(r"Errno 28|No space left on device|ENOSPC")
 DISK_WARNINGS = ("disk-filling", "disk-almost-full", "checkpoint-wont-fit")
 ENDED_KINDS = ("process-ended", "run-ended", "kernel-ended")
+SAME_START_S = 2.0  # two records of one process: their start times (from its start ticks
+# or, for the run wrapper, the clock just after it started the child) this close
 
 
 @dataclass(slots=True)
@@ -41,6 +46,14 @@ class Ending:
     sentence: str = ""
     cause: str | None = None
     evidence: list[str] = field(default_factory=list)
+    of_kernel: bool = False  # a kernel's end (the kernels source's record is among its own)
+
+    @property
+    def badly(self) -> bool:
+        """Whether it ended badly (a card, a red mark): a cause seen, or an end neither
+        clean (exit status 0) nor asked for (a kernel shut down or restarted on request)."""
+        code = (self.data.get("exit") or {}).get("code")
+        return self.cause is not None or not (code == 0 or self.data.get("requested"))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -52,6 +65,8 @@ class Ending:
             "evidence": self.evidence,
             "exit": self.data.get("exit"),
             "started": self.data.get("started"),
+            "requested": self.data.get("requested"),
+            "badly": self.badly,
         }
 
 
@@ -76,19 +91,58 @@ def size(n: float) -> str:
     return f"{n:.0f} B"
 
 
+ASKED_BY = {
+    "client": "asked from JupyterLab or another client",
+    "server": "the Jupyter server was shutting down",
+    "culler": "culled by the server after being idle",
+}
+DONE = {"shutdown": "was shut down", "restart": "was restarted"}
+
+
+def asked(data: dict[str, Any]) -> tuple[str, str] | None:
+    """``("was shut down", "asked from JupyterLab or another client")`` for an end that was
+    asked of the server's kernel manager; None for any other."""
+    action = data.get("requested")
+    if not action:
+        return None
+    by = ASKED_BY.get(str(data.get("asked_by")), "asked of the server")
+    return DONE.get(str(action), "was stopped"), by
+
+
+def _same_process(a: Ending, pid: int, started: Any, t: float) -> bool:
+    """Whether an end recorded as (``pid``, ``started``, ``t``) is ``a``'s process: the same
+    pid started at the same moment (whoever recorded it, whenever it was noticed); without
+    both starts, the same pid ending within a minute."""
+    if a.pid != pid:
+        return False
+    mine = a.data.get("started")
+    if isinstance(mine, (int, float)) and isinstance(started, (int, float)):
+        return abs(mine - started) < SAME_START_S
+    return abs(a.t - t) < 60
+
+
 def endings(store: Store, since: float, until: float) -> list[Ending]:
-    """Every run that ended in the window; the wrapper's and the discovery's record of the
-    same process (same pid, ends within a minute) are one."""
+    """Every run that ended in the window, one ending per process: the records of one
+    process (pid and start time) by the wrapper (run-ended, the exact end and status), the
+    discovery (process-ended) and the kernels source (kernel-ended: a kernel's process the
+    discovery found too) are one; a kernel's name and facts win over the discovery's."""
     out: list[Ending] = []
     for event in store.events(since, until, kinds=ENDED_KINDS):
         pid = int(event.data.get("pid") or 0)
-        twin = next((e for e in out if e.pid == pid and abs(e.t - event.t) < 60), None)
+        started = event.data.get("started")
+        twin = next((e for e in out if _same_process(e, pid, started, event.t)), None)
         if twin is None:
-            out.append(Ending(event.subject, pid, event.t, dict(event.data)))
+            kernel = event.kind == "kernel-ended"
+            out.append(Ending(event.subject, pid, event.t, dict(event.data), of_kernel=kernel))
             continue
         if event.kind == "run-ended":  # the wrapper knows the exact end and the status
             twin.t = event.t
-        twin.data = {**twin.data, **{k: v for k, v in event.data.items() if v is not None}}
+        news = {k: v for k, v in event.data.items() if v is not None}
+        if event.kind == "kernel-ended":
+            twin.name, twin.of_kernel = event.subject, True
+        elif twin.of_kernel:  # the discovery's record adds, never overrides
+            news = {k: v for k, v in news.items() if twin.data.get(k) is None}
+        twin.data = {**twin.data, **news}
     return out
 
 
@@ -170,9 +224,11 @@ def explain(store: Store, ending: Ending) -> Ending:
     killed = (data.get("exit") or {}).get("signal") == "SIGKILL"
     # an OOM kill counted in a cgroup it shares with others names no process: only the
     # kernel log's line for its pid, or its own SIGKILL with the count, does; such a kill
-    # is the end whatever the disks held, and a run that exited 0 died of nothing
+    # is the end whatever the disks held, and a run that exited 0 died of nothing; nor did
+    # a kernel shut down on request, unless the OOM killer came first
+    settled = clean or bool(data.get("requested"))
     oom_cause = bool(logged or (oom and killed))
-    disk_cause = not oom_cause and not clean
+    disk_cause = not oom_cause and not settled
     if oom_cause:
         cause = "the kernel's out-of-memory killer ended it"
     elif disk_cause and full and (nospace or _related(full[0][0], own)):
@@ -202,12 +258,12 @@ def explain(store: Store, ending: Ending) -> Ending:
         )
     if logged:
         evidence.append(f"kernel log: {logged}")
-    if cause is None and not clean:
+    if cause is None and not settled:
         dead = _warned(before, ("mount-unresponsive",), None)
         if dead is not None and dead.subject in own:
             cause = f"{dead.subject} stopped answering"
             evidence.append(f"mount-unresponsive since {clock(dead.t)}")
-    if cause is None and not clean:
+    if cause is None and not settled:
         gpu = _warned(before, ("gpu-error",), None)
         if gpu is not None:
             cause = f"GPU {gpu.subject} reported an error"
@@ -220,8 +276,17 @@ def explain(store: Store, ending: Ending) -> Ending:
     head = f"{ending.name} ended at {clock(ending.t)}"
     if started:
         head += f" after {duration(ending.t - started)}"
+    request = asked(data)
+    if request is not None and cause is not None:  # asked, but something else came first
+        when = data.get("asked_at")
+        evidence.append(request[1] + (f" at {clock(when)}" if when else ""))
     if cause is not None:
         sentence = f"{head}: {cause} ({'; '.join(evidence)})"
+    elif request is not None:
+        done, by = request
+        sentence = f"{ending.name} {done} at {clock(ending.t)}"
+        sentence += f" after {duration(ending.t - started)}" if started else ""
+        sentence += f" ({'; '.join([by, *evidence])})"
     elif clean:
         sentence = f"{head}: it exited normally (status 0)"
     else:

@@ -52,7 +52,7 @@ END_COLOR = "var(--jp-error-color1)"
 REPLAY_STYLE = """
 .tw-replay-endings .tw-ending { margin: 2px 0; padding-left: 8px; line-height: 1.4;
   border-left: 3px solid var(--jp-border-color1); color: var(--jp-ui-font-color0); }
-.tw-replay-endings .tw-ending[data-cause="1"] { border-left-color: var(--jp-error-color1); }
+.tw-replay-endings .tw-ending[data-badly="1"] { border-left-color: var(--jp-error-color1); }
 .trainwatch .tw-events summary { cursor: pointer; color: var(--jp-ui-font-color1); }
 .trainwatch .tw-events table td { padding: 0 8px 0 0; vertical-align: top; }
 """
@@ -132,7 +132,7 @@ def endings_html(endings: Sequence[dict[str, Any]]) -> str:
     if not endings:
         return "<div class='tw-ending tw-muted'>No run ended in this window.</div>"
     return "".join(
-        f"<div class='tw-ending' data-cause='{int(bool(e.get('cause')))}'>{esc(e['sentence'])}"
+        f"<div class='tw-ending' data-badly='{int(bool(e.get('badly')))}'>{esc(e['sentence'])}"
         "</div>"
         for e in endings
     )
@@ -316,7 +316,8 @@ class Replay(widgets.VBox):
             )
         level = (
             "warning"
-            if state == "error" or (rec and any(e["cause"] for e in rec.endings))
+            # ended badly: core.record.why's rule, the panel's cards follow it too
+            if state == "error" or (rec and any(e.get("badly") for e in rec.endings))
             else "ok"
         )
         when = f"{clock(self.since)} to {clock(self.until)}"
