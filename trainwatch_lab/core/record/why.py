@@ -157,7 +157,9 @@ def _related(path: str, own: set[str]) -> bool:
 
 def _least(store: Store, ending: Ending) -> list[tuple[str, float, float]]:
     """(path, least available bytes, when) per watched path in the minutes before the
-    end, the run's own paths (and those above or below them) first, then by free space."""
+    end, the run's own paths (and those above or below them) first, then by free space;
+    of paths equally full (one filesystem), the run's own path, then the shortest, never
+    whichever the store happened to list first."""
     own = set(ending.data.get("paths") or [])
     found = []
     keys = store.keys("path:*:avail_bytes")
@@ -167,7 +169,7 @@ def _least(store: Store, ending: Ending) -> list[tuple[str, float, float]]:
         if pairs:
             least, when = min(pairs)
             found.append((key[len("path:") : -len(":avail_bytes")], least, when))
-    found.sort(key=lambda f: (not _related(f[0], own), f[1]))
+    found.sort(key=lambda f: (not _related(f[0], own), f[1], f[0] not in own, len(f[0]), f[0]))
     return found
 
 
@@ -183,7 +185,7 @@ def _full_paths(store: Store, ending: Ending) -> list[tuple[str, float, float]]:
 def _least_free(store: Store, ending: Ending) -> tuple[str, float, float] | None:
     """The watched path with the least free space before the end (the run's own first)."""
     found = _least(store, ending)
-    return min(found, key=lambda f: f[1]) if found else None
+    return found[0] if found else None
 
 
 def _warned(events: list[Event], code_set: tuple[str, ...], subject: str | None) -> Event | None:
