@@ -100,12 +100,17 @@ async def test_the_server_records_with_nobody_looking(
     assert out.returncode == 0 and str(watched) in out.stdout, out.stderr
 
 
-async def _wait_recorded(store_file: Path, key: str) -> None:
-    for _ in range(600):  # on the server's event loop: never block it
-        if _recorded(store_file, key) >= 3:
+async def _until(check, what: str, timeout_s: float = 90.0) -> None:
+    """Poll ``check`` on the server's loop without blocking it (the server runs there)."""
+    for _ in range(int(timeout_s / 0.05)):
+        if check():
             return
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{key} was not recorded within a minute")
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{what} within {timeout_s:g} s")
+
+
+async def _wait_recorded(store_file: Path, key: str) -> None:
+    await _until(lambda: _recorded(store_file, key) >= 3, f"{key} recorded", 60.0)
 
 
 async def test_the_recorded_endpoints_replay_the_history(
@@ -228,15 +233,19 @@ async def test_a_kernel_that_died_is_explained_by_history_why(
 async def _wait_kernel(hub, kid: str, pid_not: int | None = None, gone: bool = False) -> int | None:
     """The kernel's pid once the sampler lists it (with another pid than ``pid_not``), or
     None once it is gone from the list (``gone``); on the server's loop, never blocking it."""
-    for _ in range(1200):
+    found: list[int | None] = []
+
+    def seen() -> bool:
         latest = hub.latest
         listed = latest.kernels.get(kid, {}).get("pid") if latest is not None else None
         if gone and latest is not None and kid not in latest.kernels:
-            return None
-        if not gone and listed and listed != pid_not:
-            return int(listed)
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"kernel {kid} was not {'gone' if gone else 'listed'} within a minute")
+            found.append(None)
+        elif not gone and listed and listed != pid_not:
+            found.append(int(listed))
+        return bool(found)
+
+    await _until(seen, f"kernel {kid} {'gone' if gone else 'listed'}", 60.0)
+    return found[0]
 
 
 async def test_a_kernel_shut_down_or_restarted_on_request_is_no_bad_end(
@@ -320,14 +329,6 @@ def _events_of(store_file: Path, kind: str, pid: int) -> list:
         return [e for e in store.events(0, 2e9, kinds=(kind,)) if e.data.get("pid") == pid]
     finally:
         store.close()
-
-
-async def _until(check, what: str) -> None:
-    for _ in range(1800):  # on the server's loop: never block it
-        if check():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{what} within 90 s")
 
 
 async def test_a_kernel_a_discovery_took_for_training_ends_once_as_the_kernel(
