@@ -246,3 +246,30 @@ def test_why_redacts_the_sentence_and_its_json(tmp_path: Path) -> None:
         assert out.returncode == 0, out.stderr
         assert "last stderr line: fetch failed: https://" in out.stdout, out.stdout
         assert "hunter2secret" not in out.stdout and "hf_abcdef123456" not in out.stdout
+
+
+def test_why_writes_no_control_character_to_the_terminal(tmp_path: Path) -> None:
+    """A notebook's name and a run's stderr are anyone's text: an escape sequence in them
+    (a title change, a screen clear) is shown escaped, never sent to the terminal."""
+    path = tmp_path / "h.sqlite"
+    s = Store(str(path), role="t")
+    s.register()
+    now = time.time()
+    name = "kernel python3 of \x1b]2;owned\x07x.ipynb"
+    s.add_events(
+        [
+            Event(
+                now - 5,
+                "kernel-ended",
+                name,
+                f"{name} (pid 7) ended",
+                {"pid": 7, "started": now - 600, "stderr_tail": ["\x1b[2Jboom\rgone"]},
+            )
+        ]
+    )
+    s.close()
+    for view in ("why", "events"):
+        out = tw("history", view, "--store", str(path))
+        assert out.returncode == 0, out.stderr
+        assert "owned" in out.stdout, out.stdout
+        assert not any(c in out.stdout for c in "\x1b\x07\r"), repr(out.stdout)
