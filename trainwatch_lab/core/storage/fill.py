@@ -25,6 +25,7 @@ from ..model import FillState, PathState, Sample
 log = logging.getLogger(__name__)
 
 FilesystemKey = tuple[str, int | None]
+PACE_INTERVALS = 64  # the sampler's usual interval is the median of this many, at most
 # recorded free space of a filesystem in [since, until): (times, avail), oldest first
 PastReadings = Callable[[FilesystemKey, float, float, float], tuple[list[float], list[float]]]
 
@@ -81,12 +82,13 @@ def _last_drop(avail: Sequence[float]) -> int:
     return next((i for i in range(n - 1, 0, -1) if avail[i] < avail[i - 1]), n - 1)
 
 
-def _pace(times: Sequence[float], avail: Sequence[float]) -> float:
-    """The sampler's usual interval, up to the last drop: how the writes are cut into
-    bursts must not change while free space stands still, or the fit would move with
+def _pace(times: Sequence[float], last: int) -> float:
+    """The sampler's usual interval, up to the last drop (``last``): how the writes are cut
+    into bursts must not change while free space stands still, or the fit would move with
     nothing written (a loaded sampler's late tick, then its quick ones, did that)."""
-    upto = max(_last_drop(avail), 1)
-    return statistics.median(b - a for a, b in itertools.pairwise(times[: upto + 1]))
+    upto = max(last, 1)
+    recent = times[max(0, upto - PACE_INTERVALS) : upto + 1]  # the median of a window: cheap
+    return statistics.median(b - a for a, b in itertools.pairwise(recent))
 
 
 def _stretch_start(
@@ -135,12 +137,14 @@ def _since_last_stop(times: Sequence[float], bursts: list[list[int]], quiet: flo
 
 def _window_to_last_drop(
     times: Sequence[float], avail: Sequence[float], window_s: float
-) -> tuple[Sequence[float], Sequence[float]]:
-    """The ``window_s`` that ends where free space last went down, and what came after it:
-    while nothing is written the fit keeps its points, so the rate holds and the time to
-    full only counts down (readings sliding out of a window fixed to now would move it)."""
-    first = bisect.bisect_left(times, times[_last_drop(avail)] - window_s)
-    return times[first:], avail[first:]
+) -> tuple[Sequence[float], Sequence[float], int]:
+    """The ``window_s`` that ends where free space last went down, what came after it, and
+    the index of that drop in them: while nothing is written the fit keeps its points, so
+    the rate holds and the time to full only counts down (readings sliding out of a window
+    fixed to now would move it)."""
+    last = _last_drop(avail)
+    first = bisect.bisect_left(times, times[last] - window_s)
+    return times[first:], avail[first:], last - first
 
 
 def estimate_fill(
@@ -162,11 +166,11 @@ def estimate_fill(
     n = min(len(times), len(avail))
     if n < 3:
         return FillState(filesystem, "measuring", points=n)
-    times, avail = _window_to_last_drop(times[:n], avail[:n], d.fill_window_s)
+    times, avail, last = _window_to_last_drop(times[:n], avail[:n], d.fill_window_s)
     n = len(times)
     if n < 3:  # the readings before the last drop are older than the window (a long pause)
         return FillState(filesystem, "measuring", points=n)
-    pace = _pace(times, avail)
+    pace = _pace(times, last)
     peak = _stretch_start(times, avail, n, pace, d)
     drops = [i for i in range(peak + 1, n) if avail[i] < avail[i - 1]]
     if not drops:
