@@ -56,7 +56,8 @@ def notebook_paths(session_manager: Any) -> dict[str, str]:
     if session_manager is None:
         return {}
     try:
-        rows = session_manager.cursor.execute("SELECT kernel_id, path FROM session").fetchall()
+        # a cursor of our own: the manager's shared one keeps its state between its steps
+        rows = session_manager.connection.execute("SELECT kernel_id, path FROM session").fetchall()
     except Exception:  # another session manager, or a closed one: kernels go unnamed
         log.debug("trainwatch: the sessions' notebooks could not be read", exc_info=True)
         return {}
