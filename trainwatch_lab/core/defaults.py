@@ -273,6 +273,9 @@ PATH_MAX = 4096
 REQUEST_BODY_MAX = 16 * 1024
 WS_MESSAGE_MAX = 4096
 PARAM_MAX = PATH_MAX
+# one answer of Prometheus's API, decompressed (tornado's client refuses more, its default
+# buffer): 10,000 hosts' largest answer, every filesystem's, is about 12 MB
+PROMETHEUS_ANSWER_MAX = 100 * 1024 * 1024
 
 # checkpoint files by name: torch.save / Lightning / Accelerate / Hugging Face (.pt .pth .ckpt
 # .safetensors .bin), Keras 3 (.keras whole models, .weights.h5 weights)

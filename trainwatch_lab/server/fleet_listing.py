@@ -1,5 +1,5 @@
-"""The fleet's listing built in a process of its own: decode Prometheus's answers, fold them,
-encode the reply.
+"""The fleet's listing built in a process of its own: ask Prometheus, decode its answers, fold
+them, encode the reply.
 
 Why a process and not a thread: at 10,000 hosts decoding, folding and encoding are a second
 of pure Python, and a thread doing it holds the GIL the event loop needs (the benchmark saw
@@ -31,8 +31,9 @@ from typing import IO, Any
 
 from ..core.defaults import DEFAULTS, Defaults
 from ..core.model import dumps
-from ..prometheus.fleet import Series, counts, fold
-from .promclient import Answer, result
+from ..prometheus.fleet import Series, counts, fold, seen_query
+from .promclient import Answer, data, result
+from .promfetch import Endpoint, query_all
 
 FRAME = struct.Struct("<Q")
 ROOT = str(Path(__file__).resolve().parents[2])  # where this trainwatch_lab is imported from
@@ -47,13 +48,27 @@ class WorkerDied(Exception):
 
 
 def listing(
-    url: str, answers: Mapping[str, Answer], at: float, recorded: bool, d: Defaults
+    where: Endpoint,
+    queries: Mapping[str, str],
+    at: float,
+    deadline: float,
+    recorded: bool,
+    d: Defaults,
 ) -> bytes:
-    """The body of ``GET fleet`` from the listing's undecoded answers (in the worker
-    process). ``url``: the Prometheus shown; ``recorded``: every per-host series was read
-    from the recording rules. A refused or foreign answer raises its one line."""
+    """The body of ``GET fleet`` (in the worker process): the listing's ``queries`` asked at
+    ``at`` and answered by ``deadline`` (``time.monotonic``), then a second round for the
+    targets absent now (``seen_query``), folded. ``recorded``: every per-host series was
+    read from the recording rules. Prometheus down, slow, refusing or foreign raises its
+    one line."""
+    answers = query_all(where, queries, at, deadline)
+    seen = seen_query(result(answers["absent"]))  # a few series
+    if seen is not None:  # the targets down or gone: when each last answered
+        answers |= query_all(where, {"seen": seen}, at, deadline)
+    for answer in answers.values():
+        if answer.code != 200 or not answer.json:
+            data(answer)  # refused, or not the API: its one line, before any fold
     hosts = fold(Decoded(answers), d)
-    reply = {"prometheus": url, "t": at, "recorded": recorded, "counts": counts(hosts)}
+    reply = {"prometheus": where.url, "t": at, "recorded": recorded, "counts": counts(hosts)}
     reply["hosts"] = hosts
     return dumps(reply).encode()
 
