@@ -2,8 +2,11 @@
 
 ``GET api/fleet`` lists one entry per host (prometheus.fleet.fold: worst warning and the
 warnings, its state, GPU utilization, the busiest disk, the least free filesystem, last
-seen), with ``counts`` (hosts per state) and ``recorded`` (whether every per-host series was
-read from the recording rules of ``trainwatch-lab rules`` rather than computed inline);
+seen: what a row of the panel shows and its filter box reads, nothing more), with ``counts``
+(hosts per state), ``fixes`` (the fix of each warning code derived from node_exporter's and
+DCGM's numbers, once rather than with every host's warning) and ``recorded`` (whether every
+per-host series was read from the recording rules of ``trainwatch-lab rules`` rather than
+computed inline);
 ``GET api/fleet/range?host=H&window=S`` returns that host's charts over the last S seconds
 from ``query_range``. Without ``c.TrainWatch.prometheus_url`` the listing says so
 (``"prometheus": null``) and the panel hides its Fleet section. Prometheus down, slow or

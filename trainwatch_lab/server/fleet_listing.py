@@ -31,7 +31,7 @@ from typing import IO, Any
 
 from ..core.defaults import DEFAULTS, Defaults
 from ..core.model import dumps
-from ..prometheus.fleet import Series, counts, fold, seen_query
+from ..prometheus.fleet import FIXES, Series, counts, fold, seen_query
 from .promclient import Answer, data, result
 from .promfetch import Endpoint, query_all
 
@@ -69,6 +69,7 @@ def listing(
             data(answer)  # refused, or not the API: its one line, before any fold
     hosts = fold(Decoded(answers), d)
     reply = {"prometheus": where.url, "t": at, "recorded": recorded, "counts": counts(hosts)}
+    reply["fixes"] = FIXES
     reply["hosts"] = hosts
     return dumps(reply).encode()
 
