@@ -8,7 +8,7 @@ extension and ``c.TrainWatch.prometheus_url`` set:
 - Prometheus's own time for the listing's queries, sent at once as the server sends them;
 - the server's CPU for one listing (its process clock) and its peak RSS during it
   (``VmHWM`` after ``clear_refs`` 5), above its RSS before; the same of its listing worker
-  process (server.fleet_listing), which decodes, folds and encodes;
+  process (server.fleet_listing), which asks Prometheus, decodes, folds and encodes;
 - the longest event-loop stall a client sees: Jupyter's ``/api/status`` asked back to back
   during a listing, its longest answer.
 
