@@ -258,8 +258,9 @@ class Defaults:
     # widget at once, saying it is reading, and fills it in when the read ends
     replay_wait_s: float = 10.0
 
-    # the fleet listing's worker process runs this much nicer than the server: on a machine
-    # with fewer free cores than busy threads, the event loop gets a core before the fold
+    # the fleet listing's fold (a thread of its worker process; the worker's HTTP is not)
+    # runs this much nicer than the server: on a machine with fewer free cores than busy
+    # threads, the event loop gets a core before the fold
     fleet_worker_nice: int = 10
 
 
