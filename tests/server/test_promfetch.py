@@ -90,3 +90,47 @@ def test_an_answer_that_inflates_past_the_limit_is_refused_in_one_line(
     assert str(info.value) == (
         f"Prometheus at http://{netloc} answered more than 2 KiB to one query"
     )
+
+
+class Trickle(BaseHTTPRequestHandler):
+    """Answers at once, then sends its body a byte every 0.2 s for a minute: each read
+    gets a byte before any socket timeout, and only a deadline ends it."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "300")
+        self.end_headers()
+        for _ in range(300):
+            try:
+                self.wfile.write(b" ")
+                self.wfile.flush()
+            except OSError:  # the client gave up: what the test wants
+                return
+            time.sleep(0.2)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_an_answer_that_trickles_is_cut_at_the_deadline_and_leaves_no_thread() -> None:
+    """A Prometheus (or a proxy before it) that sends a byte now and then: the listing says
+    it was late at its deadline, and the worker keeps no thread reading it afterwards (the
+    worker lives on, one listing after another)."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    netloc = f"127.0.0.1:{server.server_address[1]}"
+
+    def readers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name.startswith("trainwatch-prometheus")]
+
+    try:
+        with pytest.raises(PrometheusError, match="did not answer within"):
+            query_all(Endpoint(f"http://{netloc}", 1.0), {"up": "up"}, 0.0, time.monotonic() + 1)
+        gone = time.monotonic() + 30  # a margin: the reader ends at its next read
+        while readers() and time.monotonic() < gone:
+            time.sleep(0.05)
+        assert not readers(), readers()
+    finally:
+        server.shutdown()
+        server.server_close()

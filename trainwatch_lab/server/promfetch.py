@@ -26,6 +26,8 @@ from ..advice.text import fmt_bytes
 from ..core.defaults import PROMETHEUS_ANSWER_MAX
 from .promclient import JSON, Answer, PrometheusError, late, request, shown, unreachable, why
 
+READ_PIECE = 1 << 20  # the answer's body is read this much at a time, at most
+
 
 @dataclass(frozen=True)
 class Endpoint:
@@ -83,7 +85,7 @@ def _get(where: Endpoint, params: dict[str, str], deadline: float) -> Answer:
     try:
         conn.request("GET", f"{parts.path}?{parts.query}", headers=headers)
         response = conn.getresponse()
-        body = _body(where, response)
+        body = _body(where, response, conn, deadline)
     except TimeoutError:
         raise late(where.url, where.timeout_s) from None
     except http.client.HTTPException as exc:
@@ -96,10 +98,31 @@ def _get(where: Endpoint, params: dict[str, str], deadline: float) -> Answer:
     return Answer(where.url, response.status, body, kind.startswith(JSON))
 
 
-def _body(where: Endpoint, response: http.client.HTTPResponse) -> bytes:
-    """The answer's body, gunzipped; more than ``PROMETHEUS_ANSWER_MAX`` is refused."""
+def _body(
+    where: Endpoint,
+    response: http.client.HTTPResponse,
+    conn: http.client.HTTPConnection,
+    deadline: float,
+) -> bytes:
+    """The answer's body, gunzipped; more than ``PROMETHEUS_ANSWER_MAX`` is refused. Read
+    a piece at a time, each within what is left of the deadline: an answer that trickles
+    in (a byte now and then beats any socket timeout) is late at the deadline, and no
+    thread of the worker, which serves listing after listing, goes on reading it."""
     limit = PROMETHEUS_ANSWER_MAX
-    raw = response.read(limit + 1)
+    pieces: list[bytes] = []
+    size = 0
+    while size <= limit:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        if conn.sock is not None:
+            conn.sock.settimeout(left)
+        piece = response.read1(min(READ_PIECE, limit + 1 - size))
+        if not piece:
+            break
+        pieces.append(piece)
+        size += len(piece)
+    raw = b"".join(pieces)
     if response.getheader("Content-Encoding", "").lower() == "gzip":
         inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
         raw = inflate.decompress(raw, limit + 1)
