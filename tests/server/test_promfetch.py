@@ -93,14 +93,17 @@ def test_an_answer_that_inflates_past_the_limit_is_refused_in_one_line(
 
 
 class Trickle(BaseHTTPRequestHandler):
-    """Answers at once, then sends its body a byte every 0.2 s for a minute: each read
-    gets a byte before any socket timeout, and only a deadline ends it."""
+    """Sends a byte every 0.2 s for a minute, of its headers or, after them, of its body:
+    each read gets a byte before any socket timeout, and only a deadline ends it."""
+
+    part = "body"
 
     def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", "300")
-        self.end_headers()
+        self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        if self.part == "body":
+            self.wfile.write(b"Content-Type: application/json\r\nContent-Length: 300\r\n\r\n")
+        else:
+            self.wfile.write(b"X-Slow: ")
         for _ in range(300):
             try:
                 self.wfile.write(b" ")
@@ -113,11 +116,12 @@ class Trickle(BaseHTTPRequestHandler):
         pass
 
 
-def test_an_answer_that_trickles_is_cut_at_the_deadline_and_leaves_no_thread() -> None:
+@pytest.mark.parametrize("part", ["headers", "body"])
+def test_an_answer_that_trickles_is_cut_at_the_deadline_and_leaves_no_thread(part) -> None:
     """A Prometheus (or a proxy before it) that sends a byte now and then: the listing says
     it was late at its deadline, and the worker keeps no thread reading it afterwards (the
     worker lives on, one listing after another)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (Trickle,), {"part": part}))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     netloc = f"127.0.0.1:{server.server_address[1]}"
 

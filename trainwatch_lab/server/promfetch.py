@@ -13,8 +13,11 @@ proxy and no redirect followed; failures are the same one-line ``PrometheusError
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import socket
 import ssl
+import threading
 import time
 import zlib
 from collections.abc import Mapping
@@ -25,8 +28,6 @@ from urllib.parse import urlsplit
 from ..advice.text import fmt_bytes
 from ..core.defaults import PROMETHEUS_ANSWER_MAX
 from .promclient import JSON, Answer, PrometheusError, late, request, shown, unreachable, why
-
-READ_PIECE = 1 << 20  # the answer's body is read this much at a time, at most
 
 
 @dataclass(frozen=True)
@@ -52,9 +53,12 @@ def query_all(
     raises its one line."""
     names = list(queries)
     pool = ThreadPoolExecutor(len(names) or 1, thread_name_prefix="trainwatch-prometheus")
+    talking = _Talking()
     try:
         calls = {
-            n: pool.submit(_get, where, {"query": queries[n], "time": f"{at:.3f}"}, deadline)
+            n: pool.submit(
+                _get, where, {"query": queries[n], "time": f"{at:.3f}"}, deadline, talking
+            )
             for n in names
         }
         done, _ = wait(calls.values(), max(0.0, deadline - time.monotonic()), FIRST_EXCEPTION)
@@ -65,11 +69,43 @@ def query_all(
             raise late(where.url, where.timeout_s)
         answers = {n: calls[n].result() for n in names}
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)  # a straggler ends at its socket timeout
+        pool.shutdown(wait=False, cancel_futures=True)
+        talking.hang_up()  # a straggler's read ends now, not when Prometheus stops sending
     return answers
 
 
-def _get(where: Endpoint, params: dict[str, str], deadline: float) -> Answer:
+class _Talking:
+    """The connections a listing's calls hold open. Hung up once the listing is answered
+    or late: a Prometheus (or a proxy) that sends a byte now and then beats every socket
+    timeout, and the worker, which serves listing after listing, would keep a thread
+    reading it for as long as it trickles."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: set[http.client.HTTPConnection] = set()
+        self._over = False
+
+    def add(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if self._over:
+                raise TimeoutError
+            self._open.add(conn)
+
+    def discard(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            self._open.discard(conn)
+
+    def hang_up(self) -> None:
+        with self._lock:
+            self._over = True
+            held, self._open = self._open, set()
+        for conn in held:  # shutdown, not close: it wakes a read blocked in another thread
+            if conn.sock is not None:
+                with contextlib.suppress(OSError):
+                    conn.sock.shutdown(socket.SHUT_RDWR)
+
+
+def _get(where: Endpoint, params: dict[str, str], deadline: float, talking: _Talking) -> Answer:
     """One call of ``query``, as it came (decompressed), once Prometheus answered at all."""
     url, headers = request(where.base, "query", params)
     parts = urlsplit(url)
@@ -83,9 +119,10 @@ def _get(where: Endpoint, params: dict[str, str], deadline: float) -> Answer:
     else:
         conn = http.client.HTTPConnection(parts.netloc, timeout=left)
     try:
+        talking.add(conn)
         conn.request("GET", f"{parts.path}?{parts.query}", headers=headers)
         response = conn.getresponse()
-        body = _body(where, response, conn, deadline)
+        body = _body(where, response)
     except TimeoutError:
         raise late(where.url, where.timeout_s) from None
     except http.client.HTTPException as exc:
@@ -93,36 +130,16 @@ def _get(where: Endpoint, params: dict[str, str], deadline: float) -> Answer:
     except OSError as exc:
         raise unreachable(where.url, why(exc)) from None
     finally:
+        talking.discard(conn)
         conn.close()
     kind = response.getheader("Content-Type", "") or ""
     return Answer(where.url, response.status, body, kind.startswith(JSON))
 
 
-def _body(
-    where: Endpoint,
-    response: http.client.HTTPResponse,
-    conn: http.client.HTTPConnection,
-    deadline: float,
-) -> bytes:
-    """The answer's body, gunzipped; more than ``PROMETHEUS_ANSWER_MAX`` is refused. Read
-    a piece at a time, each within what is left of the deadline: an answer that trickles
-    in (a byte now and then beats any socket timeout) is late at the deadline, and no
-    thread of the worker, which serves listing after listing, goes on reading it."""
+def _body(where: Endpoint, response: http.client.HTTPResponse) -> bytes:
+    """The answer's body, gunzipped; more than ``PROMETHEUS_ANSWER_MAX`` is refused."""
     limit = PROMETHEUS_ANSWER_MAX
-    pieces: list[bytes] = []
-    size = 0
-    while size <= limit:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError
-        if conn.sock is not None:
-            conn.sock.settimeout(left)
-        piece = response.read1(min(READ_PIECE, limit + 1 - size))
-        if not piece:
-            break
-        pieces.append(piece)
-        size += len(piece)
-    raw = b"".join(pieces)
+    raw = response.read(limit + 1)
     if response.getheader("Content-Encoding", "").lower() == "gzip":
         inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
         raw = inflate.decompress(raw, limit + 1)
