@@ -158,3 +158,25 @@ async def test_a_worker_that_hangs_is_killed_within_the_timeout(jp_fetch, jp_ser
     assert not Path(f"/proc/{worker}").exists()  # killed and reaped
     again = json.loads((await jp_fetch(*API)).body)
     assert again["counts"] == expected(HOSTS) and fleet.worker.pid() not in (None, worker)
+
+
+async def test_a_worker_slow_to_take_the_listing_still_gives_prometheus_its_timeout(
+    jp_fetch, jp_serverapp
+):
+    """The Prometheus timeout counts from when the worker takes the listing, not from when
+    the server asked: a worker that is still starting, or paused a moment, is no reason to
+    say Prometheus "did not answer". Here the warm worker is stopped for longer than the
+    whole timeout while the request waits in its pipe, then goes on."""
+    fleet = jp_serverapp.web_app.settings[SETTINGS_KEY]
+    fleet.client.timeout_s = 2.0
+    await jp_fetch(*API)
+    worker = fleet.worker.pid()
+    assert worker is not None
+    os.kill(worker, signal.SIGSTOP)
+    fleet._cached = None  # past the listing's cache
+    listing = asyncio.ensure_future(jp_fetch(*API))
+    assert await asyncio.to_thread(wait_until, lambda: _unread(worker) > 0, 30)
+    await asyncio.sleep(2.5)  # past the timeout, whatever the load: the pause is all it takes
+    os.kill(worker, signal.SIGCONT)
+    answer = json.loads((await listing).body)
+    assert answer["counts"] == expected(HOSTS) and fleet.worker.pid() == worker

@@ -262,6 +262,10 @@ class Defaults:
     # runs this much nicer than the server: on a machine with fewer free cores than busy
     # threads, the event loop gets a core before the fold
     fleet_worker_nice: int = 10
+    # a listing that has to start the worker first may take this much longer (Python and
+    # the fold's imports, on a loaded machine); Prometheus's timeout counts from when the
+    # worker takes the listing, so a slow start is never said to be Prometheus's
+    fleet_worker_start_s: float = 15.0
 
 
 DEFAULTS = Defaults()

@@ -89,12 +89,11 @@ class Fleet:
         recorded = await self._recorded(at)
         queries = instant_queries(self.rate_window, self.defaults, recorded)
         every = set(host_series(self.rate_window, self.defaults)) <= recorded
-        # the worker asks Prometheus within the timeout (from now: a worker that starts
-        # first spends it starting), then folds within as long again
+        # the worker asks Prometheus within the timeout (from when it takes the listing),
+        # then folds within as long again
         timeout_s = self.client.timeout_s
-        deadline = time.monotonic() + timeout_s
         where = Endpoint(self.client.base, timeout_s)
-        args = (where, queries, at, deadline, every, self.defaults)
+        args = (where, queries, at, every, self.defaults)
         body = await self.worker.run(*args, timeout_s=2 * timeout_s)
         self._cached = (time.monotonic(), body)
         return body

@@ -23,6 +23,7 @@ import pickle
 import struct
 import subprocess
 import sys
+import time
 import weakref
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -51,17 +52,17 @@ def listing(
     where: Endpoint,
     queries: Mapping[str, str],
     at: float,
-    deadline: float,
     recorded: bool,
     d: Defaults,
     lane: Executor | None = None,
 ) -> bytes:
     """The body of ``GET fleet`` (in the worker process): the listing's ``queries`` asked at
-    ``at`` and answered by ``deadline`` (``time.monotonic``), then a second round for the
-    targets absent now (``seen_query``), folded (on ``lane`` when given: the worker's
-    nicer thread). ``recorded``: every per-host series was read from the recording rules.
-    Prometheus down, slow, refusing or foreign raises its one line."""
-    answers = asked(where, queries, at, deadline)
+    ``at`` and answered within ``where.timeout_s`` from now (a worker slow to take the
+    listing is not Prometheus being slow), then a second round for the targets absent now
+    (``seen_query``), folded (on ``lane`` when given: the worker's nicer thread).
+    ``recorded``: every per-host series was read from the recording rules. Prometheus down,
+    slow, refusing or foreign raises its one line."""
+    answers = asked(where, queries, at, time.monotonic() + where.timeout_s)
     args = (answers, where.url, at, recorded, d)
     return encoded(*args) if lane is None else lane.submit(encoded, *args).result()
 
@@ -166,7 +167,10 @@ class ListingProcess:
 
     async def run(self, *args: Any, timeout_s: float) -> bytes:
         """``listing(*args)`` in the worker process, awaited from the loop; a worker that
-        takes longer than ``timeout_s`` (stopped, swapping) is killed."""
+        takes longer than ``timeout_s`` (stopped, swapping), and ``fleet_worker_start_s``
+        more when it has to start first, is killed."""
+        if self.pid() is None:
+            timeout_s += DEFAULTS.fleet_worker_start_s
         call = asyncio.get_running_loop().run_in_executor(self._io, self._call, args)
         try:
             return await asyncio.wait_for(asyncio.shield(call), timeout_s)
