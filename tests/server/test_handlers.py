@@ -433,6 +433,7 @@ async def test_rest_use_starts_the_sampler_and_idles_it_out(jp_fetch, hub):
 
 
 # -- kernels -------------------------------------------------------------------------------
+@pytest.mark.kernel  # starts real IPython kernels through the server
 async def test_kernel_cwd_is_watched_and_its_pid_reported(jp_fetch, hub, jp_root_dir):
     sub = jp_root_dir / "project"
     sub.mkdir()

@@ -180,6 +180,7 @@ async def test_recorded_queries_run_one_at_a_time_off_the_hub_s_executor(
     assert (await get).code == 200
 
 
+@pytest.mark.kernel  # starts real IPython kernels through the server
 async def test_a_kernel_that_died_is_explained_by_history_why(
     jp_serverapp, store_file: Path
 ) -> None:
@@ -248,6 +249,7 @@ async def _wait_kernel(hub, kid: str, pid_not: int | None = None, gone: bool = F
     return found[0]
 
 
+@pytest.mark.kernel  # starts real IPython kernels through the server
 async def test_a_kernel_shut_down_or_restarted_on_request_is_no_bad_end(
     jp_fetch, jp_serverapp, store_file: Path
 ) -> None:
@@ -331,6 +333,7 @@ def _events_of(store_file: Path, kind: str, pid: int) -> list:
         store.close()
 
 
+@pytest.mark.kernel  # starts real IPython kernels through the server
 async def test_a_kernel_a_discovery_took_for_training_ends_once_as_the_kernel(
     jp_fetch, jp_serverapp, store_file: Path, tmp_path: Path
 ) -> None:
