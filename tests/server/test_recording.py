@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,9 +19,12 @@ from traitlets.config import Config
 
 from tests.record.test_why import connector_opens
 from tests.server.conftest import INTERVAL
+from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.core.record import Store
+from trainwatch_lab.server import hub as hub_module
 
 ROOT = Path(__file__).resolve().parents[2]
+FLUSH_S = 0.5
 
 
 @pytest.fixture
@@ -35,7 +39,15 @@ def watched(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def jp_server_config(jp_root_dir, store_file: Path, watched: Path):
+def flush_often(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server's recorder flushes every FLUSH_S instead of every 10 s (the hub's defaults
+    are DEFAULTS with the configured interval): the tests wait for flushed points, and a
+    10 s wait each tells nothing more than a half-second one."""
+    monkeypatch.setattr(hub_module, "DEFAULTS", replace(DEFAULTS, record_flush_s=FLUSH_S))
+
+
+@pytest.fixture
+def jp_server_config(jp_root_dir, store_file: Path, watched: Path, flush_often: None):
     return Config(
         {
             "ServerApp": {"jpserver_extensions": {"trainwatch_lab": True}},
@@ -71,7 +83,7 @@ async def test_the_server_records_with_nobody_looking(
         assert hub.recording is not None and not hub.looking
         assert hub.recording.every() == INTERVAL  # record_every_s: nobody looks
         key = f"path:{watched}:free_bytes"
-        # the first flush comes within record_flush_s (10 s) of the first sample; the
+        # the first flush comes within record_flush_s (FLUSH_S here) of the first sample; the
         # server's event loop is this test's: wait on it, never block it
         for _ in range(600):
             if _recorded(store_file, key) >= 3:
