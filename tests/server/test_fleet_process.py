@@ -31,6 +31,8 @@ from trainwatch_lab.server import fleet_listing
 from trainwatch_lab.server.fleet import SETTINGS_KEY
 
 HOSTS = 60
+# the cluster is a real Prometheus (Debian's) with backfilled blocks: a service, not quick
+pytestmark = pytest.mark.service
 API = ("trainwatch-lab", "api", "fleet")
 
 
