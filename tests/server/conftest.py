@@ -13,7 +13,14 @@ GRACE = 0.3
 
 
 @pytest.fixture
-def jp_server_config(jp_root_dir):
+def stop_grace_s() -> float:
+    """The sampler's grace after a REST call; a test that reads the running sampler after
+    one takes a long one (parametrize it), or a loaded machine may have stopped it already."""
+    return GRACE
+
+
+@pytest.fixture
+def jp_server_config(jp_root_dir, stop_grace_s: float):
     return Config(
         {
             "ServerApp": {"jpserver_extensions": {"trainwatch_lab": True}},
@@ -23,7 +30,7 @@ def jp_server_config(jp_root_dir):
             # these (tests/server/test_processes.py turns it on)
             "TrainWatch": {
                 "interval": INTERVAL,
-                "stop_grace_s": GRACE,
+                "stop_grace_s": stop_grace_s,
                 "probe": False,
                 "watch_processes": False,
                 # no history on this machine's disk from every test server

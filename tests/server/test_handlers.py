@@ -141,7 +141,10 @@ async def test_with_a_query_token_other_unknown_parameters_are_still_refused(
 
 
 # -- snapshot and history ------------------------------------------------------------------
-async def test_snapshot_is_a_watch_json_line_with_the_root_dir(jp_fetch, hub, jp_root_dir):
+@pytest.mark.parametrize("stop_grace_s", [60.0])  # the sampler is read after the call
+async def test_snapshot_is_a_watch_json_line_with_the_root_dir(
+    jp_fetch, hub, jp_root_dir, stop_grace_s
+):
     data = body(await jp_fetch(*API, "snapshot"))
     assert {"t", "disks", "paths", "gpus", "warnings", "kernels"} <= set(data)
     assert str(jp_root_dir) in data["paths"]
