@@ -61,6 +61,14 @@ def module_markers(module: ModuleType | None) -> set[str]:
 
 
 @functools.cache
+def module_text(name: str) -> str:
+    try:
+        return inspect.getsource(sys.modules[name])
+    except (KeyError, OSError, TypeError):
+        return ""
+
+
+@functools.cache
 def source_of(function: Callable[..., object]) -> str:
     try:
         return inspect.getsource(function)
@@ -68,23 +76,34 @@ def source_of(function: Callable[..., object]) -> str:
         return ""
 
 
+def home_calls_need_root(function: Callable[..., object]) -> bool:
+    """Whether the module that defines ``function`` calls need_root() anywhere (most do not,
+    and reading its text once is cheaper than reading each function's source)."""
+    return "need_root(" in module_text(getattr(function, "__module__", "") or "")
+
+
 @functools.cache
 def root_helpers(module_name: str) -> frozenset[str]:
-    """The functions of a module that call ``need_root()``: calling one needs root too."""
+    """The functions a module defines or imports that call ``need_root()``: calling one
+    needs root too."""
     module = sys.modules.get(module_name)
     if module is None:
         return frozenset()
     return frozenset(
         name
         for name, value in vars(module).items()
-        if inspect.isfunction(value) and "need_root(" in source_of(value)
+        if inspect.isfunction(value)
+        and home_calls_need_root(value)
+        and "need_root(" in source_of(value)
     )
 
 
 def calls_need_root(function: Callable[..., object]) -> bool:
     """``need_root()`` in its source, or a call of a function of its module that has it."""
-    text = source_of(function)
     helpers = root_helpers(getattr(function, "__module__", "") or "")
+    if not helpers and not home_calls_need_root(function):
+        return False
+    text = source_of(function)
     return "need_root(" in text or any(re.search(rf"(?<![\w.]){name}\(", text) for name in helpers)
 
 
