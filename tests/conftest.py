@@ -1,5 +1,6 @@
 """Shared pytest setup: the real-filesystem fixtures of tests/support/mounts.py for every test,
-and the markers of tests/support/tiers.py (``pytest -m "not slow"`` is the quick run), and a
+the markers of tests/support/tiers.py (``pytest -m "not slow"`` is the quick run), the lines
+after the run of tests/support/summaries.py (added up over pytest-xdist workers), and a
 history file of the test session's own (issue 27): a Hub, a server or a CLI run that records
 without a --store never writes this machine's real history (subprocesses inherit it).
 
@@ -14,7 +15,7 @@ import os
 import shutil
 import tempfile
 
-pytest_plugins = ["tests.support.mounts", "tests.support.tiers"]
+pytest_plugins = ["tests.support.mounts", "tests.support.tiers", "tests.support.summaries"]
 
 if os.environ.get("TRAINWATCH_STORE") in (None, os.environ.get("TRAINWATCH_TEST_STORE")):
     _HISTORY_DIR = tempfile.mkdtemp(prefix="trainwatch-test-history-")
