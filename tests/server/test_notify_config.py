@@ -92,9 +92,12 @@ async def test_a_server_with_a_webhook_samples_with_no_client_connected(jp_serve
     from trainwatch_lab.server.extension import SETTINGS_KEY
 
     hub = jp_serverapp.web_app.settings[SETTINGS_KEY]
-    for _ in range(100):
-        if hub.sampler is not None and hub.sampler.ticks >= 2:
-            break
-        await asyncio.sleep(0.1)
-    assert hub.sampler is not None and hub.sampler.running and hub.sampler.ticks >= 2
-    assert hub.lease.clients == 1 and hub.lease.held  # the webhook's, never released
+    try:
+        for _ in range(100):
+            if hub.sampler is not None and hub.sampler.ticks >= 2:
+                break
+            await asyncio.sleep(0.1)
+        assert hub.sampler is not None and hub.sampler.running and hub.sampler.ticks >= 2
+        assert hub.lease.clients == 1 and hub.lease.held  # the webhook's, never released
+    finally:
+        hub.close_now()  # its sampler would outlive the test's loop

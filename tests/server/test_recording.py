@@ -175,21 +175,24 @@ async def test_recorded_queries_run_one_at_a_time_off_the_hub_s_executor(
     from trainwatch_lab.server import recorded
 
     hub = jp_serverapp.web_app.settings["trainwatch_hub"]
-    await _wait_recorded(store_file, f"path:{watched}:free_bytes")
-    release = threading.Event()
-    busy = recorded.QUERIES.submit(release.wait, 120)  # a query that takes long
     try:
-        api = ("trainwatch-lab", "api")
-        get = asyncio.ensure_future(jp_fetch(*api, "recorded", "events"))
-        # the hub's executor answers at once while the query thread is busy ...
-        assert await hub.in_executor(lambda: 42, timeout=60) == 42
-        # ... and the GET waits its turn (it can only be done once the thread is free)
-        done, _ = await asyncio.wait([get], timeout=2.0)
-        assert not done
+        await _wait_recorded(store_file, f"path:{watched}:free_bytes")
+        release = threading.Event()
+        busy = recorded.QUERIES.submit(release.wait, 120)  # a query that takes long
+        try:
+            api = ("trainwatch-lab", "api")
+            get = asyncio.ensure_future(jp_fetch(*api, "recorded", "events"))
+            # the hub's executor answers at once while the query thread is busy ...
+            assert await hub.in_executor(lambda: 42, timeout=60) == 42
+            # ... and the GET waits its turn (it can only be done once the thread is free)
+            done, _ = await asyncio.wait([get], timeout=2.0)
+            assert not done
+        finally:
+            release.set()
+        assert busy.result(timeout=60) is True
+        assert (await get).code == 200
     finally:
-        release.set()
-    assert busy.result(timeout=60) is True
-    assert (await get).code == 200
+        hub.close_now()  # its sampler would outlive the test's loop
 
 
 @pytest.mark.kernel  # starts real IPython kernels through the server
