@@ -8,13 +8,13 @@ import { formatBytes, formatDuration, formatMBs } from './format';
 import { Severity } from './model';
 import { Aligned } from './series';
 
-/** A warning of a host: an agent's carries code, severity and subject only. */
+/** A warning of a host: an agent's carries code, severity and subject only (its message is
+ * empty). The fix is the listing's, by code (``IFleetJSON.fixes``). */
 export interface IFleetWarningJSON {
   code: string;
   severity: Severity;
   subject: string;
   message: string;
-  fix: string;
 }
 
 /** One host of ``GET fleet`` (trainwatch_lab/prometheus/fleet.py: fold). */
@@ -33,16 +33,11 @@ export interface IFleetHostJSON {
   /** its line in the counts: worst warning, else down (down or gone), else ok */
   state?: FleetState;
   warnings: IFleetWarningJSON[];
-  gpu: { count: number; util_pct: number; source: string } | null;
+  /** mean utilization over its GPUs (our agent's numbers, else DCGM's) */
+  gpu: { count: number; util_pct: number } | null;
   disk: { device: string; util_pct: number; bytes_per_s: number | null } | null;
-  space: {
-    mountpoint: string;
-    device: string;
-    fstype: string;
-    avail_bytes: number;
-    size_bytes: number;
-    free_pct: number;
-  } | null;
+  /** its least free filesystem */
+  space: { mountpoint: string; avail_bytes: number; free_pct: number } | null;
 }
 
 /** A host's line in the counts at the top of the section, the most urgent first. */
@@ -55,6 +50,8 @@ export interface IFleetJSON {
   t?: number;
   /** hosts per state (the server counts them; an older server's listing has none) */
   counts?: Record<FleetState, number>;
+  /** the fix of each warning code derived from node_exporter's and DCGM's numbers */
+  fixes?: Record<string, string>;
   hosts: IFleetHostJSON[];
 }
 
@@ -189,6 +186,17 @@ export function hostFacts(host: IFleetHostJSON): string[] {
 /** One warning in a line: its message, else (an agent's) code and subject. */
 export function warningLine(w: IFleetWarningJSON): string {
   return w.message || `${w.code} · ${w.subject}`;
+}
+
+/** A row's warnings, one a line, each with its fix where the listing has one (the title
+ * of the warnings line). */
+export function warningsTitle(host: IFleetHostJSON, fixes: Record<string, string> = {}): string {
+  return host.warnings
+    .map(w => {
+      const fix = fixes[w.code];
+      return `${w.severity}: ${warningLine(w)}${fix ? `\n  Fix: ${fix}` : ''}`;
+    })
+    .join('\n');
 }
 
 /** The warnings line of a row: the worst first, "+ N more" for the rest. */

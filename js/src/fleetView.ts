@@ -17,8 +17,8 @@ import {
   hostState,
   matchesFilter,
   statusText,
-  warningLine,
   warningsText,
+  warningsTitle,
   windowLabel
 } from './fleet';
 import { formatClock } from './format';
@@ -310,7 +310,7 @@ export class FleetSection extends Panel {
     if (host.warnings.length) {
       const warn = el('div', `jp-TrainWatch-fleetWarning jp-mod-${host.worst}`);
       warn.append(...severityIcon(host.worst ?? ''), warningsText(host));
-      warn.title = host.warnings.map(w => `${w.severity}: ${warningLine(w)}`).join('\n');
+      warn.title = warningsTitle(host, this._data?.fixes);
       row.appendChild(warn);
     }
     const open = () => this._selectHost(this._selected === host.host ? null : host.host);

@@ -78,6 +78,8 @@ export interface IGpuJSON {
 export interface IKernelJSON {
   id: string;
   name: string | null;
+  /** the notebook (or console) path its session serves, relative to the server's root */
+  notebook: string | null;
   execution_state: string | null;
   pid: number | null;
   cwd: string | null;

@@ -51,7 +51,10 @@ export class ProcessesView extends TitledBlock {
   }
 }
 
-/** The running kernels: name, state, pid, working directory, I/O rates and GPU memory. */
+/**
+ * The running kernels: the notebook each serves (its name when it has no session), state,
+ * pid, working directory, I/O rates and GPU memory.
+ */
 export class KernelsView extends TitledBlock {
   constructor() {
     super('kernels', 'Kernels', 'jp-TrainWatch-kernels', false);
@@ -70,6 +73,10 @@ export class KernelsView extends TitledBlock {
     for (const k of kernels) {
       const item = el('li', 'jp-TrainWatch-kernel');
       item.dataset.kernel = k.id;
+      const notebook = k.notebook ? k.notebook.split('/').pop() : null;
+      if (k.notebook) {
+        item.title = `${k.notebook}\nkernel ${k.name ?? '?'} ${k.id}`;
+      }
       const io = k.io
         ? `read ${formatMBs(k.io.read_chars_s / 1e6)}, write ${formatMBs(k.io.write_chars_s / 1e6)}`
         : 'I/O –';
@@ -78,7 +85,7 @@ export class KernelsView extends TitledBlock {
         el(
           'div',
           'jp-TrainWatch-kernelHead',
-          `${k.name ?? 'kernel'} · ${k.execution_state ?? '?'} · pid ${k.pid ?? '?'}`
+          `${notebook ?? k.name ?? 'kernel'} · ${k.execution_state ?? '?'} · pid ${k.pid ?? '?'}`
         ),
         el('div', 'jp-TrainWatch-kernelBody', `${k.cwd ?? ''}`),
         el('div', 'jp-TrainWatch-kernelBody', `${io}${gpu}`)

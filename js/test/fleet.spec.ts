@@ -9,6 +9,7 @@ import {
   matchesFilter,
   statusText,
   warningsText,
+  warningsTitle,
   windowLabel
 } from '../src/fleet';
 
@@ -28,16 +29,9 @@ function host(over: Partial<IFleetHostJSON> = {}): IFleetHostJSON {
     last_seen: NOW - 2,
     worst: null,
     warnings: [],
-    gpu: { count: 8, util_pct: 87.4, source: 'trainwatch' },
+    gpu: { count: 8, util_pct: 87.4 },
     disk: { device: 'nvme0n1', util_pct: 62.2, bytes_per_s: 45.1e6 },
-    space: {
-      mountpoint: '/scratch',
-      device: '/dev/nvme0n1p1',
-      fstype: 'ext4',
-      avail_bytes: 120 * GIB,
-      size_bytes: 1200 * GIB,
-      free_pct: 10
-    },
+    space: { mountpoint: '/scratch', avail_bytes: 120 * GIB, free_pct: 10 },
     ...over
   };
 }
@@ -49,7 +43,7 @@ describe('fleet rows', () => {
       'nvme0n1 62 % busy, 45.1 MB/s',
       '120 GiB free on /scratch (10 %)'
     ]);
-    const bare = host({ gpu: { count: 1, util_pct: 0, source: 'dcgm' }, disk: null, space: null });
+    const bare = host({ gpu: { count: 1, util_pct: 0 }, disk: null, space: null });
     expect(hostFacts(bare)).toEqual(['GPU 0 %']);
     expect(hostFacts(host({ gpu: null, disk: null, space: null }))).toEqual(['no numbers yet']);
   });
@@ -70,23 +64,25 @@ describe('fleet rows', () => {
     const warned = host({
       worst: 'critical',
       warnings: [
-        { code: 'disk-filling', severity: 'critical', subject: '/scratch', message: '', fix: '' },
-        { code: 'shared-mount', severity: 'warning', subject: '/mnt/a', message: '', fix: '' }
+        { code: 'disk-filling', severity: 'critical', subject: '/scratch', message: '' },
+        { code: 'shared-mount', severity: 'warning', subject: '/mnt/a', message: '' }
       ]
     });
     expect(warningsText(warned)).toBe('disk-filling · /scratch (+ 1 more)');
     const worded = host({
       warnings: [
-        {
-          code: 'gpu-stalled',
-          severity: 'warning',
-          subject: 'GPU 3',
-          message: 'GPU 3 idles.',
-          fix: 'x'
-        }
+        { code: 'gpu-stalled', severity: 'warning', subject: 'GPU 3', message: 'GPU 3 idles.' }
       ]
     });
     expect(warningsText(worded)).toBe('GPU 3 idles.');
+    // the title: every warning, with the listing's fix of its code where it has one
+    const fixes = { 'gpu-stalled': 'Look at where the loop waits.' };
+    expect(warningsTitle(worded, fixes)).toBe(
+      'warning: GPU 3 idles.\n  Fix: Look at where the loop waits.'
+    );
+    expect(warningsTitle(warned, fixes)).toBe(
+      'critical: disk-filling · /scratch\nwarning: shared-mount · /mnt/a'
+    );
   });
 
   it('name the windows', () => {
@@ -142,9 +138,7 @@ describe('fleet rows', () => {
   it('filter by host name and warning code, every word', () => {
     const warned = host({
       worst: 'warning',
-      warnings: [
-        { code: 'disk-almost-full', severity: 'warning', subject: '/data', message: '', fix: '' }
-      ]
+      warnings: [{ code: 'disk-almost-full', severity: 'warning', subject: '/data', message: '' }]
     });
     expect(matchesFilter(warned, '')).toBe(true);
     expect(matchesFilter(warned, 'GPU07')).toBe(true);

@@ -8,7 +8,7 @@ extension and ``c.TrainWatch.prometheus_url`` set:
 - Prometheus's own time for the listing's queries, sent at once as the server sends them;
 - the server's CPU for one listing (its process clock) and its peak RSS during it
   (``VmHWM`` after ``clear_refs`` 5), above its RSS before; the same of its listing worker
-  process (server.fleet_listing), which decodes, folds and encodes;
+  process (server.fleet_listing), which asks Prometheus, decodes, folds and encodes;
 - the longest event-loop stall a client sees: Jupyter's ``/api/status`` asked back to back
   during a listing, its longest answer.
 
@@ -78,6 +78,14 @@ def _status(pid: int, key: str) -> int:
         if line.startswith(key + ":"):
             return int(line.split()[1]) * 1024
     raise KeyError(key)
+
+
+def _schedstat(pid: int) -> tuple[float, float]:
+    """(seconds on a core, seconds waiting in a run queue) of the main thread of ``pid``
+    (Jupyter's event loop), from ``/proc/<pid>/schedstat``: what of a slow answer was the
+    loop's own work, and what was the machine's other work ahead of it."""
+    ran, queued, _ = Path(f"/proc/{pid}/schedstat").read_text().split()
+    return int(ran) / 1e9, int(queued) / 1e9
 
 
 def _children(pid: int) -> list[int]:
@@ -189,6 +197,7 @@ def measure(label: str, n: int, prom_url: str, srv: Server, note: str) -> list[R
     recorded = set(host_series("1m")) if warm["recorded"] else set()
     prom = statistics.median(prometheus_time(prom_url, recorded) for _ in range(LISTINGS))
     walls, cpus, peaks, worker_cpus, worker_peaks, stalls, size = [], [], [], [], [], [], 0
+    stall_parts: list[tuple[float, float]] = []
     workers = _children(pid)  # started by the warm-up listing
     for _ in range(LISTINGS):
         time.sleep(CACHE_S + 0.5)  # past the cache: a listing of its own
@@ -208,13 +217,18 @@ def measure(label: str, n: int, prom_url: str, srv: Server, note: str) -> list[R
     # the stall a client sees: /api/status back to back while a listing is computed
     for _ in range(LISTINGS):
         time.sleep(CACHE_S + 0.5)
-        waits: list[float] = []
+        waits: list[tuple[float, float, float]] = []
         listing = threading.Thread(target=get, args=("trainwatch-lab/api/fleet",))
         listing.start()
         while listing.is_alive():
-            waits.append(get("api/status")[0])
+            ran, queued = _schedstat(pid)
+            wait = get("api/status")[0]
+            ran_after, queued_after = _schedstat(pid)
+            waits.append((wait, ran_after - ran, queued_after - queued))
         listing.join()
-        stalls.append(max(waits))
+        longest = max(waits)
+        stalls.append(longest[0])
+        stall_parts.append(longest[1:])
     wall, cpu, peak, stall, worker_cpu, worker_peak = (
         statistics.median(v) for v in (walls, cpus, peaks, stalls, worker_cpus, worker_peaks)
     )
@@ -275,8 +289,11 @@ def measure(label: str, n: int, prom_url: str, srv: Server, note: str) -> list[R
             f"{stall * 1000:.0f} ms",
             "<= 50 ms",
             judged(stall <= 0.05),
-            f"per listing: {', '.join(f'{s * 1000:.0f}' for s in stalls)} ms",
-            data={"stalls": stalls},
+            f"per listing: {', '.join(f'{s * 1000:.0f}' for s in stalls)} ms; of each, the "
+            "loop thread on a core / waiting for one: "
+            + ", ".join(f"{r * 1000:.0f}/{q * 1000:.0f}" for r, q in stall_parts)
+            + " ms",
+            data={"stalls": stalls, "on_core_waiting": stall_parts},
         ),
         Row(
             GROUP,

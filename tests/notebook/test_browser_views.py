@@ -161,8 +161,12 @@ def test_dashboard_panel_and_status_bar_count_the_same_warnings_during_a_fill(
             page.wait_for_timeout(250)
         wait_cell_done(page, 2)
         assert max(v["dashboard"] for v in seen) >= 1, seen[-5:]  # the fill was seen
-        summary = page.locator(".jp-Notebook .jp-Cell").nth(2).locator(".tw-cell-summary")
+        cell = page.locator(".jp-Notebook .jp-Cell").nth(2)
+        summary = cell.locator(".tw-cell-summary")
         summary.wait_for(timeout=30_000)
+        # the warnings shown as they were raised gave their place to the summary's lines
+        cell.locator(".tw-inline-alerts").first.wait_for(state="detached", timeout=30_000)
+        assert summary.locator("details[data-code='disk-filling']").count() == 1
         summary.evaluate("n => n.scrollIntoView({block: 'start'})")
         page.screenshot(path=str(artifact_path("cell-summary.png")))
 

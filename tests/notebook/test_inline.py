@@ -28,7 +28,9 @@ class Recorder:
     def __init__(self) -> None:
         self.sent: list[tuple[list[str], Any]] = []
 
-    def __call__(self, bundle: dict[str, Any], parent: Any) -> bool:
+    def __call__(
+        self, bundle: dict[str, Any], parent: Any, display_id: Any = None, update: bool = False
+    ) -> bool:
         self.sent.append(([a["code"] for a in bundle[ALERT_MIME]["alerts"]], parent))
         return True
 
@@ -118,7 +120,9 @@ class Bundles:
     def __init__(self) -> None:
         self.sent: list[dict[str, Any]] = []
 
-    def __call__(self, bundle: dict[str, Any], parent: Any) -> bool:
+    def __call__(
+        self, bundle: dict[str, Any], parent: Any, display_id: Any = None, update: bool = False
+    ) -> bool:
         self.sent.append(bundle)
         return True
 
@@ -185,3 +189,53 @@ def test_framework_callbacks_report_under_the_running_cell(ipshell: Any, caplog:
     with caplog.at_level(logging.WARNING, logger="trainwatch_lab"):
         assert not fix_report.report([alert("disk-filling", "/ckpt")])  # no notebook: a log line
     assert "trainwatch [disk-filling] disk-filling on /ckpt" in caplog.text
+
+
+class Displays:
+    """A kernel's outputs as a front end keeps them: each display id's latest bundle."""
+
+    def __init__(self) -> None:
+        self.shown: dict[str, dict[str, Any]] = {}
+        self.updates = 0
+
+    def __call__(
+        self, bundle: dict[str, Any], parent: Any, display_id: Any = None, update: bool = False
+    ) -> bool:
+        assert display_id and (display_id in self.shown) == update
+        self.updates += update
+        self.shown[display_id] = bundle
+        return True
+
+    def codes(self) -> list[list[str]]:
+        return [[a["code"] for a in b[ALERT_MIME]["alerts"]] for b in self.shown.values() if b]
+
+
+def test_a_summary_takes_the_place_of_the_warnings_it_lists(ipshell: Any) -> None:
+    """%%trainwatch's summary lists each warning raised during the cell on a line that opens
+    to its sentence and fix: the copies shown as they were raised are taken back, but only
+    those the summary lists, and only under the cell it summarises."""
+    tracker = CellTracker(ipshell)
+    shown = Displays()
+    inline = InlineAlerts(tracker, shown)
+    ipshell.parent_header = {"header": {"msg_id": "earlier-cell"}}  # as ipykernel sets it
+    tracker.pre()
+    inline.on_sample(Sample(t=1, warnings=[alert("slow-mount", "/share")]))
+    tracker.post()
+    ipshell.parent_header = {"header": {"msg_id": "the-cell"}}
+    tracker.pre()
+    try:
+        inline.on_sample(Sample(t=2, warnings=[alert("disk-filling")]))
+        inline.on_sample(
+            Sample(t=3, warnings=[alert("disk-almost-full"), alert("gpu-stalled", "0")])
+        )
+        assert shown.codes() == [
+            ["slow-mount"],
+            ["disk-filling"],
+            ["disk-almost-full", "gpu-stalled"],
+        ]
+        assert inline.withdraw([("disk-filling", "/data"), ("disk-almost-full", "/data")]) == 2
+        assert shown.codes() == [["slow-mount"], ["gpu-stalled"]]  # the rest stays
+        assert inline.withdraw([("gpu-stalled", "0")]) == 0  # each cell's displays once
+    finally:
+        tracker.post()
+        del ipshell.parent_header

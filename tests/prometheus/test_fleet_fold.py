@@ -11,6 +11,7 @@ import pytest
 
 from trainwatch_lab.core.defaults import GIB
 from trainwatch_lab.prometheus.fleet import (
+    FIXES,
     chart_lines,
     chart_specs,
     counts,
@@ -121,7 +122,7 @@ def test_one_entry_per_host_worst_first() -> None:
         "dcgm_count": [vec("", 1, host="gpu01"), vec("", 4, host="gpu02")],
         "dcgm_stalled": [vec("", 0, host="gpu02", gpu="3")],
         "disk_util": [
-            vec("", 0.30, host="gpu01", device="sda"),
+            vec("", 0.07, host="gpu01", device="sda"),  # 7.000000000000001 %
             vec("", 0.95, host="gpu02", device="nvme0n1"),
         ],
         "disk_bytes": [vec("", 2e8, host="gpu02", device="nvme0n1")],
@@ -143,12 +144,15 @@ def test_one_entry_per_host_worst_first() -> None:
         ("gpu-stalled", "warning", "GPU 3"),
     ]
     assert gpu02["worst"] == "critical"
+    # each warning as a row and the filter read it; the fixes once per listing, by code
+    assert all(set(w) == {"code", "severity", "subject", "message"} for w in gpu02["warnings"])
+    assert {code for code, _, _ in codes} == set(FIXES)
     full = gpu02["warnings"][0]
     assert full["message"] == (
         "Only 512 MiB of 100 GiB (0.5 %) is free on /scratch (ext4 nvme0n1)."
     )
     assert gpu02["disk"] == {"device": "nvme0n1", "util_pct": 95.0, "bytes_per_s": 2e8}
-    assert gpu02["gpu"] == {"count": 4, "util_pct": 10.0, "source": "dcgm"}
+    assert gpu02["gpu"] == {"count": 4, "util_pct": 10.0}
     assert (gpu02["state"], gpu01["state"], gpu03["state"], gpu04["state"]) == (
         "critical",
         "warning",
@@ -156,15 +160,16 @@ def test_one_entry_per_host_worst_first() -> None:
         "down",
     )
     assert counts(hosts) == {"critical": 1, "warning": 1, "down": 2, "ok": 0}
-    assert gpu02["space"]["mountpoint"] == "/scratch" and gpu02["space"]["free_pct"] == 0.5
+    # what the row shows of its least free filesystem, and nothing the panel does not read
+    assert gpu02["space"] == {"mountpoint": "/scratch", "avail_bytes": GIB // 2, "free_pct": 0.5}
     assert gpu02["last_seen"] == NOW - 2  # the scrape of the exporter that answers
 
     # our agent + node_exporter: one host, the agent's warnings only, our GPU numbers
     assert gpu01["name"] == "gpu01.cluster" and gpu01["status"] == "up" and gpu01["agent"]
     assert [i["instance"] for i in gpu01["instances"]] == ["gpu01:10917", "gpu01:9100"]
     assert [w["code"] for w in gpu01["warnings"]] == ["shared-mount"]
-    assert gpu01["gpu"] == {"count": 2, "util_pct": 60.0, "source": "trainwatch"}
-    assert gpu01["disk"]["device"] == "sda" and gpu01["disk"]["util_pct"] == 30.0
+    assert gpu01["gpu"] == {"count": 2, "util_pct": 60.0}  # ours (DCGM says 99)
+    assert gpu01["disk"] == {"device": "sda", "util_pct": 7.0, "bytes_per_s": None}
     assert gpu01["space"]["mountpoint"] == "/" and gpu01["last_seen"] == NOW - 1
 
     # down (a target that does not answer) and gone (no target any more): last seen

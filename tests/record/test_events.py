@@ -81,6 +81,25 @@ def test_checkpoints_mounts_and_kernels() -> None:
     assert _kinds(watch.observe(sample(3, 11.0, "nfs4", {}))) == ["kernel-ended"]
 
 
+def test_a_kernel_is_named_by_its_notebook_even_one_that_came_after_it() -> None:
+    """A kernel that ends at night is "kernel python3 of runs/train.ipynb", the notebook its
+    session served; a session made (or renamed) after its kernel started names its end."""
+    watch = EventWatch()
+    kernel = {"pid": 5, "name": "python3"}
+    (started,) = watch.observe(Sample(t=1.0, kernels={"k1": kernel}))
+    assert started.text == "kernel python3 started" and "notebook" not in started.data
+    assert watch.observe(Sample(t=2.0, kernels={"k1": {**kernel, "notebook": "a.ipynb"}})) == []
+    moved = {**kernel, "notebook": "runs/train.ipynb"}  # renamed in the file browser
+    assert watch.observe(Sample(t=3.0, kernels={"k1": moved})) == []
+    (end,) = watch.observe(Sample(t=4.0))
+    assert end.subject == "kernel python3 of runs/train.ipynb"
+    assert end.text.startswith("kernel python3 of runs/train.ipynb (pid 5) ended")
+    assert end.data["notebook"] == "runs/train.ipynb"
+    (again,) = watch.observe(Sample(t=5.0, kernels={"k2": {**moved, "pid": 7}}))
+    assert again.text == "kernel python3 of runs/train.ipynb started"
+    assert again.data["notebook"] == "runs/train.ipynb"
+
+
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 
 

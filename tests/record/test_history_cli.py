@@ -222,27 +222,47 @@ def test_serve_record_writes_the_history_and_flushes_on_sigterm(tmp_path: Path) 
     assert len(json.loads(out.stdout)[f"path:{tmp_path}:free_bytes"]["t"]) >= 2
 
 
-def test_why_redacts_the_sentence_and_its_json(tmp_path: Path) -> None:
-    """The last stderr line is evidence, and it can hold a password or a token."""
-    path = tmp_path / "h.sqlite"
+def one_ending(path: Path, kind: str, name: str, text: str, **data: object) -> Path:
+    """A history whose one event is an ending 5 s ago of what started 10 min ago."""
     s = Store(str(path), role="t")
     s.register()
     now = time.time()
-    leak = "fetch failed: https://bob:hunter2secret@hub.example/x --token=hf_abcdef123456"
-    s.add_events(
-        [
-            Event(
-                now - 5,
-                "run-ended",
-                "train.py",
-                "train.py (pid 7) ended: exit status 1",
-                {"pid": 7, "started": now - 600, "exit": {"code": 1}, "stderr_tail": [leak]},
-            )
-        ]
-    )
+    s.add_events([Event(now - 5, kind, name, text, {"pid": 7, "started": now - 600, **data})])
     s.close()
+    return path
+
+
+def test_why_redacts_the_sentence_and_its_json(tmp_path: Path) -> None:
+    """The last stderr line is evidence, and it can hold a password or a token."""
+    leak = "fetch failed: https://bob:hunter2secret@hub.example/x --token=hf_abcdef123456"
+    path = one_ending(
+        tmp_path / "h.sqlite",
+        "run-ended",
+        "train.py",
+        "train.py (pid 7) ended: exit status 1",
+        exit={"code": 1},
+        stderr_tail=[leak],
+    )
     for fmt in ("table", "json"):
         out = tw("history", "why", "--format", fmt, "--store", str(path))
         assert out.returncode == 0, out.stderr
         assert "last stderr line: fetch failed: https://" in out.stdout, out.stdout
         assert "hunter2secret" not in out.stdout and "hf_abcdef123456" not in out.stdout
+
+
+def test_why_writes_no_control_character_to_the_terminal(tmp_path: Path) -> None:
+    """A notebook's name and a run's stderr are anyone's text: an escape sequence in them
+    (a title change, a screen clear) is shown escaped, never sent to the terminal."""
+    name = "kernel python3 of \x1b]2;owned\x07x.ipynb"
+    path = one_ending(
+        tmp_path / "h.sqlite",
+        "kernel-ended",
+        name,
+        f"{name} (pid 7) ended",
+        stderr_tail=["\x1b[2Jboom\rgone"],
+    )
+    for view in ("why", "events"):
+        out = tw("history", view, "--store", str(path))
+        assert out.returncode == 0, out.stderr
+        assert "owned" in out.stdout, out.stdout
+        assert not any(c in out.stdout for c in "\x1b\x07\r"), repr(out.stdout)

@@ -200,6 +200,8 @@ def test_panel_lives_through_a_busy_kernel_and_flags_an_sshfs_path(tmp_path, ssh
                 page.screenshot(path=str(artifact_path("panel-light.png")))
         open_section(page, "kernels")
         kernel_state = page.locator(f"{PANEL} .jp-TrainWatch-kernelHead").first.inner_text()
+        page.locator(f"{PANEL} [data-section='kernels']").scroll_into_view_if_needed()
+        page.screenshot(path=str(artifact_path("panel-kernels-light.png")))
         after = readings[-1]
         wait_cell_done(page, 0, timeout_ms=(BUSY_S + 60) * 1000)
 
@@ -208,6 +210,7 @@ def test_panel_lives_through_a_busy_kernel_and_flags_an_sshfs_path(tmp_path, ssh
         points = [before["diskPoints"]] + [r["diskPoints"] for r in readings]
         assert points[-1] > points[0], points
         assert "busy" in kernel_state  # the panel saw the kernel busy while it kept updating
+        assert kernel_state.startswith("busy.ipynb · ")  # named by its notebook
 
         seconds = (after["now"] - before["now"]) / 1000
         messages = after["messages"] - before["messages"]

@@ -81,7 +81,7 @@ async def test_jupyter_answers_while_the_fleet_is_computed(jp_fetch, hub, cluste
         ("disk-almost-full", "/scratch")
     ]
     assert critical["space"]["mountpoint"] == "/scratch"
-    assert critical["gpu"] == {"count": 8, "util_pct": 67.5, "source": "dcgm"}
+    assert critical["gpu"] == {"count": 8, "util_pct": 67.5}
     assert critical["disk"]["device"] == "nvme0n1" and critical["disk"]["util_pct"] > 0
     stalled = hosts[name(7)]
     assert [w["subject"] for w in stalled["warnings"]] == ["GPU 2"]

@@ -467,6 +467,43 @@ async def test_kernel_cwd_is_watched_and_its_pid_reported(jp_fetch, hub, jp_root
     assert kid not in snap["kernels"] and str(sub) not in hub.watched()
 
 
+async def test_each_kernel_is_named_by_the_notebook_its_session_serves(jp_fetch, hub, jp_root_dir):
+    """The kernels' notebooks come from the server's sessions (the table the loop owns):
+    listed with the kernel, and followed when the notebook is renamed."""
+    (jp_root_dir / "runs").mkdir()
+    made = await jp_fetch(
+        "api",
+        "sessions",
+        method="POST",
+        body=json.dumps(
+            {"path": "runs/train.ipynb", "type": "notebook", "kernel": {"name": "python3"}}
+        ),
+    )
+    session = body(made)
+    kid = session["kernel"]["id"]
+
+    async def notebook_listed(path: str) -> dict:
+        for _ in range(200):
+            kernel = body(await jp_fetch(*API, "snapshot"))["kernels"].get(kid) or {}
+            if kernel.get("notebook") == path:
+                break
+            await asyncio.sleep(INTERVAL)
+        return kernel
+
+    try:
+        assert (await notebook_listed("runs/train.ipynb"))["notebook"] == "runs/train.ipynb"
+        await jp_fetch(
+            "api",
+            "sessions",
+            session["id"],
+            method="PATCH",
+            body=json.dumps({"path": "runs/renamed.ipynb"}),
+        )
+        assert (await notebook_listed("runs/renamed.ipynb"))["notebook"] == "runs/renamed.ipynb"
+    finally:
+        await jp_fetch("api", "sessions", session["id"], method="DELETE")
+
+
 # -- a hung mount ----------------------------------------------------------------------------
 async def test_a_hung_mount_never_blocks_the_server(jp_fetch, hub, sshfs_mount):
     """Adding and checking a path on a frozen sshfs answers in bounded time, and the server

@@ -70,3 +70,22 @@ def test_a_kernel_tree_is_reported_with_its_gpu_memory(tmp_path):
 def test_kernel_pid_falls_back_to_the_popen():
     assert kernel_pid(SimpleNamespace(provisioner=None, kernel=SimpleNamespace(pid=42))) == 42
     assert kernel_pid(SimpleNamespace(provisioner=SimpleNamespace(pid=None), kernel=None)) is None
+
+
+def test_a_tick_that_ends_after_the_server_s_loop_closed_is_no_error() -> None:
+    """The sampler thread hands the loop its notebook look-up each tick: a tick that ends
+    while the server shuts down (its loop closed) must not fail the subscriber."""
+    import asyncio
+
+    from trainwatch_lab.server.config import ServerSettings
+    from trainwatch_lab.server.hub import Hub
+
+    hub = Hub(ServerSettings(watch_processes=False, probe=False, gpu=False, record=False))
+    loop = asyncio.new_event_loop()
+    loop.close()
+    hub._loop = loop
+    try:
+        hub._on_sample(Sample(t=time.time()))  # raised RuntimeError('Event loop is closed')
+        assert hub.latest is not None
+    finally:
+        hub.close_now()

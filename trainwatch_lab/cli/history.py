@@ -177,7 +177,7 @@ def _why(store: Any, args: argparse.Namespace, since: float, until: float) -> st
         return dumps([redact(e.to_json()) for e in found]) + "\n"
     if not found:
         return "no run ended in this window\n"
-    return "".join(f"{redact(e.sentence)}\n" for e in found)
+    return "".join(f"{printable(redact(e.sentence))}\n" for e in found)
 
 
 def _export(store: Any, args: argparse.Namespace, since: float, until: float) -> str:

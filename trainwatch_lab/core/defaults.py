@@ -258,8 +258,9 @@ class Defaults:
     # widget at once, saying it is reading, and fills it in when the read ends
     replay_wait_s: float = 10.0
 
-    # the fleet listing's worker process runs this much nicer than the server: on a machine
-    # with fewer free cores than busy threads, the event loop gets a core before the fold
+    # the fleet listing's fold (a thread of its worker process; the worker's HTTP is not)
+    # runs this much nicer than the server: on a machine with fewer free cores than busy
+    # threads, the event loop gets a core before the fold
     fleet_worker_nice: int = 10
 
 
@@ -273,6 +274,9 @@ PATH_MAX = 4096
 REQUEST_BODY_MAX = 16 * 1024
 WS_MESSAGE_MAX = 4096
 PARAM_MAX = PATH_MAX
+# one answer of Prometheus's API, decompressed (tornado's client refuses more, its default
+# buffer): 10,000 hosts' largest answer, every filesystem's, is about 12 MB
+PROMETHEUS_ANSWER_MAX = 100 * 1024 * 1024
 
 # checkpoint files by name: torch.save / Lightning / Accelerate / Hugging Face (.pt .pth .ckpt
 # .safetensors .bin), Keras 3 (.keras whole models, .weights.h5 weights)

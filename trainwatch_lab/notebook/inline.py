@@ -25,6 +25,7 @@ import logging
 import sys
 import threading
 import time
+import uuid
 import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -36,7 +37,17 @@ from .warnings_html import ALERT_MIME, alert_html, alert_text, alerts_bundle
 
 log = logging.getLogger(__name__)
 
-Publish = Callable[[dict[str, Any], Any], bool]  # (bundle, parent) -> delivered
+# (bundle, parent, display id, update) -> delivered. ``update``: replace what was shown
+# under that display id (an empty bundle: nothing left to show)
+Publish = Callable[[dict[str, Any], Any, str | None, bool], bool]
+
+
+def _cell_key(parent: Any) -> Any:
+    """The cell request a parent header stands for (its msg_id), whatever shape it has."""
+    if isinstance(parent, dict):
+        header = parent.get("header") if isinstance(parent.get("header"), dict) else parent
+        return header.get("msg_id") or id(parent)
+    return id(parent)
 
 
 def current_parent(shell: Any) -> Any:
@@ -164,11 +175,15 @@ def kernel_publisher(shell: Any) -> Publish | None:
         return None
     topic = getattr(pub, "topic", b"display_data")
 
-    def publish(bundle: dict[str, Any], parent: Any) -> bool:
-        if not parent:
+    def publish(
+        bundle: dict[str, Any], parent: Any, display_id: str | None = None, update: bool = False
+    ) -> bool:
+        if not parent or (update and not display_id):
             return False
-        content = {"data": bundle, "metadata": {}, "transient": {}}
-        session.send(socket, "display_data", content, parent=parent, ident=topic)
+        transient = {"display_id": display_id} if display_id else {}
+        content = {"data": bundle, "metadata": {}, "transient": transient}
+        kind = "update_display_data" if update else "display_data"
+        session.send(socket, kind, content, parent=parent, ident=topic)
         return True
 
     return publish
@@ -177,9 +192,11 @@ def kernel_publisher(shell: Any) -> Publish | None:
 def stream_publisher(stream: Any = None) -> Publish:
     """Terminal IPython (no kernel): print the text form; the terminal is the running cell."""
 
-    def publish(bundle: dict[str, Any], parent: Any) -> bool:
+    def publish(
+        bundle: dict[str, Any], parent: Any, display_id: str | None = None, update: bool = False
+    ) -> bool:
         out = stream or sys.__stdout__
-        if out is None:
+        if out is None or update:  # printed is printed
             return False
         out.write(bundle["text/plain"] + "\n")
         out.flush()
@@ -211,6 +228,8 @@ class InlineAlerts:
         self._last_seen: dict[tuple[str, str], float] = {}
         self.shown: list[Alert] = []  # every alert published inline, in order
         self.found: dict[str, Found] = {}  # directory -> the variable that names it
+        # cell -> [(display id, its alerts)] shown under it: a summary can take their place
+        self._under: dict[Any, list[tuple[str, list[Alert]]]] = {}
         self._ids: dict[str, int] = {}  # variable -> id(value) after the last cell
 
     # -- what the notebook's variables name (main thread, after each cell) ------------
@@ -269,10 +288,42 @@ class InlineAlerts:
             return
         from IPython.display import display
 
-        display(self.bundle(alerts), raw=True)
+        display_id = uuid.uuid4().hex
+        display(self.bundle(alerts), raw=True, display_id=display_id)
         self.mark_shown(alerts, now)
+        self._remember(self.tracker.parent, display_id, alerts)
+
+    def _remember(self, parent: Any, display_id: str, alerts: list[Alert]) -> None:
         with self._lock:
             self.shown.extend(alerts)
+            under = self._under.setdefault(_cell_key(parent), [])
+            under.append((display_id, list(alerts)))
+            if len(self._under) > 64:  # cells long gone: bounded
+                self._under.pop(next(iter(self._under)))
+
+    def withdraw(self, covered: Iterable[tuple[str, str]]) -> int:
+        """Take back the warnings shown under the running cell whose conditions (``covered``:
+        (code, subject) keys) a summary now lists, each of its lines opening to the same
+        sentence and fix: one fact, one entry under the cell. A display that also held a
+        warning the summary does not list keeps that one. Returns the displays changed."""
+        parent = self.tracker.parent
+        if parent is None or self.publish is None:
+            return 0
+        keys = set(covered)
+        with self._lock:
+            under = self._under.pop(_cell_key(parent), [])
+        changed = 0
+        for display_id, alerts in under:
+            left = [a for a in alerts if a.key not in keys]
+            if len(left) == len(alerts):
+                continue
+            try:
+                done = self.publish(self.bundle(left) if left else {}, parent, display_id, True)
+            except Exception:
+                log.debug("trainwatch: could not take back a warning", exc_info=True)
+                done = False
+            changed += bool(done)
+        return changed
 
     def on_sample(self, sample: Sample) -> None:
         """Sampler-thread subscriber."""
@@ -289,14 +340,14 @@ class InlineAlerts:
             parent = self.tracker.parent
         if self.publish is None or not alerts:
             return False
+        display_id = uuid.uuid4().hex
         try:
-            delivered = self.publish(self.bundle(alerts), parent)
+            delivered = self.publish(self.bundle(alerts), parent, display_id, False)
         except Exception:
             log.exception("trainwatch: could not show %s", "; ".join(map(alert_text, alerts)))
             return False
         if delivered:
-            with self._lock:
-                self.shown.extend(alerts)
+            self._remember(parent, display_id, alerts)
         return delivered
 
 

@@ -224,6 +224,8 @@ class KernelWatch:
                 handle.update(summary)
             else:
                 display(summary)
+            if self.inline is not None:  # the summary lists them now, each opening to its fix
+                self.inline.withdraw(w.alert.key for w in summary.warnings)
             watch.close()
 
     def _cell_sampler(self, opts: Options, paths: list[str]) -> tuple[Any, bool]:

@@ -24,6 +24,7 @@ def load_jupyter_server_extension(serverapp: Any) -> Hub:
         config,
         root_dir=getattr(serverapp, "root_dir", None),
         kernel_manager=getattr(serverapp, "kernel_manager", None),
+        session_manager=getattr(serverapp, "session_manager", None),
     )
     web_app.settings[SETTINGS_KEY] = hub
     web_app.settings[fleet.SETTINGS_KEY] = fleet.make_fleet(config, hub.defaults)

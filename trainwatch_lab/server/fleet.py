@@ -2,15 +2,19 @@
 
 ``GET api/fleet`` lists one entry per host (prometheus.fleet.fold: worst warning and the
 warnings, its state, GPU utilization, the busiest disk, the least free filesystem, last
-seen), with ``counts`` (hosts per state) and ``recorded`` (whether every per-host series was
-read from the recording rules of ``trainwatch-lab rules`` rather than computed inline);
+seen: what a row of the panel shows and its filter box reads, nothing more), with ``counts``
+(hosts per state), ``fixes`` (the fix of each warning code derived from node_exporter's and
+DCGM's numbers, once rather than with every host's warning) and ``recorded`` (whether every
+per-host series was read from the recording rules of ``trainwatch-lab rules`` rather than
+computed inline);
 ``GET api/fleet/range?host=H&window=S`` returns that host's charts over the last S seconds
 from ``query_range``. Without ``c.TrainWatch.prometheus_url`` the listing says so
 (``"prometheus": null``) and the panel hides its Fleet section. Prometheus down, slow or
 refusing is a 502 with one line; bad parameters a 400 with one line; nothing waits longer
-than ``c.TrainWatch.prometheus_timeout_s``. Decoding the answers, folding them and encoding
-the reply run in a worker process (server.fleet_listing): the event loop (every notebook's
-requests) never waits on them, not even for the GIL.
+than ``c.TrainWatch.prometheus_timeout_s`` for Prometheus. The listing's queries, decoding
+their answers, folding them and encoding the reply run in a worker process
+(server.fleet_listing): the event loop (every notebook's requests) never waits on them, not
+even for the GIL; it awaits the finished reply.
 """
 
 from __future__ import annotations
@@ -34,13 +38,13 @@ from ..prometheus.fleet import (
     counts,
     grid,
     instant_queries,
-    seen_query,
 )
 from ..prometheus.rules_fleet import host_series
 from . import fleet_listing
 from .config import ServerSettings
 from .handlers import API, BadRequest, BaseHandler, parse_float
-from .promclient import NoAnswer, PrometheusClient, PrometheusError, result
+from .promclient import NoAnswer, PrometheusClient, PrometheusError
+from .promfetch import Endpoint
 
 SETTINGS_KEY = "trainwatch_fleet"
 CACHE_S = 2.0  # panels in many tabs share one listing (and one round of queries)
@@ -82,17 +86,16 @@ class Fleet:
 
     async def _hosts(self) -> bytes:
         at = time.time()
-        q = self.client.query_body
         recorded = await self._recorded(at)
         queries = instant_queries(self.rate_window, self.defaults, recorded)
-        answers = await self.client.gather({n: q(e, at) for n, e in queries.items()})
-        absent = await self.client.off_loop(result, answers["absent"])  # a few series
-        seen = seen_query(absent)
-        if seen is not None:  # a second round for the targets down or gone
-            answers |= await self.client.gather({"seen": q(seen, at)})
         every = set(host_series(self.rate_window, self.defaults)) <= recorded
-        args = (self.url, answers, at, every, self.defaults)
-        body = await self.worker.run(*args, timeout_s=self.client.timeout_s)
+        # the worker asks Prometheus within the timeout (from now: a worker that starts
+        # first spends it starting), then folds within as long again
+        timeout_s = self.client.timeout_s
+        deadline = time.monotonic() + timeout_s
+        where = Endpoint(self.client.base, timeout_s)
+        args = (where, queries, at, deadline, every, self.defaults)
+        body = await self.worker.run(*args, timeout_s=2 * timeout_s)
         self._cached = (time.monotonic(), body)
         return body
 
@@ -160,6 +163,11 @@ class Fleet:
 
 
 class FleetBase(BaseHandler):
+    def compute_etag(self) -> None:
+        """None: tornado would hash every reply on the loop (a listing is megabytes at
+        cluster size) for a tag that never matches (each listing has its own time)."""
+        return None
+
     @property
     def fleet(self) -> Fleet | None:
         return self.settings.get(SETTINGS_KEY)

@@ -1,5 +1,5 @@
-"""The fleet's listing built in a process of its own: decode Prometheus's answers, fold them,
-encode the reply.
+"""The fleet's listing built in a process of its own: ask Prometheus, decode its answers, fold
+them, encode the reply.
 
 Why a process and not a thread: at 10,000 hosts decoding, folding and encoding are a second
 of pure Python, and a thread doing it holds the GIL the event loop needs (the benchmark saw
@@ -25,14 +25,15 @@ import subprocess
 import sys
 import weakref
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
 from ..core.defaults import DEFAULTS, Defaults
 from ..core.model import dumps
-from ..prometheus.fleet import Series, counts, fold
-from .promclient import Answer, result
+from ..prometheus.fleet import FIXES, Series, counts, fold, seen_query
+from .promclient import Answer, data, result
+from .promfetch import Endpoint, query_all
 
 FRAME = struct.Struct("<Q")
 ROOT = str(Path(__file__).resolve().parents[2])  # where this trainwatch_lab is imported from
@@ -47,13 +48,45 @@ class WorkerDied(Exception):
 
 
 def listing(
-    url: str, answers: Mapping[str, Answer], at: float, recorded: bool, d: Defaults
+    where: Endpoint,
+    queries: Mapping[str, str],
+    at: float,
+    deadline: float,
+    recorded: bool,
+    d: Defaults,
+    lane: Executor | None = None,
 ) -> bytes:
-    """The body of ``GET fleet`` from the listing's undecoded answers (in the worker
-    process). ``url``: the Prometheus shown; ``recorded``: every per-host series was read
-    from the recording rules. A refused or foreign answer raises its one line."""
+    """The body of ``GET fleet`` (in the worker process): the listing's ``queries`` asked at
+    ``at`` and answered by ``deadline`` (``time.monotonic``), then a second round for the
+    targets absent now (``seen_query``), folded (on ``lane`` when given: the worker's
+    nicer thread). ``recorded``: every per-host series was read from the recording rules.
+    Prometheus down, slow, refusing or foreign raises its one line."""
+    answers = asked(where, queries, at, deadline)
+    args = (answers, where.url, at, recorded, d)
+    return encoded(*args) if lane is None else lane.submit(encoded, *args).result()
+
+
+def asked(
+    where: Endpoint, queries: Mapping[str, str], at: float, deadline: float
+) -> dict[str, Answer]:
+    """The listing's answers, undecoded; a refused or foreign one raises its one line."""
+    answers = query_all(where, queries, at, deadline)
+    seen = seen_query(result(answers["absent"]))  # a few series
+    if seen is not None:  # the targets down or gone: when each last answered
+        answers |= query_all(where, {"seen": seen}, at, deadline)
+    for answer in answers.values():
+        if answer.code != 200 or not answer.json:
+            data(answer)  # refused, or not the API: its one line, before any fold
+    return answers
+
+
+def encoded(
+    answers: Mapping[str, Answer], url: str, at: float, recorded: bool, d: Defaults
+) -> bytes:
+    """The answers folded, as the JSON body of ``GET fleet`` (``url``: the Prometheus shown)."""
     hosts = fold(Decoded(answers), d)
     reply = {"prometheus": url, "t": at, "recorded": recorded, "counts": counts(hosts)}
+    reply["fixes"] = FIXES
     reply["hosts"] = hosts
     return dumps(reply).encode()
 
@@ -99,18 +132,27 @@ def serve() -> None:
     it raised) on stdout, until stdin closes (the server closed it, or ended)."""
     out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     sys.stdout = sys.stderr  # nothing else may write into the frames
-    with contextlib.suppress(OSError):  # the loop before the fold, where cores are scarce
-        os.nice(DEFAULTS.fleet_worker_nice)
+    # the fold on a thread of its own, nicer: where cores are scarce the event loop (and
+    # the kernels) before the fold; the HTTP at the server's priority (it mostly waits on
+    # Prometheus, and a starved reader would keep Prometheus's answers waiting too)
+    lane = ThreadPoolExecutor(1, thread_name_prefix="fold", initializer=_nicer)
     while True:
         try:
             args = _receive(sys.stdin.buffer)
         except EOFError:
             return
         try:
-            reply: tuple[bool, Any] = (True, listing(*args))
+            reply: tuple[bool, Any] = (True, listing(*args, lane=lane))
         except Exception as exc:  # the server raises it, with its one line
             reply = (False, exc)
         _send(out, reply)
+
+
+def _nicer() -> None:
+    """The calling thread only (Linux's nice is a thread's, as ``setpriority`` says) runs
+    ``fleet_worker_nice`` nicer."""
+    with contextlib.suppress(OSError):
+        os.nice(DEFAULTS.fleet_worker_nice)
 
 
 class ListingProcess:

@@ -34,7 +34,7 @@ from ..fix.mirror_files import MirrorFiles
 from ..monitor import Discovery, GpuMemory, make_sampler
 from ..prometheus.metrics import disk_counters
 from .config import ServerSettings
-from .kernels import KernelsSource, kernel_pids
+from .kernels import KernelsSource, kernel_pids, notebook_paths
 from .lease import Lease
 from .recording import recording_for
 from .watched import WatchedPaths, path_key
@@ -57,12 +57,17 @@ class Hub:
         root_dir: str | None = None,
         kernel_manager: Any = None,
         sampler_factory: Callable[..., Sampler] = make_sampler,
+        session_manager: Any = None,
     ) -> None:
         self.config = config
         # when this server's hub began: the panel's "since the last server restart"
         self.started_at = time.time()
         self.defaults = replace(DEFAULTS, interval_s=config.interval, history_s=config.history_s)
         self.kernel_manager = kernel_manager
+        self.session_manager = session_manager
+        # kernel id -> the notebook its session serves: read on the loop (the sessions'
+        # table is the loop's), replaced whole, read by the sampler thread's kernels source
+        self.notebooks: dict[str, str] = {}
         self.sampler_factory = sampler_factory
         self.history = History(capacity=capacity_for(config.history_s, config.interval))
         self.sampler: Sampler | None = None
@@ -167,7 +172,17 @@ class Hub:
         if self.kernel_manager is None:
             return []
         on_dirs = self._kernel_dirs if self.config.watch_kernel_dirs else None
-        return [KernelsSource(self.kernel_manager, gpu_memory=gpu_memory, on_dirs=on_dirs)]
+        return [
+            KernelsSource(
+                self.kernel_manager,
+                gpu_memory=gpu_memory,
+                on_dirs=on_dirs,
+                notebooks=lambda: self.notebooks,
+            )
+        ]
+
+    def _read_notebooks(self) -> None:  # event loop
+        self.notebooks = notebook_paths(self.session_manager)
 
     def _create_and_start(self) -> Sampler:
         config = self.config
@@ -217,6 +232,7 @@ class Hub:
             self._cancel_stop()
             if self.sampler is None:
                 self._run += 1
+                self._read_notebooks()  # the first tick names the kernels running now
                 self.sampler = await self.in_executor(self._create_and_start)
                 self.starts += 1
                 log.info("trainwatch sampler started (interval %.3g s)", self.config.interval)
@@ -386,10 +402,18 @@ class Hub:
                 listener(sample, text)
             except Exception:
                 log.exception("trainwatch listener failed")
+        self._on_loop(self._read_notebooks)  # the next tick names the kernels started since
         if self._fresh_run != run:
             self._fresh_run = run
-            if self._loop is not None:
-                self._loop.call_soon_threadsafe(self._wake_waiters)
+            self._on_loop(self._wake_waiters)
+
+    def _on_loop(self, callback: Callable[[], None]) -> None:  # sampler thread
+        """``callback`` on the server's loop; nothing once that loop has closed (a tick
+        that ends while the server shuts down)."""
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(callback)
 
     def _wake_waiters(self) -> None:
         waiters, self._waiters = self._waiters, []

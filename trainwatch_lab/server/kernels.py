@@ -1,5 +1,5 @@
-"""Per-kernel data for the panel: each running kernel's pid, working directory, process-tree
-I/O rates and GPU memory.
+"""Per-kernel data for the panel: each running kernel's pid, notebook, working directory,
+process-tree I/O rates and GPU memory.
 
 Runs on the sampler thread, never on the event loop. It only reads the kernel manager's
 in-memory tables (plain attribute reads) and /proc; ``os.readlink`` of /proc/PID/cwd returns the
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..core.model import Sample
@@ -48,6 +48,22 @@ def kernel_pids(kernel_manager: Any) -> set[int]:
     return pids
 
 
+def notebook_paths(session_manager: Any) -> dict[str, str]:
+    """Kernel id -> the notebook (or console) path its session serves, from the session
+    manager's table: a kernel that ends is named by its notebook ("kernel python3 of
+    train.ipynb"), not by an id nobody knows. The event loop only: the table is an SQLite
+    connection that belongs to the loop's thread."""
+    if session_manager is None:
+        return {}
+    try:
+        # a cursor of our own: the manager's shared one keeps its state between its steps
+        rows = session_manager.connection.execute("SELECT kernel_id, path FROM session").fetchall()
+    except Exception:  # another session manager, or a closed one: kernels go unnamed
+        log.debug("trainwatch: the sessions' notebooks could not be read", exc_info=True)
+        return {}
+    return {str(kid): str(path) for kid, path in rows if kid and path}
+
+
 def process_cwd(pid: int, proc: str = "/proc") -> str | None:
     try:
         return os.readlink(f"{proc}/{pid}/cwd")
@@ -75,10 +91,12 @@ class KernelsSource:
         kernel_manager: Any,
         gpu_memory: Callable[[], dict[int, int]] | None = None,
         on_dirs: KernelDirs | None = None,
+        notebooks: Callable[[], Mapping[str, str]] | None = None,
     ) -> None:
         self.kernel_manager = kernel_manager
         self.gpu_memory = gpu_memory
         self.on_dirs = on_dirs
+        self.notebooks = notebooks  # kernel id -> notebook path, kept by the event loop
         self._io: dict[str, tuple[int, Any]] = {}  # kernel id -> (pid, ProcessIOSource)
 
     def _kernels(self) -> dict[str, Any]:
@@ -117,11 +135,13 @@ class KernelsSource:
             except Exception:
                 log.debug("GPU process memory unavailable", exc_info=True)
         dirs: dict[str, str] = {}
+        notebooks = self.notebooks() if self.notebooks is not None else {}
         for kid, kernel in kernels.items():
             pid = kernel_pid(kernel)
             entry: dict[str, Any] = {
                 "id": kid,
                 "name": getattr(kernel, "kernel_name", None),
+                "notebook": notebooks.get(kid),
                 "execution_state": getattr(kernel, "execution_state", None),
                 "pid": pid,
                 "cwd": None,

@@ -3,23 +3,27 @@
 Tornado's non-blocking client (DNS on the loop's resolver thread), every call bounded by one
 deadline: Prometheus down, slow or not Prometheus at all becomes one ``PrometheusError``
 line that the endpoint and the panel show as it is. Answers are decoded on the client's
-worker thread, never on the event loop, or handed over undecoded (``query_body``) to be
-decoded where they are folded (the fleet's listing: a cluster's answer is megabytes of JSON).
+worker thread, never on the event loop. The fleet's listing (megabytes of JSON at cluster
+size) is asked by its worker process instead (server.promfetch, a blocking client): both
+send what ``request`` builds, and say what went wrong in the same words (``late``,
+``unreachable``, ``data``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import socket
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
+from ..core.defaults import PROMETHEUS_ANSWER_MAX
 from ..core.redact import redact
 
 USER_AGENT = "trainwatch-lab (Jupyter server extension)"
@@ -36,6 +40,30 @@ class NoAnswer(PrometheusError):
 
 
 shown = redact  # the URL as messages show it: ``http://user:***@prom`` (core.redact)
+
+
+def request(base: str, endpoint: str, params: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    """(URL, headers) of one call of the API at ``base``, as both clients send it: a
+    ``user:password@`` of the base becomes basic auth (as tornado's client did with it in
+    the URL), gzip asked for (tornado's default; a cluster's answers shrink tenfold)."""
+    parts = urlsplit(base)
+    headers = {"Accept": JSON, "User-Agent": USER_AGENT, "Accept-Encoding": "gzip"}
+    userinfo, at, netloc = parts.netloc.rpartition("@")
+    if at:
+        user, _, password = userinfo.partition(":")
+        token = base64.b64encode(f"{user}:{password}".encode()).decode()
+        headers["Authorization"] = f"Basic {token}"
+    query = urlencode(params)
+    url = urlunsplit(parts._replace(netloc=netloc)).rstrip("/")
+    return f"{url}/api/v1/{endpoint}?{query}", headers
+
+
+def late(url: str, timeout_s: float) -> NoAnswer:
+    return NoAnswer(f"Prometheus at {url} did not answer within {timeout_s:g} s")
+
+
+def unreachable(url: str, why: str) -> NoAnswer:
+    return NoAnswer(f"Prometheus at {url} is not reachable: {why}")
 
 
 @dataclass(frozen=True)
@@ -65,7 +93,9 @@ class PrometheusClient:
     @property
     def http(self) -> AsyncHTTPClient:
         if self._http is None:  # bound to the running loop: made on first use
-            self._http = AsyncHTTPClient(force_instance=True, max_clients=32)
+            self._http = AsyncHTTPClient(
+                force_instance=True, max_clients=32, max_body_size=PROMETHEUS_ANSWER_MAX
+            )
         return self._http
 
     def close(self) -> None:
@@ -75,7 +105,7 @@ class PrometheusClient:
         self._worker.shutdown(wait=False, cancel_futures=True)
 
     def late(self) -> NoAnswer:
-        return NoAnswer(f"Prometheus at {self.url} did not answer within {self.timeout_s:g} s")
+        return late(self.url, self.timeout_s)
 
     async def gather(self, calls: Mapping[str, Any]) -> dict[str, Any]:
         """Await every call of ``calls`` (name -> awaitable) at once, within the deadline."""
@@ -91,16 +121,6 @@ class PrometheusClient:
     async def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
         params = {"query": expr} if at is None else {"query": expr, "time": f"{at:.3f}"}
         return (await self._get("query", params))["result"]
-
-    async def query_body(self, expr: str, at: float) -> Answer:
-        """An instant query's answer undecoded (``result`` decodes it): a cluster's answers
-        are megabytes, decoded where the caller folds them). An answer that is not a
-        success of the API (an error status, not JSON) is decoded now, for its one line: the
-        first such answer ends the listing, as the decoded calls do."""
-        answer = await self._body("query", {"query": expr, "time": f"{at:.3f}"})
-        if answer.code != 200 or not answer.json:
-            await self.off_loop(data, answer)
-        return answer
 
     async def query_range(
         self, expr: str, start: float, end: float, step: float
@@ -128,30 +148,34 @@ class PrometheusClient:
 
     async def _body(self, endpoint: str, params: dict[str, str]) -> Answer:
         """One call's answer as it came, once Prometheus answered at all."""
-        request = HTTPRequest(
-            f"{self.base}/api/v1/{endpoint}?{urlencode(params)}",
+        url, headers = request(self.base, endpoint, params)
+        call = HTTPRequest(
+            url,
             connect_timeout=self.timeout_s,
             request_timeout=self.timeout_s,
-            headers={"Accept": JSON, "User-Agent": USER_AGENT},
+            headers=headers,
             follow_redirects=False,
         )
         try:
-            response = await self.http.fetch(request, raise_error=False)
+            response = await self.http.fetch(call, raise_error=False)
         except HTTPClientError as exc:  # no HTTP answer (599): raised whatever raise_error
             if "Timeout" in str(exc):
                 raise self.late() from None
-            raise NoAnswer(f"Prometheus at {self.url} is not reachable: {exc}") from None
+            raise unreachable(self.url, str(exc)) from None
         except (ConnectionError, socket.gaierror, OSError) as exc:
-            why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-            raise NoAnswer(f"Prometheus at {self.url} is not reachable: {why}") from None
+            raise unreachable(self.url, why(exc)) from None
         if response.code == 599:  # tornado: no HTTP answer (timeout, connection closed)
             error = response.error
             if isinstance(error, HTTPClientError) and "Timeout" in str(error):
                 raise self.late()
-            why = getattr(error, "strerror", None) or str(error)
-            raise NoAnswer(f"Prometheus at {self.url} is not reachable: {why}")
+            raise unreachable(self.url, getattr(error, "strerror", None) or str(error))
         kind = response.headers.get("Content-Type", "")
         return Answer(self.url, response.code, response.body or b"", kind.startswith(JSON))
+
+
+def why(exc: BaseException) -> str:
+    """An OS error in a few words: ``Connection refused``, ``Name or service not known``."""
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
 
 
 def data(answer: Answer) -> Any:

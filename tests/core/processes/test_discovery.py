@@ -260,6 +260,23 @@ def test_the_source_lists_labels_and_lets_go_of_an_ended_process(tmp_path: Path)
     assert source.passes >= 1 and source.cpu_s > 0
 
 
+def test_a_process_found_before_it_was_known_as_a_kernel_leaves_the_list(tmp_path: Path) -> None:
+    """A kernel started writing event files before the server's kernel manager listed its
+    pid: discovery found it as a training process. Once the kernels source owns that pid
+    (skip_trees), it leaves the training list, its workers' tree with it, though it lives on."""
+    kernels: set[int] = set()
+    source = TrainingSource(every_s=0.2, skip_trees=lambda: kernels)
+    try:
+        with writer(tmp_path / "events.out.tfevents.1", "a", "worker") as pid:
+            assert wait_until(lambda: pid in {p.pid for p in _tick(source, Paths()).processes}, 15)
+            kernels.add(pid)
+            passes = source.passes
+            assert wait_until(lambda: source.passes > passes + 1, 15)
+            assert pid not in {p.pid for p in _tick(source, Paths()).processes}
+    finally:
+        source.close()
+
+
 def test_hidden_processes_and_the_limits(tmp_path: Path) -> None:
     hidden: set[tuple[int, int]] = set()
     source = TrainingSource(every_s=0.2, hidden=lambda: hidden, max_processes=1, max_paths=1)

@@ -99,10 +99,10 @@ def test_a_cell_filling_a_tmpfs_lists_each_warning_once_on_one_line(
     assert len(lines) == len(set(lines)), lines  # one line per code and subject
     assert '<div class="tw-alert' not in html  # no warning in full in the summary
     filled = re.search(r'data-code="disk-filling"[^>]*data-raises="(\d+)"', html)
-    # raised once on a quiet machine; under load (CI's 2 busy cores) the advisor has been seen
-    # to clear and raise it again within the 13 s fill (issue 23, left open): whatever the
-    # count, the summary gives it one line that says how often
-    assert filled and int(filled.group(1)) >= 1, html
+    # raised once, loaded machine or not: under CI's load the advisor once cleared it and
+    # raised it again within the 13 s fill (a late save cut the write in two); the
+    # precision suite replays such ticks (test_checkpoints_on_a_loaded_machine_...)
+    assert filled and filled.group(1) == "1", html
     # the sentence of the fill's end, not of its first moment (4 MiB of 40 were free then)
     full = re.search(r'data-code="disk-almost-full".*?Only ([\d.]+ \w+) of', html, re.S)
     assert full and full.group(1) != "4 MiB", html

@@ -274,6 +274,19 @@ def _nearest(pid: int, found: dict[int, Found], skip_trees: Collection[int], pro
     return 0
 
 
+def in_trees(pid: int, trees: Collection[int], proc: str) -> bool:
+    """Whether ``pid`` is one of ``trees`` or runs under one (its ancestors, read up to
+    ANCESTOR_DEPTH): a process found before its kernel was known is the kernel's."""
+    for _ in range(ANCESTOR_DEPTH + 1):
+        if pid in trees:
+            return True
+        fields = stat_fields(pid, proc) if pid > 1 else None
+        if fields is None:
+            return False
+        pid = fields[0]
+    return False
+
+
 def _fold(found: dict[int, Found], skip_trees: Collection[int], proc: str) -> dict[int, Found]:
     """Fold each process into its topmost found ancestor (DataLoader workers into their
     script); drop those under a pid of ``skip_trees`` (the server's kernels)."""

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from ..defaults import DEFAULTS
 from ..model import GpuState, Sample, TrainingProcess
-from .discovery import REASONS, Found, Scanner, ScanResult, label, process_identity
+from .discovery import REASONS, Found, Scanner, ScanResult, in_trees, label, process_identity
 from .threadwait import task_wait
 
 SCAN_EVERY_S = DEFAULTS.training_scan_every_s
@@ -127,13 +127,17 @@ class TrainingSource:
 
     def run_pass(self) -> ScanResult:
         """One pass, merged into what is known: new processes join, ended ones leave."""
+        skip = set(self._ask(self.skip_trees, ()))
         result = self._scanner.scan(
-            holders=self._ask(self.gpu_memory, {}),
-            skip_trees=set(self._ask(self.skip_trees, ())),
-            all_users=self.all_users,
+            holders=self._ask(self.gpu_memory, {}), skip_trees=skip, all_users=self.all_users
         )
+        proc = self._scanner.proc
         with self._lock:
-            known = {k: f for k, f in self._known.items() if process_identity(k[0]) == k}
+            known = {
+                k: f
+                for k, f in self._known.items()
+                if process_identity(k[0]) == k and not (skip and in_trees(k[0], skip, proc))
+            }
             for found in result.found.values():
                 if found.key in known:
                     known[found.key].merge(found)

@@ -27,6 +27,11 @@ def run_name(argv: list[str]) -> str:
     return os.path.basename(script or (argv[0] if argv else "?")) or "?"
 
 
+def kernel_label(name: str, notebook: str | None) -> str:
+    """``python3 of runs/train.ipynb``: a kernel as its user knows it."""
+    return f"{name} of {notebook}" if notebook else name
+
+
 KernelAsked = Callable[[str, int | None], dict[str, Any] | None]
 
 
@@ -174,7 +179,9 @@ class EventWatch:
         out = []
         for kid, info in sample.kernels.items():
             before = self.kernels.get(kid)
-            pid, what = info.get("pid"), info.get("name") or kid
+            pid, notebook = info.get("pid"), info.get("notebook")
+            what = kernel_label(info.get("name") or kid, notebook)
+            named = {"notebook": notebook} if notebook else {}
             if before is None:
                 out.append(
                     Event(
@@ -182,7 +189,7 @@ class EventWatch:
                         "kernel-started",
                         kid,
                         f"kernel {what} started",
-                        {"pid": pid, "cwd": info.get("cwd")},
+                        {"pid": pid, "cwd": info.get("cwd"), **named},
                     )
                 )
             elif before.get("pid") != pid and pid:
@@ -193,12 +200,19 @@ class EventWatch:
                         "kernel-restarted",
                         kid,
                         f"kernel {what} restarted",
-                        {"pid": pid, "was": before.get("pid")},
+                        {"pid": pid, "was": before.get("pid"), **named},
                     )
                 )
             else:
+                if notebook and before.get("notebook") != notebook:  # its session came (or
+                    before.update(notebook=notebook, name=what)  # was renamed) since
                 continue
-            self.kernels[kid] = {"pid": pid, "name": what, **(ended.at_start(pid) if pid else {})}
+            self.kernels[kid] = {
+                "pid": pid,
+                "name": what,
+                **named,
+                **(ended.at_start(pid) if pid else {}),
+            }
             if pid:
                 self._watch(pid)
         for kid in set(self.kernels) - set(sample.kernels):

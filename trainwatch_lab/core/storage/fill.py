@@ -14,6 +14,7 @@ import bisect
 import itertools
 import logging
 import operator
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -24,6 +25,7 @@ from ..model import FillState, PathState, Sample
 log = logging.getLogger(__name__)
 
 FilesystemKey = tuple[str, int | None]
+PACE_INTERVALS = 64  # the sampler's usual interval is the median of this many, at most
 # recorded free space of a filesystem in [since, until): (times, avail), oldest first
 PastReadings = Callable[[FilesystemKey, float, float, float], tuple[list[float], list[float]]]
 
@@ -74,24 +76,50 @@ def can_fill(p: PathState) -> bool:
     return not p.read_only and p.responsive and p.avail_bytes is not None
 
 
-def _stretch_start(times: Sequence[float], avail: Sequence[float], n: int, d: Defaults) -> int:
+def _last_drop(avail: Sequence[float]) -> int:
+    """Where free space last went down (the last reading, if it never did)."""
+    n = len(avail)
+    return next((i for i in range(n - 1, 0, -1) if avail[i] < avail[i - 1]), n - 1)
+
+
+def _pace(times: Sequence[float], last: int) -> float:
+    """The sampler's usual interval, up to the last drop (``last``): how the writes are cut
+    into bursts must not change while free space stands still, or the fit would move with
+    nothing written (a loaded sampler's late tick, then its quick ones, did that)."""
+    upto = max(last, 1)
+    recent = times[max(0, upto - PACE_INTERVALS) : upto + 1]  # the median of a window: cheap
+    return statistics.median(b - a for a, b in itertools.pairwise(recent))
+
+
+def _stretch_start(
+    times: Sequence[float], avail: Sequence[float], n: int, pace: float, d: Defaults
+) -> int:
     """Where the current stretch of shrinking free space starts: after the last time space
     was freed, at its last high point. Wiggles within what the noise floor allows over one
     interval (a filesystem settling its reservations) neither end a stretch nor start one."""
-    tol = d.fill_min_rate_bps * max(b - a for a, b in itertools.pairwise(times[n - 3 : n]))
+    tol = d.fill_min_rate_bps * pace
     start = next((i for i in range(n - 1, 0, -1) if avail[i] > avail[i - 1] + tol), 0)
     high = max(avail[start:n])
     return max(i for i in range(start, n) if avail[i] >= high - tol)
 
 
-def _bursts(times: Sequence[float], drops: list[int], join_s: float) -> list[list[int]]:
-    """Drops no further apart than ``join_s`` are one write (a save, a download)."""
-    bursts = [[drops[0]]]
+def _bursts(
+    times: Sequence[float], drops: list[int], step: float, quiet: float
+) -> list[tuple[list[int], float]]:
+    """Drops that follow each other within ``quiet`` times the widest gap of the write so
+    far (the sampling interval, to begin with) are one write (a save, a download, saves
+    every second), each with that widest gap. A write's own pace is what tells a pause
+    from a late save: a loaded machine's saves and ticks come late now and then, and a
+    write cut in two there restarted its fit and flapped its warning (issue 23)."""
+    bursts = [([drops[0]], step)]
     for a, b in itertools.pairwise(drops):
-        if times[b] - times[a] <= join_s:
-            bursts[-1].append(b)
+        gap = times[b] - times[a]
+        burst, widest = bursts[-1]
+        if gap <= quiet * widest:
+            burst.append(b)
+            bursts[-1] = (burst, max(widest, gap))
         else:
-            bursts.append([b])
+            bursts.append(([b], step))
     return bursts
 
 
@@ -109,14 +137,14 @@ def _since_last_stop(times: Sequence[float], bursts: list[list[int]], quiet: flo
 
 def _window_to_last_drop(
     times: Sequence[float], avail: Sequence[float], window_s: float
-) -> tuple[Sequence[float], Sequence[float]]:
-    """The ``window_s`` that ends where free space last went down, and what came after it:
-    while nothing is written the fit keeps its points, so the rate holds and the time to
-    full only counts down (readings sliding out of a window fixed to now would move it)."""
-    n = len(times)
-    last = next((i for i in range(n - 1, 0, -1) if avail[i] < avail[i - 1]), n - 1)
+) -> tuple[Sequence[float], Sequence[float], int]:
+    """The ``window_s`` that ends where free space last went down, what came after it, and
+    the index of that drop in them: while nothing is written the fit keeps its points, so
+    the rate holds and the time to full only counts down (readings sliding out of a window
+    fixed to now would move it)."""
+    last = _last_drop(avail)
     first = bisect.bisect_left(times, times[last] - window_s)
-    return times[first:], avail[first:]
+    return times[first:], avail[first:], last - first
 
 
 def estimate_fill(
@@ -138,11 +166,12 @@ def estimate_fill(
     n = min(len(times), len(avail))
     if n < 3:
         return FillState(filesystem, "measuring", points=n)
-    times, avail = _window_to_last_drop(times[:n], avail[:n], d.fill_window_s)
+    times, avail, last = _window_to_last_drop(times[:n], avail[:n], d.fill_window_s)
     n = len(times)
     if n < 3:  # the readings before the last drop are older than the window (a long pause)
         return FillState(filesystem, "measuring", points=n)
-    peak = _stretch_start(times, avail, n, d)
+    pace = _pace(times, last)
+    peak = _stretch_start(times, avail, n, pace, d)
     drops = [i for i in range(peak + 1, n) if avail[i] < avail[i - 1]]
     if not drops:
         trend = fill_estimate(times[:n], avail[:n])
@@ -151,7 +180,8 @@ def estimate_fill(
             return FillState(filesystem, "freeing", rate_bps=trend.rate_bps, points=n)
         return FillState(filesystem, "steady", rate_bps=0.0, points=n)
     step = max(b - a for a, b in itertools.pairwise(times[n - 3 : n]))  # the sampling interval
-    bursts = _bursts(times, drops, d.fill_quiet_gaps * step)
+    paced = _bursts(times, drops, pace, d.fill_quiet_gaps)
+    bursts = [burst for burst, _ in paced]
     bursts = bursts[_since_last_stop(times, bursts, d.fill_quiet_gaps) :]
     quiet_s = times[n - 1] - times[drops[-1]]
     if len(bursts) >= d.fill_min_bursts:  # a cadence of saves
@@ -160,7 +190,7 @@ def estimate_fill(
             fill = _fill_from(filesystem, times, avail, n, bursts[0][0] - 1, quiet_s, d)
             if fill is not None:
                 return fill
-    if quiet_s <= d.fill_quiet_gaps * step:  # a write going on now
+    if quiet_s <= d.fill_quiet_gaps * max(step, paced[-1][1]):  # a write going on now
         fill = _fill_from(filesystem, times, avail, n, bursts[-1][0] - 1, quiet_s, d)
         if fill is not None:
             return fill
