@@ -467,6 +467,7 @@ async def test_kernel_cwd_is_watched_and_its_pid_reported(jp_fetch, hub, jp_root
     assert kid not in snap["kernels"] and str(sub) not in hub.watched()
 
 
+@pytest.mark.kernel  # a session starts a real IPython kernel through the server
 async def test_each_kernel_is_named_by_the_notebook_its_session_serves(jp_fetch, hub, jp_root_dir):
     """The kernels' notebooks come from the server's sessions (the table the loop owns):
     listed with the kernel, and followed when the notebook is renamed."""
