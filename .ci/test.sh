@@ -51,4 +51,7 @@ fi
 # the TypeScript tools the suite runs (jest; ESLint, Prettier, stylelint) are js/'s devDependencies:
 # installed from js/yarn.lock here even when the build above found its extension built already
 if ! out="$(cd js && jlpm install 2>&1)"; then echo "$out" >&2; exit 1; fi
+# Serially: only the quick tier is checked under pytest-xdist (README: pytest -m "not slow"
+# -n auto); the slow tier (mounts and loop devices, sshd, Chromium, kernels, Prometheus, tests
+# timed against the machine) is not, and a flaky CI costs more than the minutes it would save.
 "$PY" -m pytest "$@"

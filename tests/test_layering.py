@@ -4,6 +4,7 @@ fix/ imports core only; integrations/ imports a framework only in the module nam
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -73,10 +74,10 @@ FRAMEWORKS = {
 }
 
 
-def imported_modules(path: Path) -> set[str]:
+def imported_modules(path: Path, pkg: Path = PKG) -> set[str]:
     tree = ast.parse(path.read_text(), filename=str(path))
     names: set[str] = set()
-    package = "trainwatch_lab." + ".".join(path.relative_to(PKG).parent.parts)
+    package = "trainwatch_lab." + ".".join(path.relative_to(pkg).parent.parts)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
@@ -93,30 +94,46 @@ def imported_modules(path: Path) -> set[str]:
     return names
 
 
-def violations(layer: str, forbidden: set[str]) -> list[str]:
-    target = PKG / layer
+def violations(layer: str, forbidden: set[str], pkg: Path = PKG) -> list[str]:
+    target = pkg / layer
     files = [target] if target.is_file() else sorted(target.rglob("*.py"))
     found = []
     for file in files:
-        for mod in imported_modules(file):
+        for mod in imported_modules(file, pkg):
             if any(mod == f or mod.startswith(f + ".") for f in forbidden):
-                found.append(f"{file.relative_to(PKG.parent)} imports {mod}")
+                found.append(f"{file.relative_to(pkg.parent)} imports {mod}")
     return found
 
 
-def framework_violations() -> list[str]:
+def framework_violations(pkg: Path = PKG) -> list[str]:
     """A framework imported anywhere in the package but integrations/<its module>."""
     found = []
-    for file in sorted(PKG.rglob("*.py")):
-        rel = file.relative_to(PKG)
-        for mod in imported_modules(file):
+    for file in sorted(pkg.rglob("*.py")):
+        rel = file.relative_to(pkg)
+        for mod in imported_modules(file, pkg):
             top = mod.split(".")[0]
             if top not in FRAMEWORKS:
                 continue
             allowed = FRAMEWORKS[top]
             if not (rel.parts[0] == "integrations" and allowed and rel.name == allowed):
-                found.append(f"{file.relative_to(PKG.parent)} imports {mod}")
+                found.append(f"{file.relative_to(pkg.parent)} imports {mod}")
     return found
+
+
+def package_copy(tmp_path: Path) -> Path:
+    """The package's Python files under ``tmp_path``: a test that proves a checker can fail
+    plants its bad module there, never in the tree that other tests (other pytest-xdist
+    workers) read at the same moment."""
+
+    def not_python(folder: str, names: list[str]) -> list[str]:
+        return [
+            n
+            for n in names
+            if n in ("__pycache__", "labextension")
+            or not (n.endswith(".py") or (Path(folder) / n).is_dir())
+        ]
+
+    return Path(shutil.copytree(PKG, tmp_path / "trainwatch_lab", ignore=not_python))
 
 
 @pytest.mark.parametrize("layer", sorted(RULES))
@@ -127,23 +144,23 @@ def test_layer_imports_only_what_it_may(layer: str) -> None:
 
 
 def test_checker_catches_a_violation(tmp_path: Path) -> None:
-    bad = PKG / "core" / "_layering_probe_tmp.py"
-    bad.write_text("import ipywidgets\nfrom ..notebook import magics\n")
-    try:
-        found = violations("core", RULES["core"])
-    finally:
-        bad.unlink()
+    pkg = package_copy(tmp_path)
+    assert violations("core", RULES["core"], pkg) == []
+    (pkg / "core" / "_layering_probe_tmp.py").write_text(
+        "import ipywidgets\nfrom ..notebook import magics\n"
+    )
+    found = violations("core", RULES["core"], pkg)
     assert any("ipywidgets" in v for v in found)
     assert any("trainwatch_lab.notebook" in v for v in found)
 
 
-def test_checker_catches_a_prometheus_violation() -> None:
-    bad = PKG / "prometheus" / "_layering_probe_tmp.py"
-    bad.write_text("from ..server import handlers\nfrom .. import monitor\nimport tornado\n")
-    try:
-        found = violations("prometheus", RULES["prometheus"])
-    finally:
-        bad.unlink()
+def test_checker_catches_a_prometheus_violation(tmp_path: Path) -> None:
+    pkg = package_copy(tmp_path)
+    assert violations("prometheus", RULES["prometheus"], pkg) == []
+    (pkg / "prometheus" / "_layering_probe_tmp.py").write_text(
+        "from ..server import handlers\nfrom .. import monitor\nimport tornado\n"
+    )
+    found = violations("prometheus", RULES["prometheus"], pkg)
     assert any("trainwatch_lab.server" in v for v in found)
     assert any("trainwatch_lab.monitor" in v for v in found)
     assert any("tornado" in v for v in found)
@@ -153,18 +170,18 @@ def test_frameworks_only_in_their_integration_module() -> None:
     assert framework_violations() == []
 
 
-def test_checker_catches_fix_and_framework_violations() -> None:
-    bad_fix = PKG / "fix" / "_layering_probe_tmp.py"
-    bad_fix.write_text("from ..advice import check\nimport IPython\n")
-    bad_integration = PKG / "integrations" / "_layering_probe_tmp.py"
-    bad_integration.write_text("import lightning\nfrom ..notebook import inline\n")
-    try:
-        fix_found = violations("fix", RULES["fix"])
-        integration_found = violations("integrations", RULES["integrations"])
-        framework_found = framework_violations()
-    finally:
-        bad_fix.unlink()
-        bad_integration.unlink()
+def test_checker_catches_fix_and_framework_violations(tmp_path: Path) -> None:
+    pkg = package_copy(tmp_path)
+    assert violations("fix", RULES["fix"], pkg) == framework_violations(pkg) == []
+    (pkg / "fix" / "_layering_probe_tmp.py").write_text(
+        "from ..advice import check\nimport IPython\n"
+    )
+    (pkg / "integrations" / "_layering_probe_tmp.py").write_text(
+        "import lightning\nfrom ..notebook import inline\n"
+    )
+    fix_found = violations("fix", RULES["fix"], pkg)
+    integration_found = violations("integrations", RULES["integrations"], pkg)
+    framework_found = framework_violations(pkg)
     assert any("trainwatch_lab.advice" in v for v in fix_found)
     assert any("IPython" in v for v in fix_found)
     assert any("trainwatch_lab.notebook" in v for v in integration_found)
@@ -221,23 +238,23 @@ ROOMS = {
 NOTEBOOK_LEAVES = {"export", "fix_status", "inline", "settings", "ticks", "warnings_html"}
 
 
-def room_of(floor: str, module: str) -> str | None:
+def room_of(floor: str, module: str, pkg: Path = PKG) -> str | None:
     parts = module.split(".")
     if parts[:2] != ["trainwatch_lab", floor] or len(parts) < 3:
         return None
-    return parts[2] if (PKG / floor / parts[2]).is_dir() else "(top)"
+    return parts[2] if (pkg / floor / parts[2]).is_dir() else "(top)"
 
 
-def room_violations(floor: str) -> list[str]:
+def room_violations(floor: str, pkg: Path = PKG) -> list[str]:
     found = []
-    for file in sorted((PKG / floor).rglob("*.py")):
-        rel = file.relative_to(PKG / floor)
+    for file in sorted((pkg / floor).rglob("*.py")):
+        rel = file.relative_to(pkg / floor)
         room = rel.parts[0] if len(rel.parts) > 1 else "(top)"
         if room not in ROOMS[floor]:
-            found.append(f"{file.relative_to(PKG.parent)}: room {room!r} has no rule")
+            found.append(f"{file.relative_to(pkg.parent)}: room {room!r} has no rule")
             continue
-        for mod in imported_modules(file):
-            target = room_of(floor, mod)
+        for mod in imported_modules(file, pkg):
+            target = room_of(floor, mod, pkg)
             if target is None or target == room:
                 continue
             leaf = mod.split(".")[2]
@@ -245,7 +262,7 @@ def room_violations(floor: str) -> list[str]:
             if floor == "notebook" and room != "(top)" and target == "(top)":
                 bad = leaf not in NOTEBOOK_LEAVES
             if bad:
-                found.append(f"{file.relative_to(PKG.parent)} ({room}) imports {mod}")
+                found.append(f"{file.relative_to(pkg.parent)} ({room}) imports {mod}")
     return found
 
 
@@ -254,17 +271,17 @@ def test_rooms_import_one_way(floor: str) -> None:
     assert room_violations(floor) == []
 
 
-def test_room_checker_catches_a_backward_arrow() -> None:
-    bad_storage = PKG / "core" / "storage" / "_layering_probe_tmp.py"
-    bad_storage.write_text("from ..gpu import source\nfrom ..paths import names\n")
-    bad_dash = PKG / "notebook" / "dashboard" / "_layering_probe_tmp.py"
-    bad_dash.write_text("from ..kernel_watch import KernelWatch\nfrom ..cell import report\n")
-    try:
-        core_found = room_violations("core")
-        notebook_found = room_violations("notebook")
-    finally:
-        bad_storage.unlink()
-        bad_dash.unlink()
+def test_room_checker_catches_a_backward_arrow(tmp_path: Path) -> None:
+    pkg = package_copy(tmp_path)
+    assert room_violations("core", pkg) == room_violations("notebook", pkg) == []
+    (pkg / "core" / "storage" / "_layering_probe_tmp.py").write_text(
+        "from ..gpu import source\nfrom ..paths import names\n"
+    )
+    (pkg / "notebook" / "dashboard" / "_layering_probe_tmp.py").write_text(
+        "from ..kernel_watch import KernelWatch\nfrom ..cell import report\n"
+    )
+    core_found = room_violations("core", pkg)
+    notebook_found = room_violations("notebook", pkg)
     assert any("imports trainwatch_lab.core.gpu" in v for v in core_found)
     assert any("imports trainwatch_lab.core.paths" in v for v in core_found)
     assert any("imports trainwatch_lab.notebook.kernel_watch" in v for v in notebook_found)

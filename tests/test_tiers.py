@@ -35,6 +35,23 @@ def test_calls_need_root():
     if False:
         need_root()
 
+def other_user():
+    need_root("needs root to add a user")
+
+@pytest.fixture
+def as_other_user():
+    return other_user()
+
+def test_uses_a_fixture_that_needs_root(as_other_user):
+    pass
+
+def test_calls_a_helper_that_needs_root():
+    if False:
+        other_user()
+
+def test_calls_only_a_method_of_that_name(tmp_path):
+    tmp_path.other_user()
+
 def test_queries_prometheus(prometheus):
     pass
 
@@ -69,11 +86,17 @@ def test_each_marker_follows_from_what_the_test_uses(suite: pytest.Pytester) -> 
     )
     quick = suite.runpytest("-m", "not slow", "--co", "-q")
     assert [line for line in quick.stdout.lines if "::" in line] == [
-        "test_browser_module.py::test_plain"
+        "test_browser_module.py::test_plain",
+        "test_browser_module.py::test_calls_only_a_method_of_that_name",
     ]
     for marker, expected in {
         "mount": ["test_mounts"],
-        "root": ["test_mounts", "test_calls_need_root"],
+        "root": [
+            "test_mounts",
+            "test_calls_need_root",
+            "test_uses_a_fixture_that_needs_root",
+            "test_calls_a_helper_that_needs_root",
+        ],
         "service": ["test_queries_prometheus"],
     }.items():
         run = suite.runpytest("-m", marker, "--co", "-q")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.env import need
+from tests.support.env import need_root
 from trainwatch_lab.core.record import choose
 from trainwatch_lab.core.record.location import STORE_ENV
 
@@ -56,7 +56,7 @@ def test_a_directory_another_user_owns_is_passed_over_and_refused(
     """A co-tenant who pre-creates the fallback directory 0777 must not read the history."""
     from trainwatch_lab.core.record import Store, StoreError
 
-    need(os.geteuid() == 0, "needs root to give a directory to another user")
+    need_root("needs root to give a directory to another user")
 
     theirs = tmp_path / "trainwatch-lab-0"
     theirs.mkdir()

@@ -112,9 +112,16 @@ def prometheus_url(request) -> str:
 
 
 @pytest.fixture
-def jp_server_config(jp_server_config, prometheus_url):
+def prometheus_timeout_s() -> float:
+    """TIMEOUT_S, short for the tests that wait it out; one that waits for an answer takes a
+    long one (parametrize it): the fleet's worker process starts and asks within it."""
+    return TIMEOUT_S
+
+
+@pytest.fixture
+def jp_server_config(jp_server_config, prometheus_url, prometheus_timeout_s: float):
     jp_server_config.TrainWatch.prometheus_url = prometheus_url
-    jp_server_config.TrainWatch.prometheus_timeout_s = TIMEOUT_S
+    jp_server_config.TrainWatch.prometheus_timeout_s = prometheus_timeout_s
     return jp_server_config
 
 
@@ -205,8 +212,11 @@ async def test_a_silent_prometheus_is_one_line_within_the_timeout_and_blocks_not
     }
 
 
+@pytest.mark.parametrize("prometheus_timeout_s", [60.0])  # under pytest-xdist 1 s was short
 @pytest.mark.parametrize("prometheus_url", ["not-prometheus"], indirect=True)
-async def test_a_url_that_is_not_prometheus_says_so(jp_fetch, hub, prometheus_url):
+async def test_a_url_that_is_not_prometheus_says_so(
+    jp_fetch, hub, prometheus_url, prometheus_timeout_s
+):
     code, payload = await fetch_error(jp_fetch, *API, "fleet")
     assert code == 502
     assert payload["error"] == (

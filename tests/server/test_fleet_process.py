@@ -33,6 +33,8 @@ from trainwatch_lab.server.fleet import SETTINGS_KEY
 from trainwatch_lab.server.promclient import PrometheusClient
 
 HOSTS = 60
+# the cluster is a real Prometheus (Debian's) with backfilled blocks: a service, not quick
+pytestmark = pytest.mark.service
 API = ("trainwatch-lab", "api", "fleet")
 
 

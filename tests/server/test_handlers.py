@@ -141,7 +141,10 @@ async def test_with_a_query_token_other_unknown_parameters_are_still_refused(
 
 
 # -- snapshot and history ------------------------------------------------------------------
-async def test_snapshot_is_a_watch_json_line_with_the_root_dir(jp_fetch, hub, jp_root_dir):
+@pytest.mark.parametrize("stop_grace_s", [60.0])  # the sampler is read after the call
+async def test_snapshot_is_a_watch_json_line_with_the_root_dir(
+    jp_fetch, hub, jp_root_dir, stop_grace_s
+):
     data = body(await jp_fetch(*API, "snapshot"))
     assert {"t", "disks", "paths", "gpus", "warnings", "kernels"} <= set(data)
     assert str(jp_root_dir) in data["paths"]
@@ -433,6 +436,7 @@ async def test_rest_use_starts_the_sampler_and_idles_it_out(jp_fetch, hub):
 
 
 # -- kernels -------------------------------------------------------------------------------
+@pytest.mark.kernel  # starts real IPython kernels through the server
 async def test_kernel_cwd_is_watched_and_its_pid_reported(jp_fetch, hub, jp_root_dir):
     sub = jp_root_dir / "project"
     sub.mkdir()
@@ -463,6 +467,7 @@ async def test_kernel_cwd_is_watched_and_its_pid_reported(jp_fetch, hub, jp_root
     assert kid not in snap["kernels"] and str(sub) not in hub.watched()
 
 
+@pytest.mark.kernel  # a session starts a real IPython kernel through the server
 async def test_each_kernel_is_named_by_the_notebook_its_session_serves(jp_fetch, hub, jp_root_dir):
     """The kernels' notebooks come from the server's sessions (the table the loop owns):
     listed with the kernel, and followed when the notebook is renamed."""

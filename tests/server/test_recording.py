@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,9 +19,12 @@ from traitlets.config import Config
 
 from tests.record.test_why import connector_opens
 from tests.server.conftest import INTERVAL
+from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.core.record import Store
+from trainwatch_lab.server import hub as hub_module
 
 ROOT = Path(__file__).resolve().parents[2]
+FLUSH_S = 0.5
 
 
 @pytest.fixture
@@ -35,7 +39,15 @@ def watched(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def jp_server_config(jp_root_dir, store_file: Path, watched: Path):
+def flush_often(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server's recorder flushes every FLUSH_S instead of every 10 s (the hub's defaults
+    are DEFAULTS with the configured interval): the tests wait for flushed points, and a
+    10 s wait each tells nothing more than a half-second one."""
+    monkeypatch.setattr(hub_module, "DEFAULTS", replace(DEFAULTS, record_flush_s=FLUSH_S))
+
+
+@pytest.fixture
+def jp_server_config(jp_root_dir, store_file: Path, watched: Path, flush_often: None):
     return Config(
         {
             "ServerApp": {"jpserver_extensions": {"trainwatch_lab": True}},
@@ -71,7 +83,7 @@ async def test_the_server_records_with_nobody_looking(
         assert hub.recording is not None and not hub.looking
         assert hub.recording.every() == INTERVAL  # record_every_s: nobody looks
         key = f"path:{watched}:free_bytes"
-        # the first flush comes within record_flush_s (10 s) of the first sample; the
+        # the first flush comes within record_flush_s (FLUSH_S here) of the first sample; the
         # server's event loop is this test's: wait on it, never block it
         for _ in range(600):
             if _recorded(store_file, key) >= 3:
@@ -163,23 +175,27 @@ async def test_recorded_queries_run_one_at_a_time_off_the_hub_s_executor(
     from trainwatch_lab.server import recorded
 
     hub = jp_serverapp.web_app.settings["trainwatch_hub"]
-    await _wait_recorded(store_file, f"path:{watched}:free_bytes")
-    release = threading.Event()
-    busy = recorded.QUERIES.submit(release.wait, 120)  # a query that takes long
     try:
-        api = ("trainwatch-lab", "api")
-        get = asyncio.ensure_future(jp_fetch(*api, "recorded", "events"))
-        # the hub's executor answers at once while the query thread is busy ...
-        assert await hub.in_executor(lambda: 42, timeout=60) == 42
-        # ... and the GET waits its turn (it can only be done once the thread is free)
-        done, _ = await asyncio.wait([get], timeout=2.0)
-        assert not done
+        await _wait_recorded(store_file, f"path:{watched}:free_bytes")
+        release = threading.Event()
+        busy = recorded.QUERIES.submit(release.wait, 120)  # a query that takes long
+        try:
+            api = ("trainwatch-lab", "api")
+            get = asyncio.ensure_future(jp_fetch(*api, "recorded", "events"))
+            # the hub's executor answers at once while the query thread is busy ...
+            assert await hub.in_executor(lambda: 42, timeout=60) == 42
+            # ... and the GET waits its turn (it can only be done once the thread is free)
+            done, _ = await asyncio.wait([get], timeout=2.0)
+            assert not done
+        finally:
+            release.set()
+        assert busy.result(timeout=60) is True
+        assert (await get).code == 200
     finally:
-        release.set()
-    assert busy.result(timeout=60) is True
-    assert (await get).code == 200
+        hub.close_now()  # its sampler would outlive the test's loop
 
 
+@pytest.mark.kernel  # starts real IPython kernels through the server
 async def test_a_kernel_that_died_is_explained_by_history_why(
     jp_serverapp, store_file: Path
 ) -> None:
@@ -248,6 +264,7 @@ async def _wait_kernel(hub, kid: str, pid_not: int | None = None, gone: bool = F
     return found[0]
 
 
+@pytest.mark.kernel  # starts real IPython kernels through the server
 async def test_a_kernel_shut_down_or_restarted_on_request_is_no_bad_end(
     jp_fetch, jp_serverapp, store_file: Path
 ) -> None:
@@ -331,6 +348,7 @@ def _events_of(store_file: Path, kind: str, pid: int) -> list:
         store.close()
 
 
+@pytest.mark.kernel  # starts real IPython kernels through the server
 async def test_a_kernel_a_discovery_took_for_training_ends_once_as_the_kernel(
     jp_fetch, jp_serverapp, store_file: Path, tmp_path: Path
 ) -> None:

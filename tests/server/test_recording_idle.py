@@ -95,6 +95,7 @@ async def idle(hub) -> None:
     assert hub.sampler is None and hub.starts == starts  # the looks start no sampler
 
 
+@pytest.mark.kernel  # starts real IPython kernels through the server
 async def test_an_idle_server_records_nothing_until_a_kernel_is_busy(
     jp_serverapp, jp_root_dir
 ) -> None:
@@ -166,33 +167,64 @@ time.sleep(600)
 """
 
 
+async def wakes_since(hub, since: float) -> list[str]:
+    """Why the recording woke from ``since`` on, one text per wake (after a flush)."""
+    await hub.in_executor(hub.recording.recorder.flush)
+
+    def read() -> list[str]:
+        store = Store(hub.recording.recorder.path, readonly=True)
+        try:
+            return [e.text for e in store.events(since, 2e9, kinds=("recording-resumed",))]
+        finally:
+            store.close()
+
+    return await hub.in_executor(read)
+
+
 @pytest.mark.parametrize("processes", [True])
 async def test_a_training_process_found_by_the_idle_look_wakes_the_recording(
     jp_serverapp, tmp_path: Path, processes: bool
 ) -> None:
+    """The look scans the whole machine, where other training processes come and go (other
+    tests under pytest-xdist, a real run): a wake by one of those is right, so the test
+    waits for idle again and starts its own, a few times, then skips naming them."""
     hub = jp_serverapp.web_app.settings["trainwatch_hub"]
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "train.py").write_text(TRAINER)
+    others: list[str] = []
     try:
-        try:
-            await idle(hub)
-        except AssertionError:
-            others = [p.command for p in (hub.latest.processes if hub.latest else [])]
-            if others:  # another training process on this machine keeps it awake
-                pytest.skip(f"other training processes on this machine: {others}")
-            raise
-        (tmp_path / "train").mkdir()
-        (tmp_path / "train" / "train.py").write_text(TRAINER)
-        train = subprocess.Popen(
-            [sys.executable, "train.py"], cwd=tmp_path / "train", start_new_session=True
-        )
-        try:
-            await until(lambda: hub.recording.holding and hub.running, "the look finds it")
-            _, events = await recorded(hub, f"path:{tmp_path}:free_bytes")
-            assert events[-1][0] == "recording-resumed"
-            assert f"training process found: pid {train.pid} `python" in events[-1][1]
-            assert "train.py`" in events[-1][1]
-        finally:
-            train.kill()
-            train.wait(timeout=60)
+        for _ in range(3):
+            since = time.time()
+            try:
+                await idle(hub)
+            except AssertionError:
+                woke = await wakes_since(hub, since)
+                if not woke or not all("training process found" in w for w in woke):
+                    raise
+                others += woke  # someone else's: nothing of ours runs yet
+                continue
+            since = time.time()
+            train = subprocess.Popen(
+                [sys.executable, "train.py"], cwd=tmp_path / "train", start_new_session=True
+            )
+            try:
+                await until(lambda: hub.recording.holding and hub.running, "the look finds it")
+                woke = await wakes_since(hub, since)
+                if (
+                    woke
+                    and "training process found" in woke[0]
+                    and f"pid {train.pid} " not in woke[0]
+                ):
+                    others += woke  # another one was found first
+                    continue
+                assert woke and woke[0].startswith("recording resumed: training process"), woke
+                assert f"training process found: pid {train.pid} `python" in woke[0]
+                assert "train.py`" in woke[0]
+                return
+            finally:
+                train.kill()
+                train.wait(timeout=60)
+        pytest.skip(f"other training processes on this machine kept waking it: {others}")
     finally:
         hub.close_now()
 

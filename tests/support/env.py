@@ -19,8 +19,9 @@ def need(condition: bool, reason: str) -> None:
     pytest.skip(reason)
 
 
-def need_root() -> None:
-    need(os.geteuid() == 0, "needs root to mount filesystems")
+def need_root(reason: str = "needs root to mount filesystems") -> None:
+    """Root or skip (fail under CI); tests/support/tiers.py marks its callers ``root``."""
+    need(os.geteuid() == 0, reason)
 
 
 def need_tool(name: str) -> str:

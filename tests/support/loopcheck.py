@@ -57,3 +57,27 @@ def callbacks_over(threshold_s: float) -> Iterator[list[tuple[float, str]]]:
         yield seen
     finally:
         asyncio.Handle._run = run  # type: ignore[method-assign]
+
+
+# the worst callback any server test's loop ran, for the line after the run
+# (tests/support/summaries.py prints it, after adding up pytest-xdist workers' with merge_worst)
+WORST: list = [0.0, ""]
+
+
+def note_worst(seen: list[tuple[float, str]]) -> None:
+    for spent, text in seen:
+        merge_worst([spent, text])
+
+
+def merge_worst(other: list) -> None:
+    if other[0] > WORST[0]:
+        WORST[:] = list(other)
+
+
+def worst_line() -> str:
+    """The worst callback's line, or "" if no test timed one."""
+    if not WORST[0]:
+        return ""
+    return (
+        f"worst event-loop callback (loop thread CPU): {WORST[0] * 1000:.0f} ms: {WORST[1][:300]}"
+    )

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.env import need_root
 from trainwatch_lab.core.storage.fill import fill_estimate
 from trainwatch_lab.core.storage.space import scan_checkpoints, space_fields
 
@@ -32,15 +31,9 @@ def df_bytes(path: Path) -> tuple[int, int]:
 
 
 @pytest.fixture
-def tmpfs(tmp_path: Path):
-    need_root()
-    mnt = tmp_path / "tmpfs"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(mnt)], check=True)
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False, timeout=60)
+def tmpfs(tmpfs_mount) -> Path:
+    """A 32 MiB tmpfs (tests/support/mounts.py mounts and unmounts it; marked root + mount)."""
+    return tmpfs_mount("32m").path
 
 
 def test_space_fields_agree_with_df(tmpfs: Path) -> None:
