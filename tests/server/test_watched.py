@@ -90,3 +90,36 @@ def test_a_path_found_while_the_sampler_starts_is_sampled(tmp_path: Path) -> Non
         assert early not in source.paths
     finally:
         hub.close_now()
+
+
+async def test_a_sampler_that_finishes_starting_after_the_hub_closed_is_closed_too() -> None:
+    """The server shuts its hub down while a request is starting the sampler (on the hub's
+    executor): the sampler that comes out of that start must not run on, with no hub to
+    stop it (its thread kept sampling after the server had gone)."""
+    import asyncio
+    import threading
+
+    config = ServerSettings(watch_processes=False, probe=False, gpu=False, interval=0.2)
+    go, made = threading.Event(), []
+
+    def factory(*args, **kwargs):
+        go.wait(60)
+        made.append(make_sampler(*args, **kwargs))
+        return made[-1]
+
+    hub = Hub(config, sampler_factory=factory)
+    starting = asyncio.ensure_future(hub.ensure_running())
+    while hub._state_lock is None or not hub._state_lock.locked():  # starting, on the executor
+        await asyncio.sleep(0.01)
+    hub.close_now()
+    go.set()
+    try:
+        await starting
+    except RuntimeError as exc:  # the request that asked is told, in one line
+        assert "shutting down" in str(exc)
+    assert made and hub.sampler is None
+    for _ in range(600):
+        if not made[0].running:
+            break
+        await asyncio.sleep(0.05)
+    assert not made[0].running

@@ -233,7 +233,11 @@ class Hub:
             if self.sampler is None:
                 self._run += 1
                 self._read_notebooks()  # the first tick names the kernels running now
-                self.sampler = await self.in_executor(self._create_and_start)
+                sampler = await self.in_executor(self._create_and_start)
+                if self._closed:  # shut down while it started: it must not run on alone
+                    threading.Thread(target=sampler.close, daemon=True).start()
+                    raise RuntimeError("trainwatch: the server's monitor is shutting down")
+                self.sampler = sampler
                 self.starts += 1
                 log.info("trainwatch sampler started (interval %.3g s)", self.config.interval)
             sampler = self.sampler
