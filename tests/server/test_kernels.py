@@ -89,3 +89,19 @@ def test_a_tick_that_ends_after_the_server_s_loop_closed_is_no_error() -> None:
         assert hub.latest is not None
     finally:
         hub.close_now()
+
+
+def test_a_sessions_table_in_a_file_is_never_read_on_the_loop(tmp_path) -> None:
+    """Jupyter keeps its sessions in memory by default; a table in a file (which could sit
+    on a share that hangs) is not read: the kernels go unnamed, the loop never waits."""
+    from trainwatch_lab.server.kernels import notebook_paths
+
+    class FileSessions:
+        database_filepath = str(tmp_path / "sessions.db")
+
+        @property
+        def connection(self):
+            raise AssertionError("the sessions' file was opened on the loop")
+
+    assert notebook_paths(FileSessions()) == {}
+    assert notebook_paths(None) == {}

@@ -52,8 +52,10 @@ def notebook_paths(session_manager: Any) -> dict[str, str]:
     """Kernel id -> the notebook (or console) path its session serves, from the session
     manager's table: a kernel that ends is named by its notebook ("kernel python3 of
     train.ipynb"), not by an id nobody knows. The event loop only: the table is an SQLite
-    connection that belongs to the loop's thread."""
-    if session_manager is None:
+    connection that belongs to the loop's thread. Only a table in memory (Jupyter's
+    default) is read: one in a file could sit on a share that hangs, and the loop must
+    never wait on one; kernels then go unnamed."""
+    if getattr(session_manager, "database_filepath", None) != ":memory:":
         return {}
     try:
         # a cursor of our own: the manager's shared one keeps its state between its steps

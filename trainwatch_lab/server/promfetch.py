@@ -49,8 +49,8 @@ def query_all(
 ) -> dict[str, Answer]:
     """Every instant query of ``queries`` (name -> PromQL) at time ``at``, sent at once and
     answered by ``deadline`` (``time.monotonic``, the same clock in every process), as
-    undecoded answers; the first that fails, or an answer that is not the API's success,
-    raises its one line."""
+    undecoded answers (``promclient.data`` judges them); the first call that fails raises
+    its one line, and a late one ``late``."""
     names = list(queries)
     pool = ThreadPoolExecutor(len(names) or 1, thread_name_prefix="trainwatch-prometheus")
     talking = _Talking()
