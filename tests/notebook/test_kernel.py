@@ -180,7 +180,7 @@ def test_the_summary_takes_the_place_of_the_warnings_raised_in_its_cell(
         "import os, time\n"
         f"with open({str(disk / 'ckpt.pt')!r}, 'wb') as fh:\n"
         "    fh.write(os.urandom(15 << 20))\n"
-        "time.sleep(3)\n"
+        "time.sleep(6)\n"  # 20 ticks: the warning is raised in the cell under any load
     )
     shown = [
         m for m in kernel.outputs(cell, ("display_data",)) if ALERT_MIME in m["content"]["data"]
