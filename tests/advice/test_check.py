@@ -146,7 +146,8 @@ def test_run_check_paths_that_cannot_exist_are_missing(tmp_path: Path) -> None:
 
 
 def test_run_check_without_an_answer_in_time_is_unresponsive(tmp_path: Path) -> None:
-    with MountGuard() as guard:  # fresh: its helper cannot be ready within a millisecond
+    # fresh, and helpers even for a local path: its helper cannot be ready within a millisecond
+    with MountGuard(inline=False) as guard:
         report = run_check([str(tmp_path)], probe=False, timeout=0.001, guard=guard)
     assert report.verdicts == ["unresponsive"]
     assert [a.code for a in report.alerts] == ["mount-unresponsive"]

@@ -161,7 +161,7 @@ def test_closing_a_source_with_scans_and_probes_in_flight_is_quiet(
         return state.checkpoints is not None and state.probe is not None
 
     def one_round() -> None:
-        g = MountGuard(BUSY.mount_timeout_s)
+        g = MountGuard(BUSY.mount_timeout_s, inline=False)  # helpers even for a local path
         src = PathsSource([link], defaults=BUSY, guard=g)
         frozen: list[int] = []
         try:
@@ -225,7 +225,7 @@ def test_a_close_landing_inside_a_call_is_quiet(
     ValueError("I/O operation on closed file")."""
     monkeypatch.setattr(path_watch, "CHECKPOINT_RESCAN_S", 0.0)
     keys = checkpoint_dirs(tmp_path, 1)
-    g = MountGuard(BUSY.mount_timeout_s)
+    g = MountGuard(BUSY.mount_timeout_s, inline=False)  # helpers even for a local path
     closer = _CloseInside(g, op)
     monkeypatch.setattr(guard_helper, "json", closer)
     src = PathsSource([keys[1]], defaults=BUSY, guard=g)  # the link: scanned by the helper

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 @pytest.fixture
 def guard() -> Iterator[MountGuard]:
-    g = MountGuard(timeout_s=5.0)
+    g = MountGuard(timeout_s=5.0, inline=False)  # the helpers themselves, local paths too
     yield g
     g.close()
 

@@ -12,6 +12,10 @@ live in Jupyter kernels full of threads). When a call does not answer in time:
   processes, one at most per mount and lane,
 - once it has exited, the next call starts a fresh helper.
 
+A call that reaches only files on mounts that cannot hang (memory filesystems, local disks:
+``blockdev.answers_locally``) runs on the caller's own thread instead (core.worker.inline), so
+watching a local path costs no process at all.
+
 Calls are keyed by mount point (``mounts.mount_for_path(p).mountpoint``) and by lane: the
 probe runs in its own lane so that a two-second probe never delays the per-tick statvfs.
 """
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib
 import signal
 import subprocess
 import threading
@@ -33,7 +38,11 @@ from ..defaults import DEFAULTS
 from .helper import HelperDied, HelperProcess, HelperTimeout
 
 PROBE_LANE = "probe"
+INLINE_MODULE = "trainwatch_lab.core.worker.inline"  # see _run_here
 TERM_GRACE_S = 5.0  # a probe helper gets SIGTERM (it removes its temp file), SIGKILL later
+
+
+_inline: Any = None  # core.worker.inline, once a call needed it
 
 
 class MountUnresponsive(Exception):
@@ -64,6 +73,26 @@ class _Stuck:
     killed: bool
 
 
+_NOT_HERE = object()
+
+
+def _run_here(op: str, args: dict[str, Any]) -> Any:
+    """``op`` run on this thread when every file it reaches lies on a mount that cannot hang
+    (core.worker.inline, loaded by name as the helper is started by name: the guard is the
+    one door to a mount, and decides which way each call goes); ``_NOT_HERE`` otherwise.
+    Errors are raised as the helper's answer would make ``call`` raise them."""
+    global _inline
+    if _inline is None:
+        _inline = importlib.import_module(INLINE_MODULE)
+    try:
+        answer = _inline.run_here(op, args)
+    except OSError:
+        raise
+    except Exception as exc:
+        raise WorkerFailed(f"{type(exc).__name__}: {exc}") from exc
+    return _NOT_HERE if answer is _inline.NOT_HERE else answer
+
+
 def _raise_remote(msg: dict[str, Any]) -> None:
     err = msg.get("error") or {}
     if err.get("errno") is not None:
@@ -77,8 +106,11 @@ def _raise_remote(msg: dict[str, Any]) -> None:
 class MountGuard:
     """Thread-safe gate for every call that can touch a mount. See the module docstring."""
 
-    def __init__(self, timeout_s: float = DEFAULTS.mount_timeout_s) -> None:
+    def __init__(self, timeout_s: float = DEFAULTS.mount_timeout_s, inline: bool = True) -> None:
+        """``inline``: run the calls that reach only mounts that cannot hang on the caller's
+        thread (``_run_here``); False sends every call to a helper (tests of the helpers)."""
         self.timeout_s = float(timeout_s)
+        self.inline = inline
         self._lock = threading.Lock()
         self._workers: dict[tuple[str, str], HelperProcess] = {}
         self._stuck: dict[str, list[_Stuck]] = {}
@@ -180,6 +212,11 @@ class MountGuard:
             stuck = self._reap(key)
             if stuck is not None:
                 raise MountUnresponsive(key, stuck.op, stuck.timeout_s, stuck.since)
+        if self.inline and (answer := _run_here(op, args)) is not _NOT_HERE:
+            return answer
+        with self._lock:
+            if self._closed:
+                raise WorkerUnavailable("guard is closed")
             w = self._worker(key, lane)
         if not w.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             # the call before ours on this mount is itself taking the whole timeout

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ..defaults import DEFAULTS, Defaults
 from ..guard.guard import PROBE_LANE, MountGuard, default_guard
 from ..model import PathState, ProbeResult
+from ..storage.blockdev import mount_answers_locally
 from ..storage.mount_facts import apply_mount
 from ..storage.mounts import mount_for_path, read_mounts
 from ..storage.probe import local_baseline
@@ -40,16 +41,20 @@ def from_mount_table(path: str, error: str, responsive: bool = False) -> PathSta
 
 
 def prestart(guard: MountGuard, keys: list[str], probe: bool) -> None:
-    """Start every helper process at once, so that their start-up times overlap."""
+    """Start every helper process at once, so that their start-up times overlap (none for a
+    mount that answers locally: its calls run on our own threads, core.worker.inline)."""
     try:
         mounts = read_mounts()
     except OSError:
         return
     for key in keys:
         try:
-            mountpoint = mount_for_path(key, mounts).mountpoint
+            entry = mount_for_path(key, mounts)
         except LookupError:
             continue
+        if guard.inline and mount_answers_locally(entry, mounts):
+            continue
+        mountpoint = entry.mountpoint
         guard.prestart(mountpoint)
         guard.prestart(scan_key(mountpoint), SCAN_LANE)
         if probe:

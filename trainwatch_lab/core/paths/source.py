@@ -100,7 +100,8 @@ class PathsSource:
         that writes there, whose quota applies (default: the source's); given for a path
         already watched, it becomes its owner (a training process found writing where the
         user or a kernel already watches). Starts its helper and its first probe in the
-        background; never touches the path on this thread. ``requested``: asked for (a user,
+        background (no helper for a mount that answers locally: core.worker.inline); never
+        touches the path on this thread. ``requested``: asked for (a user,
         a kernel), not found on the machine; by default, when no ``owner`` is given."""
         key = normalise(path)
         requested = owner is None if requested is None else requested
@@ -115,10 +116,15 @@ class PathsSource:
             watch = self._watches[key] = Watch(
                 key, owner=self.owner if owner is None else owner, requested=requested
             )
-        entry = self._entry(watch)
+        try:
+            mounts = read_mounts()
+        except OSError:
+            return key
+        entry = self._entry(watch, mounts)
         if entry is not None:
             watch.moved_to(mount_key(entry))
-            self.guard.prestart(entry.mountpoint)
+            if not (self.guard.inline and self._facts_of(entry, mounts).answers_locally):
+                self.guard.prestart(entry.mountpoint)
             if self.probe_enabled and not entry.read_only and classify(entry) != "pseudo":
                 self._submit_probe(watch, entry)  # (the helper refuses a FIFO, a device)
         return key

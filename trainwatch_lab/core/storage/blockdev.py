@@ -11,23 +11,58 @@ from .fstypes import LOCAL_FSTYPES, MEMORY_FSTYPES, is_network_block
 from .mounts import MountEntry, mount_for_path, overlay_backing
 
 
-def answers_locally(entry: MountEntry, device: str | None, sys_root: str | None = None) -> bool:
-    """Whether stat/statvfs on this mount may run on our own thread instead of a guard helper.
+def answers_locally(
+    entry: MountEntry,
+    device: str | None,
+    sys_root: str | None = None,
+    mounts: list[MountEntry] | None = None,
+) -> bool:
+    """Whether stat/statvfs (and the guard's sampling operations) on this mount may run on our
+    own thread instead of a guard helper.
 
     True for memory filesystems and for kernel filesystems on a local block device: they
     answer from memory (statfs counters, cached dentries) and have no server that can stop
     answering. False for everything that can hang for good: network and FUSE filesystems
-    (a daemon can die; fuseblk is FUSE too), overlay (its layers may live anywhere), loop
-    devices (the backing file may sit on a share) and network block devices, also under
-    device-mapper or md (LUKS on a loop file, LVM over nbd).
+    (a daemon can die; fuseblk is FUSE too), loop devices (the backing file may sit on a
+    share) and network block devices, also under device-mapper or md (LUKS on a loop file,
+    LVM over nbd). Overlay (a container's root) answers as its layers do: given the mount
+    table, every layer visible here must answer locally; layers outside our mount namespace
+    are the container runtime's layer store on the host's disk (overlayfs refuses a network
+    filesystem as its upper layer).
     """
     sys_root = sys_root or hostfs.current().sysfs
     if entry.fstype in MEMORY_FSTYPES or entry.fstype == "devtmpfs":  # tmpfs underneath
         return True
+    if entry.fstype == "overlay":
+        return mounts is not None and _layers_answer_locally(entry, mounts, sys_root)
     if entry.fstype not in LOCAL_FSTYPES or entry.fstype == "fuseblk" or not device:
         return False
     below = slaves(device, sys_root) if device.startswith(("dm-", "md")) else []
     return not any(d.startswith("loop") or is_network_block(d) for d in [device, *below])
+
+
+def mount_answers_locally(
+    entry: MountEntry, mounts: list[MountEntry], sys_root: str | None = None
+) -> bool:
+    """``answers_locally`` for a mount of ``mounts``, its device found in /sys."""
+    sys_root = sys_root or hostfs.current().sysfs
+    return answers_locally(entry, block_device_for(entry, sys_root, mounts), sys_root, mounts)
+
+
+def _layers_answer_locally(entry: MountEntry, mounts: list[MountEntry], sys_root: str) -> bool:
+    """Every overlay layer whose mount we can see answers locally (see answers_locally)."""
+    dirs = [entry.super_option("upperdir") or ""]
+    dirs += (entry.super_option("lowerdir") or "").split(":")
+    for layer in filter(None, dirs):
+        try:
+            backing = mount_for_path(layer, mounts)
+        except LookupError:
+            continue  # outside our namespace: the runtime's layer store
+        if backing.mount_id == entry.mount_id or backing.fstype == "overlay":
+            continue  # not visible as itself (we see the overlay, "/" of a container)
+        if not mount_answers_locally(backing, mounts, sys_root):
+            return False
+    return True
 
 
 def _read(path: str) -> str | None:

@@ -47,7 +47,7 @@ class MountFacts:
                 or is_network_block(device)
                 or (backing is not None and classify(backing) == "shared")
             ),
-            answers_locally=answers_locally(entry, device, sys_root),
+            answers_locally=answers_locally(entry, device, sys_root, mounts),
         )
 
     def apply(self, state: PathState) -> None:
