@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import ctypes
 import json
-import re
 import math
 import os
+import re
 import struct
 import subprocess
 import sys
