@@ -15,6 +15,10 @@ import os
 import shutil
 import tempfile
 
+import pytest
+
+from trainwatch_lab.core.attach.wire import ENV
+
 pytest_plugins = ["tests.support.mounts", "tests.support.tiers", "tests.support.summaries"]
 
 if os.environ.get("TRAINWATCH_STORE") in (None, os.environ.get("TRAINWATCH_TEST_STORE")):
@@ -22,3 +26,17 @@ if os.environ.get("TRAINWATCH_STORE") in (None, os.environ.get("TRAINWATCH_TEST_
     atexit.register(shutil.rmtree, _HISTORY_DIR, True)
     os.environ["TRAINWATCH_STORE"] = os.path.join(_HISTORY_DIR, "history.sqlite")
     os.environ["TRAINWATCH_TEST_STORE"] = os.environ["TRAINWATCH_STORE"]
+
+
+@pytest.fixture(autouse=True)
+def no_attach_socket_outlives_its_test():
+    """A Jupyter server started in this process names its attach socket in our environment
+    (core.attach: kernels it starts inherit it). A kernel a later test starts by itself must
+    never find the socket of an earlier test's server, alive or not: the name goes with the
+    test that set it; one inherited from outside the run stays."""
+    before = os.environ.get(ENV)
+    yield
+    if before is None:
+        os.environ.pop(ENV, None)
+    else:
+        os.environ[ENV] = before

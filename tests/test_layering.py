@@ -226,6 +226,7 @@ ROOMS = {
         "paths": {"(top)", "guard", "storage"},
         "worker": {"(top)", "storage", "paths"},
         "record": {"(top)", "storage", "processes"},
+        "attach": {"(top)", "guard", "paths"},
     },
     "notebook": {
         # the magics and the kernel's watch assemble the rooms

@@ -21,6 +21,9 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from .advice.advisor import Advisor
+from .advice.io_bound import IO_BOUND_DETECTORS
+from .core.attach.link import HubLink
+from .core.attach.source import HubSource
 from .core.defaults import DEFAULTS, Defaults
 from .core.gpu.select import as_selection
 from .core.gpu.source import GpuSource
@@ -184,6 +187,38 @@ def make_sampler(
         past=_recorded_past(past_store, defaults),
     )
     return Sampler(sources, interval=interval, history=history, evaluate=advisor, clock=clock)
+
+
+def make_attached_sampler(
+    link: HubLink,
+    paths: Iterable[str] = (),
+    *,
+    pid: int,
+    defaults: Defaults = DEFAULTS,
+    history_capacity: int | None = None,
+) -> Sampler:
+    """A kernel's Sampler that reads its Jupyter server's (core.attach): the paths, disks,
+    GPUs and their warnings come from the server's one sampler and Advisor (``HubSource``),
+    so every view tells one story and nothing here touches a filesystem. What only this
+    process can see well stays here: its process tree's I/O, where its main thread waits,
+    and the share of time it loses to each path (``io-bound``, judged here over them).
+    Ticks at the server's interval."""
+    interval = link.interval
+    if history_capacity is None:
+        history_capacity = capacity_for(defaults.history_s, interval, defaults)
+    hub = HubSource(link, paths)
+    tree = ProcessIOSource(pid=pid)
+    sources: list[Source] = [
+        hub,
+        tree,
+        MainThreadSource(
+            gpu_idle_below=max(defaults.gpu_idle_util_pct, defaults.gpu_starved_mean_util_pct)
+        ),
+        WaitSource(pid=pid, defaults=defaults, members=lambda: tree.members),
+    ]
+    advisor = Advisor(IO_BOUND_DETECTORS, defaults=defaults, given=lambda: hub.warnings)
+    history = History(capacity=history_capacity)
+    return Sampler(sources, interval=interval, history=history, evaluate=advisor)
 
 
 def _recorded_past(path: str | None, defaults: Defaults) -> RecordedPast | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 from trainwatch_lab.core.model import ProbeResult, Sample, json_safe
 
@@ -18,3 +19,40 @@ def test_json_safe_turns_non_finite_floats_into_null_at_any_depth() -> None:
     assert json.dumps(json_safe(ProbeResult(math.nan, 1.0, 2).to_json()), allow_nan=False) == (
         '{"p50_ms": null, "p99_ms": 1.0, "samples": 2}'
     )
+
+
+def test_a_sample_read_back_from_its_json_writes_the_same_json(tmp_path) -> None:
+    """What an attached kernel reads (core.attach) is the sample the server judged: a real
+    sampler's tick with paths, a probe and its reference, disks, warnings and a headline."""
+    from trainwatch_lab.core.model import dumps, sample_from_json
+    from trainwatch_lab.monitor import make_sampler
+
+    (tmp_path / "ckpt-1.pt").write_bytes(b"x" * 1024)
+    sampler = make_sampler([str(tmp_path), str(tmp_path / "new")], pid=None, process=False)
+    try:
+        sample = None
+        for _ in range(100):  # until the first probe landed
+            sample = sampler.tick()
+            if sample.paths[str(tmp_path)].probe is not None:
+                break
+            time.sleep(0.05)
+    finally:
+        sampler.close()
+    assert sample is not None and sample.headline is not None
+    text = dumps(sample.to_json())
+    again = sample_from_json(json.loads(text))
+    assert dumps(again.to_json()) == text
+    assert again.paths[str(tmp_path)].checkpoints is not None
+    assert again.paths[str(tmp_path)].probe.p50_ms == sample.paths[str(tmp_path)].probe.p50_ms
+
+
+def test_a_newer_servers_fields_are_left_out_not_fatal() -> None:
+    from trainwatch_lab.core.model import sample_from_json
+
+    data = Sample(t=1.0).to_json()
+    data["from_the_future"] = {"x": 1}
+    data["warnings"] = [
+        {"code": "c", "severity": "info", "subject": "s", "message": "m", "fix": "f", "new": 1}
+    ]
+    again = sample_from_json(data)
+    assert again.t == 1.0 and again.warnings[0].code == "c"

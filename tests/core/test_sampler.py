@@ -157,3 +157,28 @@ def test_tick_now_without_a_thread_and_after_stop() -> None:
     waiter.join(5)
     stuck.release.set()
     assert got == [None] and time.monotonic() - took < 5
+
+
+class Relaying:
+    """A source that relays another sampler's samples (an attached kernel's HubSource)."""
+
+    name = "relay"
+
+    def __init__(self) -> None:
+        self.fresh_asked = 0
+
+    def want_fresh(self) -> None:
+        self.fresh_asked += 1
+
+    def collect(self, sample: Sample) -> None:
+        pass
+
+
+def test_a_tick_someone_waits_for_asks_relaying_sources_for_a_fresh_sample() -> None:
+    relay = Relaying()
+    sampler = Sampler([relay], interval=3600)
+    sampler.tick()
+    assert relay.fresh_asked == 0  # a plain tick relays what it has
+    with sampler:
+        assert sampler.tick_now(timeout=30) is not None
+    assert relay.fresh_asked >= 1

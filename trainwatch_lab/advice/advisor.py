@@ -29,7 +29,12 @@ class Advisor:
         defaults: Defaults = DEFAULTS,
         baseline: Callable[[], ProbeResult | None] | None = None,
         past: PastReadings | None = None,
+        given: Callable[[], Sequence[Alert]] | None = None,
     ) -> None:
+        """``given``: warnings judged elsewhere (an attached kernel's: its server's, on the
+        same sample), joined with this Advisor's own; the fill of each filesystem then
+        comes with the sample too, and is not worked out again here."""
+        self.given = given
         if detectors is None:
             detectors = all_detectors()
         self.detectors = list(detectors)
@@ -43,7 +48,8 @@ class Advisor:
 
     def evaluate(self, sample: Sample, history: History) -> list[Alert]:
         # derived once, before any rule reads it, and sent with the sample to every surface
-        fill_filesystems(sample, history, self.defaults, self.past)
+        if self.given is None:
+            fill_filesystems(sample, history, self.defaults, self.past)
         ctx = Context(
             sample=sample,
             history=history,
@@ -52,6 +58,8 @@ class Advisor:
             state=self._state,
         )
         alerts: dict[tuple[str, str], Alert] = {}
+        for alert in self.given() if self.given is not None else ():
+            alerts.setdefault(alert.key, alert)
         for detector in self.detectors:
             for alert in detector(ctx):
                 alerts.setdefault(alert.key, alert)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 from .defaults import MIB
@@ -378,6 +378,54 @@ class Sample:
             "headline": self.headline.to_json() if self.headline else None,
             "processes": [p.to_json() for p in self.processes],
         }
+
+
+def _load(cls: Any, data: Any) -> Any:
+    """A dataclass from its ``to_json`` object; keys it does not know (the figures derived
+    for the views, such as ``used_pct``) are left out. None stays None."""
+    if not isinstance(data, dict):
+        return None
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def _probe(data: Any) -> ProbeResult | None:
+    probe = _load(ProbeResult, data)
+    if probe is not None:
+        probe.reference = _probe(data.get("reference"))
+    return probe
+
+
+def _path_state(data: dict[str, Any]) -> PathState:
+    state = _load(PathState, data)
+    state.probe = _probe(data.get("probe"))
+    state.checkpoints = _load(CheckpointInfo, data.get("checkpoints"))
+    state.fill = _load(FillState, data.get("fill"))
+    return state
+
+
+def _training_process(data: dict[str, Any]) -> TrainingProcess:
+    row = _load(TrainingProcess, data)
+    row.io = _load(ProcessIO, data.get("io"))
+    return row
+
+
+def sample_from_json(data: dict[str, Any]) -> Sample:
+    """The Sample that ``Sample.to_json`` wrote: how a kernel attached to its server's sampler
+    reads the judged samples it is sent (the same numbers and warnings as every other view).
+    Fields this version does not know are left out, so an older kernel reads a newer server."""
+    return Sample(
+        t=float(data["t"]),
+        disks={name: _load(DiskRates, d) for name, d in (data.get("disks") or {}).items()},
+        paths={p: _path_state(s) for p, s in (data.get("paths") or {}).items()},
+        gpus=[_load(GpuState, g) for g in data.get("gpus") or ()],
+        process=_load(ProcessIO, data.get("process")),
+        notes=dict(data.get("notes") or {}),
+        warnings=[_load(Alert, w) for w in data.get("warnings") or ()],
+        kernels={k: dict(v) for k, v in (data.get("kernels") or {}).items()},
+        headline=_load(Headline, data.get("headline")),
+        processes=[_training_process(p) for p in data.get("processes") or ()],
+    )
 
 
 def json_safe(obj: Any) -> Any:

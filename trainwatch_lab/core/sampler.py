@@ -32,6 +32,10 @@ class Source(Protocol):
     def collect(self, sample: Sample) -> None: ...
 
 
+# A source may also have ``want_fresh()``: called before a tick that ``tick_now`` asked for,
+# so one that relays another sampler's samples (an attached kernel's) waits for a new one.
+
+
 class _Asked:
     """One ``tick_now`` request: answered by the first tick numbered ``number`` or later."""
 
@@ -186,6 +190,12 @@ class Sampler:
         with self._lock:
             self._begun += 1
             number = self._begun
+            asked = any(r.number <= number for r in self._asked)
+        if asked:  # a surface waits for this tick: a source that can be fresher is told
+            for source in self.sources:
+                want_fresh = getattr(source, "want_fresh", None)
+                if callable(want_fresh):
+                    want_fresh()
         sample = Sample(t=self.clock())
         for source in list(self.sources):
             try:

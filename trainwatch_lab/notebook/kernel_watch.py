@@ -37,6 +37,21 @@ def scope_text(paths: int) -> str:
     return f"this notebook's {paths} path{'s' * (paths != 1)}" if paths else "no paths yet"
 
 
+def sampler_text(sampler: Any) -> str:
+    """Whose sampler a dashboard reads: the Jupyter server's (one per machine) or this
+    kernel's own, and why."""
+    hub = sampler.find_source("paths")
+    link = getattr(hub, "link", None)
+    if link is None:
+        return "in this kernel (no Jupyter server with trainwatch_lab to attach to)"
+    if link.closed:
+        return "the Jupyter server's, which has gone: run %trainwatch again"
+    return (
+        f"the Jupyter server's (pid {link.server_pid}), shared with the panel and every "
+        "notebook on this machine"
+    )
+
+
 def warning_lines(warnings: Sequence[Alert], paths: int, gpu_line: bool = False) -> list[str]:
     """The warnings of ``%trainwatch status``: the dashboard's, each in its own sentence with
     its fix; notes in words (the GPU note only when no GPU line said it already)."""
@@ -157,6 +172,7 @@ class KernelWatch:
         ]
         paths = dash.paths()
         lines[0] += f", watching {scope_text(len(paths))}"
+        lines.append(f"  sampler: {sampler_text(dash.sampler)}")
         for p in paths:
             state = latest.paths.get(p) if latest else None
             found = self.discovered.get(p)

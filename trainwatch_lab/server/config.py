@@ -71,6 +71,12 @@ class ServerSettings(Configurable):
     watch_kernel_dirs = Bool(True, help="Watch the working directory of every running kernel.").tag(
         config=True
     )
+    attach_kernels = Bool(
+        True,
+        help="Kernels this server starts read its sampler instead of running their own "
+        "(one watcher per machine): %trainwatch in a notebook registers its paths here and "
+        "shows this server's samples and warnings. Off: every kernel samples by itself.",
+    ).tag(config=True)
     watch_processes = Bool(
         True,
         help="Find training processes of this server's user (all users when it runs as "

@@ -4,6 +4,7 @@ the fleet), and a clean shutdown."""
 from __future__ import annotations
 
 import atexit
+import os
 import weakref
 from typing import Any
 
@@ -37,6 +38,10 @@ def load_jupyter_server_extension(serverapp: Any) -> Hub:
         + recorded.routes(base_url),
     )
     _on_shutdown(hub)
+    if config.attach_kernels:
+        from tornado.ioloop import IOLoop
+
+        IOLoop.current().add_callback(_open_attach, hub, serverapp.log)
     if hub.notifier is not None or hub.recording is not None:
         # word when nobody looks (issue 17), a history when nobody looks (issue 27): they
         # hold the lease like a client, so the sampler runs from the start (the notifier
@@ -58,6 +63,19 @@ def load_jupyter_server_extension(serverapp: Any) -> Hub:
         else "sampler starts on first client",
     )
     return hub
+
+
+def _open_attach(hub: Hub, logger: Any) -> None:
+    """The socket kernels attach to (server.attach), named in the environment every kernel
+    this server starts inherits. Without it (no Unix sockets) kernels sample by themselves."""
+    from .attach import ENV, AttachServer
+
+    try:
+        hub.attach = AttachServer(hub)
+    except OSError as exc:
+        logger.warning("trainwatch_lab: kernels will sample by themselves: %s", exc)
+        return
+    os.environ[ENV] = hub.attach.name
 
 
 def _on_shutdown(hub: Hub) -> None:

@@ -100,6 +100,7 @@ class Hub:
         # own threads: local disk only, never the share
         self.mirror_files = MirrorFiles()
         self.mirrors: list[dict[str, Any]] = []
+        self.attach: Any = None  # server.attach.AttachServer: the kernels' way in (issue 33)
 
     @property
     def clients(self) -> int:
@@ -341,8 +342,14 @@ class Hub:
         else:
             self._schedule_idle_check()
 
+    def _close_attach(self) -> None:
+        attach, self.attach = self.attach, None
+        if attach is not None:
+            attach.close()
+
     async def shutdown(self) -> None:
         self._closed = True
+        self._close_attach()
         if self._idle_handle is not None:
             self._idle_handle.cancel()
         self._cancel_stop()
@@ -358,6 +365,8 @@ class Hub:
     def close_now(self) -> None:
         """Synchronous shutdown for interpreter exit (no event loop any more)."""
         self._closed = True
+        with contextlib.suppress(Exception):  # (the loop that held its socket may be gone)
+            self._close_attach()
         sampler, self.sampler = self.sampler, None
         if sampler is not None:
             sampler.close()

@@ -57,10 +57,22 @@ def new_sampler(
     defaults: Defaults = DEFAULTS,
 ) -> Sampler:
     """The shared sampler stack watching this kernel's process tree (its DataLoader workers
-    included); history long enough for the largest window anyone can pick."""
-    from ...monitor import make_sampler
+    included); history long enough for the largest window anyone can pick. In a kernel its
+    Jupyter server started, that is the server's one sampler (core.attach: the server's
+    interval, probes and GPUs); elsewhere (VS Code, plain IPython) one in this kernel."""
+    from ...core.attach.link import shared_link
+    from ...monitor import make_attached_sampler, make_sampler
 
     keep_s = max(window_s, defaults.history_s)
+    link = shared_link()
+    if link is not None:
+        return make_attached_sampler(
+            link,
+            [normalise(p) for p in paths],
+            pid=os.getpid(),
+            defaults=defaults,
+            history_capacity=capacity_for(keep_s, link.interval),
+        )
     return make_sampler(
         [normalise(p) for p in paths],
         pid=os.getpid(),

@@ -1,0 +1,150 @@
+"""server.attach and core.attach.link: a process of the server's user attaches to the one
+sampler over the real abstract socket; strangers, junk and a peer that never reads change
+nothing (issue 33)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from tests.support.env import need_root
+from trainwatch_lab.core.attach.link import HubLink
+from trainwatch_lab.core.attach.wire import ENV, address
+from trainwatch_lab.server.attach import MAX_PENDING
+
+
+async def until(predicate, timeout: float = 30.0) -> bool:
+    """Poll ``predicate`` while the server's loop runs (a generous margin, never a bound)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        await asyncio.sleep(0.05)
+    return bool(predicate())
+
+
+async def attach_server(hub):
+    assert await until(lambda: hub.attach is not None), "the extension opened no socket"
+    return hub.attach
+
+
+async def test_the_socket_is_named_in_the_environment_kernels_inherit(hub) -> None:
+    server = await attach_server(hub)
+    assert os.environ[ENV] == server.name and server.name.startswith("@trainwatch-")
+    hub.close_now()
+    assert ENV not in os.environ  # kernels started from now on sample by themselves
+
+
+async def test_a_process_of_our_user_attaches_and_reads_the_one_sample(hub, tmp_path) -> None:
+    server = await attach_server(hub)
+    link = await asyncio.to_thread(HubLink, server.name)
+    try:
+        assert link.server_pid == os.getpid() and link.interval == hub.config.interval
+        logdir = str(tmp_path / "runs")
+        link.watch("dashboard", [logdir])
+        role = f"attached:{os.getpid()}"  # (not a kernel of this server)
+        assert await until(lambda: role in hub.roles().get(logdir, []))
+        assert hub.running  # an attached process holds the lease like a panel
+        assert await until(lambda: link.latest is not None and logdir in link.latest.paths)
+        # the panel's sample: the same warnings and headline as every other view
+        assert await until(lambda: hub.latest is not None and link.latest.t == hub.latest.t)
+        assert [w.key for w in link.latest.warnings] == [w.key for w in hub.latest.warnings]
+        assert link.latest.headline == hub.latest.headline
+        fresh = await asyncio.to_thread(link.fresh, time.time(), 30)
+        assert fresh is not None
+    finally:
+        link.close()
+    assert await until(lambda: logdir not in hub.watched())  # gone with its process
+
+
+async def test_junk_gets_one_line_and_changes_nothing(hub, tmp_path) -> None:
+    server = await attach_server(hub)
+    before = hub.roles()
+    reader, writer = await asyncio.open_unix_connection(address(server.name))
+    try:
+        assert "hello" in json.loads(await reader.readline())
+        bad = [
+            b"not json",
+            b'{"paths": "/tmp"}',
+            b'{"paths": ["relative/path"]}',
+            json.dumps({"paths": ["/x"] * 65}).encode(),
+            b'{"tick": 1}',
+            b'{"paths": [], "tick": true}',
+            b"[]",
+        ]
+        for line in bad:
+            writer.write(line + b"\n")
+            await writer.drain()
+            while True:  # samples may come first
+                answer = json.loads(await asyncio.wait_for(reader.readline(), 30))
+                if "error" in answer:
+                    break
+            assert answer["error"] and "\n" not in answer["error"]
+        assert hub.roles() == before
+        writer.write(b"x" * (80 * 1024) + b"\n")  # over the line limit: hung up on
+        await writer.drain()
+        assert await asyncio.wait_for(_read_to_end(reader), 30)
+    finally:
+        writer.close()
+
+
+async def _read_to_end(reader: asyncio.StreamReader) -> bool:
+    while await reader.read(65536):
+        pass
+    return True
+
+
+async def test_a_peer_that_never_reads_costs_a_bounded_buffer(hub, tmp_path) -> None:
+    server = await attach_server(hub)
+    for i in range(60):  # samples of tens of KiB: the socket's buffers fill within seconds
+        hub.add_user_path(str(tmp_path / f"dir-{i:02d}"))
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.setblocking(False)
+    try:
+        await asyncio.get_running_loop().sock_connect(sock, address(server.name))
+        assert await until(lambda: len(server.kernels) == 1)
+        (peer,) = server.kernels.values()
+        # once its buffers are full, the samples it did not read are skipped, not queued
+        assert await until(lambda: peer.skipped > 0, 120)
+        assert peer.pending <= MAX_PENDING
+    finally:
+        sock.close()
+
+
+async def test_another_user_is_refused_before_a_word(hub) -> None:
+    need_root("needs root to connect as another user")
+    server = await attach_server(hub)
+    script = textwrap.dedent(
+        f"""
+        import os, socket
+        os.setgid(65534); os.setuid(65534)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(20)
+        s.connect({address(server.name)!r})
+        print(repr(s.recv(65536)))
+        """
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err
+    assert out.decode().strip() == "b''"  # hung up on: no hello, no sample
+    assert server.kernels == {}
+
+
+@pytest.mark.parametrize("name", ["@trainwatch-0-nobody-listens"])
+def test_no_server_is_a_clear_error_at_once(name: str) -> None:
+    from trainwatch_lab.core.attach.link import LinkError
+
+    with pytest.raises(LinkError):
+        HubLink(name)

@@ -1,0 +1,164 @@
+"""A kernel's connection to its Jupyter server's sampler (server.attach has the protocol).
+
+Connecting is a few system calls on an abstract socket (no file, nothing on a share), made
+with a deadline; the server's identity is checked as the server checks ours (same user).
+One thread reads the server's lines; the kernel's main thread never waits on the socket
+longer than the deadline it gives. One link per kernel process (``shared_link``): every
+dashboard of the notebook reads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from ..model import Sample, sample_from_json
+from .wire import ENV, address, peer_credentials, same_user
+
+CONNECT_TIMEOUT_S = 1.0  # the hello included; a server this slow to answer is no help
+log = logging.getLogger(__name__)
+
+OnSample = Callable[[Sample], None]
+
+
+class LinkError(OSError):
+    """No server to attach to (gone, not ours, not answering): sample in this process."""
+
+
+class HubLink:
+    """One kernel's attachment: ``latest`` is the server's newest judged sample."""
+
+    def __init__(self, name: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+        self.name = name
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(address(name))
+            server_pid, uid = peer_credentials(sock)
+            if not same_user(uid):
+                raise LinkError(f"the socket {name} belongs to uid {uid}, not to us")
+            self._file = sock.makefile("rb")
+            hello = json.loads(self._file.readline() or b"{}").get("hello")
+            if not isinstance(hello, dict):
+                raise LinkError("the server did not say hello")
+        except (OSError, ValueError) as exc:
+            sock.close()
+            raise exc if isinstance(exc, LinkError) else LinkError(str(exc)) from exc
+        sock.settimeout(None)
+        self._sock = sock
+        self.server_pid = server_pid
+        self.interval = float(hello.get("interval") or 1.0)
+        self.latest: Sample | None = None
+        self.closed = False
+        self._cond = threading.Condition()
+        self._send_lock = threading.RLock()
+        self._wanted: dict[int, list[str]] = {}  # id(owner) -> its paths (see watch)
+        self._subscribers: list[OnSample] = []
+        self._thread = threading.Thread(target=self._read, name="trainwatch-attach", daemon=True)
+        self._thread.start()
+
+    # -- from the server ---------------------------------------------------------------
+    def _read(self) -> None:
+        try:
+            for line in self._file:
+                try:
+                    data = json.loads(line)
+                    sample = sample_from_json(data["sample"]) if "sample" in data else None
+                except (ValueError, KeyError, TypeError):
+                    log.debug("trainwatch: a line from the server was not understood")
+                    continue
+                if sample is None:
+                    if "error" in data:
+                        log.warning("trainwatch: the Jupyter server said: %s", data["error"])
+                    continue
+                with self._cond:
+                    self.latest = sample
+                    self._cond.notify_all()
+                for callback in list(self._subscribers):
+                    try:
+                        callback(sample)
+                    except Exception:
+                        log.exception("trainwatch: attach subscriber failed")
+        except (OSError, ValueError):
+            pass
+        finally:
+            with self._cond:
+                self.closed = True
+                self._cond.notify_all()
+
+    def subscribe(self, callback: OnSample) -> Callable[[], None]:
+        self._subscribers.append(callback)
+        return lambda: self._subscribers.remove(callback) if callback in self._subscribers else None
+
+    def fresh(self, after: float, timeout: float) -> Sample | None:
+        """Ask the server for a sample now; the first one taken after ``after`` (time.time)
+        within ``timeout`` s, else None (the caller keeps ``latest``)."""
+        if not self._send({"tick": True}):
+            return None
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not self.closed:
+                if self.latest is not None and self.latest.t >= after:
+                    return self.latest
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._cond.wait(left):
+                    return None
+        return None
+
+    # -- to the server -----------------------------------------------------------------
+    def watch(self, owner: object, paths: Sequence[str]) -> bool:
+        """The paths ``owner`` (one dashboard of this kernel) watches now; the server hears
+        every owner's together, replacing what it heard before."""
+        with self._send_lock:
+            if paths:
+                self._wanted[id(owner)] = list(paths)
+            else:
+                self._wanted.pop(id(owner), None)
+            union = list(dict.fromkeys(p for ps in self._wanted.values() for p in ps))
+        return self._send({"paths": union})
+
+    def _send(self, message: dict[str, object]) -> bool:
+        if self.closed:
+            return False
+        try:
+            with self._send_lock:
+                self._sock.sendall(json.dumps(message).encode() + b"\n")
+            return True
+        except OSError:
+            return False
+
+    def close(self) -> None:
+        self.closed = True
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
+        self._sock.close()
+
+
+_shared: HubLink | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_link(env: dict[str, str] | None = None) -> HubLink | None:
+    """This process's link to the server named in ``TRAINWATCH_HUB`` (made on first use,
+    made again after the server went away and came back); None with no server to attach
+    to: then the kernel samples by itself (VS Code, plain IPython, a remote kernel)."""
+    global _shared
+    name = (os.environ if env is None else env).get(ENV)
+    with _shared_lock:
+        if _shared is not None and not _shared.closed and _shared.name == name:
+            return _shared
+        _shared = None
+        if not name:
+            return None
+        try:
+            _shared = HubLink(name)
+        except LinkError as exc:
+            log.info("trainwatch: not attached to the Jupyter server (%s)", exc)
+            return None
+        return _shared

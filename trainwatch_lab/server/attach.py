@@ -1,0 +1,217 @@
+"""Kernels attach to the server's one sampler (issue 33): one watcher per machine and user.
+
+A kernel started by this server finds, in ``TRAINWATCH_HUB``, the name of a Unix socket in
+the abstract namespace (no file: nothing on a home directory that may sit on a share, no
+path length limit, gone with the process) made of random bytes nobody can guess. Only a
+process of the server's own user gets in: the kernel's uid is read from the socket itself
+(``SO_PEERCRED``), which no client can forge; the REST API's rule, same user, same rights.
+
+The protocol is one JSON object per line, at most ``MAX_LINE`` bytes.
+
+- server -> kernel: ``{"hello": {"interval", "pid"}}`` once, then ``{"sample": ...}`` after
+  every tick, the panel's own JSON (``Hub.sample_json``): one sample, one set of warnings.
+  A kernel that does not read is skipped (``MAX_PENDING`` writes in flight at most): its
+  socket costs a bounded buffer, never the server's memory.
+- kernel -> server: ``{"paths": [...]}``, the paths it watches now (``%trainwatch``, the
+  logdirs found after its cells), replacing what it sent before; ``{"tick": true}`` asks
+  for a sample now (the end of a ``%%trainwatch`` cell). A line that is not one of those
+  gets ``{"error": "..."}`` and changes nothing.
+
+The paths are watched with the role ``notebook:<kernel id>`` (``attached:<pid>`` for a
+process that is no kernel of this server), so the panel lists each notebook's paths and
+the recording keeps them; they go when the kernel disconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from tornado.iostream import IOStream, StreamClosedError
+from tornado.tcpserver import TCPServer
+
+from ..core.attach.wire import ENV, MAX_LINE, address, peer_credentials, same_user, socket_name
+from ..core.model import Sample
+from ..core.paths.names import normalise
+from .kernels import kernel_pid
+
+MAX_PENDING = 2  # samples written to a kernel and not yet read by it
+MAX_PATH_CHARS = 4096
+ROLE_PREFIX = "notebook:"
+
+log = logging.getLogger(__name__)
+
+
+class BadLine(ValueError):
+    """A line from a kernel that the protocol does not allow."""
+
+
+def parse_line(line: bytes, max_paths: int) -> dict[str, Any]:
+    """One kernel line, checked: ``{"paths": [absolute path, ...]}`` or ``{"tick": true}``."""
+    try:
+        message = json.loads(line)
+    except ValueError:
+        raise BadLine("not JSON") from None
+    if not isinstance(message, dict) or len(message) != 1:
+        raise BadLine('expected {"paths": [...]} or {"tick": true}')
+    if "tick" in message:
+        if message["tick"] is not True:
+            raise BadLine("'tick' must be true")
+        return message
+    paths = message.get("paths")
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise BadLine("'paths' must be a list of strings")
+    if len(paths) > max_paths:
+        raise BadLine(f"at most {max_paths} paths")
+    for p in paths:
+        if not p.startswith("/") or len(p) > MAX_PATH_CHARS or "\0" in p:
+            raise BadLine(f"not an absolute path: {p[:80]!r}")
+    return {"paths": [normalise(p) for p in paths]}
+
+
+class Attached:
+    """One kernel's connection."""
+
+    def __init__(self, stream: IOStream, pid: int, role: str) -> None:
+        self.stream, self.pid, self.role = stream, pid, role
+        self.paths: list[str] = []
+        self.pending = 0  # writes not yet flushed to the kernel
+        self.skipped = 0  # samples it was not sent: it had not read the ones before
+
+    def send(self, line: bytes) -> bool:
+        """Write ``line`` unless the kernel has not read the last ones (False: skipped)."""
+        if self.stream.closed():
+            return False
+        if self.pending >= MAX_PENDING:
+            self.skipped += 1
+            return False
+        self.pending += 1
+        future = self.stream.write(line)
+        future.add_done_callback(self._flushed)
+        return True
+
+    def _flushed(self, future: asyncio.Future[None]) -> None:
+        self.pending -= 1
+        if not future.cancelled():
+            future.exception()  # (a closed stream: seen by the reader)
+
+
+class AttachServer(TCPServer):
+    """The socket kernels attach to, on the server's event loop. ``hub`` is a server.hub.Hub."""
+
+    def __init__(self, hub: Any, name: str | None = None) -> None:
+        super().__init__(max_buffer_size=MAX_LINE * 4)
+        self.hub = hub
+        self.name = name or socket_name()
+        self.kernels: dict[int, Attached] = {}  # by the kernel's pid
+        self._unlisten: Callable[[], None] | None = None
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(address(self.name))
+            sock.listen(128)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self.add_socket(sock)
+
+    # -- connections -------------------------------------------------------------------
+    async def handle_stream(self, stream: IOStream, _address: Any) -> None:
+        try:
+            pid, uid = peer_credentials(stream.socket)  # type: ignore[arg-type]
+        except OSError:
+            stream.close()
+            return
+        if not same_user(uid):
+            log.warning("trainwatch: refused an attach from pid %d (uid %d, not ours)", pid, uid)
+            stream.close()
+            return
+        kernel = Attached(stream, pid, self._role_of(pid))
+        self.kernels[pid] = kernel
+        hello = {"hello": {"interval": self.hub.config.interval, "pid": os.getpid()}}
+        kernel.send(json.dumps(hello).encode() + b"\n")
+        if not self._unlisten:
+            self._unlisten = self.hub.add_listener(self._on_sample)
+        await self.hub.acquire()  # an attached kernel holds the lease like a panel
+        try:
+            await self._serve(kernel)
+        finally:
+            self.kernels.pop(pid, None)
+            self.hub.release()
+            if not self.kernels and self._unlisten is not None:
+                self._unlisten()
+                self._unlisten = None
+            if kernel.paths:
+                await self._sync_paths()
+            stream.close()
+
+    async def _serve(self, kernel: Attached) -> None:
+        max_paths = self.hub.defaults.max_watched_paths
+        while True:
+            try:
+                line = await kernel.stream.read_until(b"\n", max_bytes=MAX_LINE)
+            except StreamClosedError:
+                return
+            except Exception:  # UnsatisfiableReadError: a line over MAX_LINE
+                return
+            try:
+                message = parse_line(line, max_paths)
+            except BadLine as exc:
+                kernel.send(json.dumps({"error": str(exc)}).encode() + b"\n")
+                continue
+            if "tick" in message:
+                await self._tick_now()
+            elif message["paths"] != kernel.paths:
+                kernel.paths = message["paths"]
+                await self._sync_paths()
+
+    def _role_of(self, pid: int) -> str:
+        """``notebook:<kernel id>`` for a kernel of this server, else ``attached:<pid>``."""
+        km = self.hub.kernel_manager
+        for kid in list(km.list_kernel_ids()) if km is not None else ():
+            with contextlib.suppress(KeyError):
+                if kernel_pid(km.get_kernel(kid)) == pid:
+                    return f"{ROLE_PREFIX}{kid}"
+        return f"attached:{pid}"
+
+    async def _sync_paths(self) -> None:
+        """Every attached kernel's paths, watched with its role (off the loop: the paths
+        source looks at the mount table when a path appears)."""
+        for prefix in (ROLE_PREFIX, "attached:"):
+            wanted = [
+                (p, k.role)
+                for k in self.kernels.values()
+                if k.role.startswith(prefix)
+                for p in k.paths
+            ]
+            await self.hub.in_executor(self.hub.paths.sync, prefix, wanted)
+
+    async def _tick_now(self) -> None:
+        sampler = self.hub.sampler
+        if sampler is not None:
+            await self.hub.in_executor(sampler.tick_now, self.hub.config.snapshot_wait_s)
+
+    # -- samples -----------------------------------------------------------------------
+    def _on_sample(self, sample: Sample, text: str) -> None:  # sampler thread
+        line = b'{"sample":' + text.encode() + b"}\n"
+        self.hub._on_loop(lambda: self._send_all(line))
+
+    def _send_all(self, line: bytes) -> None:  # event loop
+        for kernel in list(self.kernels.values()):
+            kernel.send(line)
+
+    def close(self) -> None:
+        if os.environ.get(ENV) == self.name:  # kernels started from now on sample by themselves
+            del os.environ[ENV]
+        if self._unlisten is not None:
+            self._unlisten()
+            self._unlisten = None
+        self.stop()
+        for kernel in list(self.kernels.values()):
+            kernel.stream.close()
