@@ -9,7 +9,7 @@ import { Block, TitledBlock } from './blocks';
 import { el } from './dom';
 import { formatBytes, formatMs } from './format';
 import { IPathStateJSON, ISampleJSON, IWatchedPathJSON } from './model';
-import { watchedPaths } from './readings';
+import { watchedBy, watchedPaths } from './readings';
 import { requestAPI } from './request';
 
 const pct = (v: number) => `${Math.round(v)} %`;
@@ -139,12 +139,16 @@ export class PathsView extends TitledBlock {
     }
     const list = el('ul', 'jp-TrainWatch-pathList');
     for (const entry of [...known.values()].sort((a, b) => a.path.localeCompare(b.path))) {
-      list.appendChild(this._row(entry, states[entry.path] ?? entry.state));
+      list.appendChild(this._row(entry, states[entry.path] ?? entry.state, sample));
     }
     node.appendChild(list);
   }
 
-  private _row(entry: IWatchedPathJSON, st: IPathStateJSON | null): HTMLLIElement {
+  private _row(
+    entry: IWatchedPathJSON,
+    st: IPathStateJSON | null,
+    sample: ISampleJSON | null
+  ): HTMLLIElement {
     const row = el('li', 'jp-TrainWatch-pathRow');
     row.dataset.path = entry.path;
     row.dataset.kind = st?.kind ?? 'unknown';
@@ -161,6 +165,10 @@ export class PathsView extends TitledBlock {
       ? `${st.kind}${st.fstype ? ` (${st.fstype})` : ''}${st.responsive ? '' : ', not answering'}`
       : 'checking…';
     const details = el('div', 'jp-TrainWatch-pathDetails');
+    const by = watchedBy(entry.roles, sample);
+    if (by) {
+      details.append(el('span', 'jp-TrainWatch-watchedBy', by));
+    }
     details.append(
       el('span', `jp-TrainWatch-kind jp-mod-${st?.kind ?? 'unknown'}`, kind),
       el(

@@ -88,6 +88,18 @@ export function watchedPaths(sample: ISampleJSON | null): IWatchedPathJSON[] {
 }
 
 /**
+ * The notebooks whose ``%trainwatch`` watches a path (its ``notebook:<kernel id>`` roles),
+ * by file name: "watched by train.ipynb, eval.ipynb"; empty when no notebook asked for it.
+ */
+export function watchedBy(roles: string[], sample: ISampleJSON | null): string {
+  const names = roles
+    .filter(role => role.startsWith('notebook:'))
+    .map(role => sample?.kernels?.[role.slice('notebook:'.length)]?.notebook ?? 'a notebook')
+    .map(path => path.split('/').pop() || path);
+  return names.length ? `watched by ${[...new Set(names)].join(', ')}` : '';
+}
+
+/**
  * What a view watches, said beside its verdict: the panel and the status bar watch the
  * machine (the server's sampler), the notebook's dashboard its kernel's paths.
  */

@@ -27,6 +27,7 @@ import {
   infoNotes,
   scopeText,
   statusText,
+  watchedBy,
   watchedDevices,
   watchedPaths
 } from '../src/readings';
@@ -535,5 +536,25 @@ describe('liveState', () => {
     expect(medianGap([0, 1000])).toBeNull();
     expect(medianGap([0, 1000, 2000, 3000, 30_000])).toBe(1);
     expect(medianGap([0, 500, 1500, 2000])).toBe(0.5);
+  });
+});
+
+describe('watchedBy', () => {
+  const sample = {
+    kernels: {
+      k1: { id: 'k1', notebook: 'runs/train.ipynb' },
+      k2: { id: 'k2', notebook: 'eval.ipynb' }
+    }
+  } as unknown as ISampleJSON;
+
+  it('names the notebooks that asked for a path, by file name, once each', () => {
+    expect(watchedBy(['root', 'notebook:k1', 'notebook:k2', 'notebook:k1'], sample)).toBe(
+      'watched by train.ipynb, eval.ipynb'
+    );
+  });
+
+  it('says nothing for paths no notebook asked for, and names an unknown kernel plainly', () => {
+    expect(watchedBy(['root', 'kernel:k1', 'user'], sample)).toBe('');
+    expect(watchedBy(['notebook:gone'], sample)).toBe('watched by a notebook');
   });
 });

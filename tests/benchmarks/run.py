@@ -39,6 +39,7 @@ GROUPS = {
     "fleet": "bench_fleet",
     "record": "bench_record",
     "idle-server": "bench_idle_server",
+    "footprint": "bench_footprint",
 }
 
 
