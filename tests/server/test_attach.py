@@ -148,3 +148,18 @@ def test_no_server_is_a_clear_error_at_once(name: str) -> None:
 
     with pytest.raises(LinkError):
         HubLink(name)
+
+
+async def test_past_the_cap_a_kernel_is_told_and_samples_by_itself(hub, monkeypatch) -> None:
+    from trainwatch_lab.core.attach.link import LinkError
+    from trainwatch_lab.server import attach
+
+    server = await attach_server(hub)
+    monkeypatch.setattr(attach, "MAX_ATTACHED", 1)
+    first = await asyncio.to_thread(HubLink, server.name)
+    try:
+        with pytest.raises(LinkError, match="hello"):
+            await asyncio.to_thread(HubLink, server.name)
+        assert len(server.kernels) == 1
+    finally:
+        first.close()

@@ -42,6 +42,8 @@ from ..core.paths.names import normalise
 from .kernels import kernel_pid
 
 MAX_PENDING = 2  # samples written to a kernel and not yet read by it
+MAX_ATTACHED = 256  # kernels at once: each holds a descriptor and a place in every tick
+TOO_MANY = b'{"error": "too many kernels attached: sample in the kernel"}\n'
 MAX_PATH_CHARS = 4096
 ROLE_PREFIX = "notebook:"
 
@@ -130,6 +132,13 @@ class AttachServer(TCPServer):
             return
         if not same_user(uid):
             log.warning("trainwatch: refused an attach from pid %d (uid %d, not ours)", pid, uid)
+            stream.close()
+            return
+        if len(self.kernels) >= MAX_ATTACHED:
+            with contextlib.suppress(StreamClosedError):
+                await stream.write(
+                    b'{"error": "too many kernels attached: sample in the kernel"}\n'
+                )
             stream.close()
             return
         kernel = Attached(stream, pid, self._role_of(pid))
