@@ -163,3 +163,22 @@ async def test_past_the_cap_a_kernel_is_told_and_samples_by_itself(hub, monkeypa
         assert len(server.kernels) == 1
     finally:
         first.close()
+
+
+async def test_the_last_dashboard_to_close_hangs_up_and_lets_the_sampler_stop(hub, tmp_path):
+    """An attached kernel holds the server's sampler running: once its dashboards are closed
+    it must not (the link is shared by the kernel's dashboards and goes with the last)."""
+    from trainwatch_lab.core.attach.source import HubSource
+
+    server = await attach_server(hub)
+    link = await asyncio.to_thread(HubLink, server.name)
+    first, second = HubSource(link, [str(tmp_path / "a")]), HubSource(link, [str(tmp_path / "b")])
+    role = f"attached:{os.getpid()}"
+    assert await until(lambda: role in hub.roles().get(str(tmp_path / "b"), []))
+    second.close()
+    assert await until(lambda: str(tmp_path / "b") not in hub.watched())
+    assert str(tmp_path / "a") in hub.watched() and not link.closed
+    first.close()
+    assert link.closed
+    assert await until(lambda: server.kernels == {} and str(tmp_path / "a") not in hub.watched())
+    assert await until(lambda: not hub.running, 60)  # its grace over, the sampler stops

@@ -116,12 +116,22 @@ class HubLink:
         """The paths ``owner`` (one dashboard of this kernel) watches now; the server hears
         every owner's together, replacing what it heard before."""
         with self._send_lock:
-            if paths:
-                self._wanted[id(owner)] = list(paths)
-            else:
-                self._wanted.pop(id(owner), None)
+            self._wanted[id(owner)] = list(paths)
             union = list(dict.fromkeys(p for ps in self._wanted.values() for p in ps))
         return self._send({"paths": union})
+
+    def leave(self, owner: object) -> None:
+        """``owner`` is done. The last one to leave hangs up: an attached kernel holds the
+        server's sampler running, so a kernel that watches nothing any more must not."""
+        with self._send_lock:
+            if self._wanted.pop(id(owner), None) is None:
+                return
+            left = bool(self._wanted)
+            union = list(dict.fromkeys(p for ps in self._wanted.values() for p in ps))
+        if left:
+            self._send({"paths": union})
+        else:
+            self.close()
 
     def _send(self, message: dict[str, object]) -> bool:
         if self.closed:

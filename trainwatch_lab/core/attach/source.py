@@ -59,8 +59,8 @@ class HubSource:
         self.warnings: list[Alert] = []  # the server's, in this notebook's scope, this tick
         # what a cell's summary lists the files written with (helpers only for shares)
         self.guard: MountGuard = default_guard()
-        for p in paths:
-            self.add(p)
+        self._paths = list(dict.fromkeys(normalise(p) for p in paths))
+        link.watch(self, self._paths)  # (also with none: it reads the link until close)
 
     @property
     def paths(self) -> list[str]:
@@ -110,8 +110,8 @@ class HubSource:
         self.warnings = [a for a in remote.warnings if in_scope(a, mine, remote)]
 
     def close(self) -> None:
-        """This notebook's paths are no longer its to watch (the link stays: shared)."""
+        """This dashboard's paths are no longer watched for it; the last dashboard of the
+        kernel hangs up (core.attach.link: the server's sampler may stop)."""
         with self._lock:
-            had, self._paths = bool(self._paths), []
-        if had:
-            self.link.watch(self, [])
+            self._paths = []
+        self.link.leave(self)
