@@ -124,3 +124,25 @@ def test_a_symlink_into_a_hung_share_goes_to_a_helper_and_never_blocks(
             assert len(guard_helpers()) == 1
         finally:
             sshfs_mount.resume()
+
+
+def test_a_directory_another_user_may_change_goes_to_a_helper(tmp_path: Path) -> None:
+    """Between our look and the call, its owner could swap what we checked for a symlink
+    onto a hung share: a server running as root watching a user's run asks a helper."""
+    from tests.support.env import need_root
+
+    need_root("needs root to give a directory to another user")
+    table, local = with_share(read_mounts())
+    theirs = tmp_path / "theirs"
+    (theirs / "runs").mkdir(parents=True)
+    assert resolve_locally(str(theirs / "runs"), table, local) is not None
+    os.chown(theirs, 65534, 65534)
+    assert resolve_locally(str(theirs / "runs"), table, local) is None
+    assert resolve_locally(str(theirs), table, local) is not None  # tmp_path is ours
+    os.chown(theirs, 0, 0)
+    theirs.chmod(0o777)  # anyone may write, no sticky bit
+    assert resolve_locally(str(theirs / "runs"), table, local) is None
+    theirs.chmod(0o1777)  # sticky: others may add entries, not replace ours
+    assert resolve_locally(str(theirs / "runs"), table, local) is not None
+    os.chown(theirs / "runs", 65534, 65534)  # ... but theirs they may
+    assert resolve_locally(str(theirs / "runs" / "x"), table, local) is None

@@ -12,7 +12,8 @@ the operation would reach lies on such a mount, found without touching anything 
 - symlinks are read (``readlink`` on the local mount) and followed by hand, ``..`` against
   the real directories walked so far, exactly as the kernel will resolve them;
 - a component whose ``st_dev`` is not its mount's (a mount the table does not list yet)
-  hands the call back to a helper;
+  hands the call back to a helper, and so does one in a directory another user may change
+  (they could swap it for a symlink onto a hung share between our look and the call);
 - tree listings (checkpoint scans) also need every mount below the directory to answer
   locally, or to be one the listing skips.
 
@@ -91,6 +92,7 @@ def resolve_locally(path: str, mounts: list[MountEntry], local: Local) -> str | 
     pending: deque[str] = deque(path.split("/"))
     resolved: list[str] = []
     hops = 0
+    parent = os.lstat("/")
     while pending:
         name = pending.popleft()
         if name in ("", "."):
@@ -98,10 +100,11 @@ def resolve_locally(path: str, mounts: list[MountEntry], local: Local) -> str | 
         if name == "..":  # the directories walked so far are real ones: no symlink among them
             if resolved:
                 resolved.pop()
+                parent = os.lstat("/" + "/".join(resolved))
             continue
         child = "/" + "/".join([*resolved, name])
         entry = mount_for_path(child, mounts)
-        if not local(entry):
+        if not local(entry) or not _only_ours(parent):
             return None
         try:
             st = os.lstat(child)
@@ -111,6 +114,8 @@ def resolve_locally(path: str, mounts: list[MountEntry], local: Local) -> str | 
             return child
         if st.st_dev != entry.dev and entry.fstype != "btrfs":  # (btrfs: one per subvolume)
             return None  # mounted since the table was read
+        if _sticky_open(parent) and st.st_uid not in (0, os.getuid()):
+            return None  # someone else's entry in /tmp: theirs to swap for a symlink
         if stat.S_ISLNK(st.st_mode):
             hops += 1
             if hops > MAX_SYMLINKS:
@@ -119,9 +124,25 @@ def resolve_locally(path: str, mounts: list[MountEntry], local: Local) -> str | 
             if target.startswith("/"):
                 resolved = []
             pending.extendleft(reversed(target.split("/")))
+            parent = os.lstat("/") if target.startswith("/") else parent
             continue
         resolved.append(name)
+        parent = st
     return "/" + "/".join(resolved)
+
+
+def _sticky_open(st: os.stat_result) -> bool:
+    return bool(st.st_mode & stat.S_ISVTX) and bool(st.st_mode & 0o002)
+
+
+def _only_ours(directory: os.stat_result) -> bool:
+    """Whether only we (or root) can change the entries of ``directory`` between our look and
+    the operation: a directory another user can write to could have a checked path swapped
+    for a symlink onto a hung share in that moment (a server running as root, watching a
+    user's run). A sticky directory (/tmp) lets others add entries but not replace ours."""
+    if directory.st_uid not in (0, os.getuid()):
+        return False
+    return not directory.st_mode & 0o022 or bool(directory.st_mode & stat.S_ISVTX)
 
 
 def _below_is_local(
