@@ -90,7 +90,9 @@ class Kernel:
         self.pid, self.manager = pid, manager
         self.client = BlockingKernelClient()
         self.client.load_connection_file(connection_file)
-        self.client.start_channels()
+        # no heartbeat: on a loaded machine (16 kernels starting) a late beat reads as a
+        # dead kernel; kernel_info answering is the test of life here
+        self.client.start_channels(hb=False)
         self.client.wait_for_ready(120)
 
     def run(self, code: str) -> None:
