@@ -47,6 +47,7 @@ from .core.sampler import Sampler, Source
 from .core.storage.diskstats import DiskStatsSource
 from .core.storage.probe import local_baseline
 
+RELAY_LATE = 2.5  # an attached kernel ticks by itself when no server sample came in 2.5 ticks
 GpuMemory = Callable[[], dict[int, int]]  # pid -> GPU memory in bytes (GpuSource)
 MoreSources = Callable[[GpuMemory | None], Iterable[Source]]
 
@@ -202,7 +203,7 @@ def make_attached_sampler(
     so every view tells one story and nothing here touches a filesystem. What only this
     process can see well stays here: its process tree's I/O, where its main thread waits,
     and the share of time it loses to each path (``io-bound``, judged here over them).
-    Ticks at the server's interval."""
+    Ticks with the server's sampler: on each of its samples."""
     interval = link.interval
     if history_capacity is None:
         history_capacity = capacity_for(defaults.history_s, interval, defaults)
@@ -218,7 +219,10 @@ def make_attached_sampler(
     ]
     advisor = Advisor(IO_BOUND_DETECTORS, defaults=defaults, given=lambda: hub.warnings)
     history = History(capacity=history_capacity)
-    return Sampler(sources, interval=interval, history=history, evaluate=advisor)
+    # ticks when a server sample arrives; its own clock only when the server is late
+    sampler = Sampler(sources, interval=interval * RELAY_LATE, history=history, evaluate=advisor)
+    link.subscribe(lambda _sample: sampler.poke())
+    return sampler
 
 
 def _recorded_past(path: str | None, defaults: Defaults) -> RecordedPast | None:

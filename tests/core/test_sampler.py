@@ -182,3 +182,18 @@ def test_a_tick_someone_waits_for_asks_relaying_sources_for_a_fresh_sample() -> 
     with sampler:
         assert sampler.tick_now(timeout=30) is not None
     assert relay.fresh_asked >= 1
+
+
+def test_a_poke_ticks_now_without_asking_for_a_fresh_relay() -> None:
+    """An attached kernel's sampler ticks on each server sample (poke): at once, and without
+    asking the server for yet another sample (want_fresh is for a waiting surface only)."""
+    relay = Relaying()
+    ticked = threading.Event()
+    with Sampler([relay], interval=3600) as sampler:
+        deadline = time.monotonic() + 30
+        while sampler.ticks < 1 and time.monotonic() < deadline:  # the first tick, at start
+            time.sleep(0.01)
+        sampler.subscribe(lambda _s: ticked.set())
+        sampler.poke()
+        assert ticked.wait(30)
+    assert sampler.ticks >= 2 and relay.fresh_asked == 0

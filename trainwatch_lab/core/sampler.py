@@ -79,6 +79,7 @@ class Sampler:
         # last one that was not: readers of ``latest`` get the second while the first runs
         self._evaluating: Sample | None = None
         self._finished: Sample | None = None
+        self._poked = False  # poke(): tick now, nobody waits for it
 
     # -- lifecycle -------------------------------------------------------------------
     @property
@@ -175,6 +176,17 @@ class Sampler:
                     self._asked.remove(request)
         return request.sample
 
+    def poke(self) -> None:
+        """Tick now, without waiting for it: a source that relays another sampler (an
+        attached kernel's) has a new sample, so this sampler ticks in step with that one."""
+        with self._lock:
+            keep_going = self._keep_going
+            if keep_going is None or not self.running:
+                return
+            self._poked = True
+            if keep_going.locked():
+                keep_going.release()
+
     def _answer(self, number: int, sample: Sample) -> None:
         """Hand ``sample`` to the requests made before its tick began."""
         with self._lock:
@@ -248,6 +260,7 @@ class Sampler:
         while keep_going.acquire(timeout=max(0.0, until - time.monotonic())):
             if self._keep_going is not keep_going:  # stopped (or restarted anew)
                 return None
-            if self._asked:
+            if self._asked or self._poked:
+                self._poked = False
                 return True
         return False

@@ -3,9 +3,11 @@
 Named ``paths`` because it stands where the paths source stands in a kernel that samples by
 itself: ``add``/``remove``/``paths`` register the notebook's paths with the server, and
 every tick copies, from the server's newest judged sample, this notebook's paths, the disks,
-the GPUs and the notes. Nothing here touches a filesystem, so no helper process is ever
-started for watching. The warnings the server's Advisor judged on them are kept for this
-notebook's scope (``warnings``): one set of verdicts in every view.
+the GPUs, the notes and the sample's time (the kernel's sampler ticks when a server sample
+arrives: ``make_attached_sampler``), so each view draws the server's tick at its time.
+Nothing here touches a filesystem, so no helper process is ever started for watching. The
+warnings the server's Advisor judged on them are kept for this notebook's scope
+(``warnings``): one set of verdicts in every view.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class HubSource:
         self._lock = threading.Lock()
         self._paths: list[str] = []
         self._fresh_after: float | None = None
+        self._relayed_t = 0.0  # the time of the last server sample relayed
         self.warnings: list[Alert] = []  # the server's, in this notebook's scope, this tick
         # what a cell's summary lists the files written with (helpers only for shares)
         self.guard: MountGuard = default_guard()
@@ -101,6 +104,8 @@ class HubSource:
         if remote is None:
             self.warnings = []
             return
+        if remote.t > self._relayed_t:  # the server's tick: every view shows its time
+            sample.t = self._relayed_t = remote.t
         mine = self.paths
         sample.paths = {p: remote.paths[p] for p in mine if p in remote.paths}
         sample.disks = dict(remote.disks)

@@ -108,7 +108,8 @@ def header_html(sample: Sample | None, st: HeaderState, history: History | None 
     return (
         f"<div class='tw-head tw-status' data-state=\"{esc(st.state)}\" data-kind='{kind}' "
         f"data-level='{level}' data-warnings='{serious}' data-samples='{st.samples}' "
-        f"data-points='{st.points}' data-window='{st.window:g}'{style}>"
+        f"data-points='{st.points}' data-window='{st.window:g}' "
+        f"data-t='{sample.t if sample else ''}'{style}>"
         f"<b class='tw-verdict'>{esc(verdict)}</b>{said}"
         f"<span class='tw-state'><span class='tw-now'>{esc(label)}</span>{stale}</span>"
         f"<span class='tw-facts'>{esc(facts)}</span>"
