@@ -220,8 +220,14 @@ def make_attached_sampler(
     advisor = Advisor(IO_BOUND_DETECTORS, defaults=defaults, given=lambda: hub.warnings)
     history = History(capacity=history_capacity)
     # ticks when a server sample arrives; its own clock only when the server is late
-    sampler = Sampler(sources, interval=interval * RELAY_LATE, history=history, evaluate=advisor)
-    link.subscribe(lambda _sample: sampler.poke())
+    sampler = Sampler(
+        sources,
+        interval=interval,
+        history=history,
+        evaluate=advisor,
+        unprompted_s=interval * RELAY_LATE,
+    )
+    hub.follow(lambda _sample: sampler.poke())
     return sampler
 
 

@@ -182,3 +182,44 @@ async def test_the_last_dashboard_to_close_hangs_up_and_lets_the_sampler_stop(hu
     assert link.closed
     assert await until(lambda: server.kernels == {} and str(tmp_path / "a") not in hub.watched())
     assert await until(lambda: not hub.running, 60)  # its grace over, the sampler stops
+
+
+async def test_a_kernel_that_comes_back_keeps_its_new_connection(hub, tmp_path) -> None:
+    """Connections are told apart by themselves, not by pid: the old one's end (a cell's own
+    sampler hanging up) must not take the new one's samples or paths with it."""
+    server = await attach_server(hub)
+    old = await asyncio.to_thread(HubLink, server.name)
+    new = await asyncio.to_thread(HubLink, server.name)
+    assert await until(lambda: len(server.kernels) == 2)
+    new.watch("dashboard", [str(tmp_path / "new")])
+    old.close()
+    assert await until(lambda: len(server.kernels) == 1)
+    assert await until(lambda: str(tmp_path / "new") in hub.watched())
+    seen = new.latest.t if new.latest is not None else 0.0
+    assert await until(lambda: new.latest is not None and new.latest.t > seen)
+    new.close()
+
+
+def test_a_server_that_speaks_another_protocol_is_not_attached_to() -> None:
+    import threading
+
+    from trainwatch_lab.core.attach.link import LinkError
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    name = f"@trainwatch-test-{os.getpid()}-protocol"
+    listener.bind(address(name))
+    listener.listen(1)
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        conn.sendall(b'{"hello": {"protocol": 99, "interval": 1}}\n')
+        conn.recv(1)
+        conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(LinkError, match="protocol 99"):
+            HubLink(name)
+    finally:
+        listener.close()

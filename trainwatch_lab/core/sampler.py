@@ -57,11 +57,16 @@ class Sampler:
         history: History | None = None,
         evaluate: Evaluate | None = None,
         clock: Callable[[], float] = time.time,
+        unprompted_s: float | None = None,
     ) -> None:
+        """``interval``: the time between samples, as every view reads it. ``unprompted_s``:
+        how long the thread waits for a ``poke`` before it ticks by itself, when samples come
+        from elsewhere (an attached kernel's, on its server's ticks); by default ``interval``."""
         if not interval > 0:
             raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
         self.sources: list[Source] = list(sources)
         self.interval = float(interval)
+        self._period = float(unprompted_s or interval)
         self.history = history if history is not None else History()
         self.evaluate = evaluate
         self.clock = clock  # a sample's time: tests that tick by hand pass their own
@@ -245,7 +250,7 @@ class Sampler:
         next_at = time.monotonic()
         while True:
             self.tick()
-            next_at += self.interval
+            next_at += self._period
             if next_at < time.monotonic():  # we fell behind (slow source): skip, don't burst
                 next_at = time.monotonic()
             woke = self._wait(next_at, keep_going)

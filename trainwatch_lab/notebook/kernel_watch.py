@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import os
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +18,7 @@ from IPython.display import display
 
 from ..advice.notify import make_notifier
 from ..advice.text import warning_count_text
+from ..core.attach.wire import ENV
 from ..core.defaults import DEFAULTS, Defaults
 from ..core.model import Alert
 from ..core.paths.names import normalise
@@ -43,6 +45,11 @@ def sampler_text(sampler: Any) -> str:
     hub = sampler.find_source("paths")
     link = getattr(hub, "link", None)
     if link is None:
+        if os.environ.get(ENV):
+            return (
+                "in this kernel (its --interval or --no-probe is not the Jupyter server's "
+                "sampler; without them it reads the server's)"
+            )
         return "in this kernel (no Jupyter server with trainwatch_lab to attach to)"
     if link.closed:
         return "the Jupyter server's, which has gone: run %trainwatch again"

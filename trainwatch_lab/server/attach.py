@@ -8,10 +8,10 @@ process of the server's own user gets in: the kernel's uid is read from the sock
 
 The protocol is one JSON object per line, at most ``MAX_LINE`` bytes.
 
-- server -> kernel: ``{"hello": {"interval", "pid"}}`` once, then ``{"sample": ...}`` after
-  every tick, the panel's own JSON (``Hub.sample_json``): one sample, one set of warnings.
-  A kernel that does not read is skipped (``MAX_PENDING`` writes in flight at most): its
-  socket costs a bounded buffer, never the server's memory.
+- server -> kernel: ``{"hello": {"protocol", "interval", "probe", "pid"}}`` once, then
+  ``{"sample": ...}`` after every tick, the panel's own JSON (``Hub.sample_json``): one
+  sample, one set of warnings. A kernel that does not read is skipped (``MAX_PENDING``
+  writes in flight at most): its socket costs a bounded buffer, never the server's memory.
 - kernel -> server: ``{"paths": [...]}``, the paths it watches now (``%trainwatch``, the
   logdirs found after its cells), replacing what it sent before; ``{"tick": true}`` asks
   for a sample now (the end of a ``%%trainwatch`` cell). A line that is not one of those
@@ -36,7 +36,15 @@ from typing import Any
 from tornado.iostream import IOStream, StreamClosedError
 from tornado.tcpserver import TCPServer
 
-from ..core.attach.wire import ENV, MAX_LINE, address, peer_credentials, same_user, socket_name
+from ..core.attach.wire import (
+    ENV,
+    MAX_LINE,
+    PROTOCOL,
+    address,
+    peer_credentials,
+    same_user,
+    socket_name,
+)
 from ..core.model import Sample
 from ..core.paths.names import normalise
 from .kernels import kernel_pid
@@ -111,7 +119,7 @@ class AttachServer(TCPServer):
         super().__init__(max_buffer_size=MAX_LINE * 4)
         self.hub = hub
         self.name = name or socket_name()
-        self.kernels: dict[int, Attached] = {}  # by the kernel's pid
+        self.kernels: dict[int, Attached] = {}  # by id() of the connection
         self._unlisten: Callable[[], None] | None = None
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -136,29 +144,39 @@ class AttachServer(TCPServer):
             return
         if len(self.kernels) >= MAX_ATTACHED:
             with contextlib.suppress(StreamClosedError):
-                await stream.write(
-                    b'{"error": "too many kernels attached: sample in the kernel"}\n'
-                )
+                await stream.write(TOO_MANY)
             stream.close()
             return
         kernel = Attached(stream, pid, self._role_of(pid))
-        self.kernels[pid] = kernel
-        hello = {"hello": {"interval": self.hub.config.interval, "pid": os.getpid()}}
+        # by connection, not by pid: a kernel that hangs up and comes back (a cell's own
+        # sampler, then the next) must not lose its new connection to the old one's end
+        self.kernels[id(kernel)] = kernel
+        hello = {
+            "hello": {
+                "protocol": PROTOCOL,
+                "interval": self.hub.config.interval,
+                "probe": self.hub.config.probe,
+                "pid": os.getpid(),
+            }
+        }
         kernel.send(json.dumps(hello).encode() + b"\n")
         if not self._unlisten:
             self._unlisten = self.hub.add_listener(self._on_sample)
-        await self.hub.acquire()  # an attached kernel holds the lease like a panel
+        acquired = False
         try:
+            await self.hub.acquire()  # an attached kernel holds the lease like a panel
+            acquired = True
             await self._serve(kernel)
         finally:
-            self.kernels.pop(pid, None)
-            self.hub.release()
+            stream.close()
+            del self.kernels[id(kernel)]
+            if acquired:
+                self.hub.release()
             if not self.kernels and self._unlisten is not None:
                 self._unlisten()
                 self._unlisten = None
             if kernel.paths:
                 await self._sync_paths()
-            stream.close()
 
     async def _serve(self, kernel: Attached) -> None:
         max_paths = self.hub.defaults.max_watched_paths

@@ -146,3 +146,29 @@ def test_a_directory_another_user_may_change_goes_to_a_helper(tmp_path: Path) ->
     assert resolve_locally(str(theirs / "runs"), table, local) is not None
     os.chown(theirs / "runs", 65534, 65534)  # ... but theirs they may
     assert resolve_locally(str(theirs / "runs" / "x"), table, local) is None
+
+
+def test_a_name_not_created_yet_in_a_sticky_directory_goes_to_a_helper(tmp_path: Path) -> None:
+    """Anyone may create it in /tmp in the meantime, as a symlink onto a hung share."""
+    table, local = with_share(read_mounts())
+    sticky = tmp_path / "shared-tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    assert resolve_locally(str(sticky / "not-yet" / "runs"), table, local) is None
+    (sticky / "mine").mkdir()
+    assert resolve_locally(str(sticky / "mine" / "not-yet"), table, local) is not None
+
+
+def test_an_inspect_that_scans_checkpoints_is_a_listing_too(tmp_path: Path) -> None:
+    """``inspect(checkpoints=True)`` lists the directory's tree: a mount below it that can
+    hang sends it to a helper, as the scan itself would be."""
+    from trainwatch_lab.core.worker import inline
+
+    table, _ = with_share(read_mounts())
+    below = str(tmp_path / "mnt")
+    line = f"99997 1 0:997 / {below} rw - nfs4 server:/x rw"
+    table = [*table, *parse_mountinfo(line + "\n")]
+    assert not inline._below_is_local(str(tmp_path), table, lambda m: m.fstype != "nfs4", ())
+    assert inline._below_is_local(str(tmp_path), table, lambda m: m.fstype != "nfs4", (below,))
+    assert inline._lists_tree("inspect", {"path": "/x", "checkpoints": True})
+    assert not inline._lists_tree("inspect", {"path": "/x"})

@@ -12,16 +12,19 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
 
 from ..model import Sample, sample_from_json
-from .wire import ENV, address, peer_credentials, same_user
+from .wire import ENV, MAX_LINE, PROTOCOL, address, peer_credentials, same_user
 
 CONNECT_TIMEOUT_S = 1.0  # the hello included; a server this slow to answer is no help
+SEND_TIMEOUT_S = 1  # a line to the server (paths, a tick): whole seconds (SO_SNDTIMEO)
 log = logging.getLogger(__name__)
 
 OnSample = Callable[[Sample], None]
@@ -44,16 +47,25 @@ class HubLink:
             if not same_user(uid):
                 raise LinkError(f"the socket {name} belongs to uid {uid}, not to us")
             self._file = sock.makefile("rb")
-            hello = json.loads(self._file.readline() or b"{}").get("hello")
+            hello = json.loads(self._file.readline(MAX_LINE) or b"{}").get("hello")
             if not isinstance(hello, dict):
                 raise LinkError("the server did not say hello")
-        except (OSError, ValueError) as exc:
+            if hello.get("protocol") != PROTOCOL:
+                raise LinkError(f"the server speaks protocol {hello.get('protocol')!r}, not ours")
+        except (OSError, ValueError, AttributeError) as exc:
             sock.close()
             raise exc if isinstance(exc, LinkError) else LinkError(str(exc)) from exc
+        # reads wait as long as the server is quiet (the reader thread); a send that cannot
+        # go out within SEND_TIMEOUT_S (a server that stopped reading) ends the link instead
+        # of holding the kernel's main thread
         sock.settimeout(None)
+        sock.setsockopt(
+            socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", int(SEND_TIMEOUT_S), 0)
+        )
         self._sock = sock
         self.server_pid = server_pid
         self.interval = float(hello.get("interval") or 1.0)
+        self.probe = bool(hello.get("probe", True))  # the server probes its paths
         self.latest: Sample | None = None
         self.closed = False
         self._cond = threading.Condition()
@@ -70,7 +82,7 @@ class HubLink:
                 try:
                     data = json.loads(line)
                     sample = sample_from_json(data["sample"]) if "sample" in data else None
-                except (ValueError, KeyError, TypeError):
+                except Exception:  # another version's sample: skipped, never the thread
                     log.debug("trainwatch: a line from the server was not understood")
                     continue
                 if sample is None:
@@ -115,10 +127,22 @@ class HubLink:
     def watch(self, owner: object, paths: Sequence[str]) -> bool:
         """The paths ``owner`` (one dashboard of this kernel) watches now; the server hears
         every owner's together, replacing what it heard before."""
-        with self._send_lock:
+        with self._send_lock:  # (held while sending: the server hears the lists in order)
             self._wanted[id(owner)] = list(paths)
             union = list(dict.fromkeys(p for ps in self._wanted.values() for p in ps))
-        return self._send({"paths": union})
+            return self._send({"paths": union})
+
+    def serves(self, interval: float, probe: bool) -> bool:
+        """Whether the server's sampler is the one a dashboard asked for: its interval, and
+        no probes where the user said ``--no-probe``."""
+        return math.isclose(interval, self.interval) and (probe or not self.probe)
+
+    def release_unused(self) -> None:
+        """Hang up unless a dashboard reads the link (it holds the server's sampler running)."""
+        with self._send_lock:
+            if self._wanted:
+                return
+        self.close()
 
     def leave(self, owner: object) -> None:
         """``owner`` is done. The last one to leave hangs up: an attached kernel holds the
@@ -126,12 +150,11 @@ class HubLink:
         with self._send_lock:
             if self._wanted.pop(id(owner), None) is None:
                 return
-            left = bool(self._wanted)
-            union = list(dict.fromkeys(p for ps in self._wanted.values() for p in ps))
-        if left:
-            self._send({"paths": union})
-        else:
-            self.close()
+            if self._wanted:
+                union = list(dict.fromkeys(p for ps in self._wanted.values() for p in ps))
+                self._send({"paths": union})
+                return
+        self.close()
 
     def _send(self, message: dict[str, object]) -> bool:
         if self.closed:
@@ -140,14 +163,17 @@ class HubLink:
             with self._send_lock:
                 self._sock.sendall(json.dumps(message).encode() + b"\n")
             return True
-        except OSError:
+        except OSError:  # gone, or not reading: a line may be half sent, so the link ends
+            self.close()
             return False
 
     def close(self) -> None:
         self.closed = True
         with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RDWR)
+            self._sock.shutdown(socket.SHUT_RDWR)  # (the reader thread sees the end)
         self._sock.close()
+        with contextlib.suppress(OSError, ValueError):
+            self._file.close()
 
 
 _shared: HubLink | None = None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ..guard.guard import MountGuard, default_guard
 from ..model import Alert, Sample
@@ -59,6 +59,8 @@ class HubSource:
         self._paths: list[str] = []
         self._fresh_after: float | None = None
         self._relayed_t = 0.0  # the time of the last server sample relayed
+        self._last_t = 0.0  # of the last sample this source filled
+        self._unfollow: Callable[[], None] | None = None
         self.warnings: list[Alert] = []  # the server's, in this notebook's scope, this tick
         # what a cell's summary lists the files written with (helpers only for shares)
         self.guard: MountGuard = default_guard()
@@ -89,6 +91,10 @@ class HubSource:
             paths = list(self._paths)
         self.link.watch(self, paths)
 
+    def follow(self, callback: Callable[[Sample], None]) -> None:
+        """``callback`` on each server sample until ``close`` (the sampler's poke)."""
+        self._unfollow = self.link.subscribe(callback)
+
     def want_fresh(self) -> None:
         """The next tick waits (its timeout) for a sample the server takes after now: the
         end of a cell sees what the cell did."""
@@ -104,8 +110,9 @@ class HubSource:
         if remote is None:
             self.warnings = []
             return
-        if remote.t > self._relayed_t:  # the server's tick: every view shows its time
-            sample.t = self._relayed_t = remote.t
+        if remote.t > self._relayed_t and remote.t > self._last_t:
+            sample.t = self._relayed_t = remote.t  # the server's tick: every view shows its time
+        self._last_t = sample.t = max(sample.t, self._last_t)  # (never back in time)
         mine = self.paths
         sample.paths = {p: remote.paths[p] for p in mine if p in remote.paths}
         sample.disks = dict(remote.disks)
@@ -119,4 +126,6 @@ class HubSource:
         kernel hangs up (core.attach.link: the server's sampler may stop)."""
         with self._lock:
             self._paths = []
+        if self._unfollow is not None:
+            self._unfollow()
         self.link.leave(self)

@@ -10,6 +10,7 @@ import socket
 import struct
 
 ENV = "TRAINWATCH_HUB"  # the socket's name, in every kernel the server starts
+PROTOCOL = 1  # the server's hello says it; a kernel that speaks another samples by itself
 MAX_LINE = 64 * 1024  # a kernel's line (its paths); the server's samples are not bounded by it
 
 

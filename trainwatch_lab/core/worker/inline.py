@@ -109,6 +109,8 @@ def resolve_locally(path: str, mounts: list[MountEntry], local: Local) -> str | 
         try:
             st = os.lstat(child)
         except (FileNotFoundError, NotADirectoryError):
+            if _sticky_open(parent):  # anyone may create it there: as a symlink, say
+                return None
             return "/" + "/".join([*resolved, name, *(p for p in pending if p)])
         except OSError:  # EACCES, ENAMETOOLONG: the operation fails the same way, here, fast
             return child
@@ -155,6 +157,10 @@ def _below_is_local(
     )
 
 
+def _lists_tree(op: str, args: dict[str, Any]) -> bool:
+    return op in TREE_OPS or (op == "inspect" and bool(args.get("checkpoints")))
+
+
 def runs_here(op: str, args: dict[str, Any]) -> bool:
     """Whether ``op`` with ``args`` reaches only files on mounts that cannot hang."""
     names = PATH_ARGS.get(op)
@@ -175,8 +181,11 @@ def runs_here(op: str, args: dict[str, Any]) -> bool:
             return False
         if real is None:
             return False
-        if op in TREE_OPS and not _below_is_local(real, mounts, local, args.get("skip_dirs") or ()):
-            return False
+        if _lists_tree(op, args):
+            # the listing skips the mount points it was given by the path as written
+            skip = args.get("skip_dirs") or () if real == path else ()
+            if not _below_is_local(real, mounts, local, skip):
+                return False
     return True
 
 

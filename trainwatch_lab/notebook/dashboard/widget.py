@@ -59,12 +59,16 @@ def new_sampler(
     """The shared sampler stack watching this kernel's process tree (its DataLoader workers
     included); history long enough for the largest window anyone can pick. In a kernel its
     Jupyter server started, that is the server's one sampler (core.attach: the server's
-    interval, probes and GPUs); elsewhere (VS Code, plain IPython) one in this kernel."""
+    probes and GPUs) when ``interval`` is the server's and ``probe`` is not refused where
+    the server probes; elsewhere (VS Code, plain IPython) one in this kernel."""
     from ...core.attach.link import shared_link
     from ...monitor import make_attached_sampler, make_sampler
 
     keep_s = max(window_s, defaults.history_s)
     link = shared_link()
+    if link is not None and not link.serves(interval, probe):
+        link.release_unused()  # asked for another interval, or no probes: sample here
+        link = None
     if link is not None:
         return make_attached_sampler(
             link,
