@@ -194,7 +194,7 @@ def make_attached_sampler(
     link: HubLink,
     paths: Iterable[str] = (),
     *,
-    pid: int,
+    pid: int | None,
     defaults: Defaults = DEFAULTS,
     history_capacity: int | None = None,
 ) -> Sampler:
@@ -208,15 +208,16 @@ def make_attached_sampler(
     if history_capacity is None:
         history_capacity = capacity_for(defaults.history_s, interval, defaults)
     hub = HubSource(link, paths)
-    tree = ProcessIOSource(pid=pid)
-    sources: list[Source] = [
-        hub,
-        tree,
-        MainThreadSource(
-            gpu_idle_below=max(defaults.gpu_idle_util_pct, defaults.gpu_starved_mean_util_pct)
-        ),
-        WaitSource(pid=pid, defaults=defaults, members=lambda: tree.members),
-    ]
+    sources: list[Source] = [hub]
+    if pid is not None:  # (a terminal's ``watch`` without --pid watches no process)
+        tree = ProcessIOSource(pid=pid)
+        sources += [
+            tree,
+            MainThreadSource(
+                gpu_idle_below=max(defaults.gpu_idle_util_pct, defaults.gpu_starved_mean_util_pct)
+            ),
+            WaitSource(pid=pid, defaults=defaults, members=lambda: tree.members),
+        ]
     advisor = Advisor(IO_BOUND_DETECTORS, defaults=defaults, given=lambda: hub.warnings)
     history = History(capacity=history_capacity)
     # ticks when a server sample arrives; its own clock only when the server is late

@@ -21,6 +21,8 @@ from .watch_output import WatchPrinter, json_line
 EPILOG = """\
 examples:
   trainwatch-lab watch /data runs                          a table per sample until Ctrl-C
+                          (from your JupyterLab's sampler when one runs, as its panel shows)
+  trainwatch-lab watch --no-attach /data                   sampled here, JupyterLab or not
   trainwatch-lab watch --interval 0.5 --duration 60 /data  twice a second, for a minute
   trainwatch-lab watch --json /data > samples.jsonl        one JSON object per sample per line
   trainwatch-lab watch                                     the training processes found here
@@ -95,8 +97,42 @@ def add_parser(sub: Any) -> None:
             "PATH (default: none; e.g. --pid 4242)"
         ),
     )
+    watch.add_argument(
+        "--no-attach",
+        dest="attach",
+        action="store_false",
+        help=(
+            "sample here even when a Jupyter server of yours with trainwatch_lab runs (default: "
+            "PATHs are watched by that server's sampler and shown as its panel shows them)"
+        ),
+    )
     add_notify(watch)
     add_record(watch, DEFAULT_EVERY["watch"])
+
+
+def attached_sampler(args: argparse.Namespace, paths: list[str]) -> Any:
+    """The sampler of a Jupyter server of ours (one watcher per machine), or None: only for
+    PATHs, at its interval, with nothing asked that only a sampler here does (a process to
+    watch, discovery, a recording of our own)."""
+    from ..core.attach.link import HubLink, LinkError
+    from ..core.attach.wire import runtime_dir, runtime_name
+    from ..monitor import make_attached_sampler
+
+    if not (args.attach and paths) or args.pid or args.processes or args.record:
+        return None
+    try:
+        link = HubLink(runtime_name(runtime_dir()))
+    except LinkError:
+        return None
+    if not link.serves(args.interval, probe=True):
+        link.close()
+        return None
+    print(
+        f"trainwatch: watching with the Jupyter server's sampler (pid {link.server_pid}): the "
+        "same samples and warnings as its panel (--no-attach samples here)",
+        file=sys.stderr,
+    )
+    return make_attached_sampler(link, paths, pid=None)
 
 
 def _drain(samples: queue.Queue[Sample], emit: Callable[[Sample], None], end: float | None) -> int:
@@ -128,7 +164,9 @@ def run(args: argparse.Namespace) -> int:
     # no path: what trains on this machine is what to watch (an agent on a cluster node)
     processes = args.processes or not paths
     notify = notifier(args)
-    sampler = make_sampler(paths, pid=args.pid, interval=args.interval, processes=processes)
+    sampler = attached_sampler(args, paths) or make_sampler(
+        paths, pid=args.pid, interval=args.interval, processes=processes
+    )
     if notify is not None:
         sampler.subscribe(notify)
     samples: queue.Queue[Sample] = queue.Queue(maxsize=1000)

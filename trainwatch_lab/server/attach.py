@@ -42,6 +42,7 @@ from ..core.attach.wire import (
     PROTOCOL,
     address,
     peer_credentials,
+    runtime_name,
     same_user,
     socket_name,
 )
@@ -56,6 +57,18 @@ MAX_PATH_CHARS = 4096
 ROLE_PREFIX = "notebook:"
 
 log = logging.getLogger(__name__)
+
+
+def _listening(name: str) -> socket.socket:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(address(name))
+        sock.listen(128)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 class BadLine(ValueError):
@@ -115,21 +128,23 @@ class Attached:
 class AttachServer(TCPServer):
     """The socket kernels attach to, on the server's event loop. ``hub`` is a server.hub.Hub."""
 
-    def __init__(self, hub: Any, name: str | None = None) -> None:
+    def __init__(self, hub: Any, name: str | None = None, runtime_dir: str | None = None) -> None:
+        """Listens on ``name`` (its kernels') and, given the server's ``runtime_dir``, on the
+        name a terminal of the same user finds (``wire.runtime_name``), unless another
+        server of that directory holds it."""
         super().__init__(max_buffer_size=MAX_LINE * 4)
         self.hub = hub
         self.name = name or socket_name()
         self.kernels: dict[int, Attached] = {}  # by id() of the connection
         self._unlisten: Callable[[], None] | None = None
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.bind(address(self.name))
-            sock.listen(128)
-            sock.setblocking(False)
-        except OSError:
-            sock.close()
-            raise
-        self.add_socket(sock)
+        self.add_socket(_listening(self.name))
+        self.found_as: str | None = None
+        if runtime_dir is not None:
+            try:
+                self.add_socket(_listening(runtime_name(runtime_dir)))
+                self.found_as = runtime_name(runtime_dir)
+            except OSError as exc:  # another server of this runtime directory has it
+                log.info("trainwatch: terminals will not find this server's sampler: %s", exc)
 
     # -- connections -------------------------------------------------------------------
     async def handle_stream(self, stream: IOStream, _address: Any) -> None:

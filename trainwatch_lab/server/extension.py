@@ -41,7 +41,9 @@ def load_jupyter_server_extension(serverapp: Any) -> Hub:
     if config.attach_kernels:
         from tornado.ioloop import IOLoop
 
-        IOLoop.current().add_callback(_open_attach, hub, serverapp.log)
+        IOLoop.current().add_callback(
+            _open_attach, hub, serverapp.log, getattr(serverapp, "runtime_dir", None)
+        )
     if hub.notifier is not None or hub.recording is not None:
         # word when nobody looks (issue 17), a history when nobody looks (issue 27): they
         # hold the lease like a client, so the sampler runs from the start (the notifier
@@ -65,13 +67,13 @@ def load_jupyter_server_extension(serverapp: Any) -> Hub:
     return hub
 
 
-def _open_attach(hub: Hub, logger: Any) -> None:
+def _open_attach(hub: Hub, logger: Any, runtime_dir: str | None) -> None:
     """The socket kernels attach to (server.attach), named in the environment every kernel
     this server starts inherits. Without it (no Unix sockets) kernels sample by themselves."""
     from .attach import ENV, AttachServer
 
     try:
-        hub.attach = AttachServer(hub)
+        hub.attach = AttachServer(hub, runtime_dir=runtime_dir)
     except OSError as exc:
         logger.warning("trainwatch_lab: kernels will sample by themselves: %s", exc)
         return

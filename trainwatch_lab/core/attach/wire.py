@@ -4,10 +4,12 @@ that names the socket, its abstract address, the line limit, and who may be at t
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import socket
 import struct
+from collections.abc import Mapping
 
 ENV = "TRAINWATCH_HUB"  # the socket's name, in every kernel the server starts
 PROTOCOL = 1  # the server's hello says it; a kernel that speaks another samples by itself
@@ -36,3 +38,24 @@ def peer_credentials(sock: socket.socket) -> tuple[int, int]:
 def same_user(uid: int) -> bool:
     """The rule of both ends: only a process of our own user (the REST API's rule)."""
     return uid == os.getuid()
+
+
+def runtime_dir(env: Mapping[str, str] | None = None) -> str:
+    """Jupyter's runtime directory as jupyter_core finds it on Linux (the servers a user
+    runs list themselves there), worked out from the environment alone: no file is read."""
+    env = os.environ if env is None else env
+    if env.get("JUPYTER_RUNTIME_DIR"):
+        return env["JUPYTER_RUNTIME_DIR"]
+    data = env.get("JUPYTER_DATA_DIR")
+    if not data:
+        xdg = env.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+        data = os.path.join(xdg, "jupyter")
+    return os.path.join(data, "runtime")
+
+
+def runtime_name(directory: str) -> str:
+    """The name a server also listens on, found by a terminal of the same user: a command
+    (``trainwatch-lab watch``) finds the server of its runtime directory, as ``jupyter server
+    list`` does, without reading anything there."""
+    digest = hashlib.sha256(os.path.abspath(directory).encode()).hexdigest()[:16]
+    return f"@trainwatch-{os.getuid()}-rt-{digest}"

@@ -1,0 +1,65 @@
+"""``trainwatch-lab watch`` in a terminal reads the Jupyter server's sampler of the same user
+and runtime directory (issue 33): a real ``jupyter lab``, the real command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.support.lab import jupyter_lab
+from tests.support.mounts import wait_until
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def watch(runtime: Path, *args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime), "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "trainwatch_lab", "watch", "--json", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def test_watch_reads_the_servers_sampler_and_says_so(tmp_path: Path) -> None:
+    root, logs = tmp_path / "root", tmp_path / "logs"
+    root.mkdir()
+    logs.mkdir()
+    with jupyter_lab(root) as lab:
+        runtime = lab.log_path.parent / "runtime"
+        proc = watch(runtime, "--duration", "60", str(logs))
+        try:
+            role = f"attached:{proc.pid}"
+
+            def listed() -> bool:
+                roles = lab.api("trainwatch-lab/api/snapshot", timeout=60)["watched"]
+                return role in roles.get(str(logs), [])
+
+            assert wait_until(listed, 60)  # the server watches it for the terminal
+            snapshot = lab.api("trainwatch-lab/api/snapshot", timeout=60)
+            time.sleep(3)  # a few of its ticks printed
+        finally:
+            proc.terminate()
+            out, err = proc.communicate(timeout=60)
+        assert "watching with the Jupyter server's sampler" in err, err
+        lines = [json.loads(line) for line in out.splitlines() if line.strip()]
+        assert lines and all(str(logs) in line["paths"] for line in lines[-1:])
+        # the server's ticks, at their times: one of them is the snapshot's
+        ticks = {line["t"] for line in lines}
+        assert snapshot["t"] in ticks or max(ticks) > snapshot["t"]
+        assert wait_until(
+            lambda: str(logs) not in lab.api("trainwatch-lab/api/snapshot")["watched"]
+        )
+
+        alone = watch(runtime, "--no-attach", "--duration", "2", str(logs))
+        _, err = alone.communicate(timeout=120)
+        assert "Jupyter server" not in err
+        other = watch(tmp_path / "another-runtime", "--duration", "2", str(logs))
+        _, err = other.communicate(timeout=120)
+        assert "Jupyter server" not in err  # a server of another runtime directory: not ours
