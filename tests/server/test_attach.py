@@ -223,3 +223,22 @@ def test_a_server_that_speaks_another_protocol_is_not_attached_to() -> None:
             HubLink(name)
     finally:
         listener.close()
+
+
+async def test_when_the_server_goes_the_kernel_says_so_and_shows_nothing_stale(hub, tmp_path):
+    from trainwatch_lab.core.attach.source import GONE_NOTE, HubSource
+    from trainwatch_lab.core.model import Sample
+
+    server = await attach_server(hub)
+    link = await asyncio.to_thread(HubLink, server.name)
+    source = HubSource(link, [str(tmp_path)])
+    assert await until(lambda: link.latest is not None and str(tmp_path) in link.latest.paths)
+    sample = Sample(t=time.time())
+    source.collect(sample)
+    assert str(tmp_path) in sample.paths and "paths" not in sample.notes
+    server.close()  # the server goes (its sockets with it)
+    assert await until(lambda: link.closed)
+    sample = Sample(t=time.time())
+    source.collect(sample)
+    assert sample.paths == {} and sample.notes["paths"] == GONE_NOTE
+    source.close()

@@ -105,8 +105,9 @@ class HubSource:
         remote = self.link.latest
         if after is not None:
             remote = self.link.fresh(after, timeout=max(2.0, 2 * self.link.interval)) or remote
-        if self.link.closed:
+        if self.link.closed:  # nothing more will come: never the last sample as if new
             sample.notes[self.name] = GONE_NOTE
+            remote = None
         if remote is None:
             self.warnings = []
             return
