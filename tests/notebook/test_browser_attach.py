@@ -15,6 +15,7 @@ import pytest
 
 from tests.server.test_browser import PANEL, lab_setup, open_section
 from tests.support.lab import (
+    artifact_path,
     chromium_page,
     jupyter_lab,
     open_notebook,
@@ -137,6 +138,7 @@ def test_two_notebooks_the_panel_and_the_status_bar_tell_one_story(
             row = page.locator(f"{PANEL} .jp-TrainWatch-pathRow[data-path='{path}']")
             row.locator(".jp-TrainWatch-watchedBy").wait_for(timeout=60_000)
             assert row.locator(".jp-TrainWatch-watchedBy").inner_text() == f"watched by {name}"
+        page.locator(PANEL).screenshot(path=str(artifact_path("panel-two-notebooks.png")))
 
         activate(page, "a.ipynb")
         run_cell(page, 2, wait=False)
