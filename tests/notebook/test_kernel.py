@@ -167,6 +167,27 @@ def test_warning_that_starts_during_a_cell_lands_under_that_cell(
 
 
 @both
+def test_our_notices_are_plain_text_under_the_cell_never_stderr(kernel: Kernel) -> None:
+    """JupyterLab asks the server about every path in a stderr output (issue 34: on a hung
+    share that froze it); our notices name shares, so they are display text, which it shows
+    as it is. From a background thread, as the mirror logs."""
+    share = "/mnt/share/runs/exp1"
+    kernel.run("%load_ext trainwatch_lab")
+    cell = kernel.run(
+        "import logging, threading\n"
+        "log = logging.getLogger('trainwatch_lab.fix.mirror')\n"
+        f"t = threading.Thread(target=log.warning, args=('trainwatch: mirror of %s: no answer',"
+        f" {share!r}))\n"
+        "t.start(); t.join()"
+    )
+    assert [m["content"]["text"] for m in kernel.outputs(cell, ("stream",))] == []
+    shown = [m["content"]["data"] for m in kernel.outputs(cell, ("display_data",))]
+    assert shown == [{"text/plain": f"trainwatch: mirror of {share}: no answer"}]
+    unloaded = kernel.run("%unload_ext trainwatch_lab\nlog.warning('after %s', 'unload')")
+    assert "after unload" in kernel.text(unloaded)  # the logger is the user's again
+
+
+@both
 def test_the_summary_takes_the_place_of_the_warnings_raised_in_its_cell(
     kernel: Kernel, tmpfs_mount
 ) -> None:

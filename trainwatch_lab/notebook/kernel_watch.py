@@ -26,6 +26,7 @@ from .cell.run import Body, run_body
 from .discover import Found, discover
 from .fix_status import mirror_lines
 from .inline import InlineAlerts, attach, detach
+from .log_lines import CellLogHandler
 from .options import Options
 from .quick_check import check_and_show
 from .warnings_html import SEVERITY_LABEL, sort_alerts
@@ -89,6 +90,10 @@ class KernelWatch:
         self.shell = shell
         self.defaults = defaults
         self.inline: InlineAlerts | None = attach(shell)
+        self.log_lines: CellLogHandler | None = None
+        if self.inline is not None:  # our notices under the cell, never as stderr
+            self.log_lines = CellLogHandler(self.inline.tracker, self.inline.publish)
+            self.log_lines.install()
         self.dashboard: Any = None  # the live TrainWatch
         self.replay_view: Any = None  # the last %trainwatch --since (a Replay)
         self.options: Options | None = None
@@ -104,6 +109,8 @@ class KernelWatch:
         self.stop()
         with contextlib.suppress(ValueError):
             self.shell.events.unregister("post_run_cell", self.post_run_cell)
+        if self.log_lines is not None:
+            self.log_lines.uninstall()
         detach(self.shell)
 
     # -- live dashboard ---------------------------------------------------------------

@@ -9,7 +9,7 @@ import weakref
 from typing import Any
 
 from ..core.redact import redact
-from . import fleet, recorded, scrape
+from . import fleet, path_resolver, recorded, scrape
 from .config import ServerSettings
 from .handlers import handlers
 from .hub import SETTINGS_KEY, Hub
@@ -35,7 +35,8 @@ def load_jupyter_server_extension(serverapp: Any) -> Hub:
         handlers(base_url)
         + scrape.routes(base_url)
         + fleet.routes(base_url)
-        + recorded.routes(base_url),
+        + recorded.routes(base_url)
+        + path_resolver.routes(base_url),
     )
     _on_shutdown(hub)
     if config.attach_kernels:
