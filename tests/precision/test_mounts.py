@@ -128,6 +128,27 @@ def test_sshfs_across_a_slow_link_is_slow(judge, slow_sshfs_mount, attempt) -> N
     assert "in 2 probes in a row" in slow.message and "measured at the same time" in slow.message
 
 
+@pytest.mark.parametrize("attempt", range(2))
+def test_two_paths_on_one_slow_share_are_both_slow_never_unresponsive(
+    judge, slow_sshfs_mount, attempt
+) -> None:
+    """Issue 34: with two paths on one share, the second waited for the first's calls on the
+    share's one helper, and that wait was counted as the share not answering: `unresponsive`,
+    `mount-unresponsive` and a fix that detaches the share."""
+    a, b = slow_sshfs_mount.path / "a", slow_sshfs_mount.path / "b"
+    a.mkdir(exist_ok=True)
+    b.mkdir(exist_ok=True)
+    report = run_check([str(a), str(b)])
+    fired = {x.code for x in report.alerts}
+    judge(
+        "two paths on sshfs, 25 ms link",
+        fired,
+        must={"shared-mount", "slow-mount"},
+        alerts=report.alerts,
+    )
+    assert report.verdicts == ["slow", "slow"], [s.error for s in report.states]
+
+
 def test_sshfs_with_its_server_paused_is_unresponsive(judge, sshfs_mount) -> None:
     sshfs_mount.pause()
     try:

@@ -117,6 +117,33 @@ def test_the_probe_lane_does_not_delay_the_main_lane(guard: MountGuard) -> None:
     t.join()
 
 
+def test_waiting_for_the_call_before_is_not_counted_as_no_answer(guard: MountGuard) -> None:
+    """Issue 34: `check SHARE/a SHARE/b` called a slow share dead. The second path's calls
+    waited for the first's on the share's one helper, and that wait ate the second's own
+    timeout: it raised MountUnresponsive (and killed a helper that was answering) though
+    the share had answered every call. A call's time starts when the helper takes it; while
+    the call before it is within its own time, waiting for it is no evidence."""
+    guard.call("/share", "ping")
+    first: list[BaseException] = []
+
+    def before() -> None:
+        try:
+            guard.call("/share", "sleep", timeout=30, seconds=2.5)
+        except BaseException as exc:  # pragma: no cover - reported below
+            first.append(exc)
+
+    t = threading.Thread(target=before)
+    t.start()
+    while not guard._workers[("/share", "main")].lock.locked():
+        time.sleep(0.01)
+    pid = guard.live_pids()
+    # its own part (1 s) fits its timeout (2 s) twice; with the wait before it, it would not
+    guard.call("/share", "sleep", timeout=2.0, seconds=1.0)
+    t.join()
+    assert first == []
+    assert guard.live_pids() == pid and not guard.is_stuck("/share")
+
+
 def test_concurrent_callers_share_the_helper(guard: MountGuard) -> None:
     others = {p.pid for p in guard_helpers()}  # helpers of other guards in this process
     pids: list[int] = []

@@ -40,6 +40,7 @@ from .helper import HelperDied, HelperProcess, HelperTimeout
 PROBE_LANE = "probe"
 INLINE_MODULE = "trainwatch_lab.core.worker.inline"  # see _run_here
 TERM_GRACE_S = 5.0  # a probe helper gets SIGTERM (it removes its temp file), SIGKILL later
+HOLDER_GRACE_S = 1.0  # a call past its time needs this to give the helper up and let go
 
 
 _inline: Any = None  # core.worker.inline, once a call needed it
@@ -193,8 +194,9 @@ class MountGuard:
         what: str | None = None,
         **args: Any,
     ) -> Any:
-        """Run ``op`` (see core.worker.main.OPS) for the mount ``key``; never longer than
-        ``timeout``.
+        """Run ``op`` (see core.worker.main.OPS) for the mount ``key``; the call itself never
+        longer than ``timeout``, after waiting for the call before it on that mount and lane
+        (at most that call's own time).
 
         ``what`` names the call in MountUnresponsive's message (default: ``op``). Raises
         MountUnresponsive (now, or still stuck from an earlier call), OSError as raised inside
@@ -218,9 +220,12 @@ class MountGuard:
             if self._closed:
                 raise WorkerUnavailable("guard is closed")
             w = self._worker(key, lane)
-        if not w.lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
-            # the call before ours on this mount is itself taking the whole timeout
+        if not _take(w, deadline):
+            # the call before ours on this mount ran past its own time without an answer
             raise MountUnresponsive(key, what, timeout)
+        # our own time starts when the helper takes the call: a wait for the call before
+        # it (two paths on one share) says nothing about the share (issue 34)
+        deadline = w.until = time.monotonic() + timeout
         try:
             msg = self._exchange(w, op, args, what, timeout, deadline)
         finally:
@@ -304,6 +309,18 @@ class MountGuard:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _take(w: HelperProcess, wait_until: float) -> bool:
+    """``w.lock``: waited for until ``wait_until``, and longer while the call holding it is
+    still within its own time (it will answer, or time out and mark the mount stuck). False
+    when the holder is past its time and still holds it."""
+    while not w.lock.acquire(timeout=max(0.0, wait_until - time.monotonic())):
+        holder_until = w.until + HOLDER_GRACE_S
+        if holder_until <= wait_until:
+            return False
+        wait_until = holder_until
+    return True
 
 
 _LIVE_GUARDS: weakref.WeakSet[MountGuard] = weakref.WeakSet()

@@ -46,6 +46,7 @@ class HelperProcess:
     def __init__(self, key: str, lane: str) -> None:
         self.key, self.lane = key, lane
         self.lock = threading.Lock()
+        self.until = 0.0  # when the call holding ``lock`` runs out of its own time
         self.proc = subprocess.Popen(
             worker_command(),
             stdin=subprocess.PIPE,
