@@ -278,6 +278,9 @@ PATH_MAX = 4096
 REQUEST_BODY_MAX = 16 * 1024
 WS_MESSAGE_MAX = 4096
 PARAM_MAX = PATH_MAX
+# a stream client that has not taken the message before for this long is closed (it gets only
+# the latest sample meanwhile, never a queue of them: issue 34)
+WS_STALLED_CLOSE_S = 60.0
 # one answer of Prometheus's API, decompressed (tornado's client refuses more, its default
 # buffer): 10,000 hosts' largest answer, every filesystem's, is about 12 MB
 PROMETHEUS_ANSWER_MAX = 100 * 1024 * 1024

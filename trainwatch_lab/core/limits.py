@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import unicodedata
 
-from .defaults import PARAM_MAX, PATH_MAX, REQUEST_BODY_MAX, WS_MESSAGE_MAX
+from .defaults import PARAM_MAX, PATH_MAX, REQUEST_BODY_MAX, WS_MESSAGE_MAX, WS_STALLED_CLOSE_S
 
 __all__ = [
     "PARAM_MAX",
     "PATH_MAX",
     "REQUEST_BODY_MAX",
     "WS_MESSAGE_MAX",
+    "WS_STALLED_CLOSE_S",
     "abbreviate",
     "clamp",
     "path_problem",

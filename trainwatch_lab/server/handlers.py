@@ -8,10 +8,10 @@ a dead mount never blocks the event loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import math
 import os
+import time
 from typing import Any
 
 from jupyter_server.auth.decorator import authorized
@@ -27,6 +27,7 @@ from ..core.limits import (
     PARAM_MAX,
     REQUEST_BODY_MAX,
     WS_MESSAGE_MAX,
+    WS_STALLED_CLOSE_S,
     abbreviate,
     clamp,
     path_problem,
@@ -406,7 +407,14 @@ class StreamHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
 
     min_interval = 0.0
     max_message_size = WS_MESSAGE_MAX  # past it tornado closes the stream (1009, too big)
+    stalled_close_s = WS_STALLED_CLOSE_S
     _last_sent = 0.0
+    # one message in flight at most: a client that does not read gets the latest sample when
+    # it reads again, never a queue of every sample since (issue 34: 100 such sockets took
+    # the server from 441 to 916 MiB)
+    _in_flight: asyncio.Future[None] | None = None
+    _latest: tuple[str, float] | None = None
+    _stalled_since: float | None = None
     _unlisten = None
     _acquired = False
 
@@ -439,9 +447,32 @@ class StreamHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
             return
         if self.min_interval and t - self._last_sent < self.min_interval * 0.95:
             return
+        if self._in_flight is not None and not self._in_flight.done():
+            self._latest = (text, t)  # replaces any sample still waiting
+            now = time.monotonic()
+            if self._stalled_since is None:
+                self._stalled_since = now
+            elif now - self._stalled_since > self.stalled_close_s:
+                self.log.info("trainwatch stream: closing a client that stopped reading")
+                self.close(1013, "not reading")
+            return
+        self._write(text, t)
+
+    def _write(self, text: str, t: float) -> None:
         self._last_sent = t
-        with contextlib.suppress(WebSocketClosedError):
-            self.write_message(text)
+        try:
+            self._in_flight = self.write_message(text)
+        except WebSocketClosedError:
+            return
+        self._in_flight.add_done_callback(self._written)
+
+    def _written(self, done: asyncio.Future[None]) -> None:
+        if not done.cancelled():
+            done.exception()  # a closed stream: on_close cleans up
+        self._stalled_since = None
+        latest, self._latest = self._latest, None
+        if latest is not None and self.ws_connection and not self.ws_connection.is_closing():
+            self._write(*latest)
 
     def on_message(self, message: str | bytes) -> None:
         try:
