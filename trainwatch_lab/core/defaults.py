@@ -199,6 +199,10 @@ class Defaults:
     host_procfs: str = "/proc"
     host_sysfs: str = "/sys"
     host_rootfs: str = "/"
+    # the most of a mount table read (core.storage.mounts): 50,000 mounts at ~150 bytes a
+    # line, far past a busy Kubernetes node (a few thousand); a bigger one is refused with a
+    # note, never read cut short (paths would land on the wrong mounts)
+    mountinfo_max_bytes: int = 8 << 20
     # notifications (advice.notify, issue 17): a webhook hears of a warning when it starts and
     # when it clears, at most once per warning per this long; a failing target is retried with
     # backoff on the notifier's own thread, which holds at most notify_queue messages
