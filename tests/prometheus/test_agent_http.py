@@ -246,6 +246,22 @@ def test_a_wrong_password_flood_leaves_prometheus_answered(tmp_path: Path) -> No
         assert codes <= {401, 503} and 401 in codes  # the flood refused, some by bcrypt
 
 
+def test_auth_excluded_paths_are_served_without_a_password(tmp_path: Path) -> None:
+    bcrypt = pytest.importorskip("bcrypt")
+    pytest.importorskip("yaml")
+    hashed = bcrypt.hashpw(b"right-horse", bcrypt.gensalt(rounds=4)).decode()
+    path = tmp_path / "web.yml"
+    path.write_text(f"basic_auth_users:\n  prometheus: '{hashed}'\nauth_excluded_paths: [/]\n")
+    with running(Limits(), webconfig.load(str(path))) as agent:
+        conn = http.client.HTTPConnection("127.0.0.1", agent.port, timeout=30)
+        for where, code in (("/", 200), ("/metrics", 401)):
+            conn.request("GET", where)
+            resp = conn.getresponse()
+            resp.read()
+            assert resp.status == code, where
+        conn.close()
+
+
 def wait_for_count(counter: list[int], target: int) -> bool:
     from tests.prometheus.conftest import wait_for
 

@@ -196,6 +196,10 @@ def test_tls_and_basic_auth_from_the_exporter_toolkit_web_config(web_config: Pat
         ("tls_server_config: {cert_file: /nonexistent.crt, key_file: /x.key}\n", "tls_server"),
         ("basic_auth_users: {prometheus: plain-password}\n", "no bcrypt hash"),
         ("basic_auth_user: {}\n", "unknown key"),
+        (
+            "tls_server_config: {cert_file: a.crt, key_file: a.key, min_versoin: TLS13}\n",
+            "unknown key tls_server_config.min_versoin",
+        ),
         ("tls_server_config: [\n", "not YAML"),
     ],
 )
