@@ -181,13 +181,15 @@ def tls_get(port: int, cafile: Path, password: str | None) -> int:
 
 def test_tls_and_basic_auth_from_the_exporter_toolkit_web_config(web_config: Path) -> None:
     cert = web_config.parent / "node.crt"
-    with agent_process("--web.config.file", str(web_config)) as (_, port):
+    with agent_process("--web.config.file", str(web_config)) as (proc, port):
         assert tls_get(port, cert, "right-horse") == 200
         assert tls_get(port, cert, "right-horse") == 200  # the remembered answer
         assert tls_get(port, cert, "wrong-horse") == 401
         assert tls_get(port, cert, None) == 401
         with pytest.raises((urllib.error.URLError, ConnectionError, OSError)):
             urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+    # the serving line only: no line per request, per 401, per aborted handshake
+    assert len(proc.stderr.read().splitlines()) == 1
 
 
 @pytest.mark.parametrize(

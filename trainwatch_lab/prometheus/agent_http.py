@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import errno
 import gzip
+import logging
 import socket
 import ssl
 import threading
@@ -162,6 +163,10 @@ class _Handler(RequestHandler):
         pass  # a client that went away mid-answer: nothing to report
 
 
+def _unlogged(handler: RequestHandler) -> None:
+    pass  # one line per scrape is noise
+
+
 def _exposition(registry: CollectorRegistry, gzipped: bool) -> bytes:
     """The text format 0.0.4, as node_exporter answers by default (prometheus_client's
     OpenMetrics writer costs three times as much per scrape), gzipped when asked (5 KiB:
@@ -203,7 +208,12 @@ class HTTPThread:
 
     async def _setup(self) -> HTTPServer:
         site = self.site
-        app = Application([(r"/.*", _Handler)], compress_response=False, site=site)
+        # one line a request, one an aborted handshake (tornado's logs, which reach stderr
+        # through logging's last resort): a flood would flood the journal as well
+        logging.getLogger("tornado.general").setLevel(logging.CRITICAL)
+        app = Application(
+            [(r"/.*", _Handler)], compress_response=False, site=site, log_function=_unlogged
+        )
         server = HTTPServer(
             app,
             ssl_options=site.web.context if site.web is not None else None,
