@@ -61,6 +61,7 @@ def test_a_path_outside_the_rootfs_is_reported_as_it_is() -> None:
 def test_helper_arguments_and_answers_are_translated() -> None:
     args = {"path": "/data", "directory": "/ckpt", "skip_dirs": ["/data/m"], "writes": 16}
     assert HOST.helper_args(args) == {
+        hostfs.ROOT_ARG: "/host/root",
         "path": "/host/root/data",
         "directory": "/host/root/ckpt",
         "skip_dirs": ["/host/root/data/m"],
@@ -134,6 +135,47 @@ def test_the_guard_looks_under_the_rootfs_and_answers_host_paths(
         assert raw["statvfs"][2] == os.statvfs(fake.root / "data").f_blocks
         later = guard.call("/data", "inspect", path="/data/run/not-yet")
         assert not later["exists"] and later["target"] == "/data/run"
+
+
+@pytest.mark.parametrize("kind", ["relative", "absolute", "relative, through a parent"])
+def test_a_symlink_on_the_host_resolves_inside_the_rootfs(
+    fake: fakehost.FakeHost, tmp_path: Path, kind: str
+) -> None:
+    """Issue 34 item 14: ``/data/link -> ../../outside`` (or ``-> /outside``) on the host
+    means the host's /outside, never the container's: ``..`` stops at the rootfs and an
+    absolute target starts there again, as the kernel resolves them on the host."""
+    (tmp_path / "outside").mkdir()  # the container's, beside the fake host: must not be seen
+    (tmp_path / "outside" / "container-only").mkdir()
+    (fake.root / "outside").mkdir()  # the host's
+    (fake.root / "outside" / "host-only").mkdir()
+    depth = len(fake.root.relative_to("/").parts) + 1  # enough ".." to leave any prefix
+    target = {
+        "relative": "../" * depth + str(tmp_path / "outside").lstrip("/"),
+        "absolute": "/outside",
+        "relative, through a parent": "../../outside",
+    }[kind]
+    if kind == "relative":
+        # on the host, the ".." past / stop at /: the same name under the host's root
+        inside = fake.root / str(tmp_path / "outside").lstrip("/")
+        inside.mkdir(parents=True)
+        (inside / "host-only").mkdir()
+    (fake.root / "data" / "link").symlink_to(target)
+    with MountGuard(10.0) as guard:
+        host_only = guard.call("/data", "inspect", path="/data/link/host-only")
+        container_only = guard.call("/data", "inspect", path="/data/link/container-only")
+    named = str(tmp_path / "outside") if kind == "relative" else "/outside"
+    assert host_only["exists"] and host_only["realpath"] == f"{named}/host-only"  # host's name
+    assert not container_only["exists"]
+
+
+def test_a_symlink_loop_under_the_rootfs_is_eloop(tmp_path: Path) -> None:
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("/a")
+    with pytest.raises(OSError) as err:
+        hostfs.resolve_in_root(str(tmp_path), str(tmp_path / "a" / "x"))
+    assert err.value.errno == 40  # ELOOP
+    assert hostfs.resolve_in_root(str(tmp_path), "/elsewhere") == "/elsewhere"
+    assert hostfs.resolve_in_root(str(tmp_path), str(tmp_path / "new/../x")) == str(tmp_path / "x")
 
 
 def test_the_host_s_procfs_elsewhere_is_watched_for_changes(tmp_path: Path) -> None:

@@ -120,7 +120,8 @@ def add_serve_parser(sub: Any) -> None:
         type=_positive_int,
         default=DEFAULTS.serve_max_requests,
         metavar="N",
-        help=f"connections served at once, 503 past it (default: {DEFAULTS.serve_max_requests})",
+        help="requests served at once (an idle connection counts for none), 503 past it "
+        f"(default: {DEFAULTS.serve_max_requests})",
     )
     add_host_paths(serve)
     add_notify(serve)
@@ -195,6 +196,7 @@ def _start_agent(args: argparse.Namespace, paths: list[str], notify: Any = None)
     from ..monitor import make_sampler
     from ..prometheus import webconfig
     from ..prometheus.agent import Agent, parse_listen
+    from ..prometheus.agent_http import Limits
 
     try:
         host, port = parse_listen(args.listen, DEFAULTS.serve_port)
@@ -225,7 +227,7 @@ def _start_agent(args: argparse.Namespace, paths: list[str], notify: Any = None)
         file_sd_dir=args.file_sd,
         file_sd_timeout=DEFAULTS.mount_timeout_s,
         web_config=web,
-        max_requests=args.web_max_requests,
+        limits=Limits(max_requests=args.web_max_requests),
     )
     try:
         return agent.start()

@@ -175,13 +175,23 @@ class Defaults:
     # wiki's list goes on from 10000, one port at a time); this one is far past that, below
     # Linux's ephemeral ports (32768+) and in no /etc/services entry
     serve_port: int = 10917
-    # the agent under load (issue 24), as exporter-toolkit's node_exporter: at most this many
-    # connections served at once (exporter-toolkit's --web.max-requests; one request in flight
-    # each), 503 past it; a request's headers must arrive within the read-header timeout and
-    # a kept-alive connection with no request for the idle timeout is closed (Prometheus
-    # scrapes every 15-60 s and simply reconnects); accept() failing for want of descriptors
-    # (EMFILE) waits, doubling from 5 ms to 1 s, as Go's http.Server does, instead of spinning
+    # the agent under load (issues 24, 34), as exporter-toolkit's node_exporter: at most this
+    # many requests in flight (--web.max-requests; an idle connection costs a descriptor, not
+    # a slot), 503 past it; a connection must deliver its next request's whole header within
+    # the idle timeout of its connect or its last answer (Prometheus scrapes every 15-60 s on
+    # a kept-alive connection), a body within the body timeout, at most these many bytes of
+    # either; accept() failing for want of descriptors (EMFILE) waits, doubling from 5 ms to
+    # 1 s, as Go's http.Server does, instead of spinning
     serve_max_requests: int = 40
+    serve_idle_timeout_s: float = 120.0
+    serve_body_timeout_s: float = 10.0
+    serve_max_header_bytes: int = 64 * 1024
+    serve_max_body_bytes: int = 64 * 1024
+    # basic auth (prometheus.basicauth): answers remembered (right ones and wrong ones apart,
+    # each this many), bcrypt run on one thread, at most this many requests waiting for it
+    # (503 past it; a remembered password never waits)
+    serve_auth_cache: int = 1024
+    serve_auth_queue: int = 32
     # where the host's procfs, sysfs and root filesystem are (core.hostfs): as they are for
     # a kernel, a server or an agent on the node; an agent in a container (a DaemonSet, as
     # node_exporter runs) is given the host's, mounted read-only at e.g. /host/proc,
@@ -189,8 +199,10 @@ class Defaults:
     host_procfs: str = "/proc"
     host_sysfs: str = "/sys"
     host_rootfs: str = "/"
-    serve_read_header_timeout_s: float = 10.0
-    serve_idle_timeout_s: float = 120.0
+    # the most of a mount table read (core.storage.mounts): 50,000 mounts at ~150 bytes a
+    # line, far past a busy Kubernetes node (a few thousand); a bigger one is refused with a
+    # note, never read cut short (paths would land on the wrong mounts)
+    mountinfo_max_bytes: int = 8 << 20
     # notifications (advice.notify, issue 17): a webhook hears of a warning when it starts and
     # when it clears, at most once per warning per this long; a failing target is retried with
     # backoff on the notifier's own thread, which holds at most notify_queue messages

@@ -15,7 +15,9 @@ and the watched paths in core/ asks ``current()``. Reads of this process's own f
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +29,9 @@ PATH_ARGS = ("path", "directory")
 PATH_LIST_ARGS = ("skip_dirs",)
 PATH_ANSWERS = ("target", "realpath", "newest_path")
 OWN_MOUNTINFO = "/proc/self/mountinfo"  # this process's mounts (its own files: the history)
+# the rootfs, sent along with a helper's arguments: the helper resolves their paths inside it
+ROOT_ARG = "_rootfs"
+MAX_SYMLINKS = 40  # as the kernel's path walk (ELOOP past it)
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,7 @@ class HostFS:
         if self.local:
             return args
         out = dict(args)
+        out[ROOT_ARG] = self.rootfs
         for name in PATH_ARGS:
             if isinstance(out.get(name), str):
                 out[name] = self.host_path(out[name])
@@ -119,6 +125,62 @@ class HostFS:
                 kind = flag.removeprefix("--path.")
                 raise ValueError(f"{flag} {where}: not a {kind} (no {' or '.join(needs)} in it)")
         return self
+
+
+def resolve_in_root(root: str, path: str) -> str:
+    """``path`` (under ``root``) with its symlinks resolved as the host resolves them, as if
+    ``root`` were ``/`` (openat2's RESOLVE_IN_ROOT): an absolute target starts again at
+    ``root``, ``..`` stops at it, so neither an absolute nor a relative symlink leads out of
+    the host's tree into the container's. Touches the filesystem (lstat, readlink): in a
+    guard helper only. The part that does not exist yet is kept as written."""
+    if path != root and not path.startswith(root.rstrip("/") + "/"):
+        return path
+    todo = [p for p in path[len(root) :].split("/") if p]
+    done: list[str] = []
+    links = 0
+    missing = False  # below a name that does not exist: no symlink to follow any more
+    while todo:
+        name = todo.pop(0)
+        if name == ".":
+            continue
+        if name == "..":
+            if done:
+                done.pop()
+            continue
+        if missing:
+            done.append(name)
+            continue
+        here = os.path.join(root, *done, name)
+        try:
+            st = os.lstat(here)
+        except (FileNotFoundError, NotADirectoryError):
+            missing = True
+            done.append(name)
+            continue
+        if not stat.S_ISLNK(st.st_mode):
+            done.append(name)
+            continue
+        links += 1
+        if links > MAX_SYMLINKS:
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
+        target = os.readlink(here)
+        if target.startswith("/"):
+            done = []
+        todo[:0] = [p for p in target.split("/") if p]
+    return os.path.join(root, *done) if done else root
+
+
+def resolved_args(args: dict[str, Any]) -> dict[str, Any]:
+    """A helper's arguments with their paths resolved inside the rootfs they came with
+    (``helper_args``); arguments without one as they are."""
+    root = args.get(ROOT_ARG)
+    if root is None:
+        return args
+    out = {k: v for k, v in args.items() if k != ROOT_ARG}
+    for name in PATH_ARGS:
+        if isinstance(out.get(name), str):
+            out[name] = resolve_in_root(root, out[name])
+    return out
 
 
 _current = HostFS()

@@ -512,3 +512,46 @@ def test_physical_disks_of_a_loop_device_is_the_disk_under_its_backing_file(loop
     assert image_disk is not None
     assert physical_disks(m.device, mounts) == physical_disks(image_disk, mounts)
     assert physical_disks(None, mounts) == ()
+
+
+LINE = "{n} 1 8:1 / /mnt/m{n} rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+
+
+def test_a_plain_file_table_is_read_again_only_when_it_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 34 item 14: a mount table that is a plain file (``--path.procfs`` on a copy)
+    never signals a change as procfs does: it was read whole every tick. Now its stat says
+    whether it changed."""
+    from trainwatch_lab.core.storage import mounts
+
+    table = tmp_path / "mountinfo"
+    table.write_text("".join(LINE.format(n=n) for n in range(1, 4)))
+    reads: list[str] = []
+    real = mounts._read_table
+
+    def counted(path: str, *args: object) -> str:
+        reads.append(path)
+        return real(path, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(mounts, "_read_table", counted)
+    for _ in range(5):
+        assert len(read_mounts(str(table))) == 3
+    assert len(reads) == 1  # one read, then one stat a tick
+    with table.open("a") as fh:
+        fh.write(LINE.format(n=4))
+    assert [m.mountpoint for m in read_mounts(str(table))][-1] == "/mnt/m4"
+    assert len(reads) == 2
+
+
+def test_a_table_past_the_limit_is_refused_not_read(tmp_path: Path) -> None:
+    """Issue 34 item 14: a 9.8 MB table cost 387 MiB; past the limit it is one OSError
+    (a note on each path), never read, nor read cut short."""
+    from trainwatch_lab.core.defaults import DEFAULTS
+
+    table = tmp_path / "mountinfo"
+    line = LINE.format(n=1)
+    table.write_text(line * (DEFAULTS.mountinfo_max_bytes // len(line) + 1))
+    with pytest.raises(OSError) as err:
+        read_mounts(str(table))
+    assert "larger than 8 MiB" in str(err.value) and "\n" not in str(err.value)

@@ -12,6 +12,7 @@ major:minor numbers we need to find the block device.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import select
@@ -19,6 +20,7 @@ import threading
 from dataclasses import dataclass
 
 from .. import hostfs
+from ..defaults import DEFAULTS
 from ..model import MountKind
 from .fstypes import (
     LOCAL_FSTYPES,
@@ -133,16 +135,32 @@ os.register_at_fork(after_in_child=_forget_watchers)
 
 
 def _changed_since_last_look(path: str) -> bool:
-    """False only when the kernel says the mount table behind ``path`` did not change since
-    the last call: a /proc/*/mountinfo file signals POLLPRI|POLLERR once after each change
-    (proc(5)), so one poll() replaces reading and comparing the whole table every tick."""
+    """False only when the mount table behind ``path`` did not change since the last read:
+    a /proc/*/mountinfo file signals POLLPRI|POLLERR once after each change (proc(5)), so
+    one poll() replaces reading and comparing the whole table every tick; a plain file (a
+    copy of a host's table, a test tree) never signals, so its stat (inode, size, times)
+    is compared instead: one stat() a tick, not a read of megabytes."""
     watcher = _change_watchers.get(path)
-    if watcher is None:
+    if watcher is not None:
+        try:
+            return bool(watcher[1].poll(0))
+        except OSError:
+            return True
+    mark = _file_marks.get(path)
+    if mark is None:
         return True
     try:
-        return bool(watcher[1].poll(0))
+        return _mark(os.stat(path)) != mark
     except OSError:
         return True
+
+
+def _mark(st: os.stat_result) -> tuple[int, ...]:
+    """What changes when a file is replaced or rewritten."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+_file_marks: dict[str, tuple[int, ...]] = {}  # plain-file tables: their stat when last read
 
 
 PROC_SUPER_MAGIC = 0x9FA0  # statfs(2): f_type of procfs
@@ -159,7 +177,10 @@ def _on_procfs(path: str, fd: int) -> bool:
     return fs_magic(fd) == PROC_SUPER_MAGIC
 
 
-def _read_table(path: str) -> str:
+def _read_table(path: str, limit: int = DEFAULTS.mountinfo_max_bytes) -> str:
+    """The table's text, at most ``limit`` bytes (OSError EFBIG past it: a table cut short
+    would put paths on the wrong mounts)."""
+    _file_marks.pop(path, None)
     if path not in _change_watchers and path not in _not_procfs:
         try:  # opened before the first read, so no change can slip in between
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -175,7 +196,20 @@ def _read_table(path: str) -> str:
                 _not_procfs.add(path)
     # surrogateescape: mount points are bytes, not necessarily UTF-8
     with open(path, encoding="utf-8", errors="surrogateescape") as fh:
-        return fh.read()
+        plain = path in _not_procfs
+        mark = _mark(os.fstat(fh.fileno())) if plain else None
+        if mark is not None and mark[2] > limit:
+            raise _too_big(path, limit)
+        text = fh.read(limit + 1)
+    if len(text) > limit:
+        raise _too_big(path, limit)
+    if mark is not None:
+        _file_marks[path] = mark
+    return text
+
+
+def _too_big(path: str, limit: int) -> OSError:
+    return OSError(errno.EFBIG, f"mount table larger than {limit >> 20} MiB, not read", path)
 
 
 def read_mounts(path: str | None = None) -> list[MountEntry]:

@@ -26,6 +26,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from .. import hostfs
 from .files import (
     op_claim_share,
     op_copy_ranges,
@@ -91,7 +92,10 @@ def handle(line: str) -> dict[str, Any]:
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         return {"id": rid, "ok": False, "error": {"type": "BadRequest", "message": repr(exc)}}
     try:
-        return {"id": rid, "ok": True, "result": fn(**req.get("args", {}))}
+        # paths under a host's rootfs resolved inside it (core.hostfs), here where a look
+        # at the filesystem may hang
+        args = hostfs.resolved_args(req.get("args", {}))
+        return {"id": rid, "ok": True, "result": fn(**args)}
     except Exception as exc:  # reported to the caller, the worker stays up
         return {"id": rid, "ok": False, "error": error_fields(exc)}
 
