@@ -102,3 +102,18 @@ def test_capacity_is_capped_whatever_the_options() -> None:
     assert capacity_for(3600, 1.0) == 3600
     assert capacity_for(3600, 0.0001) == DEFAULTS.max_history_samples
     assert capacity_for(0.5, 1.0) == 2
+
+
+def test_a_reply_holds_at_most_max_points_every_kth_with_the_newest_in() -> None:
+    """Issue 34: `history?since=0` sent the whole hour (3.2 MB), forty at once held the
+    server's loop. The reply is thinned to a bound, columns aligned, the newest kept."""
+    h = History(capacity=5000)
+    for i in range(3600):
+        h.append(sample(float(i), free=i))
+    cols = h.columns(max_points=1000)
+    assert cols["stride"] == 4 and len(cols["t"]) == 900
+    assert cols["t"][-1] == 3599.0 and cols["t"][:2] == [3.0, 7.0]
+    (free,) = [v for k, v in cols["series"].items() if k.endswith(":free_bytes")]
+    assert free == [float(t) for t in cols["t"]]  # every column thinned the same way
+    assert h.columns(since=3500.0, max_points=1000)["stride"] == 1  # short: whole
+    assert len(h.columns()["t"]) == 3600  # no bound asked: everything

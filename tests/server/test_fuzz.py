@@ -15,7 +15,10 @@ from tests.support.lab import REPO_ROOT, jupyter_lab
 
 SCHEMA = REPO_ROOT / "trainwatch_lab" / "server" / "openapi.json"
 SERVER_CONFIG = REPO_ROOT / "trainwatch_lab" / "server" / "etc" / "trainwatch_lab.json"
-CHECKS = "not_a_server_error,status_code_conformance,content_type_conformance"
+CHECKS = (
+    "not_a_server_error,status_code_conformance,content_type_conformance,"
+    "response_schema_conformance"
+)
 
 
 def snapshot(root: Path) -> dict[str, int]:

@@ -174,6 +174,7 @@ async def test_history_since(jp_fetch, hub):
         await asyncio.sleep(INTERVAL / 2)
     assert len(everything["t"]) >= 2
     assert all(len(col) == len(everything["t"]) for col in everything["series"].values())
+    assert everything["stride"] == 1  # fewer samples than a reply's bound: every one
     cut = everything["t"][-2]
     later = body(await jp_fetch(*API, "history", params={"since": repr(cut)}))
     assert later["t"] and min(later["t"]) > cut
@@ -358,6 +359,26 @@ async def test_add_path_rejects_junk(jp_fetch, hub, raw, needle):
     assert code == 400
     assert needle in payload["error"]
     assert hub.watched() == before  # nothing changed
+
+
+@pytest.mark.parametrize("method", ["POST", "DELETE"])
+async def test_a_write_with_an_unknown_body_field_is_refused_and_changes_nothing(
+    jp_fetch, hub, tmp_path, method
+):
+    """Issue 34: POST paths accepted any field (201) while POST check refused them: one rule,
+    every write takes only what it documents."""
+    before = hub.watched()
+    with pytest.raises(HTTPClientError) as err:
+        await jp_fetch(
+            *API,
+            "paths",
+            method=method,
+            body=json.dumps({"path": str(tmp_path), "colour": "red"}),
+            allow_nonstandard_methods=True,
+        )
+    assert err.value.code == 400
+    assert json.loads(err.value.response.body)["error"] == "unknown field 'colour'"
+    assert hub.watched() == before
 
 
 async def test_tilde_paths_are_expanded(jp_fetch, hub):

@@ -22,6 +22,8 @@ class Defaults:
     max_watched_paths: int = 64  # each costs a statvfs per tick and a helper per mount
     history_s: float = 3600.0  # kept per series in the server
     window_s: float = 600.0  # shown in charts
+    # samples in one history reply at most (every k-th past it): a chart's width, several times
+    history_reply_points: int = 1200
     # mount access (every call that can touch a mount goes through core.guard.guard)
     mount_timeout_s: float = 2.0
     # exports (CSV) are written by a guard helper: this long, plus 1 s per this many bytes

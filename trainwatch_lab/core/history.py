@@ -241,17 +241,25 @@ class History:
         return self.series(kind, name, fld, since=now - seconds)
 
     def columns(
-        self, since: float | None = None, keys: Iterable[SeriesKey] | None = None
+        self,
+        since: float | None = None,
+        keys: Iterable[SeriesKey] | None = None,
+        max_points: int | None = None,
     ) -> dict[str, Any]:
-        """``{"t": [...], "series": {"kind:name:field": [...]}}`` with NaN as None (JSON-safe)."""
+        """``{"t": [...], "series": {"kind:name:field": [...]}, "stride": k}`` with NaN as None
+        (JSON-safe). With ``max_points``, every k-th sample only (the newest always in), so
+        that a reply stays bounded however long the history (issue 34: 3.2 MB each)."""
         with self._lock:
             ranges = self._ranges(since)
+            t = self._slice(self._t, ranges)
+            stride = 1 if not max_points or len(t) <= max_points else -(-len(t) // max_points)
+            first = (len(t) - 1) % stride if t else 0
             wanted = list(self._cols) if keys is None else [k for k in keys if k in self._cols]
             out: dict[str, list[float | None]] = {}
             for key in wanted:
-                values = self._slice(self._cols[key], ranges)
+                values = self._slice(self._cols[key], ranges)[first::stride]
                 out[key_to_str(key)] = [None if v != v else v for v in values]
-            return {"t": self._slice(self._t, ranges), "series": out}
+            return {"t": t[first::stride], "series": out, "stride": stride}
 
     # -- export ----------------------------------------------------------------------
     def to_json(self, since: float | None = None) -> str:

@@ -45,6 +45,9 @@ AUTH_RESOURCE = "trainwatch"
 # prints and scripts use)
 AUTH_PARAMS = frozenset({"token"})
 MAX_STREAM_INTERVAL_S = 3600.0
+# history replies built at once (per server); the others wait their turn, holding nothing
+HISTORY_REPLIES = 2
+HISTORY_KEY = "trainwatch_history_replies"
 PID_DIGITS = 10  # Linux's pid_max is at most 2**22: a longer number names no process
 
 
@@ -186,12 +189,21 @@ class BaseHandler(APIHandler):
         falls back to its body too; None when the value is given nowhere."""
         if self.request.method != "DELETE":
             self.only()
-            return self.body_json().get(name)
+            return self.body_fields(name).get(name)
         self.only(name)
         value = self.arg(name)
         if value is None and delete_reads_body:
-            value = self.body_json().get(name)
+            value = self.body_fields(name).get(name)
         return value
+
+    def body_fields(self, *names: str) -> dict[str, Any]:
+        """The JSON body, refused (400) when it holds a field not in ``names``: every write
+        takes only what it documents (a misspelt field is never silently ignored)."""
+        data = self.body_json()
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise BadRequest(f"unknown field {shown(unknown[0])}")
+        return data
 
     def arg(self, name: str) -> str | None:
         values = self.request.query_arguments.get(name)
@@ -228,11 +240,18 @@ class HistoryHandler(BaseHandler):
         # the sampler's interval comes along: the panel calls its data stale after three
         # intervals without a sample, and decides that in the browser
         interval, started = self.hub.config.interval, self.hub.started_at
-        text = await self.hub.in_executor(
-            lambda: dumps(
-                {**self.hub.history.columns(since), "interval_s": interval, "started_at": started}
+        points = self.hub.defaults.history_reply_points
+        # forty at once would hold the GIL from the loop
+        async with self.settings.setdefault(HISTORY_KEY, asyncio.Semaphore(HISTORY_REPLIES)):
+            text = await self.hub.in_executor(
+                lambda: dumps(
+                    {
+                        **self.hub.history.columns(since, max_points=points),
+                        "interval_s": interval,
+                        "started_at": started,
+                    }
+                )
             )
-        )
         self.set_header("Content-Type", "application/json")
         self.finish(text)
 
@@ -260,10 +279,7 @@ class CheckHandler(BaseHandler):
     @authorized
     async def post(self) -> None:
         self.only()
-        data = self.body_json()
-        unknown = sorted(set(data) - {"path", "probe", "timeout"})
-        if unknown:
-            raise BadRequest(f"unknown field {unknown[0]!r}")
+        data = self.body_fields("path", "probe", "timeout")
         probe = data.get("probe", True)
         if not isinstance(probe, bool):
             raise BadRequest(f"'probe' must be true or false, got {type(probe).__name__}")
