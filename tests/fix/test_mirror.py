@@ -7,11 +7,16 @@ import hashlib
 import json
 import math
 import os
+import shutil
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.mounts import wait_until
 from trainwatch_lab.fix import mirror_plan as mp
 from trainwatch_lab.fix.mirror import STATUS_FILE, Mirror, active_mirrors, local_mirror
 from trainwatch_lab.fix.mirror_lock import ShareInUse
@@ -157,6 +162,52 @@ def test_status_and_close(dirs: tuple[Path, Path]) -> None:
     assert sorted(os.listdir(share)) == ["a.txt"]  # bookkeeping is never copied
     assert m.status().state == "closed" and "closed" in m.status().text()
     assert os.fspath(m) == str(local) and str(m / "x") == str(local / "x")
+
+
+@pytest.mark.parametrize("how", ["renamed", "deleted", "replaced"])
+def test_a_local_directory_gone_is_never_all_copied(dirs: tuple[Path, Path], how: str) -> None:
+    """Issue 34 item 10: os.walk hid the error of a local directory renamed or deleted under
+    the mirror, which then said in sync (21 of 150 lines on the share, exit 0)."""
+    local, share = dirs
+    m = Mirror(local, share, every=60)
+    try:
+        (local / "a.log").write_text("line 1\n")
+        assert m.sync(10)
+        moved = local.with_name("moved")
+        if how == "deleted":
+            shutil.rmtree(local)
+        else:
+            local.rename(moved)
+            (moved / "a.log").write_text("line 1\nline 2\n")
+            if how == "replaced":
+                local.mkdir()
+        assert not m.sync(10)
+        st = m.status()
+        assert st.state == "error" and str(local) in (st.error or ""), st
+        assert "in sync" not in st.text() and "all copied" not in st.text()
+    finally:
+        assert not m.close(5)
+    assert "closed" not in m.status().text()
+
+
+def test_the_cli_exits_1_when_its_local_directory_was_renamed(tmp_path: Path) -> None:
+    local, share = tmp_path / "runs", tmp_path / "share"
+    local.mkdir()
+    (local / "a.log").write_text("first\n")
+    cmd = [sys.executable, "-m", "trainwatch_lab", "mirror", "--every", "0.2", "--timeout", "5"]
+    proc = subprocess.Popen([*cmd, str(local), str(share)], stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: (share / "a.log").exists(), 20)
+        local.rename(tmp_path / "moved")
+        (tmp_path / "moved" / "a.log").write_text("first\nsecond\n")
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, err
+    assert "all copied" not in err and "gone" in err, err
 
 
 def test_local_mirror_puts_the_local_side_on_local_disk(

@@ -106,6 +106,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         self._requested = self._served = 0
         self._stop, self._deadline = False, None
         os.makedirs(self.local, exist_ok=True)
+        self._local_id = mp.identity(self.local)  # a rename or a re-creation changes it
         self._claim_at_start()
         self._thread = threading.Thread(target=self._run, name="trainwatch-mirror", daemon=True)
         _register(self)
@@ -196,7 +197,11 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
 
     def status(self) -> MirrorStatus:
         """As of now: the local directory is scanned again (local disk, no share touched)."""
-        files, truncated = mp.scan(self.local, mp.SCAN_LIMIT)
+        gone = None
+        try:
+            files, truncated = mp.scan(self.local, mp.SCAN_LIMIT, self._local_id)
+        except mp.LocalGone as exc:  # never "in sync": what is written now is not copied
+            files, truncated, gone = {}, False, self._gone(exc)
         with self._lock:
             pending = mp.pending_bytes(files, self._copied)
             state, error = self._state, self._error
@@ -204,6 +209,8 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
                 state = "copying"
             if truncated:  # never "in sync" while files past the limit are not copied
                 state, error = "error", self._too_many()
+            if gone is not None:
+                state, error = "error", gone
             return MirrorStatus(
                 local=self.local,
                 share=self.share,
@@ -215,6 +222,9 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
                 files=len(files),
                 error=error,
             )
+
+    def _gone(self, exc: OSError) -> str:
+        return f"the local directory is gone: {exc.strerror}; nothing written there now is copied"
 
     def _too_many(self) -> str:
         return (
@@ -293,12 +303,18 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         return None
 
     def _round(self) -> None:
+        try:
+            self._copy_round()
+        except mp.LocalGone as exc:
+            self._set_state("error", self._gone(exc), kept=False)
+
+    def _copy_round(self) -> None:
         started = time.time()
         if not self._hold_share() or (not self._seeded and not self._seed()):
             return
         if self._unfinished and not self._drop_unfinished():
             return
-        files, truncated = mp.scan(self.local, mp.SCAN_LIMIT)
+        files, truncated = mp.scan(self.local, mp.SCAN_LIMIT, self._local_id)
         with self._lock:
             copied = dict(self._copied)
         queue = [
@@ -417,17 +433,14 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         if back:
             log.warning("trainwatch: mirror of %s: the share answers again, caught up", self.share)
 
-    def _set_state(self, state: str, error: str) -> None:
+    def _set_state(self, state: str, error: str, kept: bool = True) -> None:
+        """``kept``: the logs wait in the local directory (not so when it is gone)."""
         with self._lock:
             changed = self._state != state
             self._state, self._error = state, error
         if changed:
-            log.warning(
-                "trainwatch: mirror of %s: %s; the logs stay in %s and are copied later",
-                self.share,
-                error,
-                self.local,
-            )
+            tail = f"; the logs stay in {self.local} and are copied later" if kept else ""
+            log.warning("trainwatch: mirror of %s: %s%s", self.share, error, tail)
 
 
 def _renamed(item: dict[str, Any], result: Any) -> bool:

@@ -16,6 +16,7 @@ the share, or shorter than it should be, is copied whole (core.worker.files).
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import secrets
@@ -24,6 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ..core.paths.names import printable
 from ..core.worker.files import DIGEST_BYTES
 
 CHUNK_BYTES = 4 * 1024 * 1024  # one item of a copy call at most
@@ -89,11 +91,46 @@ class Job:
         return self.file.size - self.offset
 
 
-def scan(local_dir: str, limit: int = SCAN_LIMIT) -> tuple[dict[str, LocalFile], bool]:
+class LocalGone(OSError):
+    """The local directory is not the one the mirror started with (renamed, deleted,
+    replaced), or a directory under it cannot be read: what is written there now would
+    never reach the share, so no round may say it copied everything."""
+
+
+def identity(local_dir: str) -> tuple[int, int]:
+    """``(st_dev, st_ino)`` of the local directory: what a rename-and-recreate changes."""
+    st = os.stat(local_dir)
+    return st.st_dev, st.st_ino
+
+
+def scan(
+    local_dir: str, limit: int = SCAN_LIMIT, expected: tuple[int, int] | None = None
+) -> tuple[dict[str, LocalFile], bool]:
     """Regular files under ``local_dir`` (a local disk: read on our own thread), symlinks not
-    followed; True as well when ``limit`` cut the listing short."""
+    followed; True as well when ``limit`` cut the listing short. Raises LocalGone when
+    ``local_dir`` cannot be listed or is no longer ``expected`` (os.walk alone would list
+    nothing and say nothing), or a directory under it cannot be read; a subdirectory
+    removed during the walk is no error (its files are gone)."""
+
+    def failed(exc: OSError) -> None:
+        if isinstance(exc, FileNotFoundError) and exc.filename != local_dir:
+            return
+        where = printable(str(exc.filename or local_dir))
+        raise LocalGone(exc.errno, f"cannot list {where}: {exc.strerror}", exc.filename)
+
+    try:
+        now = identity(local_dir)
+    except OSError as exc:
+        failed(exc)
+    if expected is not None and now != expected:
+        raise LocalGone(
+            errno.ENOENT,
+            f"{printable(local_dir)} is another directory than the one mirrored (renamed or "
+            "deleted and made again)",
+            local_dir,
+        )
     files: dict[str, LocalFile] = {}
-    for root, dirs, names in os.walk(local_dir):
+    for root, dirs, names in os.walk(local_dir, onerror=failed):
         dirs[:] = [d for d in dirs if not d.startswith(LOCK_PREFIX)]
         for name in names:
             if name.startswith(LOCK_PREFIX):
