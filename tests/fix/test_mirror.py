@@ -20,7 +20,7 @@ from tests.support.mounts import wait_until
 from trainwatch_lab.fix import mirror_plan as mp
 from trainwatch_lab.fix.mirror import STATUS_FILE, Mirror, active_mirrors, local_mirror
 from trainwatch_lab.fix.mirror_lock import ShareInUse
-from trainwatch_lab.fix.scratch import ROOT_ENV, local_refusal
+from trainwatch_lab.fix.scratch import ROOT_ENV, base_name, local_refusal
 
 
 @pytest.fixture
@@ -216,7 +216,7 @@ def test_local_mirror_puts_the_local_side_on_local_disk(
     monkeypatch.setenv(ROOT_ENV, str(tmp_path / "scratch"))
     share = tmp_path / "share" / "runs" / "exp1"
     with local_mirror(share, every=60) as m:
-        assert m.local.startswith(str(tmp_path / "scratch" / "trainwatch-mirror"))
+        assert m.local.startswith(str(tmp_path / "scratch" / base_name()) + "/")
         assert "runs-exp1" in os.path.basename(m.local)
         assert local_refusal(m.local) is None
         with pytest.raises(ShareInUse, match=r"another mirror copies into .*exp1: process"):

@@ -30,6 +30,7 @@ from typing import Any
 from ..core.defaults import DEFAULTS
 from ..core.guard.guard import MountGuard, MountUnresponsive, default_guard
 from ..core.paths.names import normalise, printable
+from ..core.paths.private import PRIVATE_MODE, untrusted
 from ..core.storage.mounts import mount_for_path, read_mounts
 from . import mirror_plan as mp
 from . import scratch
@@ -105,7 +106,10 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         self._cv = threading.Condition()  # the fields below
         self._requested = self._served = 0
         self._stop, self._deadline = False, None
-        os.makedirs(self.local, exist_ok=True)
+        os.makedirs(self.local, mode=PRIVATE_MODE, exist_ok=True)
+        why = untrusted(self.local)  # another user could read the logs, or add files
+        if why is not None:
+            raise ValueError(f"local: {why}")
         self._local_id = mp.identity(self.local)  # a rename or a re-creation changes it
         self._claim_at_start()
         self._thread = threading.Thread(target=self._run, name="trainwatch-mirror", daemon=True)
