@@ -2,7 +2,7 @@
 in a guessable directory under /tmp, made with ``makedirs(exist_ok=True)``; a 0777
 directory another user planted there let them read the logs (an API key) and add a file the
 mirror copied to the share as root, while it said in sync. Every directory we create or
-reuse must be ours alone (core.paths.private), else refused in one line or another name."""
+reuse must be ours alone (core.private), else refused in one line or another name."""
 
 from __future__ import annotations
 

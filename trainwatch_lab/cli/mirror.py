@@ -68,7 +68,7 @@ def add_parser(sub: Any) -> None:
 def _start_mirror(args: argparse.Namespace) -> Any:
     """A running Mirror, or UsageError (one line) for a LOCAL or SHARE it cannot use."""
     from ..core.guard.guard import default_guard
-    from ..core.paths.private import untrusted
+    from ..core.private import untrusted
     from ..fix import scratch
     from ..fix.mirror import Mirror, check_share
 

@@ -30,7 +30,7 @@ from typing import Any
 from ..core.defaults import DEFAULTS
 from ..core.guard.guard import MountGuard, MountUnresponsive, default_guard
 from ..core.paths.names import normalise, printable
-from ..core.paths.private import PRIVATE_MODE, untrusted
+from ..core.private import PRIVATE_MODE, untrusted
 from ..core.storage.mounts import mount_for_path, read_mounts
 from . import mirror_plan as mp
 from . import scratch

@@ -28,7 +28,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ..core.identity import pid_alive
-from ..core.paths.private import untrusted
+from ..core.private import untrusted
 from .mirror import STATUS_FILE
 from .mirror_status import MirrorStatus
 from .scratch import base_name, candidates, local_refusal

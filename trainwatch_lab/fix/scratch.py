@@ -7,7 +7,7 @@ name comes from the share's path, so a restarted kernel finds its earlier copy a
 a lock file keeps two processes of one host out of the same directory.
 
 Every directory on the way that we create or reuse (the root, ``trainwatch-mirror-<uid>``
-in it, the share's directory in that) must be ours alone (core.paths.private): under a
+in it, the share's directory in that) must be ours alone (core.private): under a
 shared /tmp those names are guessable, and a directory another user planted there would let
 them read the logs and add files that the mirror copies to the share. A root that fails the
 rule is passed over (or refused when it was asked for); a share's directory that fails it is
@@ -26,7 +26,7 @@ import tempfile
 
 from ..core.guard.guard import MountGuard, default_guard
 from ..core.paths.names import normalise, printable
-from ..core.paths.private import private_dir, untrusted
+from ..core.private import private_dir, untrusted
 from ..core.storage.mount_facts import MountFacts
 from ..core.storage.mounts import mount_for_path, read_mounts
 from ..core.storage.space import space_fields

@@ -4,7 +4,7 @@ SQLite's locking is unsafe on network filesystems (its own FAQ), and a home dire
 NFS is common on clusters, so the directory is chosen with our own mount classification
 (core.storage.mounts.classify, from /proc/self/mountinfo: nothing touches the candidate, which may
 sit on a dead mount): the first candidate on a local, memory or overlay filesystem that no
-other user owns or may write in wins (core.paths.private), and passing over one says why in
+other user owns or may write in wins (core.private), and passing over one says why in
 a note.
 
 Candidates: an explicit directory (a setting), then ``/var/lib/trainwatch-lab`` as root or
@@ -19,7 +19,7 @@ import socket
 from dataclasses import dataclass
 
 from .. import hostfs
-from ..paths.private import untrusted
+from ..private import untrusted
 from ..storage.mounts import classify, mount_for_path, read_mounts
 
 APP_DIR = "trainwatch-lab"

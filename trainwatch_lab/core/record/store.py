@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..defaults import DEFAULTS, Defaults
-from ..paths.private import untrusted
+from ..private import untrusted
 from . import codec
 
 log = logging.getLogger(__name__)

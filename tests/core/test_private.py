@@ -1,4 +1,4 @@
-"""core.paths.private, the one rule for directories we keep files in (the history, the
+"""core.private, the one rule for directories we keep files in (the history, the
 mirror's local side, staged saves), with a real second user."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.users import other_user, run_as
-from trainwatch_lab.core.paths.private import private_dir, untrusted
+from trainwatch_lab.core.private import private_dir, untrusted
 
 
 @pytest.fixture
