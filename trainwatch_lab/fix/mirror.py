@@ -330,6 +330,8 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         progress: dict[int, list[mp.Range]] = {}  # id(job) -> the ranges it wrote so far
         redone: set[str] = set()
         while queue:
+            if not self._hold_share():  # a long round renews (and re-checks) the lock too
+                return
             batch, size = mp.take_batch(queue, lambda q: q[1]["length"])
             budget = (self._timeout(size) or 0.0) / 2
             self._unfinished |= {i["dst"] for j, i in batch if not j.append}

@@ -373,6 +373,42 @@ def _create_whole(path: str, data: bytes, tmp_prefix: str) -> bool:
     return True
 
 
+def share_now(directory: str, tmp_prefix: str) -> float:
+    """The share's own clock: the modification time its server gives a file created now (a
+    client's clock may be minutes off; every age on the share is judged on this one)."""
+    probe = os.path.join(directory, f"{tmp_prefix}{secrets.token_hex(8)}.tmp")
+    fd = os.open(probe, NEW_FILE, 0o600)
+    try:
+        os.write(fd, b"t")  # a server stamps a write with its own time
+        return os.fstat(fd).st_mtime_ns / 1e9
+    finally:
+        os.close(fd)
+        _discard(probe)
+
+
+def _renew(path: str, token: str) -> bool | None:
+    """Rewrite our lock in place, so the share stamps its modification time: True when it
+    was ours (read through the same descriptor that is written: a lock another claimer put
+    there since is never renewed), False when it is another's, None when it is gone."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        raw = os.read(fd, 64 * 1024)
+        try:
+            ours = json.loads(raw).get("token") == token
+        except (ValueError, AttributeError):
+            ours = False
+        if ours:
+            os.pwrite(fd, raw, 0)
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    # moved aside by a takeover between our open and our write: then it is no longer there
+    return ours and read_small(path) == raw
+
+
 def op_claim_share(
     path: str,
     holder: dict[str, Any],
@@ -381,15 +417,16 @@ def op_claim_share(
     tmp_prefix: str = ".tmp-",
 ) -> dict[str, Any]:
     """Take (or keep) the lock file ``path`` that makes one mirror the only writer of a share
-        directory: ``{"ok": True}``, or ``{"ok": False, "holder": ...}`` while another mirror
-        holds it. Ours again (the same token): its time is refreshed. Another's is taken over
-        only when its process on this host is gone (or is the claimer's, and its token is not
-        among the claimer's ``live`` mirrors) or it was not refreshed for ``stale_s``. The file is
-    written under a name starting ``tmp_prefix`` first (the mirror's temporaries: a leftover
-    goes with them)."""
+    directory: ``{"ok": True}``, or ``{"ok": False, "holder": ...}`` while another mirror
+    holds it. Ours again (the same token): renewed (rewritten, so the share stamps it) once
+    it is proven still ours. Another's is taken over only when its process on this host is
+    gone (or is the claimer's, and its token is not among the claimer's ``live`` mirrors) or
+    it was not renewed for ``stale_s`` as the share's own clock tells (share_now: two hosts
+    whose clocks differ judge one age). The file is written under a name starting
+    ``tmp_prefix`` first (the mirror's temporaries: a leftover goes with them)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     data = json.dumps(holder).encode()
-    for _ in range(2):
+    for _ in range(3):
         if _create_whole(path, data, tmp_prefix):
             return {"ok": True}
         raw = read_small(path)
@@ -400,13 +437,14 @@ def op_claim_share(
         except ValueError:
             current = None
         if isinstance(current, dict) and current.get("token") == holder["token"]:
-            os.utime(path, follow_symlinks=False)
-            return {"ok": True}
+            if _renew(path, holder["token"]):
+                return {"ok": True}
+            continue  # taken over meanwhile: judge the one there now
         try:
             mtime_ns = os.lstat(path).st_mtime_ns
         except FileNotFoundError:
             continue
-        age = time.time() - mtime_ns / 1e9
+        age = share_now(os.path.dirname(path), tmp_prefix) - mtime_ns / 1e9
         gone = _holder_gone(current, holder, live or [])
         if current is not None and age < stale_s and not gone:
             return {"ok": False, "holder": current, "age_s": age}
