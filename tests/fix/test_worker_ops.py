@@ -216,3 +216,34 @@ def test_a_holder_renewing_while_another_host_takes_over_never_both_hold_it(
     assert len(holders) == 1, (a_answer, b_answer)
     assert json.loads(lock.read_text())["token"] == holders[0]
     assert abs(lock.stat().st_mtime - time.time()) < 60  # the share's now
+
+
+def test_a_hole_is_left_a_hole_but_never_over_bytes_the_target_holds(
+    guard: MountGuard, tmp_path: Path
+) -> None:
+    """Issue 34 item 12: holes in the source are not written where the target has no bytes
+    (it stays sparse); where it has some (a longer copy appended into), they become zeros."""
+    src = tmp_path / "src"
+    with open(src, "wb") as fh:
+        fh.write(b"a" * 4096)
+        fh.seek(4096 + (1 << 20))
+        fh.write(b"b" * 10)
+    dst = tmp_path / "share" / "f"
+    dst.parent.mkdir()
+    dst.write_bytes(b"a" * 4096 + b"x" * 20000)  # stale bytes where the source has a hole
+    fresh = tmp_path / "share" / ".twmirror-1.tmp"
+    size = src.stat().st_size
+    items = [
+        {"src": str(src), "dst": str(dst), "offset": 4096, "length": size - 4096,
+         "end_here": True},
+        {"src": str(src), "dst": str(fresh), "offset": 0, "length": size, "create": True},
+    ]  # fmt: skip
+    appended, whole = guard.call("/", "copy_ranges", items=items)
+    assert dst.read_bytes() == fresh.read_bytes() == src.read_bytes()
+    assert (
+        appended["digest"]
+        == hashlib.blake2b(
+            src.read_bytes()[4096:], digest_size=worker_files.DIGEST_BYTES
+        ).hexdigest()
+    )
+    assert whole["copied"] == size and fresh.stat().st_blocks * 512 < 64 * 1024

@@ -161,19 +161,63 @@ def _write_range(
     fin: Any, fd: int, offset: int, length: int, hasher: Any
 ) -> tuple[bool, os.stat_result, int]:
     """Copy the range from ``fin`` to ``fd``; whether it was whole, the source's identity
-    after the read and the end written."""
+    after the read and the end written. The source's holes (SEEK_DATA/SEEK_HOLE) are not
+    written where the target has no bytes yet, so a sparse log stays sparse on the share
+    (its length set with ftruncate); they are hashed as the zeros they read as."""
+    src = fin.fileno()
+    end = min(offset + length, os.fstat(src).st_size)  # shorter now: not whole, copied again
+    had = os.fstat(fd).st_size  # bytes there already: a hole over them is written as zeros
     pos = offset
-    fin.seek(offset)
-    while pos < offset + length:
-        chunk = fin.read(min(COPY_CHUNK, offset + length - pos))
-        if not chunk:
-            break
-        hasher.update(chunk)
-        view = memoryview(chunk)
-        while view:
-            written = os.pwrite(fd, view, pos)
-            view, pos = view[written:], pos + written
-    return pos == offset + length, os.fstat(fin.fileno()), pos
+    while pos < end:
+        data = _seek(src, pos, os.SEEK_DATA, end)
+        if data > pos:
+            _zeros(hasher, fd if pos < had else None, pos, min(data, had) if pos < had else pos)
+            _zeros(hasher, None, max(pos, had), data)
+            pos = data
+            continue
+        stop = _seek(src, pos, os.SEEK_HOLE, end)
+        fin.seek(pos)
+        while pos < stop:
+            chunk = fin.read(min(COPY_CHUNK, stop - pos))
+            if not chunk:
+                return False, os.fstat(src), pos
+            hasher.update(chunk)
+            view = memoryview(chunk)
+            while view:
+                written = os.pwrite(fd, view, pos)
+                view, pos = view[written:], pos + written
+    if pos > os.fstat(fd).st_size:
+        os.ftruncate(fd, pos)  # a hole at the end: the length without the blocks
+    after = os.fstat(src)  # shrunk meanwhile: its "hole" was no hole, copied again
+    return pos == offset + length and after.st_size >= pos, after, pos
+
+
+def _seek(fd: int, pos: int, whence: int, end: int) -> int:
+    """The next data (or hole) at or after ``pos``, at most ``end``; a filesystem that cannot
+    tell is all data."""
+    try:
+        return min(os.lseek(fd, pos, whence), end)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # no data from here to the end of the file
+            return end if whence == os.SEEK_DATA else pos
+        if exc.errno in (errno.EINVAL, errno.EOPNOTSUPP):
+            return pos if whence == os.SEEK_DATA else end
+        raise
+
+
+_ZEROS = bytes(COPY_CHUNK)
+
+
+def _zeros(hasher: Any, fd: int | None, start: int, stop: int) -> None:
+    """Hash ``[start, stop)`` as zeros, and write them to ``fd`` when given (a hole over
+    bytes the target already holds)."""
+    pos = start
+    while pos < stop:
+        n = min(COPY_CHUNK, stop - pos)
+        hasher.update(memoryview(_ZEROS)[:n])
+        if fd is not None:
+            os.pwrite(fd, memoryview(_ZEROS)[:n], pos)
+        pos += n
 
 
 def _discard(path: str) -> None:
@@ -211,9 +255,10 @@ def op_copy_ranges(items: list[dict[str, Any]], budget_s: float | None = None) -
 
 
 def op_digests(items: list[dict[str, Any]], budget_s: float | None = None) -> list[Any]:
-    """The digest of the first ``length`` bytes of each ``path`` (on the share), links not
-    followed: a restarted mirror trusts a copy only when it holds the local bytes. ``None``
-    for a file that is not there, shorter or no regular file; stops at ``budget_s``."""
+    """The digest of ``length`` bytes from ``offset`` (default 0) of each ``path`` (on the
+    share), links not followed: a restarted mirror trusts a copy only when it holds the local
+    bytes. ``None`` for a file that is not there, shorter or no regular file; stops at
+    ``budget_s``."""
     results: list[Any] = []
     for item in within_budget(items, budget_s, results):
         try:
@@ -222,6 +267,7 @@ def op_digests(items: list[dict[str, Any]], budget_s: float | None = None) -> li
             results.append(None)
             continue
         with os.fdopen(fd, "rb") as fh:
+            fh.seek(item.get("offset", 0))
             hasher, left = hashlib.blake2b(digest_size=DIGEST_BYTES), item["length"]
             while left > 0 and (chunk := fh.read(min(COPY_CHUNK, left))):
                 hasher.update(chunk)
