@@ -4,6 +4,7 @@ rewrites), resuming, the status, bad input. The dead-share cases are test_mirror
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -11,12 +12,18 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.mounts import wait_until
+from trainwatch_lab.core.defaults import DEFAULTS
+from trainwatch_lab.core.guard.guard import default_guard
+from trainwatch_lab.core.identity import process_home
+from trainwatch_lab.core.worker import files as worker_files
 from trainwatch_lab.fix import mirror_plan as mp
 from trainwatch_lab.fix.mirror import STATUS_FILE, Mirror, active_mirrors, local_mirror
 from trainwatch_lab.fix.mirror_lock import ShareInUse
@@ -208,6 +215,47 @@ def test_the_cli_exits_1_when_its_local_directory_was_renamed(tmp_path: Path) ->
             proc.wait()
     assert proc.returncode == 1, err
     assert "all copied" not in err and "gone" in err, err
+
+
+class TakeOverAfterFirstBatch:
+    """The mirror's guard, passing every call through; after the first batch of copies,
+    another host (B) takes the share's lock over, as if A's renewals had stopped reaching
+    the share for longer than ``mirror_lock_stale_s``."""
+
+    def __init__(self, lock: Path) -> None:
+        self.guard, self.lock, self.batches = default_guard(), lock, 0
+
+    def call(self, key: str, op: str, **kw: Any) -> Any:
+        out = self.guard.call(key, op, **kw)
+        if op == "copy_ranges":
+            self.batches += 1
+            if self.batches == 1:
+                os.utime(self.lock, (time.time() - 1000,) * 2)
+                b = {**process_home(), "host": "host-b", "boot": "b", "pid": 1, "token": "b"}
+                stale_s = DEFAULTS.mirror_lock_stale_s
+                assert worker_files.op_claim_share(str(self.lock), b, stale_s=stale_s)["ok"]
+        return out
+
+
+def test_a_long_round_renews_the_lock_and_stops_once_it_is_anothers(
+    dirs: tuple[Path, Path],
+) -> None:
+    """Issue 34 item 11: the holder renews and re-checks its lock between batches (an
+    injected clock: 400 s pass between two looks, more than a third of the stale age), so a
+    round never goes on writing after another host took the share over."""
+    local, share = dirs
+    (local / "big.bin").write_bytes(os.urandom(3 * mp.BATCH_BYTES))  # three batches
+    guard = TakeOverAfterFirstBatch(share / mp.SHARE_LOCK)
+    ticks = itertools.count(step=400.0)
+    m = Mirror(local, share, every=60, guard=guard, clock=lambda: next(ticks))  # type: ignore[arg-type]
+    try:
+        assert not m.sync(30)
+        st = m.status()
+        assert st.state == "error" and "another mirror copies into" in (st.error or ""), st
+        assert guard.batches == 1 and not (share / "big.bin").exists()
+        assert json.loads((share / mp.SHARE_LOCK).read_text())["token"] == "b"
+    finally:
+        m.close(5)
 
 
 def test_local_mirror_puts_the_local_side_on_local_disk(

@@ -23,6 +23,7 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         exit_timeout: float = EXIT_SYNC_S,
         guard: MountGuard | None = None,
         lock_fd: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not isinstance(every, (int, float)) or not math.isfinite(every) or every <= 0:
             raise ValueError(f"every must be a positive number of seconds, not {every!r}")
@@ -95,6 +97,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         self._lock_fd = lock_fd
         self._share_lock = ShareLock(self.share, self.local)
         self._held_at: float | None = None  # when the share's lock was last claimed
+        self._clock = clock  # what _held_at is read on (tests: a clock that jumps)
         self._lock = threading.RLock()  # the fields below (reentrant: SIGTERM's final sync)
         self._copied: dict[str, mp.Copied] = {}
         self._seeded = False
@@ -135,7 +138,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
             return
         if not answer["ok"]:
             raise ShareInUse(self._share_lock.refusal(answer))
-        self._held_at = time.monotonic()
+        self._held_at = self._clock()
 
     # -- the path users write to --------------------------------------------------------
     def __fspath__(self) -> str:
@@ -355,7 +358,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
     def _hold_share(self) -> bool:
         """Claim the share's lock (mirror_lock), or refresh it now and then; False while
         another mirror holds it or the share does not answer (the state says which)."""
-        now = time.monotonic()
+        now = self._clock()
         if self._held_at is not None and now - self._held_at < DEFAULTS.mirror_lock_stale_s / 3:
             return True
         answer = self._call("claim_share", 0, **self._share_lock.claim_args(_live_tokens()))

@@ -171,7 +171,7 @@ def _reproven(fh: Any, ranges: Sequence[Range], size: int) -> list[Range] | None
     digest, tail) whose digests are of the bytes just read, or None on a mismatch."""
     head_end, tail_start = zones(size)
     out: list[Range] = []
-    run: list[Any] = []  # [start, end, hasher] of the zone being put together
+    run: list[Any] = []  # [start, end, hasher or None, zone] of the range being put together
 
     def close_run() -> None:
         if run:
