@@ -73,13 +73,14 @@ class _Factory:
 
 
 @contextlib.contextmanager
-def share_dir(base: Path) -> Iterator[tuple[Path, str]]:
-    """A directory on a real sshfs share when possible, else a local one; and which it is."""
+def share_dir(base: Path) -> Iterator[tuple[Path, str, Path]]:
+    """A directory on a real sshfs share when possible, else a local one; which it is; and
+    the same directory on the server's side (sshfs makes up the blocks a file takes)."""
     try:
         from tests.support.mounts import _sshfs
 
         with _sshfs(_Factory(base)) as mount:  # type: ignore[arg-type]
-            yield mount.path, "sshfs"
+            yield mount.path, "sshfs", mount.remote / mount.path.relative_to(mount.mountpoint)
             return
     except BaseException as exc:  # pytest's skip too: no root, no sshd
         if isinstance(exc, (KeyboardInterrupt, GeneratorExit)):
@@ -87,7 +88,7 @@ def share_dir(base: Path) -> Iterator[tuple[Path, str]]:
         sys.stderr.write(f"bench_mirror: no sshfs share ({exc}); copying to a local directory\n")
     local = base / "share"
     local.mkdir()
-    yield local, "local directory"
+    yield local, "local directory", local
 
 
 def prepare(local: Path) -> Path:
@@ -184,7 +185,7 @@ def measure(cfg: Config, every: float) -> list[Row]:
         ]
     with tempfile.TemporaryDirectory(prefix="twbench-mirror-") as tmp:
         base = Path(tmp)
-        with share_dir(base) as (share, kind):
+        with share_dir(base) as (share, kind, _):
             sys.stderr.write(f"bench_mirror: every {every:g} s, {seconds:g} s, share: {kind}\n")
             mirror = run_mirror(base / "m-local", share / "mirror", seconds, every)
             rsync = run_rsync(base / "r-local", share / "rsync", seconds, every)
@@ -218,7 +219,7 @@ def _cpu() -> float:
     return time.process_time() + helpers_cpu()
 
 
-def run_big(local: Path, share: Path, seconds: float) -> dict[str, Any]:
+def run_big(local: Path, share: Path, server: Path, seconds: float) -> dict[str, Any]:
     """The big sparse log: first copy, appends for ``seconds``, a restart (see the doc)."""
     from trainwatch_lab.fix.mirror import Mirror
 
@@ -232,7 +233,7 @@ def run_big(local: Path, share: Path, seconds: float) -> dict[str, Any]:
     mirror = Mirror(local, share, every=BIG_EVERY_S, exit_timeout=600)
     out["first_in_sync"] = mirror.sync(3600)
     out["first_cpu_s"], out["first_s"] = _cpu() - cpu, time.monotonic() - t0
-    copy = share / log.name
+    copy = server / share.name / log.name
     out["share_blocks_bytes"] = os.stat(copy).st_blocks * 512 if copy.exists() else None
     cpu, start, n = _cpu(), time.monotonic(), 0
     while time.monotonic() - start < seconds:
@@ -257,9 +258,9 @@ def measure_big(cfg: Config) -> list[Row]:
     seconds = 20.0 if cfg.quick else 60.0
     with tempfile.TemporaryDirectory(prefix="twbench-mirror-big-") as tmp:
         base = Path(tmp)
-        with share_dir(base) as (share, kind):
+        with share_dir(base) as (share, kind, server):
             sys.stderr.write(f"bench_mirror: big sparse log, {seconds:g} s, share: {kind}\n")
-            big = run_big(base / "local", share / "big", seconds)
+            big = run_big(base / "local", share / "big", server, seconds)
     group, what = f"{GROUP} (big sparse log)", "4.5 GiB sparse log"
     note = (
         f"{fmt_bytes(BIG_BYTES)} sparse ({fmt_bytes(BIG_HEAD)} of data), {BIG_APPEND} B appended "

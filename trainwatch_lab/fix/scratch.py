@@ -60,9 +60,14 @@ def base_name(kind: str = MIRROR_DIR) -> str:
 
 
 def root_refusal(root: str, kind: str = MIRROR_DIR) -> str | None:
-    """Why ``root`` cannot hold this user's ``kind`` directory: a network mount, or it (or
-    that directory in it, when it exists) is not ours alone."""
-    return local_refusal(root) or untrusted(root) or untrusted(os.path.join(root, base_name(kind)))
+    """Why ``root`` cannot hold this user's ``kind`` directory: a network mount (from the
+    mount table), or it (or that directory in it, when it exists) is not ours alone."""
+    return local_refusal(root) or _not_ours(root, kind)
+
+
+def _not_ours(root: str, kind: str) -> str | None:
+    """``root`` or its ``kind`` directory not ours alone (they are looked at: a local root)."""
+    return untrusted(root) or untrusted(os.path.join(root, base_name(kind)))
 
 
 def _available(path: str, guard: MountGuard) -> int:
@@ -101,21 +106,24 @@ def pick_root(
         if why is not None:
             raise ValueError(f"local_root: {why}")
         return root
-    best, best_free, refused = None, -1, []
+    scored, refused = [], []
     for root in candidates():
-        why = root_refusal(root, kind)
+        why = local_refusal(root)
         if why is not None:
             refused.append(why)
             continue
-        free = _available(root, g)
-        if free > best_free:
-            best, best_free = root, free
-    if best is None:
-        raise ValueError(
-            "no local disk for the mirror's local side (" + "; ".join(refused) + "); pass "
-            f"local_root= or set {ROOT_ENV}"
-        )
-    return best
+        scored.append((_available(root, g), root))
+    # the most free space first (ties in the candidates' order); only the one taken, and
+    # those passed over before it, are looked at: their statvfs answered just now
+    for _, root in sorted(scored, key=lambda s: -s[0]):
+        why = _not_ours(root, kind)
+        if why is None:
+            return root
+        refused.append(f"{why}: passed over")
+    raise ValueError(
+        "no local disk for the mirror's local side (" + "; ".join(refused) + "); pass "
+        f"local_root= or set {ROOT_ENV}"
+    )
 
 
 def private_base(root: str, kind: str = MIRROR_DIR) -> str:
