@@ -48,7 +48,12 @@ class Webhook:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 hook.requests.append(
-                    {"path": self.path, "type": self.headers["Content-Type"], "body": body}
+                    {
+                        "path": self.path,
+                        "type": self.headers["Content-Type"],
+                        "auth": self.headers["Authorization"],
+                        "body": body,
+                    }
                 )
                 if hook.mode == "hang":
                     hook.release.wait(30)
@@ -247,6 +252,27 @@ def test_bad_targets_are_refused_in_one_line(url: str, fmt: str, why: str) -> No
     with pytest.raises(ValueError, match=why) as info:
         check_target(url, fmt)
     assert "\n" not in str(info.value)
+
+
+def test_userinfo_in_the_url_is_sent_as_basic_auth_and_never_logged(webhook, caplog) -> None:
+    """Issue 34 item 13: ``https://user:pass@host/...`` used to fail ("Name or service not
+    known"); the userinfo (percent-decoded) goes as basic auth, never in the request line,
+    and no log line shows the password."""
+    hook = webhook(fail_first=1)
+    port = hook.server.server_port
+    url = f"http://bot%40team:p%3Ass%20w0rd@127.0.0.1:{port}/hook?x=1"
+    n = Notifier(url, "json", defaults=replace(FAST, notify_retries=2), host="node-7")
+    try:
+        with caplog.at_level("DEBUG", logger="trainwatch_lab"):
+            n(sample(FULL))
+            assert wait_until(lambda: n.sent == 1, 5)
+    finally:
+        n.close()
+    expected = "Basic " + base64.b64encode(b"bot@team:p:ss w0rd").decode()
+    assert [r["auth"] for r in hook.requests] == [expected, expected]  # a retry too
+    assert hook.requests[-1]["path"] == "/hook?x=1"
+    assert "p%3Ass" not in n.url and "bot%40team" not in n.url
+    assert "w0rd" not in caplog.text and "w0rd" not in repr(n.__dict__.get("url"))
 
 
 def test_no_url_is_no_notifier_and_secrets_stay_out_of_logs() -> None:

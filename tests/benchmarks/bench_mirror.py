@@ -9,8 +9,13 @@ bytes copied (the mirror's count; rsync's "Total transferred file size"). The sh
 real sshfs mount when this machine can make one (root, sshd, sshfs), else a local
 directory. Not counted for either: the sshfs daemon's own CPU.
 
-Run: ``python -m tests.benchmarks.bench_mirror [--quick] [--every 5,30]``; ``run(cfg)`` gives
-the rows for ``run.py``.
+A second scenario (issue 34 item 12), ``--big``: one 4.5 GiB sparse log (1 MiB of data
+at its head, the rest a hole) mirrored every 5 s while 1 KiB is appended every 5 s: the CPU
+of the first copy, the CPU per minute while appending (the mirror thread and its helpers),
+the CPU of a restart until its first round ends, and the blocks the copy takes on the share.
+
+Run: ``python -m tests.benchmarks.bench_mirror [--quick] [--every 5,30] [--big]``;
+``run(cfg)`` gives the rows for ``run.py``.
 """
 
 from __future__ import annotations
@@ -68,13 +73,14 @@ class _Factory:
 
 
 @contextlib.contextmanager
-def share_dir(base: Path) -> Iterator[tuple[Path, str]]:
-    """A directory on a real sshfs share when possible, else a local one; and which it is."""
+def share_dir(base: Path) -> Iterator[tuple[Path, str, Path]]:
+    """A directory on a real sshfs share when possible, else a local one; which it is; and
+    the same directory on the server's side (sshfs makes up the blocks a file takes)."""
     try:
         from tests.support.mounts import _sshfs
 
         with _sshfs(_Factory(base)) as mount:  # type: ignore[arg-type]
-            yield mount.path, "sshfs"
+            yield mount.path, "sshfs", mount.remote / mount.path.relative_to(mount.mountpoint)
             return
     except BaseException as exc:  # pytest's skip too: no root, no sshd
         if isinstance(exc, (KeyboardInterrupt, GeneratorExit)):
@@ -82,7 +88,7 @@ def share_dir(base: Path) -> Iterator[tuple[Path, str]]:
         sys.stderr.write(f"bench_mirror: no sshfs share ({exc}); copying to a local directory\n")
     local = base / "share"
     local.mkdir()
-    yield local, "local directory"
+    yield local, "local directory", local
 
 
 def prepare(local: Path) -> Path:
@@ -179,7 +185,7 @@ def measure(cfg: Config, every: float) -> list[Row]:
         ]
     with tempfile.TemporaryDirectory(prefix="twbench-mirror-") as tmp:
         base = Path(tmp)
-        with share_dir(base) as (share, kind):
+        with share_dir(base) as (share, kind, _):
             sys.stderr.write(f"bench_mirror: every {every:g} s, {seconds:g} s, share: {kind}\n")
             mirror = run_mirror(base / "m-local", share / "mirror", seconds, every)
             rsync = run_rsync(base / "r-local", share / "rsync", seconds, every)
@@ -203,10 +209,83 @@ def measure(cfg: Config, every: float) -> list[Row]:
     ]
 
 
-def run(cfg: Config, everies: tuple[float, ...] = (5.0,)) -> list[Row]:
+BIG_BYTES = 4608 * 1024 * 1024  # 4.5 GiB
+BIG_HEAD = 1024 * 1024
+BIG_APPEND, BIG_EVERY_S = 1024, 5.0
+
+
+def _cpu() -> float:
+    """This process (the mirror's thread) and its guard helpers."""
+    return time.process_time() + helpers_cpu()
+
+
+def run_big(local: Path, share: Path, server: Path, seconds: float) -> dict[str, Any]:
+    """The big sparse log: first copy, appends for ``seconds``, a restart (see the doc)."""
+    from trainwatch_lab.fix.mirror import Mirror
+
+    local.mkdir(parents=True)
+    log = local / "events.out.tfevents.big"
+    with open(log, "wb") as fh:
+        fh.write(os.urandom(BIG_HEAD))
+        fh.truncate(BIG_BYTES)
+    out: dict[str, Any] = {}
+    cpu, t0 = _cpu(), time.monotonic()
+    mirror = Mirror(local, share, every=BIG_EVERY_S, exit_timeout=600)
+    out["first_in_sync"] = mirror.sync(3600)
+    out["first_cpu_s"], out["first_s"] = _cpu() - cpu, time.monotonic() - t0
+    copy = server / share.name / log.name
+    out["share_blocks_bytes"] = os.stat(copy).st_blocks * 512 if copy.exists() else None
+    cpu, start, n = _cpu(), time.monotonic(), 0
+    while time.monotonic() - start < seconds:
+        with open(log, "ab") as fh:
+            fh.write(os.urandom(BIG_APPEND))
+        n += 1
+        time.sleep(max(0.0, start + n * BIG_EVERY_S - time.monotonic()))
+    elapsed = time.monotonic() - start
+    out["append_cpu_per_min_s"] = (_cpu() - cpu) * 60.0 / elapsed
+    out["appends"] = n
+    out["closed_in_sync"] = mirror.close(600)
+    cpu, t0 = _cpu(), time.monotonic()
+    again = Mirror(local, share, every=BIG_EVERY_S, exit_timeout=600)
+    out["restart_in_sync"] = again.sync(3600)
+    out["restart_cpu_s"], out["restart_s"] = _cpu() - cpu, time.monotonic() - t0
+    out["restart_bytes_copied"] = again.status().bytes_copied
+    again.close(600)
+    return out
+
+
+def measure_big(cfg: Config) -> list[Row]:
+    seconds = 20.0 if cfg.quick else 60.0
+    with tempfile.TemporaryDirectory(prefix="twbench-mirror-big-") as tmp:
+        base = Path(tmp)
+        with share_dir(base) as (share, kind, server):
+            sys.stderr.write(f"bench_mirror: big sparse log, {seconds:g} s, share: {kind}\n")
+            big = run_big(base / "local", share / "big", server, seconds)
+    group, what = f"{GROUP} (big sparse log)", "4.5 GiB sparse log"
+    note = (
+        f"{fmt_bytes(BIG_BYTES)} sparse ({fmt_bytes(BIG_HEAD)} of data), {BIG_APPEND} B appended "
+        f"every {BIG_EVERY_S:g} s for {seconds:g} s, mirror every {BIG_EVERY_S:g} s; share: {kind}"
+    )
+    blocks = big["share_blocks_bytes"]
+    return [
+        Row(group, f"{what}: CPU per minute while appending",
+            f"{big['append_cpu_per_min_s']:.2f} s", note=note, data=big),
+        Row(group, f"{what}: first copy CPU", f"{big['first_cpu_s']:.1f} s",
+            note=f"{big['first_s']:.1f} s wall", data=big),
+        Row(group, f"{what}: restart CPU until in sync", f"{big['restart_cpu_s']:.2f} s",
+            note=f"{big['restart_s']:.1f} s wall, "
+            f"{fmt_bytes(big['restart_bytes_copied'])} copied again", data=big),
+        Row(group, f"{what}: blocks on the share",
+            fmt_bytes(blocks) if blocks is not None else "?", data=big),
+    ]  # fmt: skip
+
+
+def run(cfg: Config, everies: tuple[float, ...] = (5.0,), big: bool = True) -> list[Row]:
     rows: list[Row] = []
     for every in everies:
         rows += guarded(GROUP, f"every {every:g} s", lambda e=every: measure(cfg, e))
+    if big:
+        rows += guarded(GROUP, "big sparse log", lambda: measure_big(cfg))
     return rows
 
 
@@ -214,8 +293,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="10 s instead of 60 s")
     parser.add_argument("--every", default="5", help="comma-separated seconds (default: 5)")
+    parser.add_argument("--big", action="store_true", help="only the big sparse log")
     args = parser.parse_args()
-    everies = tuple(float(x) for x in args.every.split(","))
+    everies = () if args.big else tuple(float(x) for x in args.every.split(","))
     rows = run(Config.make(args.quick), everies)
     print("| metric | value | note |\n|---|---|---|")
     for row in rows:

@@ -4,18 +4,30 @@ rewrites), resuming, the status, bad input. The dead-share cases are test_mirror
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.support.mounts import wait_until
+from trainwatch_lab.core.defaults import DEFAULTS
+from trainwatch_lab.core.guard.guard import default_guard
+from trainwatch_lab.core.identity import process_home
+from trainwatch_lab.core.worker import files as worker_files
 from trainwatch_lab.fix import mirror_plan as mp
 from trainwatch_lab.fix.mirror import STATUS_FILE, Mirror, active_mirrors, local_mirror
 from trainwatch_lab.fix.mirror_lock import ShareInUse
-from trainwatch_lab.fix.scratch import ROOT_ENV, local_refusal
+from trainwatch_lab.fix.scratch import ROOT_ENV, base_name, local_refusal
 
 
 @pytest.fixture
@@ -159,13 +171,100 @@ def test_status_and_close(dirs: tuple[Path, Path]) -> None:
     assert os.fspath(m) == str(local) and str(m / "x") == str(local / "x")
 
 
+@pytest.mark.parametrize("how", ["renamed", "deleted", "replaced"])
+def test_a_local_directory_gone_is_never_all_copied(dirs: tuple[Path, Path], how: str) -> None:
+    """Issue 34 item 10: os.walk hid the error of a local directory renamed or deleted under
+    the mirror, which then said in sync (21 of 150 lines on the share, exit 0)."""
+    local, share = dirs
+    m = Mirror(local, share, every=60)
+    try:
+        (local / "a.log").write_text("line 1\n")
+        assert m.sync(10)
+        moved = local.with_name("moved")
+        if how == "deleted":
+            shutil.rmtree(local)
+        else:
+            local.rename(moved)
+            (moved / "a.log").write_text("line 1\nline 2\n")
+            if how == "replaced":
+                local.mkdir()
+        assert not m.sync(10)
+        st = m.status()
+        assert st.state == "error" and str(local) in (st.error or ""), st
+        assert "in sync" not in st.text() and "all copied" not in st.text()
+    finally:
+        assert not m.close(5)
+    assert "closed" not in m.status().text()
+
+
+def test_the_cli_exits_1_when_its_local_directory_was_renamed(tmp_path: Path) -> None:
+    local, share = tmp_path / "runs", tmp_path / "share"
+    local.mkdir()
+    (local / "a.log").write_text("first\n")
+    cmd = [sys.executable, "-m", "trainwatch_lab", "mirror", "--every", "0.2", "--timeout", "5"]
+    proc = subprocess.Popen([*cmd, str(local), str(share)], stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: (share / "a.log").exists(), 20)
+        local.rename(tmp_path / "moved")
+        (tmp_path / "moved" / "a.log").write_text("first\nsecond\n")
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, err
+    assert "all copied" not in err and "gone" in err, err
+
+
+class TakeOverAfterFirstBatch:
+    """The mirror's guard, passing every call through; after the first batch of copies,
+    another host (B) takes the share's lock over, as if A's renewals had stopped reaching
+    the share for longer than ``mirror_lock_stale_s``."""
+
+    def __init__(self, lock: Path) -> None:
+        self.guard, self.lock, self.batches = default_guard(), lock, 0
+
+    def call(self, key: str, op: str, **kw: Any) -> Any:
+        out = self.guard.call(key, op, **kw)
+        if op == "copy_ranges":
+            self.batches += 1
+            if self.batches == 1:
+                os.utime(self.lock, (time.time() - 1000,) * 2)
+                b = {**process_home(), "host": "host-b", "boot": "b", "pid": 1, "token": "b"}
+                stale_s = DEFAULTS.mirror_lock_stale_s
+                assert worker_files.op_claim_share(str(self.lock), b, stale_s=stale_s)["ok"]
+        return out
+
+
+def test_a_long_round_renews_the_lock_and_stops_once_it_is_anothers(
+    dirs: tuple[Path, Path],
+) -> None:
+    """Issue 34 item 11: the holder renews and re-checks its lock between batches (an
+    injected clock: 400 s pass between two looks, more than a third of the stale age), so a
+    round never goes on writing after another host took the share over."""
+    local, share = dirs
+    (local / "big.bin").write_bytes(os.urandom(3 * mp.BATCH_BYTES))  # three batches
+    guard = TakeOverAfterFirstBatch(share / mp.SHARE_LOCK)
+    ticks = itertools.count(step=400.0)
+    m = Mirror(local, share, every=60, guard=guard, clock=lambda: next(ticks))  # type: ignore[arg-type]
+    try:
+        assert not m.sync(30)
+        st = m.status()
+        assert st.state == "error" and "another mirror copies into" in (st.error or ""), st
+        assert guard.batches == 1 and not (share / "big.bin").exists()
+        assert json.loads((share / mp.SHARE_LOCK).read_text())["token"] == "b"
+    finally:
+        m.close(5)
+
+
 def test_local_mirror_puts_the_local_side_on_local_disk(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(ROOT_ENV, str(tmp_path / "scratch"))
     share = tmp_path / "share" / "runs" / "exp1"
     with local_mirror(share, every=60) as m:
-        assert m.local.startswith(str(tmp_path / "scratch" / "trainwatch-mirror"))
+        assert m.local.startswith(str(tmp_path / "scratch" / base_name()) + "/")
         assert "runs-exp1" in os.path.basename(m.local)
         assert local_refusal(m.local) is None
         with pytest.raises(ShareInUse, match=r"another mirror copies into .*exp1: process"):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from trainwatch_lab.fix.mirror import STATUS_FILE, local_mirror
 from trainwatch_lab.fix.mirror_files import MirrorFiles, read_published, status_files
+from trainwatch_lab.fix.scratch import base_name
 
 
 def dead_pid() -> int:
@@ -38,7 +39,7 @@ def test_a_running_mirror_is_listed_with_its_words_and_a_closed_one_is_not(
 
 
 def test_pending_bytes_keep_their_lag_growing_and_a_dead_owner_is_stale(tmp_path: Path) -> None:
-    local = tmp_path / "scratch" / "trainwatch-mirror" / "exp1-abc"
+    local = tmp_path / "scratch" / base_name() / "exp1-abc"
     local.mkdir(parents=True)
     path = local / STATUS_FILE
     status = {
@@ -57,7 +58,7 @@ def test_pending_bytes_keep_their_lag_growing_and_a_dead_owner_is_stale(tmp_path
 
 
 def test_junk_is_ignored_and_the_listing_is_bounded(tmp_path: Path) -> None:
-    base = tmp_path / "trainwatch-mirror"
+    base = tmp_path / base_name()
     for i, text in enumerate(["{not json", json.dumps([1, 2]), json.dumps({"pid": 1})]):
         (base / f"d{i}").mkdir(parents=True)
         (base / f"d{i}" / STATUS_FILE).write_text(text)
@@ -85,7 +86,7 @@ def test_a_root_on_a_dead_share_holds_no_caller(sshfs_mount, tmp_path: Path) -> 
     the mount-table judgement; when the share stops answering, the listing hangs on its own
     thread and the caller (the server's sampler, every tick) gets the last answer in time."""
     # made on the server's side: sshfs has nothing cached, its first lookup goes to the server
-    (Path(sshfs_mount.remote) / "trainwatch-mirror").mkdir(exist_ok=True)
+    (Path(sshfs_mount.remote) / base_name()).mkdir(exist_ok=True)
     root = tmp_path / "cache"
     root.symlink_to(sshfs_mount.path)
     live = tmp_path / "scratch"

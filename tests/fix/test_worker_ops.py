@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -152,3 +153,97 @@ def test_tree_bytes_measures_a_save_in_the_helper(guard: MountGuard, tmp_path: P
     (save / "optimizer").write_bytes(b"o" * 1000)
     assert guard.call("/", "tree_bytes", path=str(save)) == 4000
     assert guard.call("/", "tree_bytes", path=str(save / "weights")) == 3000
+
+
+@pytest.mark.parametrize(
+    ("refreshed_ago_s", "skew_s", "taken"),
+    [(400, 600, False), (1000, -600, True)],
+    ids=["fresh-lock-claimer-ahead", "stale-lock-claimer-behind"],
+)
+def test_a_locks_age_is_judged_on_the_shares_clock_not_the_claimers(
+    sshfs_mount, monkeypatch: pytest.MonkeyPatch, refreshed_ago_s: int, skew_s: int, taken: bool
+) -> None:
+    """Issue 34 item 11: the age compared the claimer's clock with the share's mtime; a host
+    10 min ahead took a lock refreshed 400 s ago (both then wrote last.ckpt), one 10 min
+    behind would not take a lock left 1000 s ago by a dead host. The claimer's clock is
+    injected (skewed); the lock's last refresh is set on the share."""
+    share = sshfs_mount.path / f"skew{skew_s}"
+    share.mkdir()
+    lock = share / ".lock"
+    a = _holder("a", host="host-a", boot="boot-a")  # another host: judged by age alone
+    assert worker_files.op_claim_share(str(lock), a, stale_s=900)["ok"]
+    when = lock.stat().st_mtime - refreshed_ago_s  # A's last refresh, on the share's clock
+    os.utime(lock, (when, when))
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + skew_s)  # B's clock
+    answer = worker_files.op_claim_share(str(lock), _holder("b"), stale_s=900)
+    monkeypatch.undo()
+    assert answer["ok"] is taken, answer
+    assert json.loads(lock.read_text())["token"] == ("b" if taken else "a")
+    if not taken:
+        assert abs(answer["age_s"] - refreshed_ago_s) < 60, answer
+
+
+def test_a_holder_renewing_while_another_host_takes_over_never_both_hold_it(
+    sshfs_mount, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holder renews and re-checks: A's lock looks stale to B (A missed its renewals
+    while the share hung); A renews just as B takes it over. The interleaving is injected at
+    A's read of the lock (the real read, then B's whole claim): one holder only, and the
+    renewal is stamped by the share, not by A's clock (here an hour behind)."""
+    lock = sshfs_mount.path / "renew" / ".lock"
+    lock.parent.mkdir()
+    a = _holder("a", host="host-a", boot="boot-a")
+    assert worker_files.op_claim_share(str(lock), a, stale_s=900)["ok"]
+    os.utime(lock, (time.time() - 1000,) * 2)
+    real_read, real_time = worker_files.read_small, time.time
+    b_answer: list[dict[str, object]] = []
+
+    def read_then_b_claims(path: str, limit: int = 64 * 1024) -> bytes | None:
+        raw = real_read(path, limit)
+        if not b_answer:
+            b_answer.append({})  # B's own reads go straight through
+            with monkeypatch.context() as on_b:
+                on_b.setattr(time, "time", real_time)  # B's clock is right
+                b_answer[0] = worker_files.op_claim_share(str(lock), _holder("b"), stale_s=900)
+        return raw
+
+    monkeypatch.setattr(worker_files, "read_small", read_then_b_claims)
+    monkeypatch.setattr(time, "time", lambda: real_time() - 3600)  # A's clock
+    a_answer = worker_files.op_claim_share(str(lock), a, stale_s=900)
+    monkeypatch.undo()
+    holders = [t for t, ans in (("a", a_answer), ("b", b_answer[0])) if ans["ok"]]
+    assert len(holders) == 1, (a_answer, b_answer)
+    assert json.loads(lock.read_text())["token"] == holders[0]
+    assert abs(lock.stat().st_mtime - time.time()) < 60  # the share's now
+
+
+def test_a_hole_is_left_a_hole_but_never_over_bytes_the_target_holds(
+    guard: MountGuard, tmp_path: Path
+) -> None:
+    """Issue 34 item 12: holes in the source are not written where the target has no bytes
+    (it stays sparse); where it has some (a longer copy appended into), they become zeros."""
+    src = tmp_path / "src"
+    with open(src, "wb") as fh:
+        fh.write(b"a" * 4096)
+        fh.seek(4096 + (1 << 20))
+        fh.write(b"b" * 10)
+    dst = tmp_path / "share" / "f"
+    dst.parent.mkdir()
+    dst.write_bytes(b"a" * 4096 + b"x" * 20000)  # stale bytes where the source has a hole
+    fresh = tmp_path / "share" / ".twmirror-1.tmp"
+    size = src.stat().st_size
+    items = [
+        {"src": str(src), "dst": str(dst), "offset": 4096, "length": size - 4096,
+         "end_here": True},
+        {"src": str(src), "dst": str(fresh), "offset": 0, "length": size, "create": True},
+    ]  # fmt: skip
+    appended, whole = guard.call("/", "copy_ranges", items=items)
+    assert dst.read_bytes() == fresh.read_bytes() == src.read_bytes()
+    assert (
+        appended["digest"]
+        == hashlib.blake2b(
+            src.read_bytes()[4096:], digest_size=worker_files.DIGEST_BYTES
+        ).hexdigest()
+    )
+    assert whole["copied"] == size and fresh.stat().st_blocks * 512 < 64 * 1024

@@ -6,10 +6,8 @@ is watched with read-only facts (mount, device, space) and never written: no pro
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
-import pwd
 import shutil
 import subprocess
 import tempfile
@@ -18,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.env import need, need_root, need_tool
+from tests.support.env import need
+from tests.support.users import as_user, other_user
 
 from .conftest import INTERVAL
 from .test_handlers import API
 
-OTHER = "tw-other"
 TOKEN = "hf_OtherUsers0123456789abcdefXYZ"
 TRAIN = r"""
 import os, sys, time
@@ -31,19 +29,6 @@ with open(os.path.join(sys.argv[-1], "events.out.tfevents.1700000000.host"), "ab
     while True:
         f.write(b"x"); f.flush(); time.sleep(0.2)
 """
-
-
-def other_user() -> pwd.struct_passwd:
-    need_root()
-    need_tool("setpriv")
-    with contextlib.suppress(KeyError):
-        return pwd.getpwnam(OTHER)
-    useradd = need_tool("useradd")
-    subprocess.run(
-        [useradd, "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", OTHER],
-        check=True,
-    )
-    return pwd.getpwnam(OTHER)
 
 
 @pytest.fixture
@@ -62,9 +47,8 @@ def private_run() -> Iterator[tuple[int, Path]]:
     for p in (home, logdir, home / "train.py"):
         os.chown(p, user.pw_uid, user.pw_gid)
     home.chmod(0o700)
-    cmd = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups"]
     proc = subprocess.Popen(
-        [*cmd, python, str(home / "train.py"), "--hf-token", TOKEN, str(logdir)]
+        [*as_user(user), python, str(home / "train.py"), "--hf-token", TOKEN, str(logdir)]
     )
     try:
         yield proc.pid, logdir

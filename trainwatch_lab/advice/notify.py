@@ -15,11 +15,14 @@ webhook ``{"text"}``), ``dingtalk`` and ``wecom`` (``{"msgtype": "text", "text":
 {"content"}}``), ``feishu`` (``{"msg_type": "text", "content": {"text"}}``). The robots
 answer HTTP 200 with an error code in the body; a non-zero code counts as a failure.
 A DingTalk or Feishu robot with signing on gets its secret as the URL's fragment,
-``...#secret=SEC...`` (advice.notify_sign).
+``...#secret=SEC...`` (advice.notify_sign). A URL with ``user:pass@`` (a webhook behind
+basic auth) sends them, percent-decoded, as an ``Authorization: Basic`` header: urllib would
+take the userinfo for part of the host name.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import logging
@@ -33,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ..core.defaults import DEFAULTS, Defaults
 from ..core.model import Alert, Sample
@@ -64,6 +67,18 @@ def check_target(url: str, fmt: str = "json") -> tuple[str, str]:
         raise ValueError(f"--notify-format must be one of {', '.join(FORMATS)}; got {fmt!r}")
     split_secret(text)  # a malformed #secret= is refused here, where the URL is given
     return text, name
+
+
+def split_userinfo(url: str) -> tuple[str, str | None]:
+    """``(url without user:pass@, the Basic Authorization header or None)``."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    token = f"{unquote(user)}:{unquote(password)}".encode()
+    header = "Basic " + base64.b64encode(token).decode("ascii")
+    return urlunsplit(parts._replace(netloc=hostport)), header
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +165,8 @@ class Notifier:
         host: str | None = None,
     ) -> None:
         target, self.fmt = check_target(url, fmt)
-        self.url, self._secret = split_secret(target)
+        bare, self._secret = split_secret(target)
+        self.url, self._auth = split_userinfo(bare)
         check_signing(self.fmt, self._secret)
         self.defaults = defaults
         self.clock = clock
@@ -243,6 +259,8 @@ class Notifier:
             method="POST",
             headers={"Content-Type": "application/json; charset=utf-8"},
         )
+        if self._auth is not None:  # never carried over to a redirect's other host
+            req.add_unredirected_header("Authorization", self._auth)
         try:
             with urllib.request.urlopen(req, timeout=self.defaults.notify_timeout_s) as resp:
                 raw = resp.read(65536)

@@ -68,6 +68,7 @@ def add_parser(sub: Any) -> None:
 def _start_mirror(args: argparse.Namespace) -> Any:
     """A running Mirror, or UsageError (one line) for a LOCAL or SHARE it cannot use."""
     from ..core.guard.guard import default_guard
+    from ..core.private import untrusted
     from ..fix import scratch
     from ..fix.mirror import Mirror, check_share
 
@@ -77,6 +78,9 @@ def _start_mirror(args: argparse.Namespace) -> Any:
         raise UsageError(f"LOCAL: {why}")
     if not os.path.isdir(local):  # a local disk: safe to look at from here
         raise UsageError(f"LOCAL {printable(local)} is not a directory")
+    why = untrusted(local)  # another user could read the logs there, or add files
+    if why is not None:
+        raise UsageError(f"LOCAL: {why}")
     try:
         check_share(share, default_guard())
     except (ValueError, OSError) as exc:

@@ -31,12 +31,10 @@ def stage_for(directory: str, last: int, prefix: str, guard: MountGuard) -> str 
     and a quarter more."""
     if scratch.local_refusal(directory) is None:
         return None
-    try:
-        root = scratch.pick_root(None, guard)
+    try:  # this user's own directory (another user's could swap the stage: fix.scratch)
+        base = scratch.private_base(scratch.pick_root(None, guard, STAGE_DIR), STAGE_DIR)
     except ValueError:
         return None
-    base = os.path.join(root, STAGE_DIR)
-    os.makedirs(base, mode=0o700, exist_ok=True)
     st = os.statvfs(base)
     if st.f_bavail * st.f_frsize < last * ROOM_FACTOR:
         return None

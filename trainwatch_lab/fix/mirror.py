@@ -23,6 +23,7 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from typing import Any
 from ..core.defaults import DEFAULTS
 from ..core.guard.guard import MountGuard, MountUnresponsive, default_guard
 from ..core.paths.names import normalise, printable
+from ..core.private import PRIVATE_MODE, untrusted
 from ..core.storage.mounts import mount_for_path, read_mounts
 from . import mirror_plan as mp
 from . import scratch
@@ -78,6 +80,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         exit_timeout: float = EXIT_SYNC_S,
         guard: MountGuard | None = None,
         lock_fd: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not isinstance(every, (int, float)) or not math.isfinite(every) or every <= 0:
             raise ValueError(f"every must be a positive number of seconds, not {every!r}")
@@ -94,6 +97,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         self._lock_fd = lock_fd
         self._share_lock = ShareLock(self.share, self.local)
         self._held_at: float | None = None  # when the share's lock was last claimed
+        self._clock = clock  # what _held_at is read on (tests: a clock that jumps)
         self._lock = threading.RLock()  # the fields below (reentrant: SIGTERM's final sync)
         self._copied: dict[str, mp.Copied] = {}
         self._seeded = False
@@ -105,7 +109,11 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         self._cv = threading.Condition()  # the fields below
         self._requested = self._served = 0
         self._stop, self._deadline = False, None
-        os.makedirs(self.local, exist_ok=True)
+        os.makedirs(self.local, mode=PRIVATE_MODE, exist_ok=True)
+        why = untrusted(self.local)  # another user could read the logs, or add files
+        if why is not None:
+            raise ValueError(f"local: {why}")
+        self._local_id = mp.identity(self.local)  # a rename or a re-creation changes it
         self._claim_at_start()
         self._thread = threading.Thread(target=self._run, name="trainwatch-mirror", daemon=True)
         _register(self)
@@ -130,7 +138,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
             return
         if not answer["ok"]:
             raise ShareInUse(self._share_lock.refusal(answer))
-        self._held_at = time.monotonic()
+        self._held_at = self._clock()
 
     # -- the path users write to --------------------------------------------------------
     def __fspath__(self) -> str:
@@ -196,7 +204,11 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
 
     def status(self) -> MirrorStatus:
         """As of now: the local directory is scanned again (local disk, no share touched)."""
-        files, truncated = mp.scan(self.local, mp.SCAN_LIMIT)
+        gone = None
+        try:
+            files, truncated = mp.scan(self.local, mp.SCAN_LIMIT, self._local_id)
+        except mp.LocalGone as exc:  # never "in sync": what is written now is not copied
+            files, truncated, gone = {}, False, self._gone(exc)
         with self._lock:
             pending = mp.pending_bytes(files, self._copied)
             state, error = self._state, self._error
@@ -204,6 +216,8 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
                 state = "copying"
             if truncated:  # never "in sync" while files past the limit are not copied
                 state, error = "error", self._too_many()
+            if gone is not None:
+                state, error = "error", gone
             return MirrorStatus(
                 local=self.local,
                 share=self.share,
@@ -215,6 +229,9 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
                 files=len(files),
                 error=error,
             )
+
+    def _gone(self, exc: OSError) -> str:
+        return f"the local directory is gone: {exc.strerror}; nothing written there now is copied"
 
     def _too_many(self) -> str:
         return (
@@ -293,12 +310,18 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         return None
 
     def _round(self) -> None:
+        try:
+            self._copy_round()
+        except mp.LocalGone as exc:
+            self._set_state("error", self._gone(exc), kept=False)
+
+    def _copy_round(self) -> None:
         started = time.time()
         if not self._hold_share() or (not self._seeded and not self._seed()):
             return
         if self._unfinished and not self._drop_unfinished():
             return
-        files, truncated = mp.scan(self.local, mp.SCAN_LIMIT)
+        files, truncated = mp.scan(self.local, mp.SCAN_LIMIT, self._local_id)
         with self._lock:
             copied = dict(self._copied)
         queue = [
@@ -310,6 +333,8 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         progress: dict[int, list[mp.Range]] = {}  # id(job) -> the ranges it wrote so far
         redone: set[str] = set()
         while queue:
+            if not self._hold_share():  # a long round renews (and re-checks) the lock too
+                return
             batch, size = mp.take_batch(queue, lambda q: q[1]["length"])
             budget = (self._timeout(size) or 0.0) / 2
             self._unfinished |= {i["dst"] for j, i in batch if not j.append}
@@ -333,7 +358,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
     def _hold_share(self) -> bool:
         """Claim the share's lock (mirror_lock), or refresh it now and then; False while
         another mirror holds it or the share does not answer (the state says which)."""
-        now = time.monotonic()
+        now = self._clock()
         if self._held_at is not None and now - self._held_at < DEFAULTS.mirror_lock_stale_s / 3:
             return True
         answer = self._call("claim_share", 0, **self._share_lock.claim_args(_live_tokens()))
@@ -417,17 +442,14 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         if back:
             log.warning("trainwatch: mirror of %s: the share answers again, caught up", self.share)
 
-    def _set_state(self, state: str, error: str) -> None:
+    def _set_state(self, state: str, error: str, kept: bool = True) -> None:
+        """``kept``: the logs wait in the local directory (not so when it is gone)."""
         with self._lock:
             changed = self._state != state
             self._state, self._error = state, error
         if changed:
-            log.warning(
-                "trainwatch: mirror of %s: %s; the logs stay in %s and are copied later",
-                self.share,
-                error,
-                self.local,
-            )
+            tail = f"; the logs stay in {self.local} and are copied later" if kept else ""
+            log.warning("trainwatch: mirror of %s: %s%s", self.share, error, tail)
 
 
 def _renamed(item: dict[str, Any], result: Any) -> bool:

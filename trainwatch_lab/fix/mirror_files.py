@@ -5,8 +5,9 @@ so it cannot ask the Mirror object. Each mirror writes its status beside its log
 round (``Mirror._publish``: ``.trainwatch-mirror.json``, with the owner's pid); the local side
 is on local disk by construction (fix.scratch refuses anything else), so reading those files
 is a directory listing and a few small reads, never a touch of the share. We look where
-``local_mirror`` puts them by default: ``<root>/trainwatch-mirror/*/`` for each scratch root
-(fix.scratch.candidates), roots on a network mount left out (judged from the mount table).
+``local_mirror`` puts them by default: ``<root>/trainwatch-mirror-<uid>/*/`` for each scratch
+root (fix.scratch.candidates), roots on a network mount left out (judged from the mount table)
+and directories another user controls too (a status file planted there is not ours).
 A mirror made with an explicit ``local_root=`` elsewhere is found when that root is passed.
 
 A file whose owner process is gone is stale and left out, as is a closed mirror. Each
@@ -27,9 +28,10 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ..core.identity import pid_alive
+from ..core.private import untrusted
 from .mirror import STATUS_FILE
 from .mirror_status import MirrorStatus
-from .scratch import MIRROR_DIR, candidates, local_refusal
+from .scratch import base_name, candidates, local_refusal
 
 MAX_MIRRORS = 32  # mirrors listed at most (status files read per look)
 MAX_FILE_BYTES = 64 * 1024  # a status file is ~300 bytes: anything bigger is not ours
@@ -84,10 +86,13 @@ def read_published(path: str, now: float | None = None) -> Published | None:
 
 
 def status_files(roots: Iterable[str], limit: int = MAX_MIRRORS) -> list[str]:
-    """The status files under ``<root>/trainwatch-mirror/*/`` that exist, at most ``limit``."""
+    """The status files under ``<root>/trainwatch-mirror-<uid>/*/`` that exist, at most
+    ``limit``; none from a directory another user controls."""
     found: list[str] = []
     for root in roots:
-        base = os.path.join(root, MIRROR_DIR)
+        base = os.path.join(root, base_name())
+        if untrusted(base) is not None:
+            continue
         with contextlib.suppress(OSError), os.scandir(base) as entries:
             for entry in sorted(entries, key=lambda e: e.name):
                 path = os.path.join(base, entry.name, STATUS_FILE)

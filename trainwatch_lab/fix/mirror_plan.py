@@ -4,9 +4,13 @@ Log files mostly grow (TensorBoard event files, CSV and JSON lines): a file that
 its last copy gets only its new bytes, written at the same offset on the share. That it only
 grew is proven, not assumed: the share's copy is known as the digests of the byte ranges
 written there, as the helper read them (``Copied.ranges``), and the local file must still
-hold exactly those bytes (hashed again, whole, before every append). A file whose
-identity (inode, size, modification and change time) did not move since it was copied is
-not read at all. Anything else (a rewrite anywhere, a new inode, a shrink, a SQLite
+hold exactly those bytes before every append: all of them for a file up to
+``FULL_CHECK_BYTES``; for a bigger one its first ``HEAD_BYTES`` and its last ``TAIL_BYTES``
+before the old end (where headers are rewritten in place, and where the last appends
+landed), the bytes between once proven and not read again, so a round costs what was
+appended, not the whole file (a 4.5 GiB log used to be hashed whole every round). A file
+whose identity (inode, size, modification and change time) did not move since it was
+copied is not read at all. Anything else (a rewrite anywhere, a new inode, a shrink, a SQLite
 database, which is rewritten in place) is copied whole into a fresh temporary name on the
 share, fsync'ed and renamed over the old copy, so a reader there (TensorBoard) sees the old
 file or the new one, never half of one. An append never creates a file: a copy gone from
@@ -16,7 +20,9 @@ the share, or shorter than it should be, is copied whole (core.worker.files).
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
+import itertools
 import os
 import secrets
 import stat
@@ -24,11 +30,15 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ..core.paths.names import printable
 from ..core.worker.files import DIGEST_BYTES
 
 CHUNK_BYTES = 4 * 1024 * 1024  # one item of a copy call at most
 BATCH_BYTES = 4 * 1024 * 1024  # bytes per call through the guard
 HASH_CHUNK = 1024 * 1024  # read at a time while hashing a local file
+FULL_CHECK_BYTES = 8 * 1024 * 1024  # a file up to this is proven whole before each append
+HEAD_BYTES = 1024 * 1024  # a bigger one: its head (headers rewritten in place) ...
+TAIL_BYTES = 1024 * 1024  # ... and its last bytes are proven again, the rest once
 
 TMP_PREFIX = ".twmirror-"  # the share-side temporary names (never "tfevents" in them)
 LOCK_PREFIX = ".trainwatch-mirror"  # local bookkeeping, never copied
@@ -89,11 +99,46 @@ class Job:
         return self.file.size - self.offset
 
 
-def scan(local_dir: str, limit: int = SCAN_LIMIT) -> tuple[dict[str, LocalFile], bool]:
+class LocalGone(OSError):
+    """The local directory is not the one the mirror started with (renamed, deleted,
+    replaced), or a directory under it cannot be read: what is written there now would
+    never reach the share, so no round may say it copied everything."""
+
+
+def identity(local_dir: str) -> tuple[int, int]:
+    """``(st_dev, st_ino)`` of the local directory: what a rename-and-recreate changes."""
+    st = os.stat(local_dir)
+    return st.st_dev, st.st_ino
+
+
+def scan(
+    local_dir: str, limit: int = SCAN_LIMIT, expected: tuple[int, int] | None = None
+) -> tuple[dict[str, LocalFile], bool]:
     """Regular files under ``local_dir`` (a local disk: read on our own thread), symlinks not
-    followed; True as well when ``limit`` cut the listing short."""
+    followed; True as well when ``limit`` cut the listing short. Raises LocalGone when
+    ``local_dir`` cannot be listed or is no longer ``expected`` (os.walk alone would list
+    nothing and say nothing), or a directory under it cannot be read; a subdirectory
+    removed during the walk is no error (its files are gone)."""
+
+    def failed(exc: OSError) -> None:
+        if isinstance(exc, FileNotFoundError) and exc.filename != local_dir:
+            return
+        where = printable(str(exc.filename or local_dir))
+        raise LocalGone(exc.errno, f"cannot list {where}: {exc.strerror}", exc.filename)
+
+    try:
+        now = identity(local_dir)
+    except OSError as exc:
+        failed(exc)
+    if expected is not None and now != expected:
+        raise LocalGone(
+            errno.ENOENT,
+            f"{printable(local_dir)} is another directory than the one mirrored (renamed or "
+            "deleted and made again)",
+            local_dir,
+        )
     files: dict[str, LocalFile] = {}
-    for root, dirs, names in os.walk(local_dir):
+    for root, dirs, names in os.walk(local_dir, onerror=failed):
         dirs[:] = [d for d in dirs if not d.startswith(LOCK_PREFIX)]
         for name in names:
             if name.startswith(LOCK_PREFIX):
@@ -111,23 +156,61 @@ def scan(local_dir: str, limit: int = SCAN_LIMIT) -> tuple[dict[str, LocalFile],
     return files, False
 
 
-def _hash_spans(path: str, ranges: Sequence[Range]) -> str | None:
-    """One pass over a local file: None unless each ``[start, end)`` (contiguous from 0)
-    has its digest; else the digest of all of them together, of the bytes just read."""
-    whole = hashlib.blake2b(digest_size=DIGEST_BYTES)
-    try:
-        with open(path, "rb") as fh:
-            for start, end, expected in ranges:
-                part, left = hashlib.blake2b(digest_size=DIGEST_BYTES), end - start
-                while left > 0 and (chunk := fh.read(min(HASH_CHUNK, left))):
+def zones(size: int) -> tuple[int, int]:
+    """``(head_end, tail_start)`` of a file of ``size`` bytes: the bytes before ``head_end``
+    and from ``tail_start`` are proven again before each append, those between are not.
+    A file up to ``FULL_CHECK_BYTES`` is all head."""
+    if size <= FULL_CHECK_BYTES:
+        return size, size
+    return HEAD_BYTES, size - TAIL_BYTES
+
+
+def _reproven(fh: Any, ranges: Sequence[Range], size: int) -> list[Range] | None:
+    """Read again the ranges that reach into the head or the tail zone (each must hold its
+    digest), skip the others; the result, as at most three ranges (head, a middle with no
+    digest, tail) whose digests are of the bytes just read, or None on a mismatch."""
+    head_end, tail_start = zones(size)
+    out: list[Range] = []
+    run: list[Any] = []  # [start, end, hasher or None, zone] of the range being put together
+
+    def close_run() -> None:
+        if run:
+            out.append((run[0], run[1], run[2].hexdigest() if run[2] is not None else ""))
+            run.clear()
+
+    def add(a: int, b: int, hasher: Any, zone: int) -> None:
+        if run and run[3] == zone:
+            run[1] = b
+            return
+        close_run()
+        run.extend([a, b, hasher, zone])
+
+    for start, end, expected in ranges:
+        if start >= head_end and end <= tail_start:
+            add(start, end, None, 1)  # proven before: not read again
+            continue
+        if not expected:
+            return None
+        cuts = sorted({start, end, *(x for x in (head_end, tail_start) if start < x < end)})
+        whole = hashlib.blake2b(digest_size=DIGEST_BYTES)
+        fh.seek(start)
+        for a, b in itertools.pairwise(cuts):
+            zone = 0 if b <= head_end else (2 if a >= tail_start else 1)
+            keep = run[2] if run and run[3] == zone and zone != 1 else None
+            part = keep if keep is not None else hashlib.blake2b(digest_size=DIGEST_BYTES)
+            left = b - a
+            while left > 0 and (chunk := fh.read(min(HASH_CHUNK, left))):
+                whole.update(chunk)
+                if zone != 1:
                     part.update(chunk)
-                    whole.update(chunk)
-                    left -= len(chunk)
-                if left or (expected and part.hexdigest() != expected):
-                    return None
-    except OSError:
-        return None
-    return whole.hexdigest()
+                left -= len(chunk)
+            if left:
+                return None
+            add(a, b, part if zone != 1 else None, zone)
+        if whole.hexdigest() != expected:
+            return None
+    close_run()
+    return out
 
 
 def in_place_format(path: str) -> bool:
@@ -141,18 +224,23 @@ def in_place_format(path: str) -> bool:
 
 
 def proven_prefix(path: str, c: Copied) -> tuple[Range, ...] | None:
-    """The share's bytes before ``c.size`` as one range, when the local file still holds
-    exactly them (every range's digest equal); None otherwise. The new digest is of the
-    bytes just read, which equal the share's: no later change of the file can slip in."""
+    """The share's bytes before ``c.size``, when the local file still holds them (the
+    ranges in the head and tail zones read again, each digest equal; the others proven
+    before); None otherwise. The digests returned are of the bytes just read, which equal
+    the share's: no later change of the file can slip in."""
     if c.size == 0:
         return ()
     ends = [0] + [end for _, end, _ in c.ranges]
     if not c.ranges or any(r[0] != e for r, e in zip(c.ranges, ends, strict=False)):
         return None
-    if ends[-1] != c.size or any(not d for _, _, d in c.ranges):
+    if ends[-1] != c.size:
         return None
-    whole = _hash_spans(path, c.ranges)
-    return None if whole is None else ((0, c.size, whole),)
+    try:
+        with open(path, "rb") as fh:
+            kept = _reproven(fh, c.ranges, c.size)
+    except OSError:
+        return None
+    return None if kept is None else tuple(kept)
 
 
 def plan(local_dir: str, files: dict[str, LocalFile], copied: dict[str, Copied]) -> list[Job]:
@@ -229,18 +317,56 @@ def seed_candidates(
     return {
         rel: f
         for rel, (size, mtime_ns) in share_files.items()
-        if (f := files.get(rel)) is not None and f.size == size and f.mtime_ns == mtime_ns
+        if (f := files.get(rel)) is not None and f.size == size and _same_time(f.mtime_ns, mtime_ns)
     }
 
 
-def seeded(local_dir: str, f: LocalFile, share_digest: str | None) -> Copied | None:
-    """What the share holds of ``f`` when its digest (taken there) is the local file's."""
-    if share_digest is None:
+def _same_time(local_ns: int, share_ns: int) -> bool:
+    """The time the copy was given, as the share keeps it: whole seconds on sshfs (SFTP v3
+    carries no fraction), nanoseconds elsewhere."""
+    if share_ns % 1_000_000_000 == 0:
+        return local_ns // 1_000_000_000 == share_ns // 1_000_000_000
+    return local_ns == share_ns
+
+
+def seed_windows(size: int) -> list[tuple[int, int]]:
+    """The byte ranges a restarted mirror compares, local against share: all of a file up to
+    ``FULL_CHECK_BYTES``, else its head and tail zones (as ``proven_prefix`` reads them)."""
+    head_end, tail_start = zones(size)
+    if tail_start >= size:
+        return [(0, size)]
+    return [(0, head_end), (tail_start, size)]
+
+
+def seeded(local_dir: str, f: LocalFile, share_digests: Sequence[str | None]) -> Copied | None:
+    """What the share holds of ``f`` when the digests of its ``seed_windows`` (taken there)
+    are the local file's; the bytes between them (a big file) count as proven."""
+    windows = seed_windows(f.size)
+    if len(share_digests) != len(windows) or None in share_digests:
         return None
-    local = _hash_spans(os.path.join(local_dir, f.rel), [(0, f.size, "")])
-    if local != share_digest:
+    path = os.path.join(local_dir, f.rel)
+    ranges: list[Range] = []
+    for (start, end), share_digest in zip(windows, share_digests, strict=True):
+        if ranges and ranges[-1][1] < start:
+            ranges.append((ranges[-1][1], start, ""))
+        if _hash_range(path, start, end) != share_digest:
+            return None
+        ranges.append((start, end, str(share_digest)))
+    return Copied(f.size, f.ino, f.mtime_ns, tuple(ranges), f.ctime_ns)
+
+
+def _hash_range(path: str, start: int, end: int) -> str | None:
+    """The digest of ``path``'s bytes ``[start, end)``; None when it is shorter or unreadable."""
+    hasher, left = hashlib.blake2b(digest_size=DIGEST_BYTES), end - start
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            while left > 0 and (chunk := fh.read(min(HASH_CHUNK, left))):
+                hasher.update(chunk)
+                left -= len(chunk)
+    except OSError:
         return None
-    return Copied(f.size, f.ino, f.mtime_ns, ((0, f.size, share_digest),), f.ctime_ns)
+    return None if left else hasher.hexdigest()
 
 
 def take_batch(queue: list[Q], size_of: Callable[[Q], int]) -> tuple[list[Q], int]:

@@ -1,9 +1,11 @@
 """What a mirror that starts (a restarted kernel, the CLI again) may take the share to hold
 already: a file there of the same size and modification time as the local one (what every
-finished copy sets) is trusted only once a digest of its bytes, taken on the share by the
-guard's helper, equals the local file's; a copy recreated sparse, full of zeros, looks the
-same by size and time. The temporaries an earlier, killed mirror of this share left go
-first: the caller holds the share's lock (mirror_lock), so no other mirror's can be there.
+finished copy sets) is trusted only once digests of its bytes, taken on the share by the
+guard's helper, equal the local file's (all of it up to ``mp.FULL_CHECK_BYTES``, the head
+and tail of a bigger one: a 4.5 GiB log is not read twice before the first append); a copy
+recreated sparse, full of zeros, looks the same by size and time. The temporaries an
+earlier, killed mirror of this share left go first: the caller holds the share's lock
+(mirror_lock), so no other mirror's can be there.
 """
 
 from __future__ import annotations
@@ -32,13 +34,37 @@ def seed(
     queue = list(mp.seed_candidates(files, tree["files"]).values())
     copied: dict[str, mp.Copied] = {}
     while queue:
-        batch, size = mp.take_batch(queue, lambda f: f.size)
-        items = [{"path": os.path.join(share, f.rel), "length": f.size} for f in batch]
+        batch, size = mp.take_batch(queue, _window_bytes)
+        items = [
+            {"path": os.path.join(share, f.rel), "offset": start, "length": end - start}
+            for f in batch
+            for start, end in mp.seed_windows(f.size)
+        ]
         found = call("digests", size, items=items, budget_s=(timeout(size) or 0.0) / 2)
         if found is None:
             return None
-        for f, share_digest in zip(batch, found, strict=False):
-            if (c := mp.seeded(local, f, share_digest)) is not None:
+        done = 0
+        for f in batch:
+            n = len(mp.seed_windows(f.size))
+            if done + n > len(found):
+                break  # the helper's budget ended within this file: the next call
+            if (c := mp.seeded(local, f, found[done : done + n])) is not None:
                 copied[f.rel] = c
-        queue = batch[len(found) :] + queue
+            done += n
+        queue = batch[_files_done(batch, len(found)) :] + queue
     return copied
+
+
+def _window_bytes(f: mp.LocalFile) -> int:
+    return sum(end - start for start, end in mp.seed_windows(f.size))
+
+
+def _files_done(batch: list[mp.LocalFile], answered: int) -> int:
+    """How many files of ``batch`` the helper's ``answered`` digests cover whole."""
+    n = 0
+    for f in batch:
+        answered -= len(mp.seed_windows(f.size))
+        if answered < 0:
+            break
+        n += 1
+    return n

@@ -5,6 +5,13 @@ local directory must be on a local block device (or in memory, when nothing else
 a mount is judged from the mount table (core.storage.mounts), never by touching it. The directory's
 name comes from the share's path, so a restarted kernel finds its earlier copy and resumes;
 a lock file keeps two processes of one host out of the same directory.
+
+Every directory on the way that we create or reuse (the root, ``trainwatch-mirror-<uid>``
+in it, the share's directory in that) must be ours alone (core.private): under a
+shared /tmp those names are guessable, and a directory another user planted there would let
+them read the logs and add files that the mirror copies to the share. A root that fails the
+rule is passed over (or refused when it was asked for); a share's directory that fails it is
+skipped for the next name.
 """
 
 from __future__ import annotations
@@ -19,12 +26,13 @@ import tempfile
 
 from ..core.guard.guard import MountGuard, default_guard
 from ..core.paths.names import normalise, printable
+from ..core.private import private_dir, untrusted
 from ..core.storage.mount_facts import MountFacts
 from ..core.storage.mounts import mount_for_path, read_mounts
 from ..core.storage.space import space_fields
 from .mirror_plan import LOCK_PREFIX
 
-MIRROR_DIR = "trainwatch-mirror"
+MIRROR_DIR = "trainwatch-mirror"  # + "-<uid>": one per user, never shared
 ROOT_ENV = "TRAINWATCH_MIRROR_ROOT"  # the scratch root to use, when the default is wrong
 MAX_CLAIMS = 16  # directories tried for one share before giving up (16 processes at once)
 LOCAL_KINDS = ("local", "memory", "overlay")
@@ -43,6 +51,23 @@ def local_refusal(path: str) -> str | None:
             f"{printable(facts.mountpoint)}): the local side must be a local disk"
         )
     return None
+
+
+def base_name(kind: str = MIRROR_DIR) -> str:
+    """This user's directory under a scratch root (``trainwatch-mirror-<uid>``): a shared
+    one would be another user's, or writable by them."""
+    return f"{kind}-{os.geteuid()}"
+
+
+def root_refusal(root: str, kind: str = MIRROR_DIR) -> str | None:
+    """Why ``root`` cannot hold this user's ``kind`` directory: a network mount (from the
+    mount table), or it (or that directory in it, when it exists) is not ours alone."""
+    return local_refusal(root) or _not_ours(root, kind)
+
+
+def _not_ours(root: str, kind: str) -> str | None:
+    """``root`` or its ``kind`` directory not ours alone (they are looked at: a local root)."""
+    return untrusted(root) or untrusted(os.path.join(root, base_name(kind)))
 
 
 def _available(path: str, guard: MountGuard) -> int:
@@ -66,31 +91,50 @@ def candidates() -> list[str]:
     return list(dict.fromkeys(normalise(p) for p in found))
 
 
-def pick_root(local_root: str | os.PathLike[str] | None, guard: MountGuard | None = None) -> str:
-    """The scratch root: ``local_root`` when given (refused on a network mount), else the
-    local candidate with the most free space. Raises ValueError with the reason."""
+def pick_root(
+    local_root: str | os.PathLike[str] | None,
+    guard: MountGuard | None = None,
+    kind: str = MIRROR_DIR,
+) -> str:
+    """The scratch root: ``local_root`` when given (refused on a network mount or when
+    another user controls it), else the safe local candidate with the most free space.
+    Raises ValueError with the reason."""
     g = guard if guard is not None else default_guard()
     if local_root is not None:
         root = normalise(os.fspath(local_root))
-        why = local_refusal(root)
+        why = root_refusal(root, kind)
         if why is not None:
             raise ValueError(f"local_root: {why}")
         return root
-    best, best_free, refused = None, -1, []
+    scored, refused = [], []
     for root in candidates():
         why = local_refusal(root)
         if why is not None:
             refused.append(why)
             continue
-        free = _available(root, g)
-        if free > best_free:
-            best, best_free = root, free
-    if best is None:
-        raise ValueError(
-            "no local disk for the mirror's local side (" + "; ".join(refused) + "); pass "
-            f"local_root= or set {ROOT_ENV}"
-        )
-    return best
+        scored.append((_available(root, g), root))
+    # the most free space first (ties in the candidates' order); only the one taken, and
+    # those passed over before it, are looked at: their statvfs answered just now
+    for _, root in sorted(scored, key=lambda s: -s[0]):
+        why = _not_ours(root, kind)
+        if why is None:
+            return root
+        refused.append(f"{why}: passed over")
+    raise ValueError(
+        "no local disk for the mirror's local side (" + "; ".join(refused) + "); pass "
+        f"local_root= or set {ROOT_ENV}"
+    )
+
+
+def private_base(root: str, kind: str = MIRROR_DIR) -> str:
+    """``<root>/<kind>-<uid>``, made (the root too, when missing) and judged ours alone;
+    ValueError (one line) otherwise."""
+    os.makedirs(root, exist_ok=True)
+    base = os.path.join(root, base_name(kind))
+    why = untrusted(root) or private_dir(base)
+    if why is not None:
+        raise ValueError(f"refusing to keep files there: {why}")
+    return base
 
 
 def _name_for(share: str) -> str:
@@ -116,12 +160,14 @@ def lock(local: str) -> int | None:
 
 def claim(share: str, root: str) -> tuple[str, int]:
     """A local directory for ``share`` under ``root`` and the locked descriptor that keeps
-    it ours: the same one as last time unless another live process holds it."""
-    base = os.path.join(root, MIRROR_DIR)
+    it ours: the same one as last time unless another live process holds it (or it is not
+    ours alone: another name then). ValueError when the root is not ours alone."""
+    base = private_base(root)
     name = _name_for(share)
     for n in range(MAX_CLAIMS):
         local = os.path.join(base, name if n == 0 else f"{name}-{n + 1}")
-        os.makedirs(local, exist_ok=True)
+        if private_dir(local) is not None:
+            continue
         fd = lock(local)
         if fd is not None:
             return local, fd

@@ -4,7 +4,8 @@ SQLite's locking is unsafe on network filesystems (its own FAQ), and a home dire
 NFS is common on clusters, so the directory is chosen with our own mount classification
 (core.storage.mounts.classify, from /proc/self/mountinfo: nothing touches the candidate, which may
 sit on a dead mount): the first candidate on a local, memory or overlay filesystem that no
-other user owns or may write in wins, and passing over one says why in a note.
+other user owns or may write in wins (core.private), and passing over one says why in
+a note.
 
 Candidates: an explicit directory (a setting), then ``/var/lib/trainwatch-lab`` as root or
 ``$XDG_STATE_HOME/trainwatch-lab`` (``~/.local/state/trainwatch-lab``) otherwise, then
@@ -15,10 +16,10 @@ from __future__ import annotations
 
 import os
 import socket
-import stat
 from dataclasses import dataclass
 
 from .. import hostfs
+from ..private import untrusted
 from ..storage.mounts import classify, mount_for_path, read_mounts
 
 APP_DIR = "trainwatch-lab"
@@ -61,27 +62,6 @@ def mount_kind(directory: str) -> tuple[str, str]:
     except (LookupError, OSError):
         return "unknown", "an unknown mount"
     return classify(entry), f"{entry.fstype} at {entry.mountpoint}"
-
-
-def untrusted(directory: str) -> str | None:
-    """Why ``directory`` is no place for this user's history (None when it is, or does not
-    exist yet: it is then made 0700). Another user who owns it, or may write in it, can
-    read the history's commands and tokens or swap its files: it must be ours (or root's)
-    and writable by nobody else, unless sticky (like /tmp, where no one can replace a file
-    of ours)."""
-    try:
-        st = os.stat(directory)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        return f"{directory}: {exc.strerror}"
-    if not stat.S_ISDIR(st.st_mode):
-        return f"{directory} is not a directory"
-    if st.st_uid not in (os.geteuid(), 0):
-        return f"{directory} belongs to another user (uid {st.st_uid})"
-    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
-        return f"{directory} is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
-    return None
 
 
 def choose(explicit_dir: str | None = None, explicit_file: str | None = None) -> Location:

@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..defaults import DEFAULTS, Defaults
+from ..private import untrusted
 from . import codec
-from .location import untrusted
 
 log = logging.getLogger(__name__)
 

@@ -161,19 +161,63 @@ def _write_range(
     fin: Any, fd: int, offset: int, length: int, hasher: Any
 ) -> tuple[bool, os.stat_result, int]:
     """Copy the range from ``fin`` to ``fd``; whether it was whole, the source's identity
-    after the read and the end written."""
+    after the read and the end written. The source's holes (SEEK_DATA/SEEK_HOLE) are not
+    written where the target has no bytes yet, so a sparse log stays sparse on the share
+    (its length set with ftruncate); they are hashed as the zeros they read as."""
+    src = fin.fileno()
+    end = min(offset + length, os.fstat(src).st_size)  # shorter now: not whole, copied again
+    had = os.fstat(fd).st_size  # bytes there already: a hole over them is written as zeros
     pos = offset
-    fin.seek(offset)
-    while pos < offset + length:
-        chunk = fin.read(min(COPY_CHUNK, offset + length - pos))
-        if not chunk:
-            break
-        hasher.update(chunk)
-        view = memoryview(chunk)
-        while view:
-            written = os.pwrite(fd, view, pos)
-            view, pos = view[written:], pos + written
-    return pos == offset + length, os.fstat(fin.fileno()), pos
+    while pos < end:
+        data = _seek(src, pos, os.SEEK_DATA, end)
+        if data > pos:
+            _zeros(hasher, fd if pos < had else None, pos, min(data, had) if pos < had else pos)
+            _zeros(hasher, None, max(pos, had), data)
+            pos = data
+            continue
+        stop = _seek(src, pos, os.SEEK_HOLE, end)
+        fin.seek(pos)
+        while pos < stop:
+            chunk = fin.read(min(COPY_CHUNK, stop - pos))
+            if not chunk:
+                return False, os.fstat(src), pos
+            hasher.update(chunk)
+            view = memoryview(chunk)
+            while view:
+                written = os.pwrite(fd, view, pos)
+                view, pos = view[written:], pos + written
+    if pos > os.fstat(fd).st_size:
+        os.ftruncate(fd, pos)  # a hole at the end: the length without the blocks
+    after = os.fstat(src)  # shrunk meanwhile: its "hole" was no hole, copied again
+    return pos == offset + length and after.st_size >= pos, after, pos
+
+
+def _seek(fd: int, pos: int, whence: int, end: int) -> int:
+    """The next data (or hole) at or after ``pos``, at most ``end``; a filesystem that cannot
+    tell is all data."""
+    try:
+        return min(os.lseek(fd, pos, whence), end)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # no data from here to the end of the file
+            return end if whence == os.SEEK_DATA else pos
+        if exc.errno in (errno.EINVAL, errno.EOPNOTSUPP):
+            return pos if whence == os.SEEK_DATA else end
+        raise
+
+
+_ZEROS = bytes(COPY_CHUNK)
+
+
+def _zeros(hasher: Any, fd: int | None, start: int, stop: int) -> None:
+    """Hash ``[start, stop)`` as zeros, and write them to ``fd`` when given (a hole over
+    bytes the target already holds)."""
+    pos = start
+    while pos < stop:
+        n = min(COPY_CHUNK, stop - pos)
+        hasher.update(memoryview(_ZEROS)[:n])
+        if fd is not None:
+            os.pwrite(fd, memoryview(_ZEROS)[:n], pos)
+        pos += n
 
 
 def _discard(path: str) -> None:
@@ -211,9 +255,10 @@ def op_copy_ranges(items: list[dict[str, Any]], budget_s: float | None = None) -
 
 
 def op_digests(items: list[dict[str, Any]], budget_s: float | None = None) -> list[Any]:
-    """The digest of the first ``length`` bytes of each ``path`` (on the share), links not
-    followed: a restarted mirror trusts a copy only when it holds the local bytes. ``None``
-    for a file that is not there, shorter or no regular file; stops at ``budget_s``."""
+    """The digest of ``length`` bytes from ``offset`` (default 0) of each ``path`` (on the
+    share), links not followed: a restarted mirror trusts a copy only when it holds the local
+    bytes. ``None`` for a file that is not there, shorter or no regular file; stops at
+    ``budget_s``."""
     results: list[Any] = []
     for item in within_budget(items, budget_s, results):
         try:
@@ -222,6 +267,7 @@ def op_digests(items: list[dict[str, Any]], budget_s: float | None = None) -> li
             results.append(None)
             continue
         with os.fdopen(fd, "rb") as fh:
+            fh.seek(item.get("offset", 0))
             hasher, left = hashlib.blake2b(digest_size=DIGEST_BYTES), item["length"]
             while left > 0 and (chunk := fh.read(min(COPY_CHUNK, left))):
                 hasher.update(chunk)
@@ -373,6 +419,42 @@ def _create_whole(path: str, data: bytes, tmp_prefix: str) -> bool:
     return True
 
 
+def share_now(directory: str, tmp_prefix: str) -> float:
+    """The share's own clock: the modification time its server gives a file created now (a
+    client's clock may be minutes off; every age on the share is judged on this one)."""
+    probe = os.path.join(directory, f"{tmp_prefix}{secrets.token_hex(8)}.tmp")
+    fd = os.open(probe, NEW_FILE, 0o600)
+    try:
+        os.write(fd, b"t")  # a server stamps a write with its own time
+        return os.fstat(fd).st_mtime_ns / 1e9
+    finally:
+        os.close(fd)
+        _discard(probe)
+
+
+def _renew(path: str, token: str) -> bool | None:
+    """Rewrite our lock in place, so the share stamps its modification time: True when it
+    was ours (read through the same descriptor that is written: a lock another claimer put
+    there since is never renewed), False when it is another's, None when it is gone."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        raw = os.read(fd, 64 * 1024)
+        try:
+            ours = json.loads(raw).get("token") == token
+        except (ValueError, AttributeError):
+            ours = False
+        if ours:
+            os.pwrite(fd, raw, 0)
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    # moved aside by a takeover between our open and our write: then it is no longer there
+    return ours and read_small(path) == raw
+
+
 def op_claim_share(
     path: str,
     holder: dict[str, Any],
@@ -381,15 +463,16 @@ def op_claim_share(
     tmp_prefix: str = ".tmp-",
 ) -> dict[str, Any]:
     """Take (or keep) the lock file ``path`` that makes one mirror the only writer of a share
-        directory: ``{"ok": True}``, or ``{"ok": False, "holder": ...}`` while another mirror
-        holds it. Ours again (the same token): its time is refreshed. Another's is taken over
-        only when its process on this host is gone (or is the claimer's, and its token is not
-        among the claimer's ``live`` mirrors) or it was not refreshed for ``stale_s``. The file is
-    written under a name starting ``tmp_prefix`` first (the mirror's temporaries: a leftover
-    goes with them)."""
+    directory: ``{"ok": True}``, or ``{"ok": False, "holder": ...}`` while another mirror
+    holds it. Ours again (the same token): renewed (rewritten, so the share stamps it) once
+    it is proven still ours. Another's is taken over only when its process on this host is
+    gone (or is the claimer's, and its token is not among the claimer's ``live`` mirrors) or
+    it was not renewed for ``stale_s`` as the share's own clock tells (share_now: two hosts
+    whose clocks differ judge one age). The file is written under a name starting
+    ``tmp_prefix`` first (the mirror's temporaries: a leftover goes with them)."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     data = json.dumps(holder).encode()
-    for _ in range(2):
+    for _ in range(3):
         if _create_whole(path, data, tmp_prefix):
             return {"ok": True}
         raw = read_small(path)
@@ -400,13 +483,14 @@ def op_claim_share(
         except ValueError:
             current = None
         if isinstance(current, dict) and current.get("token") == holder["token"]:
-            os.utime(path, follow_symlinks=False)
-            return {"ok": True}
+            if _renew(path, holder["token"]):
+                return {"ok": True}
+            continue  # taken over meanwhile: judge the one there now
         try:
             mtime_ns = os.lstat(path).st_mtime_ns
         except FileNotFoundError:
             continue
-        age = time.time() - mtime_ns / 1e9
+        age = share_now(os.path.dirname(path), tmp_prefix) - mtime_ns / 1e9
         gone = _holder_gone(current, holder, live or [])
         if current is not None and age < stale_s and not gone:
             return {"ok": False, "holder": current, "age_s": age}
