@@ -41,6 +41,7 @@ GROUPS = {
     "idle-server": "bench_idle_server",
     "footprint": "bench_footprint",
     "agent-attacks": "bench_agent_attacks",
+    "server-attacks": "bench_server_attacks",
 }
 
 
