@@ -105,11 +105,12 @@ def _room(
     directory: str,
     keep: int | None,
     mine: set[str],
+    entries: dict[str, dict[str, Any]],
 ) -> list[list[Any]]:
     """Raise CheckpointWontFit unless the save fits; makes room first from saves that ``keep``
     would remove right after it anyway (never the newest, only ``mine``: those this saver
-    wrote). Returns the saves, newest first."""
-    saves = sorted(plan["saves"], key=lambda s: s[2], reverse=True)
+    wrote). Returns the saves, newest first (by the saver's own count, never by mtime)."""
+    saves = manifest.order(plan["saves"], entries)
     if not saves:
         return saves
     available = space_fields(os.statvfs_result(tuple(plan["statvfs"])))["avail_bytes"]
@@ -232,7 +233,7 @@ def _save_now(
     discard(g, key, stale(directory, plan["partials"]))
     entries = manifest.parse(plan["manifest"])
     mine = manifest.owned(entries, pattern)
-    saves = _room(g, key, plan, name, directory, keep, mine)
+    saves = _room(g, key, plan, name, directory, keep, mine, entries)
     partial = write_and_commit(save, g, key, directory, name, saves[0][1] if saves else 0)
     try:
         doomed: list[str] = []
