@@ -187,6 +187,12 @@ class Notifier:
             self._told[key] = _Told(is_on, now, alert)
             self._put(Message("started" if is_on else "cleared", alert, sample.t, self.host))
 
+    def send(self, alert: Alert, state: str = "started") -> None:
+        """Queue one message now, whatever the samples say (fix.report.notify: a warning
+        training code raised itself, a save paused for space); never blocks."""
+        if not self._closing.is_set():
+            self._put(Message(state, alert, time.time(), self.host))
+
     def _put(self, msg: Message) -> None:
         try:
             self._queue.put_nowait(msg)

@@ -53,17 +53,24 @@ def fmt_size(n: float) -> str:
 
 
 def wont_fit(
-    name: str, directory: str, needed: int, available: int, last: str | None = None
+    name: str,
+    directory: str,
+    needed: int,
+    available: int,
+    last: str | None = None,
+    limit: str = "",
 ) -> CheckpointWontFit | None:
-    """The error to raise when a save of about ``needed`` bytes cannot fit, else None."""
+    """The error to raise when a save of about ``needed`` bytes cannot fit, else None
+    (``limit``: " under your quota on /data" when a quota, not the disk, leaves less)."""
     if needed <= available:
         return None
-    what = f"the last save ({printable(last)})" if last else "the last save"
+    what = f"the last save ({printable(last)}) took" if last else "the save needs about"
     message = (
-        f"checkpoint {printable(name)} will not fit in {printable(directory)}: {what} took "
-        f"{fmt_size(needed)}, {fmt_size(available)} is free. Nothing was written; the earlier "
-        "saves are intact. Free space, keep fewer saves (keep=N, save_top_k, "
-        "save_total_limit) or save to a disk with more room."
+        f"checkpoint {printable(name)} will not fit in {printable(directory)}: {what} "
+        f"{fmt_size(needed)}, {fmt_size(available)} is free{limit}. Nothing was written; the "
+        "earlier saves are intact. Free space, keep fewer saves (keep=N, save_top_k, "
+        "save_total_limit), save to a disk with more room (fallback=DIR) or let the save "
+        "wait for room (on_full='wait')."
     )
     return CheckpointWontFit(message, directory, needed, available)
 
