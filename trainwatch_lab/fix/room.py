@@ -131,8 +131,9 @@ class Pause:
             f"{full.recheck_s:g} s and goes on by itself when there is room; it gives up in "
             f"{_minutes(full.limit_s)}."
         )
-        self.alert = Alert("checkpoint-wont-fit", "critical", refusal.directory, message,
-                           freeing(refusal).capitalize() + ".")  # fmt: skip
+        fix = freeing(refusal)
+        fix = fix[0].upper() + fix[1:] + "."
+        self.alert = Alert("checkpoint-wont-fit", "critical", refusal.directory, message, fix)
         log.warning("trainwatch: %s", message)
         events.tell(self.alert)
         events.record(
@@ -172,8 +173,8 @@ class Pause:
             f"{where} ({fmt_size(refusal.needed)} needed, {fmt_size(refusal.available)} free). "
             "Nothing was written; the earlier saves are intact."
         )
-        events.record(events.GAVE_UP, refusal.directory, message, name=self.name,
-                      waited_s=now - self.started)  # fmt: skip
+        waited_s = now - self.started
+        events.record(events.GAVE_UP, refusal.directory, message, name=self.name, waited_s=waited_s)
         events.tell(self.alert, "cleared")
         error = CheckpointWontFit(message, refusal.directory, refusal.needed, refusal.available)
         raise error from refusal
@@ -186,6 +187,12 @@ class Pause:
             f"{printable(landed)}"
         )
         log.warning("trainwatch: checkpoint %s", text)
-        events.record(events.RESUMED, self.first.directory, text, name=self.name,
-                      saved=landed, waited_s=waited)  # fmt: skip
+        events.record(
+            events.RESUMED,
+            self.first.directory,
+            text,
+            name=self.name,
+            saved=landed,
+            waited_s=waited,
+        )
         events.tell(self.alert, "cleared")

@@ -47,9 +47,8 @@ def record(kind: str, subject: str, text: str, **data: Any) -> None:
 
 
 def tell(alert: Alert, state: str = "started") -> None:
-    """The warning inline (or logged) and on every notification channel."""
+    """The warning inline (or logged) and on every notification channel; that it cleared
+    goes to the channels only (the caller logs what happened instead)."""
     if state == "started":
         report([alert])
-    else:
-        log.warning("trainwatch: %s", alert.message)
     notify(alert, state)
