@@ -196,7 +196,7 @@ def test_bad_settings_are_refused_before_anything(
 
 def test_a_first_save_is_judged_by_the_expected_size(tmpfs_mount) -> None:
     disk = tmpfs_mount("4m").path
-    with pytest.raises(CheckpointWontFit, match="the save needs about 8.0 MiB"):
+    with pytest.raises(CheckpointWontFit, match=r"the save needs about 8\.0 MiB"):
         save_checkpoint(writer(b"x"), disk / "m.pt", expected_bytes=8 * MIB)
     assert listing(disk) == {}
 
