@@ -1,0 +1,28 @@
+"""Word from training code while nobody looks: ``notify_to(url)`` sends what the saves say
+(a checkpoint paused for space, resumed, or sent to the fallback) to a webhook, in the
+formats of ``%trainwatch --notify`` (advice.notify). A notebook with ``--notify`` does this
+already; a script or a framework callback calls it once.
+"""
+
+from __future__ import annotations
+
+from ..advice.notify import Notifier, make_notifier
+from ..fix.report import add_channel, remove_channel
+
+__all__ = ["notify_to", "stop_notifying"]
+
+
+def notify_to(url: str, fmt: str = "json") -> Notifier:
+    """A Notifier for ``url`` that hears every warning training code raises itself (until
+    ``stop_notifying``); ValueError (one line) for a bad URL or format."""
+    notifier = make_notifier(url, fmt)
+    if notifier is None:
+        raise ValueError("notify_to needs an http:// or https:// webhook URL")
+    add_channel(notifier.send)
+    return notifier
+
+
+def stop_notifying(notifier: Notifier, timeout: float = 1.0) -> None:
+    """No more messages to ``notifier``; one being sent gets ``timeout`` seconds."""
+    remove_channel(notifier.send)
+    notifier.close(timeout)
