@@ -8,41 +8,31 @@ there, never in the test process)."""
 from __future__ import annotations
 
 import json
-import os
-import queue
 import subprocess
 import sys
 import textwrap
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.support.env import need
 from tests.support.frameworks import child_env
+from tests.support.full_disk import CHECK, CHILD_TIMEOUT_S, Webhook, small_disk
 from trainwatch_lab.core.record import Store, choose
 
-MIB = 1024 * 1024
-SAVE_BYTES = 2 * MIB  # Linear(512, 1024): 2 MiB of weights and a 4 KiB bias
 EPOCHS = 6
-CHILD_TIMEOUT_S = 240
 
 LOOP = textwrap.dedent(
     """
     import json, logging, os, sys
     import torch
     from trainwatch_lab.fix import save_checkpoint
-    from trainwatch_lab.integrations.notify import notify_to
+    from trainwatch_lab.integrations.notify import notify_to, stop_notifying
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     ckpt, options = sys.argv[1], json.loads(sys.argv[2])
     webhook = options.pop("webhook", None)
-    if webhook:
-        notify_to(webhook)
+    notifier = notify_to(webhook) if webhook else None
     torch.manual_seed(0)
     model = torch.nn.Linear(512, 1024)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -55,68 +45,11 @@ LOOP = textwrap.dedent(
         back = torch.load(out)
         assert back["epoch"] == epoch and torch.equal(back["model"]["weight"], model.weight)
         print(json.dumps({"epoch": epoch, "saved": out}), flush=True)
+    if notifier is not None:
+        stop_notifying(notifier)  # what is queued goes out before the script ends
     print(json.dumps({"done": True}), flush=True)
     """
 ).replace("EPOCHS", str(EPOCHS))
-
-CHECK = textwrap.dedent(
-    """
-    import json, sys, torch
-    print(json.dumps({p: torch.load(p)["epoch"] for p in sys.argv[1:]}))
-    """
-)
-
-
-def need_torch() -> None:
-    from importlib.util import find_spec
-
-    need(find_spec("torch") is not None, "needs torch")
-
-
-class Webhook:
-    """A real webhook on 127.0.0.1: every POST body lands on ``bodies``."""
-
-    def __init__(self) -> None:
-        self.bodies: queue.Queue[dict[str, Any]] = queue.Queue()
-        bodies = self.bodies
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # http.server's name
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                bodies.put(json.loads(raw))
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def webhook() -> Iterator[Webhook]:
-    hook = Webhook()
-    yield hook
-    hook.close()
-
-
-def small_disk(loop_ext4) -> tuple[Path, Path]:
-    """A 32 MiB ext4 whose free space, after a filler, holds 2.5 saves: the 3rd dies."""
-    m = loop_ext4(size_mb=32)
-    ckpt = m.path / "ckpt"
-    ckpt.mkdir()
-    free = os.statvfs(m.path).f_bavail * os.statvfs(m.path).f_frsize
-    filler = m.path / "old-dataset.bin"
-    with open(filler, "wb") as fh:
-        fh.write(b"d" * (free - int(2.5 * SAVE_BYTES)))
-        os.fsync(fh.fileno())
-    return ckpt, filler
 
 
 def start(ckpt: Path, **options: Any) -> subprocess.Popen[str]:
@@ -127,6 +60,12 @@ def start(ckpt: Path, **options: Any) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def need_torch() -> None:
+    from importlib.util import find_spec
+
+    need(find_spec("torch") is not None, "needs torch")
 
 
 def finish(proc: subprocess.Popen[str]) -> tuple[list[dict[str, Any]], str]:
@@ -185,12 +124,11 @@ def test_with_a_fallback_the_loop_saves_there(loop_ext4, tmpfs_mount) -> None:
     assert found == {path: epoch for epoch, path in where.items()}
 
 
-def test_with_neither_it_pauses_notifies_and_resumes_when_space_is_freed(
-    loop_ext4, webhook: Webhook
-) -> None:
+def test_with_neither_it_pauses_notifies_and_resumes_when_space_is_freed(loop_ext4) -> None:
     need_torch()
     ckpt, filler = small_disk(loop_ext4)
     t0 = time.time()
+    webhook = Webhook()
     proc = start(ckpt, on_full="wait", recheck_s=0.2, webhook=webhook.url)
     try:
         told = webhook.bodies.get(timeout=CHILD_TIMEOUT_S)  # the pause, as the webhook hears it
@@ -204,6 +142,7 @@ def test_with_neither_it_pauses_notifies_and_resumes_when_space_is_freed(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        webhook.close()  # what it heard stays on its queue
     assert proc.returncode == 0, err
     assert lines[-1] == {"done": True}
     assert "is paused" in err and "resumed after" in err

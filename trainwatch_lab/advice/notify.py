@@ -208,9 +208,22 @@ class Notifier:
     def _deliver(self) -> None:
         while True:
             msg = self._queue.get()
-            if msg is None or self._closing.is_set():
-                return
-            self._send_with_retries(msg)
+            try:
+                if msg is None or self._closing.is_set():
+                    return
+                self._send_with_retries(msg)
+            finally:
+                self._queue.task_done()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait at most ``timeout`` seconds for the queued messages to be delivered (or to
+        fail); True when none is left (a script about to exit: its last word goes out)."""
+        deadline = time.monotonic() + timeout
+        while self._queue.unfinished_tasks:
+            if time.monotonic() >= deadline or not self._thread.is_alive():
+                return False
+            time.sleep(0.01)
+        return True
 
     def _send_with_retries(self, msg: Message) -> None:
         d = self.defaults

@@ -83,15 +83,19 @@ def series_pattern(name: str) -> str:
     return "".join(r"\d+" if p.isdigit() else re.escape(p) for p in re.split(r"(\d+)", name))
 
 
+def check_keep(keep: Any) -> None:
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
+        raise ValueError(
+            f"keep must be a whole number of saves, at least 1 (or None), not {keep!r}"
+        )
+
+
 def _validate(save: Any, path: Any, keep: Any) -> tuple[str, str]:
     if not callable(save):
         raise TypeError(
             f"save must be a callable that writes to the path it is given, not {save!r}"
         )
-    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
-        raise ValueError(
-            f"keep must be a whole number of saves, at least 1 (or None), not {keep!r}"
-        )
+    check_keep(keep)
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
     text = os.fspath(path)

@@ -7,6 +7,7 @@ already; a script or a framework callback calls it once.
 from __future__ import annotations
 
 from ..advice.notify import Notifier, make_notifier
+from ..core.defaults import DEFAULTS
 from ..fix.report import add_channel, remove_channel
 
 __all__ = ["notify_to", "stop_notifying"]
@@ -22,7 +23,8 @@ def notify_to(url: str, fmt: str = "json") -> Notifier:
     return notifier
 
 
-def stop_notifying(notifier: Notifier, timeout: float = 1.0) -> None:
-    """No more messages to ``notifier``; one being sent gets ``timeout`` seconds."""
+def stop_notifying(notifier: Notifier, timeout: float = DEFAULTS.notify_timeout_s) -> None:
+    """No more messages to ``notifier``; those queued get ``timeout`` seconds to go out."""
     remove_channel(notifier.send)
-    notifier.close(timeout)
+    notifier.flush(timeout)
+    notifier.close(timeout=0)

@@ -57,6 +57,9 @@ class TrainingWatch:
         self.warnings: list[Alert] = []  # what the start check found
         self.checked = threading.Event()
         self._warned = False
+        # the saves themselves decide (fix.save_checkpoint with keep=, fallback= or
+        # on_full="wait": room made, another directory, a pause): no refusal before them
+        self.deferred = False
 
     def begin(self, log_dirs: Iterable[object], checkpoint_dirs: Iterable[object]) -> None:
         """Start the check (its own daemon thread) and the space readings."""
@@ -94,6 +97,8 @@ class TrainingWatch:
     def before_checkpoint(self, name: str = "the next checkpoint") -> None:
         """Raise ``CheckpointWontFit`` (on_full="raise") or warn once when the newest save is
         larger than the free space, from the latest readings (no waiting)."""
+        if self.deferred:
+            return
         refusal: CheckpointWontFit | None = self.space.check(name) if self.space else None
         if refusal is None:
             return
