@@ -40,6 +40,7 @@ GROUPS = {
     "record": "bench_record",
     "idle-server": "bench_idle_server",
     "footprint": "bench_footprint",
+    "save-decision": "bench_save_decision",
 }
 
 
