@@ -20,7 +20,9 @@ log = logging.getLogger(__name__)
 ON_FULL = ("raise", "warn")
 WONT_FIT_FIX = (
     "Free space or keep fewer checkpoints (save_top_k / save_total_limit / keep=N) before the "
-    "next save, or save to a disk with more room."
+    "next save, or save to a disk with more room. The Lightning callback can also make room "
+    "from its own older saves (keep=N), save elsewhere (fallback=DIR) or wait for room "
+    "(on_full='wait'); all are off by default."
 )
 
 
