@@ -15,9 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.advice.test_notify import Webhook
 from tests.support.env import need
 from tests.support.frameworks import child_env
-from tests.support.full_disk import CHECK, CHILD_TIMEOUT_S, Webhook, small_disk
+from tests.support.full_disk import CHECK, CHILD_TIMEOUT_S, small_disk
+from tests.support.mounts import wait_until
 from trainwatch_lab.core.record import Store, choose
 
 EPOCHS = 6
@@ -131,7 +133,8 @@ def test_with_neither_it_pauses_notifies_and_resumes_when_space_is_freed(loop_ex
     webhook = Webhook()
     proc = start(ckpt, on_full="wait", recheck_s=0.2, webhook=webhook.url)
     try:
-        told = webhook.bodies.get(timeout=CHILD_TIMEOUT_S)  # the pause, as the webhook hears it
+        assert wait_until(lambda: webhook.requests, CHILD_TIMEOUT_S)
+        told = webhook.bodies()[0]  # the pause, as the webhook hears it
         assert told["state"] == "started" and told["code"] == "checkpoint-wont-fit"
         assert "epoch-003.pt is paused" in told["message"] and told["subject"] == str(ckpt)
         assert proc.poll() is None  # paused at the save, not dead
@@ -142,11 +145,11 @@ def test_with_neither_it_pauses_notifies_and_resumes_when_space_is_freed(loop_ex
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        webhook.close()  # what it heard stays on its queue
+        webhook.close()  # what it heard stays in its list
     assert proc.returncode == 0, err
     assert lines[-1] == {"done": True}
     assert "is paused" in err and "resumed after" in err
-    resumed = webhook.bodies.get(timeout=30)
+    resumed = webhook.bodies()[1]  # sent before the loop ended (stop_notifying flushes)
     assert resumed["state"] == "cleared" and resumed["code"] == "checkpoint-wont-fit"
     assert epochs_in(*saves(ckpt)) == {str(ckpt / f"epoch-00{e}.pt"): e for e in range(1, 7)}
     store = Store(choose().path)

@@ -15,9 +15,11 @@ import time
 from importlib.util import find_spec
 from typing import Any
 
+from tests.advice.test_notify import Webhook
 from tests.support.env import need
 from tests.support.frameworks import child_env
-from tests.support.full_disk import CHECK, CHILD_TIMEOUT_S, Webhook, small_disk
+from tests.support.full_disk import CHECK, CHILD_TIMEOUT_S, small_disk
+from tests.support.mounts import wait_until
 from trainwatch_lab.core.record import Store, choose
 
 STEPS = 6
@@ -133,7 +135,8 @@ def test_wait_pauses_notifies_and_resumes(loop_ext4, tmp_path) -> None:
     webhook = Webhook()
     proc = fit(ckpt, tmp_path, on_full="wait", recheck_s=0.2, notify=webhook.url)
     try:
-        told = webhook.bodies.get(timeout=CHILD_TIMEOUT_S)
+        assert wait_until(lambda: webhook.requests, CHILD_TIMEOUT_S)
+        told = webhook.bodies()[0]
         assert told["state"] == "started" and "step-003.ckpt is paused" in told["message"]
         assert proc.poll() is None and names(ckpt) == ["step-001.ckpt", "step-002.ckpt"]
         subprocess.run(["rm", str(filler)], check=True, timeout=30)  # another process frees
@@ -142,9 +145,9 @@ def test_wait_pauses_notifies_and_resumes(loop_ext4, tmp_path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        webhook.close()  # what it heard stays on its queue
+        webhook.close()  # what it heard stays in its list
     assert proc.returncode == 0 and last == {"done": STEPS}, err
-    assert webhook.bodies.get(timeout=30)["state"] == "cleared"
+    assert [b["state"] for b in webhook.bodies()] == ["started", "cleared"]  # flushed at teardown
     assert sorted(steps_in(ckpt).values()) == list(range(1, STEPS + 1))
     store = Store(choose().path)
     try:

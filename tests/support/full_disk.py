@@ -1,14 +1,11 @@
-"""A small disk that a training loop fills, and a webhook that hears it (issue 38's tests:
+"""A small disk that a training loop fills (issue 38's tests:
 tests/fix/test_full_disk_training.py, tests/integrations/test_lightning_full_disk.py)."""
 
 from __future__ import annotations
 
-import json
 import os
-import queue
 import textwrap
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,33 +21,7 @@ CHECK = textwrap.dedent(
 )
 
 
-class Webhook:
-    """A real webhook on 127.0.0.1: every POST body lands on ``bodies``."""
-
-    def __init__(self) -> None:
-        self.bodies: queue.Queue[dict[str, Any]] = queue.Queue()
-        bodies = self.bodies
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # http.server's name
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                bodies.put(json.loads(raw))
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def small_disk(loop_ext4) -> tuple[Path, Path]:
+def small_disk(loop_ext4: Callable[..., Any]) -> tuple[Path, Path]:
     """A 32 MiB ext4 whose free space, after a filler, holds 2.5 saves: the 3rd dies."""
     m = loop_ext4(size_mb=32)
     ckpt = m.path / "ckpt"
