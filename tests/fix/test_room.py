@@ -227,3 +227,27 @@ def test_the_space_counted_is_what_the_quota_leaves(loop_ext4) -> None:
     with pytest.raises(CheckpointWontFit, match=f"under project {PROJECT}'s quota on {m.path}"):
         save_checkpoint(writer(b"q" * (10 * MIB)), run_dir / "m3.pt")
     assert sorted(listing(run_dir)) == ["m1.pt", "m2.pt"]
+
+
+def test_a_disk_that_fills_mid_write_is_waited_out_too(
+    tmpfs_mount, channel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check said 1 MiB would fit (the last save's size) but the save grew to 4 MiB:
+    ENOSPC mid-write, nothing half-written, and with on_full="wait" the save waits for
+    room like one refused up front, then lands whole."""
+    disk = tmpfs_mount("8m").path
+    save_checkpoint(writer(b"a" * MIB), disk / "epoch-1.pt")
+    (disk / "filler").write_bytes(b"f" * (4 * MIB))
+
+    def someone_frees_space(n: int) -> None:
+        if n == 1:
+            (disk / "filler").unlink()
+
+    fake = FakeTime(someone_frees_space)
+    monkeypatch.setattr(room, "CLOCK", fake.clock)
+    monkeypatch.setattr(room, "SLEEP", fake.sleep)
+    out = save_checkpoint(writer(b"b" * (4 * MIB)), disk / "epoch-2.pt", on_full="wait")
+    assert out == str(disk / "epoch-2.pt") and len(fake.sleeps) == 1
+    assert (disk / "epoch-2.pt").read_bytes() == b"b" * (4 * MIB)
+    assert sorted(listing(disk)) == ["epoch-1.pt", "epoch-2.pt"]
+    assert "filled" in channel()[0][1].message

@@ -295,7 +295,7 @@ def _decide(
     pause: room.Pause | None = None
     while True:
         try:
-            landed = _save_now(save, directory, name, keep, pattern, g, expected)
+            landed = _save_now(save, directory, name, keep, pattern, g, expected, full.acts)
         except CheckpointWontFit as exc:
             refusal = exc
         else:
@@ -305,7 +305,7 @@ def _decide(
         if full.fallback is not None and full.fallback != directory:
             try:
                 landed = _save_now(
-                    save, full.fallback, name, keep, pattern, g, expected or refusal.needed
+                    save, full.fallback, name, keep, pattern, g, expected or refusal.needed, True
                 )
             except CheckpointWontFit as other:
                 refusal.add_note(f"trainwatch: the fallback {other}")
@@ -329,8 +329,11 @@ def _save_now(
     pattern: str,
     g: MountGuard,
     expected: int | None = None,
+    midway: bool = False,
 ) -> str:
-    """The save itself, in the one save slot: plan, room, write, commit, keep, manifest."""
+    """The save itself, in the one save slot: plan, room, write, commit, keep, manifest.
+    ``midway``: a disk or quota that fills while the save is written (it grew, or another
+    writer took the room) is a ``CheckpointWontFit`` too, for the fallback or the wait."""
     dst = os.path.join(directory, name)
     entry = mount_for_path(directory, read_mounts())
     key = SAVE_KEY.format(entry.mountpoint)
@@ -339,7 +342,16 @@ def _save_now(
     entries = manifest.parse(plan["manifest"])
     mine = manifest.owned(entries, pattern)
     saves = _room(g, key, plan, name, directory, keep, mine, entries, entry.mountpoint, expected)
-    partial = write_and_commit(save, g, key, directory, name, saves[0][1] if saves else 0)
+    last = saves[0][1] if saves else 0
+    try:
+        partial = write_and_commit(save, g, key, directory, name, last)
+    except OSError as exc:
+        if not midway or isinstance(exc, CheckpointWontFit):
+            raise
+        refusal = room.filled(exc, directory, name, max(last, expected or 0))
+        if refusal is None:
+            raise
+        raise refusal from exc
     try:
         doomed: list[str] = []
         if keep is not None:

@@ -18,6 +18,7 @@ call time, so tests replace them (no wall-clock races).
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import os
@@ -47,6 +48,11 @@ class OnFull:
     wait: bool = False
     limit_s: float = DEFAULTS.save_full_wait_s
     recheck_s: float = DEFAULTS.save_full_recheck_s
+
+    @property
+    def acts(self) -> bool:
+        """Whether a full disk is ours to handle (else it is raised as it comes)."""
+        return self.wait or self.fallback is not None
 
 
 def _seconds(name: str, value: object, default: float) -> float:
@@ -82,8 +88,31 @@ def settings(fallback: object, on_full: object, wait_limit_s: object, recheck_s:
 
 
 def _minutes(seconds: float) -> str:
+    """``1 h 05 min``, ``2 min 00 s``, ``15 s``."""
     s = int(max(0.0, seconds))
+    if s >= 3600:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
     return f"{s // 60} min {s % 60:02d} s" if s >= 60 else f"{s} s"
+
+
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def filled(exc: OSError, directory: str, name: str, needed: int) -> CheckpointWontFit | None:
+    """A disk (or quota) that filled while the save was written, as a refusal: the save grew
+    past the last one, or another writer took the room after the check. The atomic save
+    left nothing half-written (its note says what was checked); None for another error."""
+    if exc.errno not in FULL_ERRNOS:
+        return None
+    message = (
+        f"checkpoint {printable(name)} filled {printable(directory)} while it was written "
+        f"({exc.strerror or exc}). Nothing was left half-written; the earlier saves are intact."
+    )
+    refusal = CheckpointWontFit(message, directory, needed, 0)
+    refusal.midway = True  # type: ignore[attr-defined]
+    for note in getattr(exc, "__notes__", ()):
+        refusal.add_note(note)
+    return refusal
 
 
 def freeing(refusal: CheckpointWontFit) -> str:
@@ -125,9 +154,15 @@ class Pause:
         self.deadline = self.started + full.limit_s
         self._said = self.started
         where = printable(refusal.directory)
+        if getattr(refusal, "midway", False):
+            why = f"{where} filled while it was written"
+        else:
+            why = (
+                f"it needs about {fmt_size(refusal.needed)} in {where}, "
+                f"{fmt_size(refusal.available)} is free"
+            )
         message = (
-            f"checkpoint {printable(name)} is paused: it needs about {fmt_size(refusal.needed)} "
-            f"in {where}, {fmt_size(refusal.available)} is free. The save checks again every "
+            f"checkpoint {printable(name)} is paused: {why}. The save checks again every "
             f"{full.recheck_s:g} s and goes on by itself when there is room; it gives up in "
             f"{_minutes(full.limit_s)}."
         )
