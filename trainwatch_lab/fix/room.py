@@ -214,13 +214,14 @@ class Pause:
         error = CheckpointWontFit(message, refusal.directory, refusal.needed, refusal.available)
         raise error from refusal
 
-    def resumed(self, landed: str) -> None:
+    def resumed(self, landed: str | None) -> None:
+        """Space came back: ``landed`` is where the save went (None: a framework's hook that
+        paused before the framework's own save)."""
         waited = CLOCK() - self.started
         where = printable(self.first.directory)
-        text = (
-            f"resumed after {_minutes(waited)} waiting for space on {where}; saved "
-            f"{printable(landed)}"
-        )
+        text = f"resumed after {_minutes(waited)} waiting for space on {where}"
+        if landed is not None:
+            text += f"; saved {printable(landed)}"
         log.warning("trainwatch: checkpoint %s", text)
         events.record(
             events.RESUMED,

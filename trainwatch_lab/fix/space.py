@@ -181,6 +181,15 @@ class SpaceWatch:
                 return refusal
         return None
 
+    def check_now(self, name: str = "the next checkpoint") -> CheckpointWontFit | None:
+        """``check`` from readings taken now, on the caller's thread (through the guard, so
+        bounded by its timeouts): for a caller about to wait for room anyway."""
+        for directory in self.directories:
+            reading = measure(directory, self._guard)
+            with self._lock:
+                self._readings[directory] = reading
+        return self.check(name)
+
     def close(self) -> None:
         self._stop.set()
         self.refresh()

@@ -18,7 +18,8 @@ its own oldest saves first, ``fallback=DIR`` saves it there instead (Lightning's
 ``load_checkpoint``/``remove_checkpoint`` of the path it asked for then find it there),
 ``on_full="wait"`` pauses the step at the save until there is room (``wait_limit_s``,
 ``recheck_s``), and ``notify=URL`` sends the pause to a webhook (integrations.notify).
-With any of them the save decides, not the hook before it.
+With any of them the save decides, not the hook before it (unless the checkpoint IO is not
+ours to wrap: then ``on_full="wait"`` pauses in the hook, integrations.watch).
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from ..core.paths.names import normalise
 from ..fix.checkpoint import check_keep, save_checkpoint
 from ..fix.room import settings
 from ..fix.space import SPACE_EVERY_S
-from .notify import notify_to, stop_notifying
 from .watch import TrainingWatch
 
 __all__ = ["SafeCheckpointIO", "TrainWatchCallback", "checkpoint_dirs", "log_dirs"]
@@ -140,39 +140,35 @@ class TrainWatchCallback(Callback):
         notify_format: str = "json",
     ) -> None:
         super().__init__()
-        wait = on_full == "wait"
         self.watch = TrainingWatch(
-            on_full="raise" if wait else on_full, check=check, space_every=space_every
+            on_full=on_full,
+            check=check,
+            space_every=space_every,
+            wait_limit_s=wait_limit_s,
+            recheck_s=recheck_s,
+            notify=notify,
+            notify_format=notify_format,
         )
+        wait = self.watch.full.wait
         options: dict[str, Any] = {
             "keep": keep,
             "fallback": fallback,
-            "on_full": "wait" if wait else "raise",
+            "on_full": "wait" if wait else None,
             "wait_limit_s": wait_limit_s,
             "recheck_s": recheck_s,
         }
-        self.save_options = {k: v for k, v in options.items() if v not in (None, "raise")}
-        if self.save_options and not safe_saves:
-            raise ValueError(
-                "keep=, fallback= and on_full='wait' act in the saves: they need safe_saves=True"
-            )
-        # bad values: one line now, not at the first save
-        check_keep(keep)
-        settings(fallback, options["on_full"], wait_limit_s, recheck_s)
+        self.save_options = {k: v for k, v in options.items() if v is not None}
+        if (keep is not None or fallback is not None) and not safe_saves:
+            raise ValueError("keep= and fallback= act in the saves: they need safe_saves=True")
+        check_keep(keep)  # bad values: one line now, not at the first save
+        settings(fallback, "raise", None, None)
         self.safe_saves = bool(safe_saves)
-        self.notify, self.notify_format = notify, notify_format
-        self._notifier: Any = None
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if self.safe_saves and wrap_checkpoint_io(trainer, **self.save_options):
+            # the saves decide (room, fallback, the wait); without the wrapper (asynchronous
+            # or a strategy's own IO) the hook before the save waits instead
             self.watch.deferred = bool(self.save_options)
-        if self.notify and self._notifier is None:
-            self._notifier = notify_to(self.notify, self.notify_format)
-
-    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        notifier, self._notifier = self._notifier, None
-        if notifier is not None:
-            stop_notifying(notifier)
 
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         if getattr(trainer, "is_global_zero", True):
