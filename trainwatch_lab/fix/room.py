@@ -132,7 +132,7 @@ def redirected(refusal: CheckpointWontFit, landed: str) -> None:
         f"checkpoint saved to {printable(landed)} instead of {printable(refusal.directory)}: "
         f"{fmt_size(refusal.needed)} needed there, {fmt_size(refusal.available)} free"
     )
-    log.warning("trainwatch: %s", text)
+    # inline under the running cell, else one log line (fix.report), and the channels
     events.tell(Alert("checkpoint-wont-fit", "warning", refusal.directory, text, freeing(refusal)))
     events.record(
         events.REDIRECTED,
@@ -169,8 +169,7 @@ class Pause:
         fix = freeing(refusal)
         fix = fix[0].upper() + fix[1:] + "."
         self.alert = Alert("checkpoint-wont-fit", "critical", refusal.directory, message, fix)
-        log.warning("trainwatch: %s", message)
-        events.tell(self.alert)
+        events.tell(self.alert)  # inline, else one log line (fix.report), and the channels
         events.record(
             events.PAUSED,
             refusal.directory,
