@@ -143,7 +143,7 @@ def _room(
         return saves
     ours = [s for s in saves if s[0] in mine]  # the newest save stays until the new one lands
     doomed = [s for s in ours[keep - 1 :] if s is not saves[0]] if keep else []
-    refusal.older = [(s[0], s[1]) for s in reversed(saves[1:])]  # type: ignore[attr-defined]
+    refusal.older = [(s[0], s[1]) for s in reversed(saves[1:])]
     if not doomed or available + sum(s[1] for s in doomed) < needed:
         raise refusal
     text = (

@@ -109,7 +109,7 @@ def filled(exc: OSError, directory: str, name: str, needed: int) -> CheckpointWo
         f"({exc.strerror or exc}). Nothing was left half-written; the earlier saves are intact."
     )
     refusal = CheckpointWontFit(message, directory, needed, 0)
-    refusal.midway = True  # type: ignore[attr-defined]
+    refusal.midway = True
     for note in getattr(exc, "__notes__", ()):
         refusal.add_note(note)
     return refusal
@@ -118,7 +118,7 @@ def filled(exc: OSError, directory: str, name: str, needed: int) -> CheckpointWo
 def freeing(refusal: CheckpointWontFit) -> str:
     """What would free room: how much, where, and the older saves there that would."""
     short = fmt_size(max(0, refusal.needed - refusal.available))
-    older = getattr(refusal, "older", []) or []
+    older = refusal.older
     named = ", ".join(f"{printable(n)} ({fmt_size(b)})" for n, b in older[:3])
     text = f"free {short} in {printable(refusal.directory)}"
     if named:
@@ -154,7 +154,7 @@ class Pause:
         self.deadline = self.started + full.limit_s
         self._said = self.started
         where = printable(refusal.directory)
-        if getattr(refusal, "midway", False):
+        if refusal.midway:
             why = f"{where} filled while it was written"
         else:
             why = (
