@@ -380,6 +380,13 @@ def test_checkpoint_wont_fit_without_cadence_and_overdue() -> None:
     assert "due now" in alert.message
 
 
+def test_checkpoint_wont_fit_names_what_the_saver_can_do_and_that_it_is_off() -> None:
+    """Issue 38 item 3: the fix says how to turn on room-making, a fallback and the wait."""
+    (alert,) = run(checkpoint_wont_fit, state(avail_bytes=GIB, checkpoints=ckpt(2 * GIB, None)))
+    for needle in ("keep=N", "fallback=DIR", "on_full='wait'", "off by default"):
+        assert needle in alert.fix, needle
+
+
 def test_checkpoint_that_fits_is_fine() -> None:
     assert run(checkpoint_wont_fit, state(avail_bytes=6 * GIB, checkpoints=ckpt(5 * GIB, 60))) == []
     assert run(checkpoint_wont_fit, state(avail_bytes=GIB)) == []

@@ -42,6 +42,7 @@ GROUPS = {
     "footprint": "bench_footprint",
     "agent-attacks": "bench_agent_attacks",
     "server-attacks": "bench_server_attacks",
+    "save-decision": "bench_save_decision",
 }
 
 

@@ -310,3 +310,35 @@ def test_a_first_big_save_gets_time_to_commit_for_the_bytes_it_wrote(tmp_path: P
         guard.close()
     assert (tmp_path / "epoch-1.pt").stat().st_size == size
     assert (guard.timeouts["commit"] or 0) >= size / COMMIT_BYTES_PER_S
+
+
+def _step_back(path: Path, seconds: float = 3600.0) -> None:
+    """The clock stepped back (NTP, a VM restored) while ``path`` was saved: its mtime lies
+    before the saves made earlier."""
+    st = path.stat()
+    os.utime(path, (st.st_atime - seconds, st.st_mtime - seconds))
+
+
+def test_keep_orders_saves_by_their_own_sequence_not_mtime(tmp_path: Path) -> None:
+    """Issue 34 item 9: after a clock step back, keep=3 kept epoch-003, epoch-004 and
+    epoch-008; the newest three by the saver's own count are 006, 007, 008."""
+    for e in range(1, 9):
+        path = tmp_path / f"epoch-{e:03d}.pt"
+        save_checkpoint(writer(b"e%d" % e), path, keep=3)
+        if e >= 5:
+            _step_back(path)
+    saves = {n for n in names(tmp_path) if not n.startswith(".")}
+    assert saves == {"epoch-006.pt", "epoch-007.pt", "epoch-008.pt"}
+
+
+def test_making_room_never_removes_the_real_newest_after_a_clock_step(tmpfs_mount) -> None:
+    """Issue 34 item 9: the save with the oldest mtime is the real newest after a step back;
+    room is made from the oldest by sequence (s1), and the real newest (s2) stays."""
+    disk = tmpfs_mount("8m").path
+    save_checkpoint(writer(b"a" * (2 * MIB)), disk / "s1.pt", keep=2)
+    save_checkpoint(writer(b"b" * (2 * MIB)), disk / "s2.pt", keep=2)
+    _step_back(disk / "s2.pt")
+    (disk / "filler").write_bytes(b"f" * (3 * MIB))  # room for no third 2 MiB save
+    save_checkpoint(writer(b"c" * (2 * MIB)), disk / "s3.pt", keep=2)
+    assert {n for n in names(disk) if not n.startswith(".")} == {"filler", "s2.pt", "s3.pt"}
+    assert (disk / "s2.pt").read_bytes() == b"b" * (2 * MIB)

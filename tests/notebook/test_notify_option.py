@@ -56,3 +56,25 @@ def test_the_notifier_lives_with_the_dashboard(shell: Any, tmp_path: Path) -> No
         wait_for(lambda: not notifier._thread.is_alive(), what="notifier thread ends")
     finally:
         hook.close()
+
+
+def test_the_notifier_hears_a_save_paused_for_space_while_it_lives(
+    shell: Any, tmp_path: Path
+) -> None:
+    """Issue 38: what training code says itself (fix.report.notify: a checkpoint paused for
+    space) reaches ``--notify``'s webhook while the dashboard lives, and no longer after."""
+    from trainwatch_lab.core.model import Alert
+    from trainwatch_lab.fix.report import notify
+
+    hook = Webhook()
+    try:
+        line = f"{tmp_path} --interval 0.2 --no-probe --notify {hook.url}"
+        shell.run_line_magic("trainwatch", line)
+        paused = Alert("checkpoint-wont-fit", "critical", str(tmp_path), "paused", "free")
+        assert notify(paused) == 1
+        wait_for(lambda: len(hook.requests) >= 1, what="the pause delivered")
+        assert b'"checkpoint-wont-fit"' in hook.requests[-1]["body"]
+        shell.run_line_magic("trainwatch", "stop")
+        assert notify(paused) == 0
+    finally:
+        hook.close()

@@ -203,6 +203,12 @@ class Notifier:
             self._told[key] = _Told(is_on, now, alert)
             self._put(Message("started" if is_on else "cleared", alert, sample.t, self.host))
 
+    def send(self, alert: Alert, state: str = "started") -> None:
+        """Queue one message now, whatever the samples say (fix.report.notify: a warning
+        training code raised itself, a save paused for space); never blocks."""
+        if not self._closing.is_set():
+            self._put(Message(state, alert, time.time(), self.host))
+
     def _put(self, msg: Message) -> None:
         try:
             self._queue.put_nowait(msg)
@@ -218,9 +224,22 @@ class Notifier:
     def _deliver(self) -> None:
         while True:
             msg = self._queue.get()
-            if msg is None or self._closing.is_set():
-                return
-            self._send_with_retries(msg)
+            try:
+                if msg is None or self._closing.is_set():
+                    return
+                self._send_with_retries(msg)
+            finally:
+                self._queue.task_done()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait at most ``timeout`` seconds for the queued messages to be delivered (or to
+        fail); True when none is left (a script about to exit: its last word goes out)."""
+        deadline = time.monotonic() + timeout
+        while self._queue.unfinished_tasks:
+            if time.monotonic() >= deadline or not self._thread.is_alive():
+                return False
+            time.sleep(0.01)
+        return True
 
     def _send_with_retries(self, msg: Message) -> None:
         d = self.defaults

@@ -350,6 +350,14 @@ def disk_filling(ctx: Context) -> Iterator[Alert]:
         )
 
 
+# what save_checkpoint and the Lightning callback can do about it (fix.room; all off by default)
+SAVE_FIX = (
+    " Saving through save_checkpoint (or the Lightning TrainWatchCallback), keep=N makes room "
+    "from its own older saves, fallback=DIR saves elsewhere and on_full='wait' pauses the save "
+    "until there is room; all are off by default."
+)
+
+
 @stateless
 def checkpoint_wont_fit(ctx: Context) -> Iterator[Alert]:
     """The newest checkpoint is bigger than the free space: the next save dies with ENOSPC.
@@ -389,7 +397,7 @@ def checkpoint_wont_fit(ctx: Context) -> Iterator[Alert]:
             fix=(
                 f"Free at least {fmt_bytes(ck.newest_bytes - p.avail_bytes)} (delete older "
                 "checkpoints) or keep fewer checkpoints (save_top_k / save_total_limit), or "
-                "save to a disk with more room." + (QUOTA_FIX if p.quota else "")
+                "save to a disk with more room." + (QUOTA_FIX if p.quota else "") + SAVE_FIX
             ),
         )
 

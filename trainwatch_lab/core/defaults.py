@@ -48,6 +48,11 @@ class Defaults:
     # interpreter exit waits this long for a background save in flight, then says which
     # save did not land (the earlier one is intact) and exits
     save_exit_wait_s: float = 30.0
+    # save_checkpoint(on_full="wait"): a save that would not fit checks the space again this
+    # often (a statvfs and a listing: cheap) and gives up after this long with one error,
+    # nothing written (an hour: someone can come and free space after a notification)
+    save_full_recheck_s: float = 5.0
+    save_full_wait_s: float = 3600.0
     # a share's mirror lock not refreshed for this long (its holder on another host is
     # gone, or cannot reach the share) may be taken over by another mirror
     mirror_lock_stale_s: float = 900.0

@@ -26,10 +26,13 @@ from collections.abc import Callable
 from typing import Any, Literal, overload
 
 from ..core.guard.guard import MountGuard, MountUnresponsive, default_guard
+from ..core.paths.look import quota_device
 from ..core.paths.names import normalise, printable
 from ..core.storage.mounts import mount_for_path, read_mounts
+from ..core.storage.quota import binding
 from ..core.storage.space import space_fields
 from . import checkpoint_manifest as manifest
+from . import room, save_events
 from .background import SaveHandle, claim, run_claimed, skipped, start_claimed
 from .checkpoint_partial import (
     PARTIAL,
@@ -38,7 +41,7 @@ from .checkpoint_partial import (
     stale,
     write_and_commit,
 )
-from .space import fmt_size, wont_fit
+from .space import CheckpointWontFit, fmt_size, wont_fit
 
 log = logging.getLogger(__name__)
 
@@ -80,21 +83,36 @@ def series_pattern(name: str) -> str:
     return "".join(r"\d+" if p.isdigit() else re.escape(p) for p in re.split(r"(\d+)", name))
 
 
+def check_keep(keep: Any) -> None:
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
+        raise ValueError(
+            f"keep must be a whole number of saves, at least 1 (or None), not {keep!r}"
+        )
+
+
 def _validate(save: Any, path: Any, keep: Any) -> tuple[str, str]:
     if not callable(save):
         raise TypeError(
             f"save must be a callable that writes to the path it is given, not {save!r}"
         )
-    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 1):
-        raise ValueError(
-            f"keep must be a whole number of saves, at least 1 (or None), not {keep!r}"
-        )
+    check_keep(keep)
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
     text = os.fspath(path)
     if not isinstance(text, str) or not text or text.endswith(os.sep) or "\x00" in text:
         raise ValueError(f"path must name a file or directory to save to, not {text!r}")
     return os.path.split(normalise(text))
+
+
+def _available(plan: dict[str, Any], mountpoint: str) -> tuple[int, str]:
+    """The bytes really ours where the save goes: the filesystem's free space for us, or
+    what our quota leaves when that is less; and how a message names the limit."""
+    available = space_fields(os.statvfs_result(tuple(plan["statvfs"])))["avail_bytes"]
+    quota = binding(plan.get("quota") or {}, mountpoint)
+    left = quota.left_bytes if quota is not None else None
+    if left is not None and left < available:
+        return left, f" under {quota.name()}"  # type: ignore[union-attr]
+    return available, ""
 
 
 def _room(
@@ -105,34 +123,48 @@ def _room(
     directory: str,
     keep: int | None,
     mine: set[str],
+    entries: dict[str, dict[str, Any]],
+    mountpoint: str = "/",
+    expected: int | None = None,
 ) -> list[list[Any]]:
     """Raise CheckpointWontFit unless the save fits; makes room first from saves that ``keep``
     would remove right after it anyway (never the newest, only ``mine``: those this saver
-    wrote). Returns the saves, newest first."""
-    saves = sorted(plan["saves"], key=lambda s: s[2], reverse=True)
-    if not saves:
+    wrote). Returns the saves, newest first (by the saver's own count, never by mtime).
+
+    The save needs about what the last save took, else ``expected`` (the object's size)."""
+    saves = manifest.order(plan["saves"], entries)
+    needed = saves[0][1] if saves else expected
+    if not needed:
         return saves
-    available = space_fields(os.statvfs_result(tuple(plan["statvfs"])))["avail_bytes"]
-    newest_name, needed = saves[0][0], saves[0][1]
-    refusal = wont_fit(name, directory, needed, available, newest_name)
+    available, limit = _available(plan, mountpoint)
+    newest_name = saves[0][0] if saves else None
+    refusal = wont_fit(name, directory, needed, available, newest_name, limit)
     if refusal is None:
         return saves
     ours = [s for s in saves if s[0] in mine]  # the newest save stays until the new one lands
     doomed = [s for s in ours[keep - 1 :] if s is not saves[0]] if keep else []
+    refusal.older = [(s[0], s[1]) for s in reversed(saves[1:])]
     if not doomed or available + sum(s[1] for s in doomed) < needed:
         raise refusal
-    log.warning(
-        "trainwatch: removing %d older save(s) first to make room for %s (%s needed, %s free)",
-        len(doomed),
-        name,
-        fmt_size(needed),
-        fmt_size(available),
+    text = (
+        f"removed {len(doomed)} older save(s) ({', '.join(printable(s[0]) for s in doomed)}) "
+        f"first to make room for {printable(name)} ({fmt_size(needed)} needed, "
+        f"{fmt_size(available)} free{limit})"
     )
+    log.warning("trainwatch: %s", text)
     guard.call(
         key,
         "remove",
         what="remove older saves",
         paths=[os.path.join(directory, s[0]) for s in doomed],
+    )
+    save_events.record(
+        save_events.ROOM_MADE,
+        directory,
+        text,
+        removed=[s[0] for s in doomed],
+        needed=needed,
+        available=available,
     )
     return [s for s in saves if s not in doomed]
 
@@ -147,6 +179,11 @@ def save_checkpoint(
     guard: MountGuard | None = ...,
     background: Literal[False] = ...,
     if_busy: str = ...,
+    fallback: str | os.PathLike[str] | None = ...,
+    on_full: str = ...,
+    wait_limit_s: float | None = ...,
+    recheck_s: float | None = ...,
+    expected_bytes: int | None = ...,
 ) -> str: ...
 @overload
 def save_checkpoint(
@@ -158,6 +195,11 @@ def save_checkpoint(
     guard: MountGuard | None = ...,
     background: Literal[True],
     if_busy: str = ...,
+    fallback: str | os.PathLike[str] | None = ...,
+    on_full: str = ...,
+    wait_limit_s: float | None = ...,
+    recheck_s: float | None = ...,
+    expected_bytes: int | None = ...,
 ) -> SaveHandle: ...
 def save_checkpoint(
     save: Callable[[str], object],
@@ -168,6 +210,11 @@ def save_checkpoint(
     guard: MountGuard | None = None,
     background: bool = False,
     if_busy: str = "wait",
+    fallback: str | os.PathLike[str] | None = None,
+    on_full: str = "raise",
+    wait_limit_s: float | None = None,
+    recheck_s: float | None = None,
+    expected_bytes: int | None = None,
 ) -> str | SaveHandle:
     """Run ``save(tmp)`` so that ``path`` ends up holding the whole save or what it held
     before, never a part of one; returns ``path`` (normalised).
@@ -187,8 +234,24 @@ def save_checkpoint(
     is skipped with one logged line, a foreground one raises ``SaveInFlight``), is skipped
     at once (``"skip"``) or raises ``SaveInFlight`` at once (``"refuse"``). Interpreter exit
     waits for a background save at most ``DEFAULTS.save_exit_wait_s``.
+
+    A save that would not fit even after ``keep`` made room (fix.room): ``fallback=DIR``
+    (or ``$TRAINWATCH_SAVE_FALLBACK``) saves it there when it fits there and says where;
+    ``on_full="wait"`` pauses the save, says so inline and on the notification channels,
+    checks again every ``recheck_s`` (``DEFAULTS.save_full_recheck_s``) and goes on when
+    there is room, else raises ``CheckpointWontFit`` after ``wait_limit_s``
+    (``DEFAULTS.save_full_wait_s``), nothing written. The default, ``"raise"``, raises at
+    once. ``expected_bytes`` stands for the size of a first save (no earlier one to go by).
+    The space counted is the space ours: free blocks for us, or what our quota leaves.
     """
     directory, name = _validate(save, path, keep)
+    full = room.settings(fallback, on_full, wait_limit_s, recheck_s)
+    if expected_bytes is not None and (
+        isinstance(expected_bytes, bool)
+        or not isinstance(expected_bytes, int)
+        or expected_bytes < 0
+    ):
+        raise ValueError(f"expected_bytes must be a whole number of bytes, not {expected_bytes!r}")
     pattern = _series(series, name)
     dst = os.path.join(directory, name)
     if not claim(if_busy, dst, background):  # bad arguments were refused above, before any wait
@@ -196,7 +259,7 @@ def save_checkpoint(
 
     def now() -> str:
         try:
-            return _save_now(save, directory, name, keep, pattern, guard)
+            return _decide(save, directory, name, keep, pattern, guard, full, expected_bytes)
         except SaveUnresponsive:
             raise
         except MountUnresponsive as exc:
@@ -216,24 +279,79 @@ def _series(series: str | None, name: str) -> str:
     return fnmatch.translate(series)
 
 
-def _save_now(
+def _decide(
     save: Callable[[str], object],
     directory: str,
     name: str,
     keep: int | None,
     pattern: str,
     guard: MountGuard | None,
+    full: room.OnFull,
+    expected: int | None,
 ) -> str:
-    """The save itself, in the one save slot: plan, room, write, commit, keep, manifest."""
-    dst = os.path.join(directory, name)
+    """Where and when the save lands (fix.room): here when it fits (after ``keep`` made
+    room), else in the fallback directory, else after a wait for room, else an error."""
     g = guard if guard is not None else default_guard()
-    key = SAVE_KEY.format(mount_for_path(directory, read_mounts()).mountpoint)
-    plan = _plan(g, key, directory, name, dst, pattern)
+    pause: room.Pause | None = None
+    while True:
+        try:
+            landed = _save_now(save, directory, name, keep, pattern, g, expected, full.acts)
+        except CheckpointWontFit as exc:
+            refusal = exc
+        else:
+            if pause is not None:
+                pause.resumed(landed)
+            return landed
+        if full.fallback is not None and full.fallback != directory:
+            try:
+                landed = _save_now(
+                    save, full.fallback, name, keep, pattern, g, expected or refusal.needed, True
+                )
+            except CheckpointWontFit as other:
+                refusal.add_note(f"trainwatch: the fallback {other}")
+            else:
+                room.redirected(refusal, landed)
+                if pause is not None:
+                    pause.resumed(landed)
+                return landed
+        if not full.wait:
+            raise refusal
+        if pause is None:
+            pause = room.Pause(full, refusal, name)
+        pause.wait(refusal)
+
+
+def _save_now(
+    save: Callable[[str], object],
+    directory: str,
+    name: str,
+    keep: int | None,
+    pattern: str,
+    g: MountGuard,
+    expected: int | None = None,
+    midway: bool = False,
+) -> str:
+    """The save itself, in the one save slot: plan, room, write, commit, keep, manifest.
+    ``midway``: a disk or quota that fills while the save is written (it grew, or another
+    writer took the room) is a ``CheckpointWontFit`` too, for the fallback or the wait."""
+    dst = os.path.join(directory, name)
+    entry = mount_for_path(directory, read_mounts())
+    key = SAVE_KEY.format(entry.mountpoint)
+    plan = _plan(g, key, directory, name, dst, pattern, quota_device(entry))
     discard(g, key, stale(directory, plan["partials"]))
     entries = manifest.parse(plan["manifest"])
     mine = manifest.owned(entries, pattern)
-    saves = _room(g, key, plan, name, directory, keep, mine)
-    partial = write_and_commit(save, g, key, directory, name, saves[0][1] if saves else 0)
+    saves = _room(g, key, plan, name, directory, keep, mine, entries, entry.mountpoint, expected)
+    last = saves[0][1] if saves else 0
+    try:
+        partial = write_and_commit(save, g, key, directory, name, last)
+    except OSError as exc:
+        if not midway or isinstance(exc, CheckpointWontFit):
+            raise
+        refusal = room.filled(exc, directory, name, max(last, expected or 0))
+        if refusal is None:
+            raise
+        raise refusal from exc
     try:
         doomed: list[str] = []
         if keep is not None:
@@ -268,10 +386,16 @@ def _write_manifest(g: MountGuard, key: str, directory: str, partial: str, text:
 
 
 def _plan(
-    g: MountGuard, key: str, directory: str, name: str, dst: str, pattern: str
+    g: MountGuard,
+    key: str,
+    directory: str,
+    name: str,
+    dst: str,
+    pattern: str,
+    device: str | None = None,
 ) -> dict[str, Any]:
-    """statvfs, listing and manifest of ``directory`` in the guard's helper; refused when it
-    is not a directory."""
+    """statvfs, quotas, listing and manifest of ``directory`` in the guard's helper; refused
+    when it is not a directory."""
     plan = g.call(
         key,
         "saves",
@@ -281,6 +405,8 @@ def _plan(
         pattern=pattern,
         partial_prefix=PARTIAL,
         manifest=manifest.MANIFEST,
+        quota=True,
+        device=device,
     )
     if not plan["is_dir"]:
         where = plan["target"]

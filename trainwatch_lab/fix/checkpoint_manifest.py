@@ -3,7 +3,10 @@ only its own saves of the same series, never a file it did not write (the user's
 ``resnet50-epoch0.pt``, another model's ``resnet18-epoch90.pt``, last month's run).
 
 ``.trainwatch-saves.json`` in the save directory maps each name a save landed under to the
-series it belongs to (the regular expression its names match) and when it landed. It is
+series it belongs to (the regular expression its names match), when it landed and its place
+in the saver's own count (``seq``: 1, 2, 3, ...). The count, not a clock, says which save is
+newer: a clock stepped back (NTP, a restored VM) gives a new save an older mtime and time,
+and ``keep=N`` would then remove the real newest (issue 34). It is
 rewritten atomically (core.worker.files.op_write_text) after every save and removal; an
 unreadable one counts as empty (nothing is removed then, which is safe). Saves made before
 this manifest existed are not in it and are never removed.
@@ -39,6 +42,32 @@ def owned(entries: dict[str, dict[str, Any]], series: str) -> set[str]:
     return {n for n, e in entries.items() if e.get("series") == series}
 
 
+def sequence(entries: dict[str, dict[str, Any]], name: str) -> tuple[int, float]:
+    """Sort key of ``name``, larger is newer: our saves by their ``seq``; ours from before
+    the count (no ``seq``, older than any counted one) by their time; others never rank
+    above ours (-1: only their mtime orders them, ``order`` does that)."""
+    entry = entries.get(name)
+    if entry is None:
+        return (-1, 0.0)
+    seq = entry.get("seq")
+    if isinstance(seq, int) and not isinstance(seq, bool):
+        return (1, float(seq))
+    when = entry.get("time")
+    return (0, float(when) if isinstance(when, (int, float)) else 0.0)
+
+
+def order(saves: list[list[Any]], entries: dict[str, dict[str, Any]]) -> list[list[Any]]:
+    """``saves`` (``[name, bytes, mtime]``) newest first: ours by the saver's own count,
+    then files it did not write by mtime (they are never removed; the newest of them only
+    stands for the size of the next save when there is no save of ours)."""
+    return sorted(saves, key=lambda s: (sequence(entries, s[0]), s[2]), reverse=True)
+
+
+def next_seq(entries: dict[str, dict[str, Any]]) -> int:
+    seqs = [e.get("seq") for e in entries.values()]
+    return 1 + max((q for q in seqs if isinstance(q, int) and not isinstance(q, bool)), default=0)
+
+
 def updated(
     entries: dict[str, dict[str, Any]],
     present: Iterable[str],
@@ -51,5 +80,5 @@ def updated(
     keep = set(present) - set(removed)
     saves = {n: e for n, e in entries.items() if n in keep}
     if added is not None:
-        saves[added] = {"series": series, "time": time.time()}
+        saves[added] = {"series": series, "time": time.time(), "seq": next_seq(entries)}
     return json.dumps({"version": VERSION, "saves": saves}, indent=1, sort_keys=True)

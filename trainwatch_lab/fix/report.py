@@ -3,6 +3,10 @@
 Framework callbacks (integrations/) run inside ``trainer.fit()`` and know nothing of Jupyter;
 the notebook layer knows the cell but imports no framework. The notebook registers a reporter
 here when the extension loads (notebook.inline); without one, a warning is a log line.
+
+Notification channels (a webhook: advice.notify.Notifier.send, registered by ``%trainwatch
+--notify`` or ``integrations.notify_to``) hear the warnings training code raises itself
+(a save paused for space) through ``notify``: fix/ imports no advice, so they come to it.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ from ..core.model import Alert
 log = logging.getLogger("trainwatch_lab")
 
 Reporter = Callable[[list[Alert]], bool]  # True: the user sees them (or saw them already)
+Channel = Callable[[Alert, str], None]  # (the warning, "started" or "cleared"); never blocks
 
 _reporters: list[Reporter] = []
+_channels: list[Channel] = []
 _lock = threading.Lock()
 
 
@@ -51,3 +57,30 @@ def report(alerts: Sequence[Alert]) -> bool:
         level = logging.ERROR if a.severity == "critical" else logging.WARNING
         log.log(level, "trainwatch [%s] %s Fix: %s", a.code, a.message, a.fix)
     return False
+
+
+def add_channel(fn: Channel) -> None:
+    with _lock:
+        if fn not in _channels:
+            _channels.append(fn)
+
+
+def remove_channel(fn: Channel) -> None:
+    with _lock:
+        if fn in _channels:
+            _channels.remove(fn)
+
+
+def notify(alert: Alert, state: str = "started") -> int:
+    """Hand ``alert`` to every notification channel (each queues it, none blocks); returns
+    how many took it."""
+    with _lock:
+        channels = list(_channels)
+    taken = 0
+    for fn in channels:
+        try:
+            fn(alert, state)
+            taken += 1
+        except Exception:
+            log.debug("trainwatch: a notification channel failed", exc_info=True)
+    return taken

@@ -38,6 +38,8 @@ class CheckpointWontFit(OSError):
     def __init__(self, message: str, directory: str, needed: int, available: int) -> None:
         super().__init__(errno.ENOSPC, message)
         self.directory, self.needed, self.available = directory, needed, available
+        self.older: list[tuple[str, int]] = []  # earlier saves there, oldest first (fix.room)
+        self.midway = False  # the disk filled while the save was written (fix.room.filled)
 
     def __str__(self) -> str:
         return str(self.strerror)
@@ -53,17 +55,24 @@ def fmt_size(n: float) -> str:
 
 
 def wont_fit(
-    name: str, directory: str, needed: int, available: int, last: str | None = None
+    name: str,
+    directory: str,
+    needed: int,
+    available: int,
+    last: str | None = None,
+    limit: str = "",
 ) -> CheckpointWontFit | None:
-    """The error to raise when a save of about ``needed`` bytes cannot fit, else None."""
+    """The error to raise when a save of about ``needed`` bytes cannot fit, else None
+    (``limit``: " under your quota on /data" when a quota, not the disk, leaves less)."""
     if needed <= available:
         return None
-    what = f"the last save ({printable(last)})" if last else "the last save"
+    what = f"the last save ({printable(last)}) took" if last else "the save needs about"
     message = (
-        f"checkpoint {printable(name)} will not fit in {printable(directory)}: {what} took "
-        f"{fmt_size(needed)}, {fmt_size(available)} is free. Nothing was written; the earlier "
-        "saves are intact. Free space, keep fewer saves (keep=N, save_top_k, "
-        "save_total_limit) or save to a disk with more room."
+        f"checkpoint {printable(name)} will not fit in {printable(directory)}: {what} "
+        f"{fmt_size(needed)}, {fmt_size(available)} is free{limit}. Nothing was written; the "
+        "earlier saves are intact. Free space, keep fewer saves (keep=N, save_top_k, "
+        "save_total_limit), save to a disk with more room (fallback=DIR) or let the save "
+        "wait for room (on_full='wait')."
     )
     return CheckpointWontFit(message, directory, needed, available)
 
@@ -173,6 +182,15 @@ class SpaceWatch:
             if refusal is not None:
                 return refusal
         return None
+
+    def check_now(self, name: str = "the next checkpoint") -> CheckpointWontFit | None:
+        """``check`` from readings taken now, on the caller's thread (through the guard, so
+        bounded by its timeouts): for a caller about to wait for room anyway."""
+        for directory in self.directories:
+            reading = measure(directory, self._guard)
+            with self._lock:
+                self._readings[directory] = reading
+        return self.check(name)
 
     def close(self) -> None:
         self._stop.set()

@@ -57,10 +57,22 @@ class TrainWatchCallback(keras.callbacks.Callback):
         on_full: str = "raise",
         check: bool = True,
         space_every: float = SPACE_EVERY_S,
+        wait_limit_s: float | None = None,
+        recheck_s: float | None = None,
+        notify: str | None = None,
+        notify_format: str = "json",
     ) -> None:
         super().__init__()
         self._logs, self._ckpts, self._per_epoch, self._per_batch = watched_dirs(watch)
-        self.watch = TrainingWatch(on_full=on_full, check=check, space_every=space_every)
+        self.watch = TrainingWatch(
+            on_full=on_full,
+            check=check,
+            space_every=space_every,
+            wait_limit_s=wait_limit_s,
+            recheck_s=recheck_s,
+            notify=notify,
+            notify_format=notify_format,
+        )
 
     def on_train_begin(self, logs: Any = None) -> None:
         self.watch.begin(self._logs, self._ckpts)

@@ -12,10 +12,19 @@ wraps the strategy's ``TorchCheckpointIO`` at ``setup``): a private temporary na
 one rename, a share written through the guard's helper; ``ModelCheckpoint`` keeps deciding
 what to keep. Other checkpoint IO (asynchronous, a distributed strategy's own) is left
 alone: it does not write one file at the path it is given when it returns.
+
+A save that would not fit (issue 38; all off by default): ``keep=N`` lets the saver remove
+its own oldest saves first, ``fallback=DIR`` saves it there instead (Lightning's
+``load_checkpoint``/``remove_checkpoint`` of the path it asked for then find it there),
+``on_full="wait"`` pauses the step at the save until there is room (``wait_limit_s``,
+``recheck_s``), and ``notify=URL`` sends the pause to a webhook (integrations.notify).
+With any of them the save decides, not the hook before it (unless the checkpoint IO is not
+ours to wrap: then ``on_full="wait"`` pauses in the hook, integrations.watch).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 try:
@@ -25,19 +34,35 @@ except ImportError:  # pragma: no cover - the older package name
     from pytorch_lightning.callbacks import Callback  # type: ignore[no-redef]
     from pytorch_lightning.plugins.io import TorchCheckpointIO  # type: ignore[no-redef]
 
-from ..fix.checkpoint import save_checkpoint
+from ..core.paths.names import normalise
+from ..fix.checkpoint import check_keep, save_checkpoint
+from ..fix.room import settings
 from ..fix.space import SPACE_EVERY_S
 from .watch import TrainingWatch
 
 __all__ = ["SafeCheckpointIO", "TrainWatchCallback", "checkpoint_dirs", "log_dirs"]
 
 
-class SafeCheckpointIO(TorchCheckpointIO):
-    """Lightning's file checkpoint IO, each save through ``fix.save_checkpoint``."""
+def checkpoint_bytes(obj: Any) -> int:
+    """About what ``torch.save(obj)`` writes: its tensors' bytes (a first save's size,
+    before there is a last one to go by)."""
+    if isinstance(obj, dict):
+        return sum(checkpoint_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(checkpoint_bytes(v) for v in obj)
+    nbytes = getattr(obj, "nbytes", None)  # torch.Tensor, numpy arrays
+    return nbytes if isinstance(nbytes, int) else 0
 
-    def __init__(self, inner: TorchCheckpointIO) -> None:
+
+class SafeCheckpointIO(TorchCheckpointIO):
+    """Lightning's file checkpoint IO, each save through ``fix.save_checkpoint`` with the
+    callback's ``options`` (keep, fallback, on_full, wait_limit_s, recheck_s)."""
+
+    def __init__(self, inner: TorchCheckpointIO, **options: Any) -> None:
         super().__init__()
         self.inner = inner
+        self.options = options
+        self.moved: dict[str, str] = {}  # the path Lightning asked for -> where it landed
 
     def save_checkpoint(
         self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None
@@ -45,23 +70,41 @@ class SafeCheckpointIO(TorchCheckpointIO):
         def write(tmp: str) -> None:
             self.inner.save_checkpoint(checkpoint, tmp, storage_options)
 
-        save_checkpoint(write, path)
+        expected = checkpoint_bytes(checkpoint) if self.options else None
+        landed = save_checkpoint(write, path, expected_bytes=expected, **self.options)
+        asked = str(save_checkpoint_path(path))
+        if landed != asked:
+            self.moved[asked] = landed
+        else:
+            self.moved.pop(asked, None)
 
-    def load_checkpoint(self, *args: Any, **kwargs: Any) -> Any:
-        return self.inner.load_checkpoint(*args, **kwargs)
+    def _where(self, path: Any) -> Any:
+        return self.moved.get(str(save_checkpoint_path(path)), path)
+
+    def load_checkpoint(self, path: Any, *args: Any, **kwargs: Any) -> Any:
+        return self.inner.load_checkpoint(self._where(path), *args, **kwargs)
 
     def remove_checkpoint(self, path: Any) -> None:
-        self.inner.remove_checkpoint(path)
+        self.inner.remove_checkpoint(self._where(path))
+        self.moved.pop(str(save_checkpoint_path(path)), None)
 
 
-def wrap_checkpoint_io(trainer: Any) -> bool:
+def save_checkpoint_path(path: Any) -> str:
+    """A path as save_checkpoint returns it (normalised), to match what it returned."""
+    return normalise(os.fspath(path))
+
+
+def wrap_checkpoint_io(trainer: Any, **options: Any) -> bool:
     """Route the trainer's checkpoint files through ``save_checkpoint`` where its strategy
     writes them with plain ``TorchCheckpointIO`` (a local path, one file); True if so."""
     strategy = getattr(trainer, "strategy", None)
     current = getattr(strategy, "checkpoint_io", None)
+    if isinstance(current, SafeCheckpointIO):
+        current.options = options
+        return True
     if type(current) is not TorchCheckpointIO:  # async, distributed, a user's own: theirs
         return False
-    strategy.checkpoint_io = SafeCheckpointIO(current)
+    strategy.checkpoint_io = SafeCheckpointIO(current, **options)
     return True
 
 
@@ -79,7 +122,8 @@ def checkpoint_dirs(trainer: Any) -> list[Any]:
 
 class TrainWatchCallback(Callback):
     """Checks the log and checkpoint directories at ``fit`` start and the free space before
-    each checkpoint; see ``integrations.watch.TrainingWatch`` for ``on_full``."""
+    each checkpoint; see ``integrations.watch.TrainingWatch`` for ``on_full`` "raise" and
+    "warn", and the module's doc for "wait", ``keep``, ``fallback`` and ``notify``."""
 
     def __init__(
         self,
@@ -88,14 +132,43 @@ class TrainWatchCallback(Callback):
         check: bool = True,
         space_every: float = SPACE_EVERY_S,
         safe_saves: bool = True,
+        keep: int | None = None,
+        fallback: Any = None,
+        wait_limit_s: float | None = None,
+        recheck_s: float | None = None,
+        notify: str | None = None,
+        notify_format: str = "json",
     ) -> None:
         super().__init__()
-        self.watch = TrainingWatch(on_full=on_full, check=check, space_every=space_every)
+        self.watch = TrainingWatch(
+            on_full=on_full,
+            check=check,
+            space_every=space_every,
+            wait_limit_s=wait_limit_s,
+            recheck_s=recheck_s,
+            notify=notify,
+            notify_format=notify_format,
+        )
+        wait = self.watch.full.wait
+        options: dict[str, Any] = {
+            "keep": keep,
+            "fallback": fallback,
+            "on_full": "wait" if wait else None,
+            "wait_limit_s": wait_limit_s,
+            "recheck_s": recheck_s,
+        }
+        self.save_options = {k: v for k, v in options.items() if v is not None}
+        if (keep is not None or fallback is not None) and not safe_saves:
+            raise ValueError("keep= and fallback= act in the saves: they need safe_saves=True")
+        check_keep(keep)  # bad values: one line now, not at the first save
+        settings(fallback, "raise", None, None)
         self.safe_saves = bool(safe_saves)
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        if self.safe_saves:
-            wrap_checkpoint_io(trainer)
+        if self.safe_saves and wrap_checkpoint_io(trainer, **self.save_options):
+            # the saves decide (room, fallback, the wait); without the wrapper (asynchronous
+            # or a strategy's own IO) the hook before the save waits instead
+            self.watch.deferred = bool(self.save_options)
 
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         if getattr(trainer, "is_global_zero", True):

@@ -22,6 +22,7 @@ from ..core.attach.wire import ENV
 from ..core.defaults import DEFAULTS, Defaults
 from ..core.model import Alert
 from ..core.paths.names import normalise
+from ..fix import report as fix_report
 from .cell.run import Body, run_body
 from .discover import Found, discover
 from .fix_status import mirror_lines
@@ -75,12 +76,21 @@ def warning_lines(warnings: Sequence[Alert], paths: int, gpu_line: bool = False)
 
 
 def subscribe_notifier(sampler: Any, opts: Options) -> Any:
-    """The ``--notify`` Notifier on ``sampler`` (options.py checked the URL), or None."""
+    """The ``--notify`` Notifier on ``sampler`` (options.py checked the URL), or None. It
+    also hears what training code says itself (fix.report.notify: a save paused for space)
+    until ``close_notifier``."""
     if not opts.notify_url:
         return None
     notifier = make_notifier(opts.notify_url, opts.notify_format)
     sampler.subscribe(notifier)
+    fix_report.add_channel(notifier.send)
     return notifier
+
+
+def close_notifier(notifier: Any) -> None:
+    if notifier is not None:
+        fix_report.remove_channel(notifier.send)
+        notifier.close(timeout=0)
 
 
 class KernelWatch:
@@ -168,8 +178,7 @@ class KernelWatch:
 
     def _close_notifier(self) -> None:
         notifier, self.notifier = self.notifier, None
-        if notifier is not None:
-            notifier.close(timeout=0)
+        close_notifier(notifier)
 
     def status(self) -> str:
         from .dashboard.snapshot import latency_text, mount_text
@@ -248,8 +257,7 @@ class KernelWatch:
             summary = watch.finish()
             if owned:
                 sampler.close()
-            if notifier is not None:
-                notifier.close(timeout=0)
+            close_notifier(notifier)
             if handle is not None:
                 handle.update(summary)
             else:

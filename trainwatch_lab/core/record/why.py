@@ -28,6 +28,7 @@ LOOK_BACK_S = 120.0  # the timeline this long before the end is "at that moment"
 LOOK_AFTER_S = 30.0
 FULL_BYTES = 1024 * 1024  # a filesystem with less than this available is full for a writer
 ENOSPC = re.compile(r"Errno 28|No space left on device|ENOSPC")
+SAVE_EVENT = "save-"  # fix.save_events' kinds
 DISK_WARNINGS = ("disk-filling", "disk-almost-full", "checkpoint-wont-fit")
 ENDED_KINDS = ("process-ended", "run-ended", "kernel-ended")
 SAME_START_S = 2.0  # two records of one process: their start times (from its start ticks
@@ -47,6 +48,7 @@ class Ending:
     cause: str | None = None
     evidence: list[str] = field(default_factory=list)
     of_kernel: bool = False  # a kernel's end (the kernels source's record is among its own)
+    saves: list[str] = field(default_factory=list)  # what its saves did on a full disk
 
     @property
     def badly(self) -> bool:
@@ -63,6 +65,7 @@ class Ending:
             "sentence": self.sentence,
             "cause": self.cause,
             "evidence": self.evidence,
+            "saves": self.saves,
             "exit": self.data.get("exit"),
             "started": self.data.get("started"),
             "requested": self.data.get("requested"),
@@ -210,6 +213,25 @@ def _sent(events: list[Event], warned: Event) -> str | None:
     return None
 
 
+def _save_notes(events: list[Event], pid: int) -> list[str]:
+    """What the run's saves did when the disk was full (fix.save_events: room made, a
+    fallback taken, a pause, a resume, giving up), each at its time: a run that lived on
+    says why it did; one that died paused says where it waited."""
+    notes, paused = [], None
+    for e in events:
+        if not e.kind.startswith(SAVE_EVENT) or int(e.data.get("pid") or 0) != pid:
+            continue
+        if e.kind == SAVE_EVENT + "paused":
+            paused = e
+            continue
+        if e.kind in (SAVE_EVENT + "resumed", SAVE_EVENT + "gave-up"):
+            paused = None
+        notes.append(f"{clock(e.t)} {e.text}")
+    if paused is not None:
+        notes.append(f"{clock(paused.t)} {paused.text} (still waiting at the end)")
+    return notes
+
+
 def explain(store: Store, ending: Ending) -> Ending:
     """Fill ``ending.sentence``, ``cause`` and ``evidence`` (see the module doc)."""
     data = ending.data
@@ -293,7 +315,10 @@ def explain(store: Store, ending: Ending) -> Ending:
         sentence = f"{head}: it exited normally (status 0)"
     else:
         sentence = f"{head}; no cause seen" + (f" ({'; '.join(evidence)})" if evidence else "")
-    ending.sentence, ending.cause, ending.evidence = sentence, cause, evidence
+    saves = _save_notes(before, ending.pid)
+    if saves:
+        sentence += "; its saves: " + "; ".join(saves)
+    ending.sentence, ending.cause, ending.evidence, ending.saves = sentence, cause, evidence, saves
     return ending
 
 

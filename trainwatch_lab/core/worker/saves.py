@@ -36,12 +36,19 @@ def tree_bytes(path: str, limit: int = TREE_LIMIT) -> int:
 
 
 def op_saves(
-    directory: str, pattern: str, partial_prefix: str, manifest: str | None = None
+    directory: str,
+    pattern: str,
+    partial_prefix: str,
+    manifest: str | None = None,
+    quota: bool = False,
+    device: str | None = None,
 ) -> dict[str, Any]:
     """Before a save (fix.save_checkpoint): free space where ``directory`` is or will be
     created, the earlier saves whose names match ``pattern`` (``[name, bytes, mtime]``), the
-    leftovers of interrupted saves (names starting with ``partial_prefix``) and the text of
-    the saver's ``manifest`` file there (None when there is none)."""
+    leftovers of interrupted saves (names starting with ``partial_prefix``), the text of
+    the saver's ``manifest`` file there (None when there is none) and, with ``quota``, the
+    quotas our writes there are charged to (core.storage.quota; ``device`` for kernels
+    before quotactl_fd): the space really ours, in the same round trip."""
     target, st = nearest_existing(directory)
     answer: dict[str, Any] = {
         "target": target,
@@ -53,6 +60,13 @@ def op_saves(
         "partials": [],
         "manifest": None,
     }
+    if quota:
+        from ..storage.quota import read_quotas
+
+        try:
+            answer["quota"] = read_quotas(target, device=device)
+        except OSError as exc:  # no quota read is no quota: the save goes on
+            answer["quota"] = {"quotas": [], "none": f"cannot read it: {exc.strerror or exc}"}
     if answer["exists"] and answer["is_dir"]:
         series = re.compile(pattern)
         for entry in os.scandir(directory):
