@@ -176,8 +176,10 @@ def _attack(server: Server, name: str, seconds: float) -> dict[str, float]:
 def measure(code: Path, seconds: float, warm_s: float) -> dict[str, dict[str, float]]:
     server = Server(code, interval=0.05)
     try:
-        server.get("trainwatch-lab/api/snapshot")  # the sampler starts; history grows
-        time.sleep(warm_s)
+        end = time.monotonic() + warm_s
+        while time.monotonic() < end:  # a client holds the sampler on: the history grows
+            server.get("trainwatch-lab/api/snapshot")
+            time.sleep(0.5)
         size = len(server.get("trainwatch-lab/api/history?since=0"))
         results = {name: _attack(server, name, seconds) for name in ("ws-silent", "history-flood")}
         results["history-flood"]["reply_kib"] = size / 1024
