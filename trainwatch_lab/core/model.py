@@ -410,6 +410,21 @@ def _training_process(data: dict[str, Any]) -> TrainingProcess:
     return row
 
 
+def path_state_from_json(data: dict[str, Any]) -> PathState:
+    """The PathState that ``PathState.to_json`` wrote."""
+    return _path_state(data)
+
+
+def alert_from_json(data: dict[str, Any]) -> Alert:
+    """The Alert that ``Alert.to_json`` wrote."""
+    return _load(Alert, data)
+
+
+def probe_from_json(data: dict[str, Any] | None) -> ProbeResult | None:
+    """The ProbeResult that ``ProbeResult.to_json`` wrote (None for None)."""
+    return _probe(data)
+
+
 def sample_from_json(data: dict[str, Any]) -> Sample:
     """The Sample that ``Sample.to_json`` wrote: how a kernel attached to its server's sampler
     reads the judged samples it is sent (the same numbers and warnings as every other view).
