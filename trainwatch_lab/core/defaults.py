@@ -245,6 +245,10 @@ class Defaults:
     # history never fills a disk that training needs; it resumes when space returns
     record_min_free_bytes: int = 256 * MIB
     record_busy_timeout_s: float = 5.0  # a writer waits this long for another's transaction
+    # `run -- CMD` records on a thread of its own, after the command started: at the end it
+    # waits this long for the record (the store opened, the end written: two busy waits and
+    # a margin), then exits with the command's code whatever the store does
+    run_record_wait_s: float = 15.0
     record_maintain_every_s: float = 600.0  # thinning and dropping run this often
     record_buffer_points: int = 3600  # points held per series while paused: memory bounded
     # a replay's chart reads one series at a time in slices this long, folding each into
