@@ -42,7 +42,9 @@ NEIGHBOUR = (
     "import sys, time; sys.stderr.write('B: OSError: [Errno 28] No space left on device\\n'); "
     "sys.stderr.flush(); time.sleep(120)"
 )
-KILLED = "import os, sys; sys.stderr.write('A: step 10\\n'); sys.stderr.flush(); os.kill(os.getpid(), 9)"
+KILLED = (
+    "import os, sys; sys.stderr.write('A: step 10\\n'); sys.stderr.flush(); os.kill(os.getpid(), 9)"
+)
 
 
 def test_a_neighbour_s_line_in_a_shared_log_is_never_the_run_s(tmp_path: Path) -> None:

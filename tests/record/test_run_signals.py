@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import termios
+import time
 from pathlib import Path
 
 from tests.support.mounts import wait_until
@@ -139,6 +140,15 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in text.split()]
 
 
+def _first_children(pid: int, timeout: float = 60.0) -> list[int]:
+    """``pid``'s children as soon as it has one (a busy loop: the fork is just done)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := _children(pid):
+            return found
+    raise AssertionError(f"{pid} started no child in {timeout} s")
+
+
 def _running(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -157,15 +167,15 @@ def test_a_sigterm_as_the_command_starts_is_passed_on_never_orphaning_it(tmp_pat
     for _ in range(10):
         wrapper = _run(store, "sleep", "30")
         try:
-            child: list[int] = []
-            assert wait_until(lambda: child.extend(_children(wrapper.pid)) or child, 60)
+            child = _first_children(wrapper.pid)
             wrapper.send_signal(signal.SIGTERM)  # at once: within a few ms of the fork
             codes.append(wrapper.wait(timeout=60))
         finally:
             if wrapper.poll() is None:
                 wrapper.kill()
                 wrapper.wait()
-        orphans += [pid for pid in child if _running(pid)]
-        for pid in orphans:
+        left = [pid for pid in child if _running(pid)]
+        for pid in left:
             os.kill(pid, signal.SIGKILL)
+        orphans += left
     assert orphans == [] and codes == [128 + signal.SIGTERM] * 10, (orphans, codes)

@@ -20,15 +20,11 @@ from typing import Any
 
 # what a wrapper passes on: the signals others send a job (not our own faults, SIGCHLD of
 # our own child, SIGPIPE of our own writes, or SIGTTIN/SIGTTOU of our own terminal reads)
-FORWARDED = tuple(
-    getattr(signal, name)
-    for name in (
-        "SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGALRM",
-        "SIGWINCH", "SIGCONT", "SIGTSTP", "SIGPWR", "SIGXCPU", "SIGVTALRM", "SIGPROF",
-        "SIGURG",
-    )  # fmt: skip
-    if hasattr(signal, name)
+FORWARDED_NAMES = (
+    *("SIGHUP", "SIGINT", "SIGQUIT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGWINCH"),
+    *("SIGCONT", "SIGTSTP", "SIGPWR", "SIGXCPU", "SIGVTALRM", "SIGPROF", "SIGURG"),
 )
+FORWARDED = tuple(getattr(signal, n) for n in FORWARDED_NAMES if hasattr(signal, n))
 # what a terminal sends its whole foreground process group by itself
 TERMINAL_SIGNALS = frozenset(
     {signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP, signal.SIGHUP, signal.SIGWINCH}

@@ -15,6 +15,7 @@ shell's, 127 for a command not found and 126 for one that cannot be executed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import os
 import subprocess
@@ -74,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
             record.finish(code)
             record.join(DEFAULTS.run_record_wait_s)
             if record.is_alive():
-                note(f"the end was not recorded: the history did not answer in {DEFAULTS.run_record_wait_s:g} s")
+                wait = DEFAULTS.run_record_wait_s
+                note(f"the end was not recorded: the history did not answer in {wait:g} s")
     finally:
         forwarder.restore()
     return 128 - code if code < 0 else code
@@ -82,15 +84,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _wait_exited(pid: int) -> None:
     """Wait until ``pid`` exited, without reaping it (signals are handled meanwhile)."""
-    try:
+    # (ChildProcessError: reaped already, a signal passed on after its end polled it)
+    with contextlib.suppress(ChildProcessError):
         os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
-    except ChildProcessError:  # reaped already (a signal passed on after its end polled it)
-        pass
 
 
 def note_failed(command: str, exc: OSError) -> None:
     """As a shell says it: ``trainwatch-lab: train.sh: Permission denied``."""
-    try:
+    with contextlib.suppress(OSError):
         os.write(2, f"{PROG}: {command}: {exc.strerror}\n".encode(errors="replace"))
-    except OSError:
-        pass

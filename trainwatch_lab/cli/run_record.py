@@ -47,7 +47,8 @@ class RunRecord(threading.Thread):
             self.seen.set()
         self._store = self._open()
         name, pid = self.name_, self.pid
-        self._add(Event(kept["started"], "run-started", name, f"{name} (pid {pid}) started by {PROG} run", kept))
+        said = f"{name} (pid {pid}) started by {PROG} run"
+        self._add(Event(kept["started"], "run-started", name, said, kept))
         self._ended.wait()
         if kept.get("stderr") and ended.shared_with_others(os.getpid(), kept["stderr"]):
             kept["stderr"] = None  # another process wrote there meanwhile: not its lines

@@ -23,11 +23,12 @@ crash, by the next writer), ``events`` and ``writers``.
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import json
 import logging
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -36,7 +37,7 @@ from typing import Any
 
 from ..defaults import DEFAULTS, Defaults
 from . import codec
-from .location import untrusted
+from .location import real_directory, untrusted
 
 log = logging.getLogger(__name__)
 
@@ -142,28 +143,55 @@ def is_damage(exc: sqlite3.Error) -> bool:
     return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 
 
+def place(path: str, readonly: bool = False) -> str:
+    """``path`` with its directory resolved (core.record.location.real_directory), or
+    StoreError: a directory on a share, or reached through a symlink onto one, is never
+    touched (a hung share would hold the caller in D state), nor one another user may
+    change; a writer also needs the real directory to be its own (``untrusted``)."""
+    directory, name = os.path.split(os.path.abspath(path))
+    real, why = real_directory(directory)
+    if real is None:
+        raise StoreError(f"refusing to {'read' if readonly else 'record'} there: {why}")
+    return os.path.join(real, name)
+
+
 def _private(path: str) -> None:
     """Refuse a directory or file another user controls (it could read the history's
     commands or swap it); create the file 0600 (SQLite gives its -wal and -shm the file's
-    mode) and tighten an existing one of ours."""
+    mode) and tighten an existing one of ours. Nothing here follows a symlink: the file,
+    its -wal and -shm are opened with O_NOFOLLOW and changed through that descriptor."""
     why = untrusted(os.path.dirname(path))
     if why is not None:
         raise StoreError(f"refusing to record there: {why}")
+    _tighten(path, create=True)
+    for suffix in ("-wal", "-shm"):
+        _tighten(path + suffix, create=False)
+
+
+def _tighten(path: str, create: bool) -> None:
+    """Open ``path`` without following a symlink (made 0600 when ``create``), refuse one
+    that is not our regular file, and make it 0600."""
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        fd = os.open(path, flags | (os.O_CREAT if create else 0), 0o600)
+    except FileNotFoundError:
+        if create:
+            raise StoreError(f"cannot open {path}: no such directory") from None
+        return  # SQLite makes it with the file's mode
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StoreError(f"refusing to record in {path}: it is a symbolic link") from None
         raise StoreError(f"cannot open {path}: {exc.strerror}") from None
     try:
         st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise StoreError(f"refusing to record in {path}: it is not a regular file")
         if st.st_uid != os.geteuid():
             raise StoreError(f"refusing to record in {path}: it belongs to uid {st.st_uid}")
         if st.st_mode & 0o077:
             os.fchmod(fd, 0o600)
     finally:
         os.close(fd)
-    for suffix in ("-wal", "-shm"):
-        with contextlib.suppress(OSError):  # absent
-            os.chmod(path + suffix, 0o600)
 
 
 def move_aside(path: str, why: str) -> str:
@@ -183,6 +211,7 @@ class Store:
     def __init__(
         self, path: str, role: str = "reader", defaults: Defaults = DEFAULTS, readonly: bool = False
     ) -> None:
+        path = place(path, readonly)
         self.path = path
         self.role = role
         self.defaults = defaults
