@@ -141,6 +141,7 @@ def run(cfg: Config) -> list[Row]:
         path = os.path.join(d, "history.sqlite")
         values, _, calls, flushes = _simulate(path, seconds)
         store = Store(path)
+        wal = store.wal_bytes()  # what a reader of the disk sees beside the file meanwhile
         store.con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         used = store.used_bytes()
         file_size = os.path.getsize(path)
@@ -155,8 +156,9 @@ def run(cfg: Config) -> list[Row]:
                 "<= 1 B",
                 "ok" if per_value <= 1 else "MISS",
                 f"{values:,} values in {seconds / 3600:g} h; blocks alone "
-                f"{blob / values:.3f} B/value; file {file_size / 2**20:.1f} MiB",
-                data={"values": values, "used": used, "blob": blob},
+                f"{blob / values:.3f} B/value; file {file_size / 2**20:.1f} MiB, and its WAL "
+                f"{wal / 2**20:.1f} MiB until a checkpoint",
+                data={"values": values, "used": used, "blob": blob, "wal": wal},
             )
         )
         rows.append(

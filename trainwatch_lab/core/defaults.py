@@ -257,6 +257,10 @@ class Defaults:
     # never holds the query thread for long
     record_query_slice_s: float = 6 * 3600.0
     record_query_max_decoded: int = 2_000_000
+    # `history --format csv` writes a slice of time at a time, holding about this many
+    # points (a week of 120 series at 1 s whole took 1.7 GB): the slice is this over the
+    # number of series, at least a minute
+    record_csv_slice_points: int = 200_000
     # `%trainwatch --since 8h` waits this long for the replay's read (on a helper thread) so
     # that a missing history is one printed line, not a widget; a slower read shows the
     # widget at once, saying it is reading, and fills it in when the read ends
