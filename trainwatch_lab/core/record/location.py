@@ -6,7 +6,7 @@ NFS is common on clusters, so the directory is chosen with our own mount classif
 sit on a dead mount): the first candidate on a local, memory or overlay filesystem that no
 other user owns or may write in wins, and passing over one says why in a note.
 
-The path is resolved first as the kernel will resolve it (core.worker.inline's walk: each
+The path is resolved first as the kernel will resolve it (core.storage.resolve's walk: each
 component looked up in the mount table before it is ``lstat``ed, symlinks read and followed
 by hand), so a symlink onto a share is judged by the share and never reached, and a path
 through a directory another user may change (who could point it elsewhere after our look)
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from .. import hostfs
 from ..storage.mounts import MountEntry, classify, mount_for_path, read_mounts
-from ..worker.inline import resolve_locally
+from ..storage.resolve import resolve_locally
 
 APP_DIR = "trainwatch-lab"
 SAFE_KINDS = ("local", "memory", "overlay")
