@@ -89,3 +89,29 @@ def test_a_run_alone_in_its_log_records_its_own_lines_only(tmp_path: Path) -> No
     (end,) = _ended(store)
     assert end["stderr_tail"] == ["A: step 10"], end
     assert os.path.getsize(log) > 0
+
+
+def test_the_command_starts_before_the_history_answers(tmp_path: Path) -> None:
+    """Another writer holds the history locked: the command starts at once, and the run is
+    recorded once the lock goes (its release waits for the command's first act). Before,
+    the wrapper waited on the lock before starting the command, gave up after the busy
+    timeout and ran it unrecorded (issue 35, item 8: recording delayed the command)."""
+    import sqlite3
+
+    from trainwatch_lab.core.record import Store
+
+    store, marker = tmp_path / "h.sqlite", tmp_path / "started"
+    Store(str(store), role="t").close()
+    holder = sqlite3.connect(str(store), isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        run = subprocess.Popen(
+            [*CLI, "run", "--store", str(store), "--", "touch", str(marker)], env=ENV
+        )
+        assert wait_until(marker.exists, timeout=60)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert run.wait(timeout=60) == 0
+    (end,) = _ended(store)
+    assert end["exit"] == {"code": 0} and end["name"] == "touch"
