@@ -179,3 +179,30 @@ def test_a_sigterm_as_the_command_starts_is_passed_on_never_orphaning_it(tmp_pat
             os.kill(pid, signal.SIGKILL)
         orphans += left
     assert orphans == [] and codes == [128 + signal.SIGTERM] * 10, (orphans, codes)
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_sigtstp_stops_the_command_and_the_wrapper_and_sigcont_wakes_both(tmp_path: Path) -> None:
+    """A batch system's suspend (TSTP to the wrapper, then CONT): the command stops with it
+    and goes on after; before, the wrapper stopped alone and the command ran on."""
+    store = tmp_path / "h.sqlite"
+    # a process group of its own in our session: not orphaned, so stop signals stop it
+    wrapper = _run(store, "sleep", "60", process_group=0)
+    try:
+        (child,) = _first_children(wrapper.pid)
+        assert wait_until(lambda: _handled(wrapper.pid), timeout=60)
+        wrapper.send_signal(signal.SIGTSTP)
+        assert wait_until(lambda: _state(child) == "T" and _state(wrapper.pid) == "T", 60)
+        wrapper.send_signal(signal.SIGCONT)
+        assert wait_until(lambda: _state(child) != "T" and _state(wrapper.pid) != "T", 60)
+        wrapper.send_signal(signal.SIGTERM)
+        assert wrapper.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        if wrapper.poll() is None:
+            wrapper.kill()
+            wrapper.wait()
+    (end,) = _ended(store)
+    assert end["exit"] == {"code": None, "signal": "SIGTERM"}
