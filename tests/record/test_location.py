@@ -243,3 +243,13 @@ def test_a_symlink_we_own_in_place_of_the_wal_is_refused_not_followed(tmp_path: 
     with pytest.raises(StoreError, match="symbolic link"):
         Store(str(state / "h.sqlite"), role="t")
     assert target.stat().st_mode & 0o777 == 0o644
+
+
+def test_a_directory_of_our_own_group_on_the_way_is_taken(tmp_path: Path, clean_env) -> None:
+    """umask 002 (a user's private group) makes ``~/.local`` 0775: still ours, taken."""
+    local = tmp_path / "home" / ".local"
+    local.mkdir(parents=True)
+    local.chmod(0o775)
+    os.chown(local, os.getuid(), os.getegid())
+    wanted = local / "state" / "h.sqlite"
+    assert choose(explicit_file=str(wanted)).path == str(wanted)

@@ -110,7 +110,7 @@ def _stamp(t: float) -> str:
 def _samples(store: Any, args: argparse.Namespace, since: float, until: float, out: TextIO) -> None:
     """The table (one series at a time), or every point as CSV or JSON, written as it is
     read: CSV a slice of time at a time, JSON a series at a time, so a week of every
-    series never sits in memory at once (it took ~370 MB)."""
+    series never sits in memory at once (a week of 120 series at 1 s took 1.7 GB)."""
     if args.format == "table":
         out.write(_summary(store, args.series, since, until))
     elif args.format == "json":
@@ -135,8 +135,8 @@ def _json_points(store: Any, keys: list[str], since: float, until: float, out: T
 
 
 def _csv_points(store: Any, keys: list[str], since: float, until: float, out: TextIO) -> None:
-    """One row per time, one column per series with a point in the window, written one
-    slice of ``record_query_slice_s`` at a time."""
+    """One row per time, one column per series with a point in the window, written a
+    slice of time at a time (about ``record_csv_slice_points`` points each)."""
     keys = [k for k in keys if store.has_points(k, since, until)]
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["t", *keys])

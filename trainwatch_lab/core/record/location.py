@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from .. import hostfs
 from ..storage.mounts import MountEntry, classify, mount_for_path, read_mounts
-from ..storage.resolve import resolve_locally
+from ..storage.resolve import ours_or_our_group, resolve_locally
 
 APP_DIR = "trainwatch-lab"
 SAFE_KINDS = ("local", "memory", "overlay")
@@ -97,7 +97,7 @@ def real_directory(directory: str) -> tuple[str | None, str]:
 
     def resolve(path: str) -> str | None:
         try:
-            return resolve_locally(path, mounts, safe)
+            return resolve_locally(path, mounts, safe, ours_or_our_group)
         except (OSError, LookupError):
             return None
 

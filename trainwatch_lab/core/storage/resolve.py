@@ -24,10 +24,17 @@ MAX_SYMLINKS = 40  # the kernel's own limit (ELOOP): past it the call fails fast
 Local = Callable[[MountEntry], bool]
 
 
-def resolve_locally(path: str, mounts: list[MountEntry], local: Local) -> str | None:
+def resolve_locally(
+    path: str,
+    mounts: list[MountEntry],
+    local: Local,
+    trusted: Callable[[os.stat_result], bool] | None = None,
+) -> str | None:
     """``path`` resolved as the kernel will resolve it, or None as soon as reaching it could
     touch a mount that can hang (see the module docstring). The part of a path that does not
-    exist yet is kept as written: creating it stays on the mount of its existing parent."""
+    exist yet is kept as written: creating it stays on the mount of its existing parent.
+    ``trusted`` says whether a directory's entries can change only at our (or root's)
+    hand (default: ``_only_ours``)."""
     if not path.startswith("/") or not local(mount_for_path("/", mounts)):
         return None
     pending: deque[str] = deque(path.split("/"))
@@ -45,7 +52,7 @@ def resolve_locally(path: str, mounts: list[MountEntry], local: Local) -> str | 
             continue
         child = "/" + "/".join([*resolved, name])
         entry = mount_for_path(child, mounts)
-        if not local(entry) or not _only_ours(parent):
+        if not local(entry) or not (trusted or _only_ours)(parent):
             return None
         try:
             st = os.lstat(child)
@@ -86,3 +93,11 @@ def _only_ours(directory: os.stat_result) -> bool:
     if directory.st_uid not in (0, os.getuid()):
         return False
     return not directory.st_mode & 0o022 or bool(directory.st_mode & stat.S_ISVTX)
+
+
+def ours_or_our_group(directory: os.stat_result) -> bool:
+    """``_only_ours``, but a directory writable by our own primary group passes too (a
+    user's private group, where umask 002 makes ``~/.local`` 0775)."""
+    if directory.st_gid == os.getegid() and directory.st_uid in (0, os.getuid()):
+        return not directory.st_mode & 0o002 or bool(directory.st_mode & stat.S_ISVTX)
+    return _only_ours(directory)
