@@ -266,3 +266,31 @@ def test_why_writes_no_control_character_to_the_terminal(tmp_path: Path) -> None
         assert out.returncode == 0, out.stderr
         assert "owned" in out.stdout, out.stdout
         assert not any(c in out.stdout for c in "\x1b\x07\r"), repr(out.stdout)
+
+
+def test_why_takes_the_name_after_its_options(tmp_path: Path) -> None:
+    """``history why --since 1h train.py`` as typed (issue 35, item 12: the name after an
+    option was refused as an unrecognized argument)."""
+    path = tmp_path / "h.sqlite"
+    s = Store(str(path), role="t")
+    s.register()
+    now = time.time()
+    for name, pid in (("train.py", 7), ("eval.py", 8)):
+        data = {"pid": pid, "name": name, "command": f"python {name}", "started": now - 60}
+        s.add_events(
+            [
+                Event(now - 60, "run-started", name, f"{name} (pid {pid}) started", data),
+                Event(now - 30, "run-ended", name, f"{name} ended", {**data, "exit": {"code": 0}}),
+            ]
+        )
+    s.close()
+    for args in (
+        ["history", "why", "--since", "1h", "train.py", "--store", str(path)],
+        ["history", "--store", str(path), "why", "--since", "1h", "train.py"],
+        ["history", "why", "train.py", "--since", "1h", "--store", str(path)],
+    ):
+        out = tw(*args)
+        assert out.returncode == 0, (args, out.stderr)
+        assert "train.py" in out.stdout and "eval.py" not in out.stdout, out.stdout
+    bad = tw("history", "why", "--since", "1h", "a.py", "b.py", "--store", str(path))
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1

@@ -264,6 +264,10 @@ class Defaults:
     # history never fills a disk that training needs; it resumes when space returns
     record_min_free_bytes: int = 256 * MIB
     record_busy_timeout_s: float = 5.0  # a writer waits this long for another's transaction
+    # `run -- CMD` records on a thread of its own, after the command started: at the end it
+    # waits this long for the record (the store opened, the end written: two busy waits and
+    # a margin), then exits with the command's code whatever the store does
+    run_record_wait_s: float = 15.0
     record_maintain_every_s: float = 600.0  # thinning and dropping run this often
     record_buffer_points: int = 3600  # points held per series while paused: memory bounded
     # a replay's chart reads one series at a time in slices this long, folding each into
@@ -272,6 +276,10 @@ class Defaults:
     # never holds the query thread for long
     record_query_slice_s: float = 6 * 3600.0
     record_query_max_decoded: int = 2_000_000
+    # `history --format csv` writes a slice of time at a time, holding about this many
+    # points (a week of 120 series at 1 s whole took 1.7 GB): the slice is this over the
+    # number of series, at least a minute
+    record_csv_slice_points: int = 200_000
     # `%trainwatch --since 8h` waits this long for the replay's read (on a helper thread) so
     # that a missing history is one printed line, not a widget; a slower read shows the
     # widget at once, saying it is reading, and fills it in when the read ends

@@ -190,20 +190,39 @@ def own_stderr(pid: int) -> str | None:
     return target
 
 
-def tail(path: str | None, lines: int = TAIL_LINES) -> list[str]:
-    """The last lines of a local regular file (at most TAIL_BYTES read)."""
+def child_stderr(pid: int) -> dict[str, Any]:
+    """For a parent that started ``pid`` on its own stderr (``run``): ``{"stderr": file,
+    "stderr_from": its size now}`` when the file is a local regular one that no process
+    outside ``pid``'s line writes (a neighbour's ``Errno 28`` there is not the run's); the
+    tail is read from that offset only, what was written before the start being someone
+    else's. The parent is in the line: it writes there only its own notes."""
+    target = stderr_file(pid)
+    if target is None or shared_with_others(pid, target):
+        return {"stderr": None}
+    try:
+        size = os.stat(hostfs.current().proc(pid, "fd", "2")).st_size
+    except OSError:
+        return {"stderr": None}
+    return {"stderr": target, "stderr_from": size}
+
+
+def tail(path: str | None, lines: int = TAIL_LINES, start: int = 0) -> list[str]:
+    """The last lines of a local regular file (at most TAIL_BYTES read), none from before
+    the offset ``start`` (a file cut shorter since is read from its beginning)."""
     if not path or not _local(path):
         return []
     try:
         with open(path, "rb") as fh:
             fh.seek(0, os.SEEK_END)
             size = fh.tell()
-            fh.seek(max(0, size - TAIL_BYTES))
+            start = start if start <= size else 0
+            begin = max(start, size - TAIL_BYTES)
+            fh.seek(begin)
             data = fh.read(TAIL_BYTES)
     except OSError:
         return []
     text = data.decode("utf-8", errors="replace").splitlines()
-    if size > TAIL_BYTES and text:
+    if begin > start and text:
         text = text[1:]  # the first line was cut
     return [line[:300] for line in text if line.strip()][-lines:]
 
@@ -259,7 +278,7 @@ def at_end(seen: dict[str, Any]) -> dict[str, Any]:
     logged = kmsg_oom(int(pid), seen.get("started")) if pid else None
     if logged:
         facts["oom_logged"] = logged
-    lines = tail(seen.get("stderr"))
+    lines = tail(seen.get("stderr"), start=int(seen.get("stderr_from") or 0))
     if lines:
         facts["stderr_tail"] = lines
     return facts
