@@ -1,12 +1,16 @@
 """Why a run ended: one sentence with its evidence, from the recorded timeline.
 
-Only what the evidence supports is a cause: a path the run wrote to at (almost) no free
-space in the last minutes before its end, or a ``No space left on device`` in its stderr; an
-OOM kill counted in its memory cgroup; a mount that did not answer; a GPU error. Without
-such evidence the sentence says so ("ended; no cause seen") and lists what is known (the
-exit status, the last stderr line), never a guess. A run that exited 0 died of nothing
-(it exited normally, whatever its disks held), and an OOM kill that names the run (the
-kernel log's line for its pid, or its own SIGKILL with the cgroup's count) comes first.
+Only what the evidence supports is a cause, and only evidence from the run's own lifetime
+(``window``): a path of the run's at (almost) no free space in its last minutes, or a ``No
+space left on device`` as the last line of its stderr (an earlier one followed by "loss is
+nan" is not what ended it); an OOM kill the kernel log names it in; a mount that did not
+answer; a GPU error. A run killed by a signal another process sent (kill -9) died of that,
+whatever its disk held. Without such evidence the sentence says so ("ended; no cause seen")
+and lists what is known (the exit status, the last stderr line), never a guess. A run that
+exited 0 died of nothing (it exited normally, whatever its disks held), and an OOM kill that
+names the run (the kernel log's line for its pid; where that log cannot be read, its own
+SIGKILL with the cgroup's count) comes first; an OOM kill counted in its cgroup that the log
+gives to another process is said as such.
 A kernel shut down or restarted on request (the server's kernel manager was asked: the
 kernel-ended event's ``requested``) was shut down, not dead: no cause, and not ``badly``,
 the one rule the panel's cards and the notebook's replay both follow.
@@ -155,15 +159,26 @@ def _related(path: str, own: set[str]) -> bool:
     )
 
 
+def window(ending: Ending) -> tuple[float, float]:
+    """The moments whose readings are evidence about this end: the minutes before it (never
+    before the run started: a disk another run filled and freed, a directory deleted before
+    this one began, say nothing about it) and the seconds after."""
+    started = ending.data.get("started")
+    lo = ending.t - LOOK_BACK_S
+    if isinstance(started, (int, float)):
+        lo = max(lo, min(started, ending.t))
+    return lo, ending.t + LOOK_AFTER_S
+
+
 def _least(store: Store, ending: Ending) -> list[tuple[str, float, float]]:
-    """(path, least available bytes, when) per watched path in the minutes before the
-    end, the run's own paths (and those above or below them) first, then by free space;
-    of paths equally full (one filesystem), the run's own path, then the shortest, never
-    whichever the store happened to list first."""
+    """(path, least available bytes, when) per watched path in the run's last minutes
+    (``window``), the run's own paths (and those above or below them) first, then by free
+    space; of paths equally full (one filesystem), the run's own path, then the shortest,
+    never whichever the store happened to list first."""
     own = set(ending.data.get("paths") or [])
     found = []
     keys = store.keys("path:*:avail_bytes")
-    columns = store.read(keys, ending.t - LOOK_BACK_S, ending.t + LOOK_AFTER_S)
+    columns = store.read(keys, *window(ending))
     for key, (ts, vs) in columns.items():
         pairs = [(v, t) for t, v in zip(ts, vs, strict=True) if v == v]
         if pairs:
@@ -182,10 +197,34 @@ def _full_paths(store: Store, ending: Ending) -> list[tuple[str, float, float]]:
     return [f for f in full if _related(f[0], own)] if own else full
 
 
-def _least_free(store: Store, ending: Ending) -> tuple[str, float, float] | None:
-    """The watched path with the least free space before the end (the run's own first)."""
-    found = _least(store, ending)
+def _least_own(store: Store, ending: Ending) -> tuple[str, float, float] | None:
+    """The run's own watched path (or one above or below it) with the least free space
+    before the end; None when none of its paths was recorded."""
+    own = set(ending.data.get("paths") or [])
+    found = [f for f in _least(store, ending) if _related(f[0], own)]
     return found[0] if found else None
+
+
+def _enospc_last(stderr: list[str]) -> str | None:
+    """The stderr tail's last line when it says ``No space left on device``: the error the
+    run ended on. An earlier one (caught, retried, followed by "loss is nan") is not."""
+    last = next((line for line in reversed(stderr) if line.strip()), None)
+    return last if last is not None and ENOSPC.search(last) else None
+
+
+def _oom_evidence(data: dict[str, Any], cause: str | None) -> str:
+    """The cgroup's count, and whom the kernel log says the OOM killer took when not this
+    run (another process in its cgroup, or a log that names no one)."""
+    oom = data["oom_killed"]
+    text = f"oom_kill {oom['before']} -> {oom['after']} in cgroup {oom['cgroup']}"
+    if cause is not None:
+        return text
+    others = data.get("oom_others") or []
+    if others:
+        return f"{text}: another process there was killed (kernel log: {others[-1]})"
+    if data.get("oom_log_read"):
+        return f"{text}: the kernel log names another process, not this one"
+    return f"{text} (another process there may have been the one killed)"
 
 
 def _warned(events: list[Event], code_set: tuple[str, ...], subject: str | None) -> Event | None:
@@ -221,18 +260,28 @@ def explain(store: Store, ending: Ending) -> Ending:
     evidence: list[str] = []
     full = _full_paths(store, ending)
     own = set(data.get("paths") or [])
-    clean = (data.get("exit") or {}).get("code") == 0
+    exit_info = data.get("exit") or {}
+    clean = exit_info.get("code") == 0
     oom, logged = data.get("oom_killed"), data.get("oom_logged")
-    killed = (data.get("exit") or {}).get("signal") == "SIGKILL"
+    signal = exit_info.get("signal")
+    killed = signal == "SIGKILL"
     # an OOM kill counted in a cgroup it shares with others names no process: only the
-    # kernel log's line for its pid, or its own SIGKILL with the count, does; such a kill
-    # is the end whatever the disks held, and a run that exited 0 died of nothing; nor did
-    # a kernel shut down on request, unless the OOM killer came first
+    # kernel log's line for its pid does, or, where that log could not be read (not root),
+    # its own SIGKILL with the count; such a kill is the end whatever the disks held, and a
+    # run that exited 0 died of nothing; nor did a kernel shut down on request, unless the
+    # OOM killer came first
     settled = clean or bool(data.get("requested"))
-    oom_cause = bool(logged or (oom and killed))
-    disk_cause = not oom_cause and not settled
+    oom_cause = bool(logged or (oom and killed and not data.get("oom_log_read")))
+    # a full disk ends a run through a failed write (an exception, an exit status), never
+    # through a signal another process sent (kill -9 by an admin); SIGBUS is a write to a
+    # mapped file on a full disk, SIGXFSZ a file over its size limit
+    by_signal = bool(signal) and signal not in ("SIGBUS", "SIGXFSZ")
+    disk_cause = not oom_cause and not settled and not by_signal
+    last_nospace = _enospc_last(stderr)
     if oom_cause:
         cause = "the kernel's out-of-memory killer ended it"
+        if not logged:
+            evidence.append("the kernel log, readable as root, was not read")
     elif disk_cause and full and (nospace or _related(full[0][0], own)):
         path, least, when = full[0]
         cause = f"{path} was full"
@@ -244,20 +293,22 @@ def explain(store: Store, ending: Ending) -> Ending:
             evidence.append(told + (f" and was sent to {sent}" if sent else ""))
         if nospace:
             evidence.append(f"stderr: {nospace.strip()}")
-    elif disk_cause and nospace:
+    elif disk_cause and last_nospace:
+        # no watched path of its was full: the disk that was is not watched (/dev/shm, /tmp)
         cause = "it ran out of disk space"
-        evidence.append(f"stderr: {nospace.strip()}")
-        least = _least_free(store, ending)
+        evidence.append(f"stderr: {last_nospace.strip()}")
+        least = _least_own(store, ending)
         if least is not None:
             path, free, when = least
             evidence.append(
-                f"the least free space recorded: {size(free)} on {path} at {clock(when)}"
+                f"not on its watched {path}, whose least free space was {size(free)} "
+                f"at {clock(when)}"
             )
+    elif by_signal and full:
+        path, least, when = full[0]
+        evidence.append(f"{path} was full ({size(least)} free at {clock(when)})")
     if oom:
-        where = "" if cause else " (another process there may have been the one killed)"
-        evidence.append(
-            f"oom_kill {oom['before']} -> {oom['after']} in cgroup {oom['cgroup']}" + where
-        )
+        evidence.append(_oom_evidence(data, cause))
     if logged:
         evidence.append(f"kernel log: {logged}")
     if cause is None and not settled:
