@@ -409,17 +409,32 @@ def test_a_full_disk_before_the_run_started_is_not_its_evidence(tmp_path: Path) 
 
 
 def test_a_log_earlier_runs_appended_to_gives_only_this_run_s_lines(tmp_path: Path) -> None:
-    """nohup.out keeps the previous run's Errno 28; this run's end reads only its own lines."""
+    """nohup.out (opened with O_APPEND) keeps the previous run's Errno 28; this run's end
+    reads only the lines since its first sight. A log opened afresh (``> log``) is all its."""
     from trainwatch_lab.core.record import ended
 
     log = tmp_path / "nohup.out"
     log.write_text(f"step 1\n{NOSPACE}\n")
-    seen = {"pid": 0, "stderr": str(log), "stderr_from": ended.size_of(str(log))}
-    with open(log, "a") as fh:
-        fh.write("step 1\nloss is nan at step 200\n")
-    assert ended.at_end(seen)["stderr_tail"] == ["step 1", "loss is nan at step 200"]
-    log.write_text("truncated and rewritten\n")  # shorter than the offset: read whole
-    assert ended.at_end(seen)["stderr_tail"] == ["truncated and rewritten"]
+    script = "import sys, time; time.sleep(60)"
+    for mode, kept in (("ab", ["step 1", "loss is nan at step 200"]), ("wb", None)):
+        with open(log, mode) as out:
+            proc = subprocess.Popen([sys.executable, "-c", script], stderr=out)
+        try:
+            seen = {"pid": proc.pid, **ended.at_start(proc.pid)}
+            assert seen["stderr"] == str(log)
+            with open(log, "a") as fh:
+                fh.write("step 1\nloss is nan at step 200\n")
+        finally:
+            proc.kill()
+            proc.wait()
+        tail = ended.at_end(seen)["stderr_tail"]
+        if kept is None:  # truncated when it started: every line is its own
+            assert seen["stderr_from"] == 0 and tail == ["step 1", "loss is nan at step 200"]
+        else:
+            assert tail == kept and NOSPACE not in tail
+            log.write_text("truncated and rewritten\n")  # shorter than the offset: read whole
+            assert ended.at_end(seen)["stderr_tail"] == ["truncated and rewritten"]
+            log.write_text(f"step 1\n{NOSPACE}\n")
 
 
 def _kmsg(tmp_path: Path, *records: str) -> str:

@@ -196,11 +196,28 @@ def own_stderr(pid: int) -> str | None:
     return target
 
 
-def size_of(path: str | None) -> int | None:
-    """The size of a local regular file now: where a run's own lines begin in a log that
-    earlier runs appended to (nohup.out)."""
+def appended(pid: int, fd: int = 2) -> bool:
+    """Whether the process's ``fd`` was opened with O_APPEND (``>>``, nohup's nohup.out),
+    from its fdinfo ``flags``: a file others may have written before it started."""
+    text = _read(hostfs.current().proc(pid, "fdinfo", str(fd))) or ""
+    for line in text.splitlines():
+        if line.startswith("flags:"):
+            try:
+                return bool(int(line.split()[1], 8) & os.O_APPEND)
+            except (IndexError, ValueError):
+                return True
+    return True
+
+
+def own_from(pid: int, path: str | None) -> int | None:
+    """Where the process's own lines begin in its stderr file: 0 for a file opened for it
+    afresh (``> log``: the shell truncated it just before the run began), else its size at
+    first sight (``>>``, nohup.out: what an earlier run appended is no evidence about this
+    one; what this one wrote before it was first seen is lost with it)."""
     if not path or not _local(path):
         return None
+    if not appended(pid):
+        return 0
     try:
         return os.stat(path).st_size
     except OSError:
@@ -305,7 +322,7 @@ def at_start(pid: int) -> dict[str, Any]:
     return {
         "started": started_at(pid),
         "stderr": stderr,
-        "stderr_from": size_of(stderr),
+        "stderr_from": own_from(pid, stderr),
         "cgroup": cgroup,
         "oom_kills": oom_kills(cgroup),
     }
