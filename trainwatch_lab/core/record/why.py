@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..defaults import DEFAULTS
 from .store import Event, Store
 
 LOOK_BACK_S = 120.0  # the timeline this long before the end is "at that moment" ...
@@ -170,34 +171,54 @@ def window(ending: Ending) -> tuple[float, float]:
     return lo, ending.t + LOOK_AFTER_S
 
 
-def _least(store: Store, ending: Ending) -> list[tuple[str, float, float]]:
-    """(path, least available bytes, when) per watched path in the run's last minutes
+Least = tuple[str, float, float, float | None]  # path, least available bytes, when, its size
+
+
+def _least(store: Store, ending: Ending) -> list[Least]:
+    """(path, least available bytes, when, size) per watched path in the run's last minutes
     (``window``), the run's own paths (and those above or below them) first, then by free
     space; of paths equally full (one filesystem), the run's own path, then the shortest,
     never whichever the store happened to list first."""
     own = set(ending.data.get("paths") or [])
     found = []
     keys = store.keys("path:*:avail_bytes")
-    columns = store.read(keys, *window(ending))
-    for key, (ts, vs) in columns.items():
+    sizes = [k.replace(":avail_bytes", ":total_bytes") for k in keys]
+    columns = store.read(keys + sizes, *window(ending))
+    for key in keys:
+        ts, vs = columns.get(key, ([], []))
         pairs = [(v, t) for t, v in zip(ts, vs, strict=True) if v == v]
         if pairs:
             least, when = min(pairs)
-            found.append((key[len("path:") : -len(":avail_bytes")], least, when))
+            total = [v for v in columns.get(key.replace(":avail_", ":total_"), ([], []))[1]]
+            size_ = max(total) if total else None
+            found.append((key[len("path:") : -len(":avail_bytes")], least, when, size_))
     found.sort(key=lambda f: (not _related(f[0], own), f[1], f[0] not in own, len(f[0]), f[0]))
     return found
 
 
-def _full_paths(store: Store, ending: Ending) -> list[tuple[str, float, float]]:
-    """The watched paths that were full (under FULL_BYTES available) before the end; when
-    the run's own paths are known, only theirs: another run's full disk (the discovery
-    watches every training process on the machine) is no evidence about this one."""
+def _full(found: Least, nospace: bool) -> bool:
+    """Whether a path was full: under FULL_BYTES available; with a ``No space left on
+    device`` in the run's stderr, also under the share of its size a large write cannot
+    fit in (a 4 MiB save fails on ext4 with 1.5 MB still free: its reserve and metadata),
+    never more than ``why_nearly_full_max_bytes`` (79.7 GB free is no full disk)."""
+    least, total = found[1], found[3]
+    if least < FULL_BYTES:
+        return True
+    if not nospace or not total:
+        return False
+    return least < min(DEFAULTS.why_nearly_full_share * total, DEFAULTS.why_nearly_full_max_bytes)
+
+
+def _full_paths(store: Store, ending: Ending, nospace: bool = False) -> list[Least]:
+    """The watched paths that were full (``_full``) before the end; when the run's own
+    paths are known, only theirs: another run's full disk (the discovery watches every
+    training process on the machine) is no evidence about this one."""
     own = set(ending.data.get("paths") or [])
-    full = [f for f in _least(store, ending) if f[1] < FULL_BYTES]
+    full = [f for f in _least(store, ending) if _full(f, nospace)]
     return [f for f in full if _related(f[0], own)] if own else full
 
 
-def _least_own(store: Store, ending: Ending) -> tuple[str, float, float] | None:
+def _least_own(store: Store, ending: Ending) -> Least | None:
     """The run's own watched path (or one above or below it) with the least free space
     before the end; None when none of its paths was recorded."""
     own = set(ending.data.get("paths") or [])
@@ -258,7 +279,7 @@ def explain(store: Store, ending: Ending) -> Ending:
     nospace = next((line for line in reversed(stderr) if ENOSPC.search(line)), None)
     cause: str | None = None
     evidence: list[str] = []
-    full = _full_paths(store, ending)
+    full = _full_paths(store, ending, nospace is not None)
     own = set(data.get("paths") or [])
     exit_info = data.get("exit") or {}
     clean = exit_info.get("code") == 0
@@ -283,7 +304,7 @@ def explain(store: Store, ending: Ending) -> Ending:
         if not logged:
             evidence.append("the kernel log, readable as root, was not read")
     elif disk_cause and full and (nospace or _related(full[0][0], own)):
-        path, least, when = full[0]
+        path, least, when, _ = full[0]
         cause = f"{path} was full"
         evidence.append(f"{size(least)} free at {clock(when)}")
         warned = _warned(before, DISK_WARNINGS, path)
@@ -299,13 +320,13 @@ def explain(store: Store, ending: Ending) -> Ending:
         evidence.append(f"stderr: {last_nospace.strip()}")
         least = _least_own(store, ending)
         if least is not None:
-            path, free, when = least
+            path, free, when, _ = least
             evidence.append(
                 f"not on its watched {path}, whose least free space was {size(free)} "
                 f"at {clock(when)}"
             )
     elif by_signal and full:
-        path, least, when = full[0]
+        path, least, when, _ = full[0]
         evidence.append(f"{path} was full ({size(least)} free at {clock(when)})")
     if oom:
         evidence.append(_oom_evidence(data, cause))
