@@ -34,7 +34,7 @@ def test_a_process_that_saves_a_large_file_under_a_watched_path_is_named(
     watch = WriteWatch()
     try:
         assert watch.available, watch.note
-        watch.cover([str(watched)])
+        watch.cover({str(watched): (str(disk.mountpoint), "local")})
         big, small, outside = watched / "state.npy", watched / "train.py", elsewhere / "x.npy"
         args = [str(big), str(2 << 20), str(small), "4096", str(outside), str(2 << 20)]
         first = subprocess.Popen([sys.executable, "-c", WRITE, *args])
@@ -48,7 +48,7 @@ def test_a_process_that_saves_a_large_file_under_a_watched_path_is_named(
         assert watch.take() == {}  # each close is told once
         big.write_bytes(b"x" * (2 << 20))  # our own writes are not a run's
         assert watch.take() == {}
-        watch.cover([])  # nothing watched: nothing told
+        watch.cover({})  # nothing watched: nothing told
         subprocess.run([sys.executable, "-c", WRITE, str(big), str(2 << 20)], check=True)
         assert watch.take() == {}
     finally:

@@ -120,7 +120,7 @@ class TrainingSource:
         # who writes under the watched paths (the user's and the training directories; not
         # the working directories it added, a home directory where anything writes)
         self.writes = writes if writes is not None else WriteWatch()
-        self._roots: list[str] = []
+        self._roots: dict[str, tuple[str | None, str]] = {}
         self._cwds: set[str] = set()
 
     # -- the discovery thread ----------------------------------------------------------
@@ -241,7 +241,11 @@ class TrainingSource:
         self._cwds = {
             d for _, r in rows for d, ls in r.paths.items() if all("working dir" in x for x in ls)
         }
-        self._roots = [p for p in sample.paths if p not in self._cwds]
+        self._roots = {
+            p: (s.mountpoint if s.responsive else None, s.kind)
+            for p, s in sample.paths.items()
+            if p not in self._cwds
+        }
         for _, row in rows:
             for directory, labels in row.paths.items():
                 state = sample.paths.get(directory)

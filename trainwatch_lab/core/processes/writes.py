@@ -6,11 +6,13 @@ script with no TensorBoard and no GPU was never a run, and its end (Errno 28 on 
 a SIGKILL, exit 0) was never told. fanotify reports every file closed after writing
 (``FAN_CLOSE_WRITE``) on a marked mount with the writer's pid, however briefly it was open.
 
-Only mounts of local, memory and overlay filesystems are marked (their mountpoints, from
-the mount table: a dead network mount is never walked). Each event carries a descriptor of
-the file, read back to its path with ``readlink`` and closed at once; what lies outside the
-watched paths is dropped. Needs CAP_SYS_ADMIN (root): elsewhere ``available`` is False and
-the discovery finds writers by their open descriptors only. Runs on the discovery's own
+Only mounts of local, memory and overlay filesystems that answer are marked (their
+mountpoints as the paths source resolved them: a dead network mount is never walked). Each
+event carries a descriptor of the file, read back to its path with ``readlink`` and closed at
+once; what lies outside the watched paths, or is smaller than ``min_bytes`` (a source file an
+editor saved; the probe's 64 KiB file of any watcher), is dropped. Needs CAP_SYS_ADMIN
+(root): elsewhere ``available`` is False and the discovery finds writers by their open
+descriptors only. Runs on the discovery's own
 thread (``core.processes.source``), never a tick or an event loop. Layouts from
 linux/fanotify.h (``fanotify_event_metadata``), parsed with ``struct``.
 """
@@ -24,12 +26,10 @@ import errno
 import logging
 import os
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from .. import hostfs
 from ..defaults import DEFAULTS
-from ..storage.mounts import classify, mount_for_path, read_mounts
-from ..storage.probe import PREFIX as PROBE_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -120,26 +120,18 @@ class WriteWatch:
             return False
         return True
 
-    def cover(self, paths: Iterable[str]) -> None:
-        """Watch writes under ``paths`` (absolute): mark the mounts they are on, when
-        local; unmark those no path needs any more."""
+    def cover(self, paths: Mapping[str, tuple[str | None, str]]) -> None:
+        """Watch writes under ``paths`` (absolute path -> (its mountpoint, its kind), as
+        the paths source resolved them; None for one that did not answer): mark the mounts
+        of the local ones; unmark those no path needs any more."""
         roots = {os.path.normpath(p) for p in paths if p.startswith("/")}
         if not roots or not self._open():
             self.roots = roots
             return
-        try:
-            mounts = read_mounts()
-        except OSError:
-            return
-        wanted: set[str] = set()
-        for root in roots:
-            with contextlib.suppress(LookupError):
-                mount = mount_for_path(root, mounts)
-                if classify(mount) in MARKED_KINDS:
-                    wanted.add(mount.mountpoint)
+        wanted = {m for m, kind in paths.values() if m and kind in MARKED_KINDS}
         for gone in self._marked - wanted:
             self._mark(gone, add=False)
-        self._marked = {m for m in self._marked & wanted} | {
+        self._marked = (self._marked & wanted) | {
             m for m in wanted - self._marked if self._mark(m, add=True)
         }
         self.roots = roots
@@ -183,8 +175,8 @@ class WriteWatch:
                 os.close(fd)
             if not big:
                 continue
-            if pid == me or os.path.basename(path).startswith(PROBE_PREFIX):
-                continue  # our own writes, another watcher's probe file
+            if pid == me:
+                continue  # our own writes
             root = under(path, self.roots)
             if root is not None:
                 out.setdefault(pid, set()).add(root)
