@@ -10,7 +10,8 @@ told" for one fact):
 - a warning's state (``warning-raised`` / ``warning-cleared`` of one code and subject) is
   told when it changes: a raise when another writer's last word on it was a raise (one
   that still runs, or one that said it within ``SAME_MOMENT_S``) is the same fact; a raise
-  by a writer long gone that never cleared it keeps nothing raised for ever;
+  by a writer long gone that never cleared it keeps nothing raised for ever, nor one older
+  than ``SAME_FACT_S`` (told again once a day at most);
 - a thing that happens once (a process seen or ended, by pid and start; a kernel's start and
   end; a checkpoint saved; a mount changed) is told once: the same kind and identity within
   ``SAME_FACT_S`` of each other is the same fact.
@@ -74,8 +75,8 @@ def told(
         rows = con.execute(
             "SELECT e.kind, e.writer, e.data, w.pid, w.start, e.t FROM events e "
             "LEFT JOIN writers w ON w.id = e.writer WHERE e.subject = ? AND e.kind IN (?, ?) "
-            "AND e.t <= ? ORDER BY e.t DESC, e.id DESC LIMIT 200",
-            (subject, *WARNING_KINDS, t + SAME_MOMENT_S),
+            "AND e.t >= ? AND e.t <= ? ORDER BY e.t DESC, e.id DESC LIMIT 200",
+            (subject, *WARNING_KINDS, t - SAME_FACT_S, t + SAME_MOMENT_S),
         )
         for was, by, text, pid, start, when in rows:
             if _data(text).get("code") != code:
