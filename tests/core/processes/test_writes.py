@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from tests.support.env import need_root
-from trainwatch_lab.core.processes.writes import WriteWatch, under
+from trainwatch_lab.core.processes.writes import WriteWatch, hidden_below, under
 
 WRITE = (
     "import sys\n"
@@ -21,6 +21,9 @@ def test_under_picks_the_longest_root() -> None:
     assert under("/data/runs/a.pt", roots) == "/data/runs"
     assert under("/data/b.pt", roots) == "/data"
     assert under("/datasets2/c", roots) is None
+    assert hidden_below("/home/u/.cache/pip/w.whl", "/home/u")
+    assert hidden_below("/home/u/runs/.state.npy.swp", "/home/u")
+    assert not hidden_below("/data/.runs/ckpt/a.pt", "/data/.runs")  # the root itself may be
 
 
 def test_a_process_that_saves_a_large_file_under_a_watched_path_is_named(
