@@ -112,7 +112,8 @@ class WriteWatch:
             return True
         if not self.available or self._libc is None:
             return False
-        flags = os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_LARGEFILE", 0)
+        # O_NONBLOCK: an event's descriptor is never one that waits (a FIFO, a lock)
+        flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_LARGEFILE", 0)
         fd = self._libc.fanotify_init(FAN_CLOEXEC | FAN_NONBLOCK, flags)
         if fd < 0:
             code = ctypes.get_errno()
