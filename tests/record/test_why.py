@@ -536,3 +536,17 @@ def test_an_admin_s_kill_9_after_another_process_s_oom_kill_in_its_cgroup(
     assert "killed by SIGKILL" in why and "no cause seen" in why, why
     assert "oom_kill 0 -> 1 in cgroup" in why and "another process there was killed" in why, why
     assert f"Killed process {child} " not in why
+
+
+def test_an_oom_kill_s_cgroup_in_the_log_is_matched_to_the_run_s() -> None:
+    """The log's oom_memcg ("/a") against the run's memory cgroup directory: v1 under its
+    own mount (/sys/fs/cgroup/memory/...), v2 at the root, a v2 group named memory-like."""
+    from trainwatch_lab.core.record.ended import _within
+
+    v1 = {"version": "1", "dir": "/sys/fs/cgroup/memory/job/step"}
+    assert _within(v1, "/job") and _within(v1, "/job/step") and _within(v1, "/")
+    assert not _within(v1, "/other") and not _within(v1, "/jo")
+    v2 = {"version": "2", "dir": "/sys/fs/cgroup/memoryhog/x"}
+    assert _within(v2, "/memoryhog") and not _within(v2, "/x")
+    assert _within({"version": "2", "dir": "/host/sys/fs/cgroup/user.slice/u"}, "/user.slice")
+    assert _within(v2, None)  # a log that names no cgroup could be anywhere

@@ -304,15 +304,16 @@ def kmsg_oom(pid: int, since: float | None, path: str = KMSG) -> str | None:
     return found[0] if found else None
 
 
-def _within(cgroup_dir: str, memcg: str | None) -> bool:
+def _within(cgroup: dict[str, str], memcg: str | None) -> bool:
     """Whether an OOM kill whose limit was ``memcg`` ("/a", as the kernel names it) could be
-    in the cgroup at ``cgroup_dir`` (/sys/fs/cgroup[/memory]/a/b): the limit is on it or
+    in ``cgroup`` (``memory_cgroup``'s: /sys/fs/cgroup[/memory]/a/b): the limit is on it or
     above it; a log without the name could be anywhere, and is kept."""
     if memcg is None:
         return True
-    mine = "/" + cgroup_dir.rstrip("/").split("/fs/cgroup/", 1)[-1]
-    mine = mine.removeprefix("/memory")
-    return mine == memcg or mine.startswith(memcg.rstrip("/") + "/")
+    mine = "/" + cgroup["dir"].rstrip("/").split("/fs/cgroup/", 1)[-1]
+    if cgroup.get("version") == "1":  # the v1 hierarchy's own mount: /sys/fs/cgroup/memory
+        mine = "/" + mine.split("/", 2)[-1] if mine.count("/") > 1 else "/"
+    return memcg == "/" or mine == memcg or mine.startswith(memcg.rstrip("/") + "/")
 
 
 def at_start(pid: int) -> dict[str, Any]:
@@ -343,7 +344,7 @@ def at_end(seen: dict[str, Any], kmsg: str | None = None) -> dict[str, Any]:
         facts["oom_logged"] = mine[0]
     if rose:
         facts["oom_log_read"] = kills is not None
-        where = seen["cgroup"]["dir"]
+        where = seen["cgroup"]
         others = [
             line for p, (line, memcg) in (kills or {}).items() if p != pid and _within(where, memcg)
         ]
