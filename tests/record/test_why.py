@@ -403,9 +403,41 @@ def test_a_full_disk_before_the_run_started_is_not_its_evidence(tmp_path: Path) 
     ending = _one(tmp_path, data, avail)
     assert ending.cause == "it ran out of disk space", ending.sentence
     assert "/old/tb" not in ending.sentence
-    # the same reading inside its lifetime is evidence
-    ending = _one(tmp_path / "inside", {**data, "started": T - 60}, avail)
+    # the same reading inside its lifetime is evidence: of the run's own disk when /old/tb
+    # is its path; with its paths unknown (a `run` the discovery did not see), said as
+    # maybe another run's, never its cause
+    ending = _one(tmp_path / "own", {**data, "started": T - 60, "paths": ["/old/tb"]}, avail)
     assert ending.cause == "/old/tb was full", ending.sentence
+    ending = _one(tmp_path / "inside", {**data, "started": T - 60}, avail)
+    assert ending.cause == "it ran out of disk space", ending.sentence
+    assert "a watched path, maybe another run's: /old/tb was full (0 B free at" in (ending.sentence)
+
+
+def test_the_wrapper_s_empty_paths_do_not_hide_the_discovery_s(tmp_path: Path) -> None:
+    """`run` records "paths": [] (it knows none); the discovery's record of the same process
+    knows them: merged, the run's own disk is named, not another run's full tmpfs."""
+    store = Store(str(tmp_path / "h.sqlite"), role="t")
+    store.register()
+    seen = {"pid": 7, "started": T - 25, "paths": ["/mnt/runs"], "start_ticks": 1}
+    wrapped = {"pid": 7, "started": T - 24.5, "paths": [], "exit": {"code": 1}}
+    wrapped["stderr_tail"] = [NOSPACE]
+    store.add_events(
+        [
+            Event(T, "process-ended", "train.py", "train.py (pid 7) ended", seen),
+            Event(T + 0.01, "run-ended", "train.py", "train.py (pid 7) ended", wrapped),
+        ]
+    )
+    store.close_blocks(
+        {
+            "path:/mnt:avail_bytes": ([T - 10, T - 1], [9e5, 1e5]),
+            "path:/other/tmpfs/runs:avail_bytes": ([T - 20, T - 15], [0.0, 0.0]),
+        }
+    )
+    (ending,) = [explain(store, e) for e in endings(store, 0, 2e9)]
+    store.close()
+    assert ending.data["paths"] == ["/mnt/runs"]
+    assert ending.cause == "/mnt was full", ending.sentence
+    assert "/other/tmpfs" not in ending.sentence
 
 
 def test_a_log_earlier_runs_appended_to_gives_only_this_run_s_lines(tmp_path: Path) -> None:

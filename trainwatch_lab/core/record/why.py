@@ -142,7 +142,8 @@ def endings(store: Store, since: float, until: float) -> list[Ending]:
             continue
         if event.kind == "run-ended":  # the wrapper knows the exact end and the status
             twin.t = event.t
-        news = {k: v for k, v in event.data.items() if v is not None}
+        # None or empty says nothing (the wrapper's "paths": [] is "not known", never "none")
+        news = {k: v for k, v in event.data.items() if v is not None and v != [] and v != {}}
         if event.kind == "kernel-ended":
             twin.name, twin.of_kernel = event.subject, True
         elif twin.of_kernel:  # the discovery's record adds, never overrides
@@ -212,7 +213,9 @@ def _full(found: Least, nospace: bool) -> bool:
 def _full_paths(store: Store, ending: Ending, nospace: bool = False) -> list[Least]:
     """The watched paths that were full (``_full``) before the end; when the run's own
     paths are known, only theirs: another run's full disk (the discovery watches every
-    training process on the machine) is no evidence about this one."""
+    training process on the machine) is no evidence about this one. When they are not
+    (a ``run`` wrapper's run the discovery did not see), every full one: the caller may
+    name them, never as the cause."""
     own = set(ending.data.get("paths") or [])
     full = [f for f in _least(store, ending) if _full(f, nospace)]
     return [f for f in full if _related(f[0], own)] if own else full
@@ -279,8 +282,10 @@ def explain(store: Store, ending: Ending) -> Ending:
     nospace = next((line for line in reversed(stderr) if ENOSPC.search(line)), None)
     cause: str | None = None
     evidence: list[str] = []
-    full = _full_paths(store, ending, nospace is not None)
     own = set(data.get("paths") or [])
+    full_anywhere = _full_paths(store, ending, nospace is not None)
+    # with its paths unknown, a full disk is some run's, maybe not this one's: said, not blamed
+    full = full_anywhere if own else []
     exit_info = data.get("exit") or {}
     clean = exit_info.get("code") == 0
     oom, logged = data.get("oom_killed"), data.get("oom_logged")
@@ -325,9 +330,10 @@ def explain(store: Store, ending: Ending) -> Ending:
                 f"not on its watched {path}, whose least free space was {size(free)} "
                 f"at {clock(when)}"
             )
-    elif by_signal and full:
-        path, least, when, _ = full[0]
-        evidence.append(f"{path} was full ({size(least)} free at {clock(when)})")
+    if full_anywhere and not oom_cause and not settled and (cause is None or not own):
+        path, least, when, _ = full_anywhere[0]
+        whose = "" if own else "a watched path, maybe another run's: "
+        evidence.append(f"{whose}{path} was full ({size(least)} free at {clock(when)})")
     if oom:
         evidence.append(_oom_evidence(data, cause))
     if logged:
