@@ -178,6 +178,17 @@ class Defaults:
     training_cpu_share: float = 0.01  # the scan's CPU, at most, however many processes run
     max_training_processes: int = 8  # rows, each with its own I/O reader
     max_training_paths: int = 16  # directories added on top of the user's (64 in all at most)
+    # fanotify reads per discovery pass (64 KiB, ~2,700 files closed after writing, each):
+    # a busy root filesystem cannot make one pass unbounded; the rest waits for the next
+    write_watch_max_reads: int = 64
+    # a file at least this large closed after writing under a watched path makes its writer a
+    # run (a checkpoint, an array, a shard), a source file an editor saved does not
+    write_watch_min_bytes: int = 1 << 20
+    # `history why` (core.record.why): with "No space left on device" in a run's stderr, its
+    # disk counts as full under this share of its size (a 4 MiB save failed on a 64 MiB ext4
+    # with 1.5 MB still free: the filesystem's reserve and metadata) but never above this
+    why_nearly_full_share: float = 0.05
+    why_nearly_full_max_bytes: int = 64 * MIB
     # `trainwatch-lab serve`: Prometheus's exporter range 9100-9999 is allocated in full (the
     # wiki's list goes on from 10000, one port at a time); this one is far past that, below
     # Linux's ephemeral ports (32768+) and in no /etc/services entry

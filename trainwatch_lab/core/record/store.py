@@ -39,6 +39,7 @@ from typing import Any
 from ..defaults import DEFAULTS, Defaults
 from ..private import untrusted
 from . import codec
+from .facts import told
 from .location import real_directory
 
 log = logging.getLogger(__name__)
@@ -411,13 +412,19 @@ class Store:
             rows,
         )
 
-    def add_events(self, events: Sequence[Event]) -> None:
+    def add_events(self, events: Sequence[Event]) -> int:
+        """Record ``events`` in one transaction, less those another writer already told
+        (core.record.facts: one event per fact per machine); the number recorded."""
         if not events:
-            return
+            return 0
+        kept = 0
         with self.transaction():
-            self.con.executemany(
-                "INSERT INTO events (t, kind, subject, text, data, writer) VALUES (?,?,?,?,?,?)",
-                [
+            for e in events:
+                if told(self.con, self.writer_id, e.t, e.kind, e.subject, e.data):
+                    continue
+                self.con.execute(
+                    "INSERT INTO events (t, kind, subject, text, data, writer) "
+                    "VALUES (?,?,?,?,?,?)",
                     (
                         e.t,
                         e.kind,
@@ -425,10 +432,10 @@ class Store:
                         e.text,
                         json.dumps(e.data) if e.data else None,
                         self.writer_id,
-                    )
-                    for e in events
-                ],
-            )
+                    ),
+                )
+                kept += 1
+        return kept
 
     # -- reading ---------------------------------------------------------------------
     def keys(self, pattern: str | None = None) -> list[str]:
