@@ -29,11 +29,12 @@ from .text import (
 )
 
 LOCAL_FIX = (
-    "Write logs and checkpoints to local disk and copy them to the share in the background: "
-    "`SummaryWriter(local_mirror(share_dir))` (from trainwatch_lab import local_mirror), or "
-    "`trainwatch-lab mirror /tmp/runs SHARE` (an rsync every few minutes, without re-sending "
-    "growing files); if they must go there, lower the logging frequency (TensorBoard "
-    "flush_secs, Lightning log_every_n_steps)."
+    "Write logs and checkpoints to local disk and let trainwatch copy them to the share in the "
+    "background: in Python, `SummaryWriter(local_mirror(share_dir))` (from trainwatch_lab import "
+    "local_mirror); for a script you cannot change, point it at a local directory and run "
+    "`trainwatch-lab mirror LOCAL_DIR SHARE_DIR` beside it (it copies every few minutes, only "
+    "the bytes appended since the last copy). If the logs must go to the share directly, log "
+    "less often (TensorBoard flush_secs, Lightning log_every_n_steps)."
 )
 FASTER_DISK_FIX = (
     "Write step-by-step logs and checkpoints to a faster disk (local NVMe, or /dev/shm for "

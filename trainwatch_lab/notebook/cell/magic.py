@@ -16,7 +16,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ...advice.text import fmt_duration, fmt_ms, fmt_rate, warning_count_text
+from ...advice.text import fmt_duration, fmt_mbs, fmt_ms, warning_count_text
 from ...core.defaults import DEFAULTS, Defaults
 from ...core.gpu.select import as_selection
 from ...core.guard.guard import MountUnresponsive, WorkerFailed, WorkerUnavailable
@@ -104,7 +104,7 @@ class CellWatch:
                 d = sample.disks.get(name)
                 if d is not None:
                     parts.append(
-                        f"{name} R {fmt_rate(d.read_bps)} W {fmt_rate(d.write_bps)} "
+                        f"{name} R {fmt_mbs(d.read_bps)} W {fmt_mbs(d.write_bps)} "
                         f"await {fmt_ms(max(d.r_await, d.w_await))} util {d.util:.0f}%"
                     )
             for g in sample.gpus:
