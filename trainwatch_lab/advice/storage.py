@@ -36,6 +36,12 @@ LOCAL_FIX = (
     "the bytes appended since the last copy). If the logs must go to the share directly, log "
     "less often (TensorBoard flush_secs, Lightning log_every_n_steps)."
 )
+# slow-mount on a share has the cause shared-mount names on the same mount (always raised
+# there with it): one fix per cause, so it points there instead of saying it again
+SAME_CAUSE_FIX = (
+    "The share is the cause: shared-mount's fix for {mount} (log to local disk with "
+    "`local_mirror`, copied in the background) cures this too."
+)
 FASTER_DISK_FIX = (
     "Write step-by-step logs and checkpoints to a faster disk (local NVMe, or /dev/shm for "
     "small logs) and copy them over in the background; lower the logging frequency "
@@ -231,7 +237,9 @@ def slow_mount(ctx: Context) -> Iterator[Alert]:
                 f"Writes to {path} ({_where(p)}) are slow{_probe_text(p.probe, ctx.baseline)}"
                 f"{ratio}."
             ),
-            fix=LOCAL_FIX if p.shared else FASTER_DISK_FIX,
+            fix=(
+                SAME_CAUSE_FIX.format(mount=p.mountpoint or path) if p.shared else FASTER_DISK_FIX
+            ),
         )
 
 

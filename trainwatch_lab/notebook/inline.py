@@ -240,18 +240,29 @@ class InlineAlerts:
             ns = self.tracker.shell.user_ns
             ids = {n: id(v) for n, v in list(ns.items()) if not n.startswith("_")}
             changed = [n for n, i in ids.items() if self._ids.get(n) != i]
+            gone = set(self._ids) - set(ids)  # ``del writer``
             self._ids = ids
             found = discover(ns, names=changed)
         except Exception:  # never break the user's cell
             return
         with self._lock:
+            # what a reassigned variable named before is no longer its fix: a writer moved
+            # onto local_mirror(share) must not be offered local_mirror for the share again
+            stale = gone.union(changed)
+            self.found = {p: f for p, f in self.found.items() if f.root not in stale}
             for f in found:
                 self.found[f.path] = f
 
     def fix_codes(self, alerts: list[Alert]) -> list[str | None]:
+        """Each alert's fix as code, once: the same code for two warnings of one cause
+        (shared-mount and slow-mount on a share) goes with the first only."""
         with self._lock:
             found = [self.found.get(a.subject) for a in alerts]
-        return [fix_code(f, a.code) if f else None for a, f in zip(alerts, found, strict=True)]
+        codes: list[str | None] = []
+        for a, f in zip(alerts, found, strict=True):
+            code = fix_code(f, a.code) if f else None
+            codes.append(None if code in codes else code)
+        return codes
 
     def bundle(self, alerts: list[Alert]) -> dict[str, Any]:
         return bundle_with_fixes(alerts, self.fix_codes(alerts))
