@@ -11,6 +11,7 @@ import csv
 import io
 import sys
 import time
+from datetime import datetime
 from typing import Any
 
 from ..core.paths.names import printable
@@ -108,6 +109,22 @@ def _stamp(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
 
 
+def _iso(t: float) -> str:
+    """ISO 8601 with the local offset (``2026-12-04T14:03:25.120+01:00``): what a sheet
+    reads as a time, where epoch seconds read as a number."""
+    return datetime.fromtimestamp(t).astimezone().isoformat(timespec="milliseconds")
+
+
+def _cell(v: float | None) -> str:
+    """A value as a sheet should get it: bytes and counts as full integers (80491400000, not
+    8.04914e+10), others at full precision; empty when missing."""
+    if v is None or v != v:
+        return ""
+    if v.is_integer() and abs(v) < 2**63:
+        return str(int(v))
+    return repr(v)
+
+
 def _samples(store: Any, args: argparse.Namespace, since: float, until: float) -> str:
     if args.format == "table":  # one series at a time: a week of every series stays small
         return _summary(store, args.series, since, until)
@@ -120,10 +137,10 @@ def _samples(store: Any, args: argparse.Namespace, since: float, until: float) -
         index = {k: dict(zip(ts, vs, strict=True)) for k, (ts, vs) in columns.items()}
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(["t", *columns])
+        writer.writerow(["time", "t", *columns])
         for t in times:
             row = [index[k].get(t) for k in columns]
-            writer.writerow([f"{t:.3f}", *("" if v is None or v != v else f"{v:.6g}" for v in row)])
+            writer.writerow([_iso(t), f"{t:.3f}", *(_cell(v) for v in row)])
         return buf.getvalue()
     raise AssertionError(args.format)
 
