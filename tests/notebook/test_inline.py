@@ -278,3 +278,17 @@ def test_a_summary_takes_the_place_of_the_warnings_it_lists(ipshell: Any) -> Non
     finally:
         tracker.post()
         del ipshell.parent_header
+
+
+def test_the_cell_tracker_knows_when_the_cell_began(ipshell: Any) -> None:
+    from trainwatch_lab.notebook.inline import CellTracker
+
+    tracker = CellTracker(ipshell)
+    assert tracker.started_at() is None
+    tracker.pre()
+    began = tracker.started_at()
+    tracker.pre()  # %%trainwatch runs its body as a nested cell: the same cell
+    assert began is not None and tracker.started_at() == began
+    tracker.post()
+    tracker.post()
+    assert tracker.started_at() is None

@@ -89,6 +89,7 @@ class CellTracker:
         self._lock = threading.Lock()
         self._depth = 0
         self._parent: Any = None
+        self._started: float | None = None  # when the running top-level cell began
         self.generation = 0  # bumps on each new top-level cell
 
     def pre(self, info: Any = None) -> None:
@@ -97,6 +98,7 @@ class CellTracker:
             self._depth += 1
             if self._depth == 1:
                 self._parent = parent
+                self._started = time.time()
                 self.generation += 1
 
     def post(self, result: Any = None) -> None:
@@ -104,6 +106,12 @@ class CellTracker:
             self._depth = max(0, self._depth - 1)
             if self._depth == 0:
                 self._parent = None
+
+    def started_at(self) -> float | None:
+        """When the running cell began (epoch s), None while the kernel is idle: the time
+        io-bound judges (ProcessIOSource.busy_since)."""
+        with self._lock:
+            return self._started if self._depth > 0 else None
 
     @property
     def running(self) -> bool:
