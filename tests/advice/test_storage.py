@@ -353,7 +353,8 @@ def test_disk_filling_warns_once_for_every_path_on_the_filling_filesystem() -> N
     alerts = filling(history, sample)
     (alert,) = alerts
     assert alert.subject == "/data/ckpt" and alert.severity == "critical"
-    assert "/data (where /data/a-new, /data/ckpt and /data/logs live)" in alert.message
+    assert alert.message.startswith("/data is filling at 10 MB/s")
+    assert "; /data/a-new, /data/ckpt and /data/logs live there." in alert.message
     assert "10 MB/s" in alert.message
     fills = {id(p.fill) for p in sample.paths.values()}
     assert len(fills) == 1  # one estimate, the same object on every path of the filesystem
@@ -489,3 +490,23 @@ def test_a_shared_or_dead_mount_is_one_warning_for_all_its_watched_paths() -> No
     (dead,) = run(mount_unresponsive, logs, ckpt)
     assert "/mnt/share/ckpt and /mnt/share/logs" in dead.message
     assert run(shared_mount, logs, ckpt) == []
+
+
+def test_the_filling_sentence_says_its_numbers_before_any_long_path() -> None:
+    """At 820 px the dashboard's one line read "/ (where /tmp/trainwatch-mirror/… lives) is
+    fil…" (issue 36): the rate and the time to full come first, paths by their last names."""
+    scratch = "/tmp/trainwatch-mirror-0/runs-exp1-0123456789/tb"
+    history = History(capacity=100)
+    sample = None
+    for i in range(61):
+        avail = int(3e9 + 10e6 * (60 - i))
+        st = state(scratch, mountpoint="/", avail_bytes=avail)
+        sample = Sample(t=T0 + i, paths={scratch: st})
+        history.append(sample)
+    assert sample is not None
+    (alert,) = filling(history, sample)
+    head = alert.message[:80]  # what a one-line view at 820 px shows
+    assert head.startswith("/ is filling at 10 MB/s: ") and "full in about" in head, head
+    assert (
+        "trainwatch-mirror-0" not in alert.message and "…/runs-exp1-0123456789/tb" in alert.message
+    )
