@@ -48,7 +48,7 @@ export class StateHeader extends Block {
   }
 
   /** Show ``text`` for ``state``; false when that is what it already shows. */
-  showState(state: LiveState, text: string, paused: boolean): boolean {
+  showState(state: LiveState | 'replay', text: string, paused: boolean): boolean {
     const key = `${state}|${text}|${paused}`;
     if (key === this._shown) {
       return false;
