@@ -6,8 +6,8 @@
 import { Widget } from '@lumino/widgets';
 
 import { Block } from './blocks';
-import { el } from './dom';
-import { formatDuration } from './format';
+import { el, proseEl } from './dom';
+import { formatDuration, plainProse } from './format';
 import { severityIcon } from './icons';
 import { LiveState } from './live';
 import { ISampleJSON } from './model';
@@ -114,9 +114,9 @@ export class VerdictView {
     const box = this.notes.node;
     box.textContent = '';
     for (const note of notes) {
-      const line = el('div', 'jp-TrainWatch-infoNote', note.message);
+      const line = proseEl('div', 'jp-TrainWatch-infoNote', note.message);
       line.dataset.code = note.code;
-      line.title = `${note.message}\n${note.fix}`;
+      line.title = plainProse(`${note.message}\n${note.fix}`);
       box.appendChild(line);
     }
   }

@@ -56,3 +56,30 @@ def test_at_250_px_a_path_breaks_after_a_slash(tmp_path: Path) -> None:
             page.wait_for_timeout(300)
             row.screenshot(path=str(artifact_path(f"panel-path-250-{theme}.png")))
         set_theme(page, "JupyterLab Light")
+
+
+def test_a_fix_shows_its_code_as_code_not_backticks(tmp_path: Path, sshfs_mount) -> None:
+    """shared-mount's fix quotes `SummaryWriter(local_mirror(share_dir))`: the panel showed
+    the backticks (issue 36 item 3); it sets the quote in code type."""
+    root = tmp_path / "root"
+    root.mkdir()
+    args, env = lab_setup(tmp_path)
+    env["TRAINWATCH_LAB_STATE_DIR"] = str(tmp_path / "state")
+    with jupyter_lab(root, extra_args=args, env=env) as lab, chromium_page((1440, 900)) as page:
+        lab.api("trainwatch-lab/api/paths", "POST", {"path": str(sshfs_mount.path)})
+        open_panel(page, lab)
+        warning = page.locator(f"{PANEL} .jp-TrainWatch-warning[data-code='shared-mount']")
+        warning.wait_for(timeout=90_000)
+        warning.locator("summary").click()
+        fix = warning.locator(".jp-TrainWatch-fix")
+        fix.wait_for(state="visible")
+        text = fix.text_content() or ""
+        assert "`" not in text, text
+        codes = fix.locator("code").all_text_contents()
+        assert "SummaryWriter(local_mirror(share_dir))" in codes, codes
+        assert "trainwatch-lab mirror LOCAL_DIR SHARE_DIR" in codes, codes
+        for theme in ("light", "dark"):
+            set_theme(page, f"JupyterLab {theme.title()}")
+            page.wait_for_timeout(300)
+            warning.screenshot(path=str(artifact_path(f"panel-fix-code-{theme}.png")))
+        set_theme(page, "JupyterLab Light")
