@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -88,7 +89,7 @@ def test_samples_in_a_window_as_table_csv_and_json(store: Path) -> None:
             )
         )
     )
-    assert rows[0] == ["t", "disk:sda:util"] and 355 <= len(rows) - 1 <= 361
+    assert rows[0] == ["time", "t", "disk:sda:util"] and 355 <= len(rows) - 1 <= 361
     data = json.loads(
         tw(
             "history", "--since", "30m", "--until", "10m", "--format", "json", "--store", str(store)
@@ -96,6 +97,21 @@ def test_samples_in_a_window_as_table_csv_and_json(store: Path) -> None:
     )
     times = data["disk:sda:util"]["t"]
     assert 115 <= len(times) <= 121 and times[-1] <= time.time() - 590
+
+
+def test_csv_has_iso_times_and_whole_bytes(store: Path) -> None:
+    """Pasted into a sheet, "1733318605.000" and "2.94912e+06" were a number and a rounded
+    one (issue 36): an ISO time with its offset beside the epoch, and bytes as integers."""
+    out = tw(
+        "history", "--since", "3h", "--series", "path:*", "--format", "csv", "--store", str(store)
+    )
+    assert out.returncode == 0, out.stderr
+    rows = list(csv.reader(io.StringIO(out.stdout)))
+    assert rows[0] == ["time", "t", "path:/data:avail_bytes"]
+    first = rows[1]
+    when = datetime.fromisoformat(first[0])
+    assert when.tzinfo is not None and abs(when.timestamp() - float(first[1])) < 0.001
+    assert first[2] == str(4096 * 720) and all(re.fullmatch(r"\d+", r[2]) for r in rows[1:])
 
 
 def test_events_and_an_export_never_show_a_command_s_arguments(store: Path) -> None:

@@ -582,3 +582,18 @@ def test_an_oom_kill_s_cgroup_in_the_log_is_matched_to_the_run_s() -> None:
     assert _within(v2, "/memoryhog") and not _within(v2, "/x")
     assert _within({"version": "2", "dir": "/host/sys/fs/cgroup/user.slice/u"}, "/user.slice")
     assert _within(v2, None)  # a log that names no cgroup could be anywhere
+
+
+def test_an_ending_says_which_run_it_was_and_that_is_redacted() -> None:
+    """The cards read "python ended at 23:33:5x ... no cause seen" three times with nothing
+    to tell the runs apart (issue 36): the ending carries the command and folder, through
+    the one redaction like every reply."""
+    from trainwatch_lab.core.record.export import redact
+    from trainwatch_lab.core.record.why import Ending
+
+    data = {"command": "python train.py --hf-token abc --lr 3", "cwd": "/root/exp1"}
+    shown = redact(Ending("python", 42, 1.0, data).to_json())
+    assert shown["cwd"] == "/root/exp1" and shown["notebook"] is None
+    assert (
+        shown["command"].startswith("python train.py --hf-token ") and "abc" not in shown["command"]
+    )

@@ -10,6 +10,7 @@ import argparse
 import csv
 import sys
 import time
+from datetime import datetime
 from typing import Any, TextIO
 
 from ..core.paths.names import printable
@@ -107,6 +108,22 @@ def _stamp(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
 
 
+def _iso(t: float) -> str:
+    """ISO 8601 with the local offset (``2026-12-04T14:03:25.120+01:00``): what a sheet
+    reads as a time, where epoch seconds read as a number."""
+    return datetime.fromtimestamp(t).astimezone().isoformat(timespec="milliseconds")
+
+
+def _cell(v: float | None) -> str:
+    """A value as a sheet should get it: bytes and counts as full integers (80491400000, not
+    8.04914e+10), others at full precision; empty when missing."""
+    if v is None or v != v:
+        return ""
+    if v.is_integer() and abs(v) < 2**63:
+        return str(int(v))
+    return repr(v)
+
+
 def _samples(store: Any, args: argparse.Namespace, since: float, until: float, out: TextIO) -> None:
     """The table (one series at a time), or every point as CSV or JSON, written as it is
     read: CSV a slice of time at a time, JSON a series at a time, so a week of every
@@ -139,7 +156,7 @@ def _csv_points(store: Any, keys: list[str], since: float, until: float, out: Te
     slice of time at a time (about ``record_csv_slice_points`` points each)."""
     keys = [k for k in keys if store.has_points(k, since, until)]
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["t", *keys])
+    writer.writerow(["time", "t", *keys])
     step = max(60.0, store.defaults.record_csv_slice_points / max(1, len(keys)))
     a = since
     while a <= until:
@@ -152,7 +169,7 @@ def _csv_points(store: Any, keys: list[str], since: float, until: float, out: Te
                     index.setdefault(t, {})[key] = v
         for t in sorted(index):
             row = [index[t].get(k) for k in keys]
-            writer.writerow([f"{t:.3f}", *("" if v is None or v != v else f"{v:.6g}" for v in row)])
+            writer.writerow([_iso(t), f"{t:.3f}", *(_cell(v) for v in row)])
         if b >= until:
             break
         a = b

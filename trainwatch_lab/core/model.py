@@ -264,6 +264,11 @@ class ProcessIO:
     wait_other: float | None = None
     wait_samples: int = 0  # looks at the main thread during this interval (10 a second)
     wait_workers: int = 0  # worker processes measured
+    # when the work being judged began (epoch s): the running cell's start in a kernel that
+    # says so, else the process's start; io-bound judges no time before it (an idle kernel's
+    # minutes before the cell are no I/O-bound training)
+    running_since: float | None = None
+    running_what: str = "process"  # "cell" or "process": what running_since is the start of
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -75,6 +75,10 @@ class Ending:
             "started": self.data.get("started"),
             "requested": self.data.get("requested"),
             "badly": self.badly,
+            # which run it was (a card names them: three "python ended" are told apart)
+            "command": self.data.get("command"),
+            "cwd": self.data.get("cwd"),
+            "notebook": self.data.get("notebook"),
         }
 
 

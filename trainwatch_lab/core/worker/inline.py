@@ -46,8 +46,11 @@ PATH_ARGS: dict[str, tuple[str, ...]] = {
     "clean_leftovers": ("directory",),
     "scan_checkpoints": ("directory",),
     "written_since": ("directory",),
+    "file_sizes": ("directory",),
 }
-TREE_OPS = frozenset({"scan_checkpoints", "written_since"})  # they list below the directory
+TREE_OPS = frozenset(
+    {"scan_checkpoints", "written_since", "file_sizes"}
+)  # they list below the directory
 
 NOT_HERE = object()  # run_here's answer when a helper must run the call
 
