@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.root]
 
 
 @pytest.mark.skip(
-    reason="issue 36 groups the cards per run: the SIGKILL ending of save_only.py is folded under
+    reason="issue 36 groups the cards per run: the SIGKILL ending of save_only.py is folded under "
     "the card of its later full-disk ending; this test must open the fold (next stop)"
 )
 def test_the_panel_tells_a_plain_script_s_three_endings_after_a_restart(
