@@ -19,6 +19,7 @@ import pytest
 from trainwatch_lab.core.defaults import DEFAULTS, MIB
 from trainwatch_lab.core.model import PathState, Sample
 from trainwatch_lab.core.record import Event, Recorder, Store, codec
+from trainwatch_lab.core.record import store as store_module
 from trainwatch_lab.core.record.maintain import maintain
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -308,14 +309,17 @@ def test_a_flush_that_fails_after_its_events_committed_writes_them_once(tmp_path
     check.close()
 
 
-@pytest.mark.parametrize("moment", ["created-empty", "schema-uncommitted"])
+@pytest.mark.parametrize("moment", ["created-empty", "schema-uncommitted", "commits-mid-look"])
 def test_a_reader_racing_the_writer_that_creates_the_store_sees_no_history_yet(
-    tmp_path: Path, moment: str
+    tmp_path: Path, moment: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The server's recorded endpoints, `history` and a kernel's past read the file while its
     first writer may be creating it: an empty file, or the schema in an open transaction.
     That is a history with nothing in it yet, not "another program's file" (seen as a flake
-    of test_the_server_records_with_nobody_looking); and the writer then keeps the file."""
+    of test_the_server_records_with_nobody_looking, and in CI of
+    test_recorded_queries_run_one_at_a_time_off_the_hub_s_executor: the writer committed
+    between the reader's look at the mark and its look at the tables); and the writer then
+    keeps the file."""
     path = tmp_path / "history.sqlite"
     creator = None
     if moment == "created-empty":
@@ -324,14 +328,40 @@ def test_a_reader_racing_the_writer_that_creates_the_store_sees_no_history_yet(
         creator = sqlite3.connect(path, isolation_level=None)
         creator.execute("BEGIN IMMEDIATE")
         creator.execute("CREATE TABLE half (x)")
+    if moment == "commits-mid-look":
+        assert creator is not None
+        for statement in store_module.SCHEMA.split(";"):
+            creator.execute(statement)
+        creator.execute(f"PRAGMA application_id = {store_module.APPLICATION_ID}")
+        connect = Store._connect
+        seen: list[str] = []
+
+        def connect_and_commit_after_its_first_statement(
+            self: Store, target: str, uri: bool = False
+        ) -> sqlite3.Connection:
+            con = connect(self, target, uri)
+
+            def traced(statement: str) -> None:
+                if not statement.startswith("--"):  # not a pragma function's inner statement
+                    seen.append(statement)
+                if len(seen) == 2 and creator.in_transaction:  # the reader's second look
+                    creator.execute("COMMIT")
+
+            con.set_trace_callback(traced)
+            return con
+
+        monkeypatch.setattr(Store, "_connect", connect_and_commit_after_its_first_statement)
     reader = Store(str(path), readonly=True)
+    monkeypatch.undo()
+    assert creator is None or moment != "commits-mid-look" or not creator.in_transaction
     try:
         assert reader.read(["path:/data:avail_bytes"], 0, 2e9) == {}
         assert reader.events(0, 2e9) == []
     finally:
         reader.close()
     if creator is not None:
-        creator.execute("ROLLBACK")
+        if creator.in_transaction:
+            creator.execute("ROLLBACK")
         creator.close()
     writer = Store(str(path), role="t")
     try:

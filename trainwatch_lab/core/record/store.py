@@ -164,8 +164,7 @@ def is_ours(path: str) -> str | None:
         con = sqlite3.connect(
             f"file:{path}?mode=ro", uri=True, timeout=DEFAULTS.record_busy_timeout_s
         )
-        app = con.execute("PRAGMA application_id").fetchone()[0]
-        tables = con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        app, tables = _mark(con)
         if app != APPLICATION_ID:
             return None if (app == 0 and tables == 0) else "another program's database"
         check = con.execute("PRAGMA quick_check").fetchone()[0]
@@ -179,6 +178,17 @@ def is_ours(path: str) -> str | None:
     finally:
         if con is not None:
             con.close()
+
+
+def _mark(con: sqlite3.Connection) -> tuple[int, int]:
+    """Our mark on the file and how many tables it has, read in one statement: one snapshot,
+    so a first writer committing its schema between two looks cannot make our own file
+    read as "another program's" (a mark of 0 with tables)."""
+    row = con.execute(
+        "SELECT (SELECT application_id FROM pragma_application_id),"
+        " (SELECT count(*) FROM sqlite_master)"
+    ).fetchone()
+    return int(row[0]), int(row[1])
 
 
 def is_damage(exc: sqlite3.Error) -> bool:
@@ -273,8 +283,7 @@ class Store:
                 raise StoreError(f"no recorded history at {path}")
             self.con = self._connect(f"file:{path}?mode=ro", uri=True)
             try:
-                app = self.con.execute("PRAGMA application_id").fetchone()[0]
-                tables = self.con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+                app, tables = _mark(self.con)
             except sqlite3.DatabaseError as exc:
                 self.con.close()
                 raise StoreError(f"{path} is no trainwatch history ({exc})") from None
