@@ -25,7 +25,7 @@ UTIL = "trainwatch_gpu_utilization_percent"
 def starved_expr(d: Defaults, window: str) -> str:
     """Low, erratic utilization with memory held, the data disk busy, and the agent's own
     gpu-starved: what only it sees (the job's share of the device's reads, the read await,
-    the loaders asleep on file reads; advice.gpu_feed), since a busy disk alone is no proof."""
+    the loaders asleep on file reads; advice.gpu.feed), since a busy disk alone is no proof."""
     span = f"{d.gpu_starved_window_s:g}s"
     busy_disk = (
         f"max by (instance) ({rate('node_disk_io_time_seconds_total', window)} "

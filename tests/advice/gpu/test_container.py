@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.advice.test_gpu_stall import (
+from tests.advice.gpu.test_stall import (
     OVERRIDES,
     TRAINING,
     codes,

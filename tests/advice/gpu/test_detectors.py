@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trainwatch_lab.advice.advisor import Advisor
-from trainwatch_lab.advice.gpu import (
+from trainwatch_lab.advice.gpu.detectors import (
     GPU_DETECTORS,
     gpu_stalled,
     gpu_starved,

@@ -1,7 +1,7 @@
 """The storage evidence both GPU rules quote: where the training loop waits, what the
 process and the disks did in the window, and whether storage is to blame.
 
-Why a module of its own: gpu-stalled (advice.gpu_stall) and gpu-starved (advice.gpu) must
+Why a module of its own: gpu-stalled (advice.gpu.stall) and gpu-starved (advice.gpu.detectors) must
 say the same thing about the same window, and storage is blamed only with evidence - the
 main thread (or a training process's) blocked on a file, a path that does not answer or
 whose write+fsync probe is slow, or a busy disk; a path merely being on a share is not.
@@ -13,12 +13,19 @@ import os
 import statistics
 from dataclasses import dataclass
 
-from ..core.history import History
-from ..core.model import GpuState, PathState, Sample, TrainingProcess, path_devices, watched_devices
-from .context import Context
-from .io_bound import KINDS
-from .storage import LOCAL_FIX, is_slow
-from .text import fmt_duration, fmt_ms, fmt_rate
+from ...core.history import History
+from ...core.model import (
+    GpuState,
+    PathState,
+    Sample,
+    TrainingProcess,
+    path_devices,
+    watched_devices,
+)
+from ..context import Context
+from ..io_bound import KINDS
+from ..storage import LOCAL_FIX, is_slow
+from ..text import fmt_duration, fmt_ms, fmt_rate
 
 # one list of system calls per kind (advice.io_bound's), so that the rules never disagree on
 # what a read is: blocked in one of READ_CALLS, a thread waits on data
@@ -67,7 +74,7 @@ def _fstype_of(path: str, owner: PathState | None) -> str | None:
     if owner is not None and owner.fstype:
         return owner.fstype
     try:  # /proc/self/mountinfo only: never touches the (maybe dead) filesystem
-        from ..core.storage.mounts import mount_for_path, read_mounts
+        from ...core.storage.mounts import mount_for_path, read_mounts
 
         return mount_for_path(path, read_mounts()).fstype
     except Exception:

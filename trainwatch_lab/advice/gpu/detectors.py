@@ -1,8 +1,8 @@
 """GPU rules: explain an idle GPU in one sentence that links it to storage.
 
-``gpu-unavailable``: no NVIDIA driver/GPU (info). ``gpu-stalled`` lives in advice.gpu_stall,
-the storage evidence both rules quote in advice.gpu_evidence. ``gpu-starved``: utilization is
-low and erratic over ``gpu_starved_window_s`` and storage is the limit (advice.gpu_feed: the
+``gpu-unavailable``: no NVIDIA driver/GPU (info). ``gpu-stalled`` lives in advice.gpu.stall,
+the storage evidence both rules quote in advice.gpu.evidence. ``gpu-starved``: utilization is
+low and erratic over ``gpu_starved_window_s`` and storage is the limit (advice.gpu.feed: the
 tree's block reads dominate the data device, read await is high, the loaders sleep on file
 reads). ``input-cpu-bound`` (info): the same GPU pattern with loaders that compute instead of
 waiting on files - more workers help, faster storage does not.
@@ -13,9 +13,10 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterator
 
-from ..core.model import Alert, GpuState, TrainingProcess
-from .context import Context, Detector
-from .gpu_evidence import (
+from ...core.model import Alert, GpuState, TrainingProcess
+from ..context import Context, Detector
+from ..text import fmt_duration, fmt_pct
+from .evidence import (
     Evidence,
     _named,
     _pct,
@@ -23,9 +24,8 @@ from .gpu_evidence import (
     process_clause,
     storage_evidence,
 )
-from .gpu_feed import COVERED, feed_evidence, note_holders
-from .gpu_stall import gpu_stalled
-from .text import fmt_duration, fmt_pct
+from .feed import COVERED, feed_evidence, note_holders
+from .stall import gpu_stalled
 
 
 def gpu_unavailable(ctx: Context) -> Iterator[Alert]:
@@ -79,7 +79,7 @@ def _swing(gpu: GpuState, mean: float, stdev: float, window: float) -> str:
 
 def gpu_starved(ctx: Context) -> Iterator[Alert]:
     """Storage starves the GPU: our block reads dominate the data device, they wait long,
-    and the loaders sleep on them (advice.gpu_feed)."""
+    and the loaders sleep on them (advice.gpu.feed)."""
     d, sample = ctx.defaults, ctx.sample
     window = d.gpu_starved_window_s
     note_holders(ctx)  # every tick: a found process's waits have no history of their own

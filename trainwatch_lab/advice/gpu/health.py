@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ..core.model import Alert
-from .context import Context
-from .text import fmt_duration
+from ...core.model import Alert
+from ..context import Context
+from ..text import fmt_duration
 
 THERMAL = ("sw_thermal", "hw_thermal", "hw_slowdown")
 POWER = ("hw_power_brake", "sw_power_cap")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trainwatch_lab.advice.advisor import Advisor
-from trainwatch_lab.advice.gpu_health import gpu_error, gpu_throttled
+from trainwatch_lab.advice.gpu.health import gpu_error, gpu_throttled
 from trainwatch_lab.advice.registry import all_detectors
 from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.core.history import History

@@ -17,12 +17,12 @@ import statistics
 from collections import deque
 from dataclasses import dataclass
 
-from ..core.defaults import MIB, Defaults  # MIB: the history keeps rmb_s in MiB/s
-from ..core.model import ProcessIO, Sample, TrainingProcess, path_devices, watched_devices
-from .context import Context
-from .gpu_evidence import READ_CALLS
-from .io_bound import call_shares
-from .text import fmt_ms, fmt_pct, fmt_rate
+from ...core.defaults import MIB, Defaults  # MIB: the history keeps rmb_s in MiB/s
+from ...core.model import ProcessIO, Sample, TrainingProcess, path_devices, watched_devices
+from ..context import Context
+from ..io_bound import call_shares
+from ..text import fmt_ms, fmt_pct, fmt_rate
+from .evidence import READ_CALLS
 
 COVERED = 0.8  # the share of a window a series must span to judge the window by it
 _HOLDERS = "gpu_feed.holders"  # ctx.state: pid -> (t, loaders, read share) per tick

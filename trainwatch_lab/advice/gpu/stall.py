@@ -7,7 +7,7 @@ the server's ``execution_state == "busy"``), a training script not waiting at it
 for ``gpu_stalled_for_s``, after real GPU work (``gpu_work_util_pct``) within
 ``gpu_stalled_work_within_s`` of the busy stretch's start. The stall is measured whole (state
 kept across ticks, not a bounded look back), the process is named, and storage is blamed only
-with evidence (advice.gpu_evidence).
+with evidence (advice.gpu.evidence).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ..core.model import Alert, GpuState, Sample, TrainingProcess
-from .context import Context
-from .gpu_evidence import _named, _pct, _storage_fix, holder_of, storage_evidence
-from .text import fmt_bytes, fmt_duration
+from ...core.model import Alert, GpuState, Sample, TrainingProcess
+from ..context import Context
+from ..text import fmt_bytes, fmt_duration
+from .evidence import _named, _pct, _storage_fix, holder_of, storage_evidence
 
 _STATE = "gpu-stalled"
 _TTY = ("/dev/pts/", "/dev/tty", "/dev/console")
