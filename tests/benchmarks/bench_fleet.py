@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from trainwatch_lab.prometheus.fleet import instant_queries
-from trainwatch_lab.prometheus.rules_fleet import host_series
+from trainwatch_lab.prometheus.rules.fleet import host_series
 
 from .common import (
     Config,

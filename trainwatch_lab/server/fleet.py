@@ -39,7 +39,7 @@ from ..prometheus.fleet import (
     grid,
     instant_queries,
 )
-from ..prometheus.rules_fleet import host_series
+from ..prometheus.rules.fleet import host_series
 from . import fleet_listing
 from .config import ServerSettings
 from .handlers import API, BadRequest, BaseHandler, parse_float

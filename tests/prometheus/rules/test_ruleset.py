@@ -1,5 +1,6 @@
-"""prometheus.rules: the alerting rules pass ``promtool check rules`` and ``promtool test rules``
-(every alert once firing, once not), and their thresholds come from the defaults."""
+"""prometheus.rules.ruleset: the alerting rules pass ``promtool check rules`` and
+``promtool test rules`` (every alert once firing, once not), and their thresholds come from
+the defaults."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ import yaml
 from tests.prometheus.conftest import ROOT, env
 from tests.support.env import need_tool
 from trainwatch_lab.core.defaults import DEFAULTS
-from trainwatch_lab.prometheus.rules import alert_rules, rules_yaml
-from trainwatch_lab.prometheus.rules_fleet import recording_rules
+from trainwatch_lab.prometheus.rules.fleet import recording_rules
+from trainwatch_lab.prometheus.rules.ruleset import alert_rules, rules_yaml
 
 CODES = {
     "mount-unresponsive",

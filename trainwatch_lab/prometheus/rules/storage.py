@@ -1,13 +1,13 @@
 """The storage alerting rules: mount-unresponsive, shared-mount, slow-mount,
 disk-almost-full, disk-filling, disk-saturated and checkpoint-wont-fit, thresholds from
-core.defaults (see prometheus.rules)."""
+core.defaults (see prometheus.rules.ruleset)."""
 
 from __future__ import annotations
 
-from ..advice.storage import FASTER_DISK_FIX, LOCAL_FIX
-from ..advice.text import fmt_bytes, fmt_duration
-from ..core.defaults import Defaults
-from .rules_base import ON, Rule, indent, pct, rate, rule
+from ...advice.storage import FASTER_DISK_FIX, LOCAL_FIX
+from ...advice.text import fmt_bytes, fmt_duration
+from ...core.defaults import Defaults
+from .base import ON, Rule, indent, pct, rate, rule
 
 FULL_FIX = (
     "Free space (old runs, old checkpoints), keep fewer checkpoints (Lightning save_top_k, HF "

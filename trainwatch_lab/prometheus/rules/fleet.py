@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from ..core.defaults import DEFAULTS, Defaults
+from ...core.defaults import DEFAULTS, Defaults
 
 # filesystems that are never where training writes (node_exporter's own mount-point and
 # type excludes drop most pseudo filesystems already)

@@ -1,11 +1,11 @@
 """The GPU alerting rules: gpu-stalled, gpu-starved, gpu-unavailable, gpu-throttled and
-gpu-error, thresholds from core.defaults (see prometheus.rules)."""
+gpu-error, thresholds from core.defaults (see prometheus.rules.ruleset)."""
 
 from __future__ import annotations
 
-from ..advice.text import fmt_duration
-from ..core.defaults import Defaults
-from .rules_base import ON, Rule, rate, rule
+from ...advice.text import fmt_duration
+from ...core.defaults import Defaults
+from .base import ON, Rule, rate, rule
 
 STARVED_FIX = (
     "Feed the GPU from faster storage: copy the dataset to local NVMe (or RAM) before "

@@ -15,8 +15,8 @@ import pytest
 from tests.support.env import need_tool
 from trainwatch_lab.core.defaults import DEFAULTS, GIB
 from trainwatch_lab.prometheus.fleet import fold
-from trainwatch_lab.prometheus.rules import rules_yaml
-from trainwatch_lab.prometheus.rules_fleet import host_series
+from trainwatch_lab.prometheus.rules.fleet import host_series
+from trainwatch_lab.prometheus.rules.ruleset import rules_yaml
 
 NODE = 'instance="gpu01:9100",job="node"'
 AGENT = 'instance="gpu01:10917",job="trainwatch"'

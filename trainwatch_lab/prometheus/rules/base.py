@@ -26,7 +26,7 @@ def rule(
     for_s: float = 0.0,
 ) -> Rule:
     """One alert: the warning's code, severity and subject as labels, the words as
-    annotations (see prometheus.rules)."""
+    annotations (see prometheus.rules.ruleset)."""
     rule: Rule = {"alert": alert, "expr": expr.strip()}
     if for_s > 0:
         rule["for"] = f"{for_s:g}s"

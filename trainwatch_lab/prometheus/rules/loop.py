@@ -3,13 +3,13 @@
 Both need what only the agent measures (where the loop's main thread and its DataLoader
 workers sleep, on which files, from /proc), and none of it is exported as a number: the
 rules read the agent's ``trainwatch_warning`` and word it for the fleet (see
-prometheus.rules)."""
+prometheus.rules.ruleset)."""
 
 from __future__ import annotations
 
-from ..advice.text import fmt_duration, fmt_pct
-from ..core.defaults import Defaults
-from .rules_base import ON, Rule, rule
+from ...advice.text import fmt_duration, fmt_pct
+from ...core.defaults import Defaults
+from .base import ON, Rule, rule
 
 IO_FIX = (
     "Find the call in the agent's own warning (`trainwatch-lab watch --pid PID`): fsync and "
