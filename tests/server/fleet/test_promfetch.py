@@ -1,5 +1,5 @@
 """The fleet listing's worker asks Prometheus with a blocking client of its own
-(server.promfetch); the server's tornado client asks everything else. Both send what
+(server.fleet.promfetch); the server's tornado client asks everything else. Both send what
 ``promclient.request`` builds: against a real HTTP server that records what arrives, the two
 requests are the same (path, basic auth from the URL, gzip asked for), and both read the
 gzipped answer alike. An answer that inflates past the limit is refused in one line."""
@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from trainwatch_lab.server import promfetch
-from trainwatch_lab.server.promclient import PrometheusClient, PrometheusError, result
-from trainwatch_lab.server.promfetch import Endpoint, query_all
+from trainwatch_lab.server.fleet import promfetch
+from trainwatch_lab.server.fleet.promclient import PrometheusClient, PrometheusError, result
+from trainwatch_lab.server.fleet.promfetch import Endpoint, query_all
 
 SERIES = [{"metric": {"instance": f"n{i}:9100"}, "value": [1.0, "1"]} for i in range(500)]
 ANSWER = json.dumps({"status": "success", "data": {"resultType": "vector", "result": SERIES}})

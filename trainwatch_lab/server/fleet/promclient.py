@@ -4,7 +4,7 @@ Tornado's non-blocking client (DNS on the loop's resolver thread), every call bo
 deadline: Prometheus down, slow or not Prometheus at all becomes one ``PrometheusError``
 line that the endpoint and the panel show as it is. Answers are decoded on the client's
 worker thread, never on the event loop. The fleet's listing (megabytes of JSON at cluster
-size) is asked by its worker process instead (server.promfetch, a blocking client): both
+size) is asked by its worker process instead (server.fleet.promfetch, a blocking client): both
 send what ``request`` builds, and say what went wrong in the same words (``late``,
 ``unreachable``, ``data``).
 """
@@ -23,8 +23,8 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
-from ..core.defaults import PROMETHEUS_ANSWER_MAX
-from ..core.redact import redact
+from ...core.defaults import PROMETHEUS_ANSWER_MAX
+from ...core.redact import redact
 
 USER_AGENT = "trainwatch-lab (Jupyter server extension)"
 JSON = "application/json"

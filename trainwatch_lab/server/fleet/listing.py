@@ -30,9 +30,9 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
-from ..core.defaults import DEFAULTS, Defaults
-from ..core.model import dumps
-from ..prometheus.fleet import FIXES, Series, counts, fold, seen_query
+from ...core.defaults import DEFAULTS, Defaults
+from ...core.model import dumps
+from ...prometheus.fleet import FIXES, Series, counts, fold, seen_query
 from .promclient import Answer, data, result
 from .promfetch import Endpoint, query_all
 
@@ -40,7 +40,7 @@ FRAME = struct.Struct("<Q")
 ROOT = str(Path(__file__).resolve().parents[2])  # where this trainwatch_lab is imported from
 CHILD = (
     f"import sys; sys.path.insert(0, {ROOT!r}); "
-    "from trainwatch_lab.server.fleet_listing import serve; serve()"
+    "from trainwatch_lab.server.fleet.listing import serve; serve()"
 )
 
 

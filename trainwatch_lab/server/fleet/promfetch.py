@@ -25,8 +25,8 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from ..advice.text import fmt_bytes
-from ..core.defaults import PROMETHEUS_ANSWER_MAX
+from ...advice.text import fmt_bytes
+from ...core.defaults import PROMETHEUS_ANSWER_MAX
 from .promclient import JSON, Answer, PrometheusError, late, request, shown, unreachable, why
 
 

@@ -28,7 +28,7 @@ from tests.prometheus.conftest import (  # noqa: F401  (fixtures)
     wait_for,
 )
 from tests.prometheus.fleet_synthetic import victoria_scraping
-from trainwatch_lab.server.promclient import shown
+from trainwatch_lab.server.fleet.promclient import shown
 
 API = ("trainwatch-lab", "api")
 TIMEOUT_S = 1.0

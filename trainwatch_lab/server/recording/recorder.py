@@ -25,11 +25,11 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from ..core.model import Sample
-from ..core.processes.discovery import Scanner
-from ..core.record import Event, Recorder, choose
-from .kernel_requests import KernelRequests
-from .kernels import kernel_pids
+from ...core.model import Sample
+from ...core.processes.discovery import Scanner
+from ...core.record import Event, Recorder, choose
+from ..kernel_requests import KernelRequests
+from ..kernels import kernel_pids
 
 log = logging.getLogger(__name__)
 

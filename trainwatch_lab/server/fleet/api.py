@@ -13,7 +13,7 @@ from ``query_range``. Without ``c.TrainWatch.prometheus_url`` the listing says s
 refusing is a 502 with one line; bad parameters a 400 with one line; nothing waits longer
 than ``c.TrainWatch.prometheus_timeout_s`` for Prometheus. The listing's queries, decoding
 their answers, folding them and encoding the reply run in a worker process
-(server.fleet_listing): the event loop (every notebook's requests) never waits on them, not
+(server.fleet.listing): the event loop (every notebook's requests) never waits on them, not
 even for the GIL; it awaits the finished reply.
 """
 
@@ -28,8 +28,8 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from ..core.defaults import Defaults
-from ..prometheus.fleet import (
+from ...core.defaults import Defaults
+from ...prometheus.fleet import (
     HOST_RE,
     MAX_WINDOW_S,
     MIN_WINDOW_S,
@@ -39,10 +39,10 @@ from ..prometheus.fleet import (
     grid,
     instant_queries,
 )
-from ..prometheus.rules.fleet import host_series
-from . import fleet_listing
-from .config import ServerSettings
-from .handlers import API, BadRequest, BaseHandler, parse_float
+from ...prometheus.rules.fleet import host_series
+from ..config import ServerSettings
+from ..handlers import API, BadRequest, BaseHandler, parse_float
+from . import listing as fleet_listing
 from .promclient import NoAnswer, PrometheusClient, PrometheusError
 from .promfetch import Endpoint
 

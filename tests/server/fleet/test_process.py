@@ -28,9 +28,9 @@ from tests.prometheus.fleet_synthetic import expected, synthetic_store
 from tests.support.mounts import wait_until
 from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.prometheus import fleet as prometheus_fleet
-from trainwatch_lab.server import fleet_listing
-from trainwatch_lab.server.fleet import SETTINGS_KEY
-from trainwatch_lab.server.promclient import PrometheusClient
+from trainwatch_lab.server.fleet import listing as fleet_listing
+from trainwatch_lab.server.fleet.api import SETTINGS_KEY
+from trainwatch_lab.server.fleet.promclient import PrometheusClient
 
 HOSTS = 60
 # the cluster is a real Prometheus (Debian's) with backfilled blocks: a service, not quick

@@ -22,8 +22,8 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.utils import url_path_join
 from tornado import web
 
-from ..core.record import StoreError, choose, query
-from .handlers import API, BadRequest, BaseHandler, parse_float
+from ...core.record import StoreError, choose, query
+from ..handlers import API, BadRequest, BaseHandler, parse_float
 
 MAX_PATTERN = 200
 MAX_EVENTS = 10_000

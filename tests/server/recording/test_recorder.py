@@ -23,7 +23,7 @@ from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.core.record import Store
 from trainwatch_lab.server import hub as hub_module
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FLUSH_S = 0.5
 
 
@@ -172,7 +172,7 @@ async def test_recorded_queries_run_one_at_a_time_off_the_hub_s_executor(
     wait there): queries queue on their own single thread instead."""
     import threading
 
-    from trainwatch_lab.server import recorded
+    from trainwatch_lab.server.recording import api as recorded
 
     hub = jp_serverapp.web_app.settings["trainwatch_hub"]
     try:
