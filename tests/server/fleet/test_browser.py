@@ -27,7 +27,7 @@ ROWS = f"{FLEET} .jp-TrainWatch-fleetRow"
 OPEN = "() => window.jupyterapp.commands.execute('trainwatch-lab:open')"
 REFRESH = "() => window.trainwatchLab.panel.fleet.refresh()"
 SHOWN_S = 75  # data in the charts of the screenshot, seconds
-FLEET_PAGE = 50  # rows drawn at a time (js/src/fleetView.ts)
+FLEET_PAGE = 50  # rows drawn at a time (js/src/fleet/view.ts)
 
 
 def test_the_fleet_lists_both_hosts_draws_one_and_says_when_prometheus_stops(

@@ -1,7 +1,7 @@
-/** panelCharts.ts: the panel's chart table (DOM-free): order, sections, what each chart gets. */
-import { ISampleJSON } from '../src/model';
-import { IChartInput, PANEL_CHARTS } from '../src/panelCharts';
-import { Aligned } from '../src/series';
+/** panel/chartList.ts: the panel's chart table (DOM-free): order, sections, what each chart gets. */
+import { ISampleJSON } from '../../src/model';
+import { IChartInput, PANEL_CHARTS } from '../../src/panel/chartList';
+import { Aligned } from '../../src/series';
 
 /** Columns as the ring gives them: one time, then one column per key (the key's length). */
 function input(sample: ISampleJSON | null, asked: string[][] = []): IChartInput {

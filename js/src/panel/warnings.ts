@@ -10,12 +10,12 @@ const RANK: Record<string, number> = { critical: 0, warning: 1, info: 2 };
  * worst come first; past ``WARNINGS_SHOWN`` the others wait behind one "N more" line.
  */
 
-import { TitledBlock } from './blocks';
-import { el, pathEl, proseEl } from './dom';
-import { plainProse } from './format';
-import { severityIcon } from './icons';
-import { IAlertJSON, ISampleJSON } from './model';
-import { activeWarnings } from './readings';
+import { TitledBlock } from '../blocks';
+import { el, pathEl, proseEl } from '../dom';
+import { plainProse } from '../format';
+import { severityIcon } from '../icons';
+import { IAlertJSON, ISampleJSON } from '../model';
+import { activeWarnings } from '../readings';
 
 export class WarningsView extends TitledBlock {
   private _shown: string | null = null;

@@ -3,7 +3,7 @@
  * serious each looks, and where the marks go (DOM-free; chart.ts draws them).
  */
 
-import { formatClock } from './format';
+import { formatClock } from '../format';
 
 /** One recorded event (core/record/store.py Event.to_json), as GET recorded/events sends it. */
 export interface IEventJSON {

@@ -10,21 +10,21 @@ import {
   FIRST_LOOK_S,
   lastLookedKey,
   LastLooked
-} from './away';
+} from '../replay/away';
 
-import { Block, FoldListener, Section } from './blocks';
-import { TimeChart } from './chart';
-import { FleetSection } from './fleetView';
-import { formatClock } from './format';
-import { LiveState, liveState } from './live';
-import { IHistoryJSON, ISampleJSON } from './model';
-import { IChartInput, IPanelChart, PANEL_CHARTS } from './panelCharts';
-import { StateHeader, stateText, VerdictView } from './panelHeader';
-import { KernelsView, MirrorsView, ProcessesView } from './panelMachine';
-import { PathsView } from './panelPaths';
-import { WarningsView } from './panelWarnings';
-import { IEventJSON } from './markers';
-import { hideProcess } from './processes';
+import { Block, FoldListener, Section } from '../blocks';
+import { TimeChart } from '../charts/chart';
+import { FleetSection } from '../fleet/view';
+import { formatClock } from '../format';
+import { LiveState, liveState } from '../live';
+import { IHistoryJSON, ISampleJSON } from '../model';
+import { IChartInput, IPanelChart, PANEL_CHARTS } from './chartList';
+import { StateHeader, stateText, VerdictView } from './header';
+import { KernelsView, MirrorsView, ProcessesView } from './machine';
+import { PathsView } from './paths';
+import { WarningsView } from './warnings';
+import { IEventJSON } from '../charts/markers';
+import { hideProcess } from '../processes';
 import {
   LIVE,
   IRecordedJSON,
@@ -35,11 +35,11 @@ import {
   replayText,
   runWindow,
   TimeRange
-} from './replay';
-import { AwayView, RangeView } from './replayView';
-import { APIError, requestAPI } from './request';
-import { Aligned, ringCapacity, SeriesRing } from './series';
-import { StreamClient } from './stream';
+} from '../replay/range';
+import { AwayView, RangeView } from '../replay/view';
+import { APIError, requestAPI } from '../request';
+import { Aligned, ringCapacity, SeriesRing } from '../series';
+import { StreamClient } from '../stream';
 
 /** A chart of the panel (PANEL_CHARTS), the section it is in and the note under it. */
 interface IChartSlot {
@@ -87,8 +87,8 @@ export type Folds = Record<string, boolean>;
  * so that they fit in one screen (900 px), and what the reader opens or folds is remembered
  * (``onFoldsChanged``: the setting ``sections``).
  * Data always flows into the ring; drawing stops while the panel is hidden, and the charts
- * hold still while paused. Each section draws itself (panelHeader, panelWarnings, panelPaths,
- * panelMachine, fleetView); this shell holds the data and decides when to draw.
+ * hold still while paused. Each section draws itself (header, warnings, paths,
+ * machine, fleet/view); this shell holds the data and decides when to draw.
  */
 export class TrainWatchPanel extends Panel {
   private _ring: SeriesRing;

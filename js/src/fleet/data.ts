@@ -1,12 +1,12 @@
 /**
  * The fleet's data in the panel: the JSON of ``GET fleet`` and ``GET fleet/range``
  * (trainwatch_lab/prometheus/fleet.py computes every number) and the words of one row. Free
- * of DOM and JupyterLab so it can be unit-tested in node; fleetView.ts lays it out.
+ * of DOM and JupyterLab so it can be unit-tested in node; view.ts lays it out.
  */
 
-import { formatBytes, formatDuration, formatMBs } from './format';
-import { Severity } from './model';
-import { Aligned } from './series';
+import { formatBytes, formatDuration, formatMBs } from '../format';
+import { Severity } from '../model';
+import { Aligned } from '../series';
 
 /** A warning of a host: an agent's carries code, severity and subject only (its message is
  * empty). The fix is the listing's, by code (``IFleetJSON.fixes``). */

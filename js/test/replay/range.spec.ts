@@ -1,4 +1,4 @@
-/** replay.ts, markers.ts and away.ts: the panel's time range, event marks and cards (DOM-free). */
+/** replay/range.ts, charts/markers.ts and replay/away.ts: the panel's time range, event marks and cards (DOM-free). */
 import {
   awayCards,
   cardId,
@@ -8,9 +8,9 @@ import {
   IKeyValue,
   LastLooked,
   MAX_LOOK_S
-} from '../src/away';
-import { eventLevel, IEventJSON, placeMarkers } from '../src/markers';
-import { PANEL_CHARTS } from '../src/panelCharts';
+} from '../../src/replay/away';
+import { eventLevel, IEventJSON, placeMarkers } from '../../src/charts/markers';
+import { PANEL_CHARTS } from '../../src/panel/chartList';
 import {
   chosenWindow,
   parseLocalTime,
@@ -24,7 +24,7 @@ import {
   replayText,
   runWindow,
   toLocalInput
-} from '../src/replay';
+} from '../../src/replay/range';
 
 const NOW = 1_800_000_000;
 

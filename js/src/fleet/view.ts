@@ -1,10 +1,10 @@
 import { Panel } from '@lumino/widgets';
 import { Message } from '@lumino/messaging';
 
-import { niceIncrs } from './axes';
-import { Block } from './blocks';
-import { TimeChart } from './chart';
-import { el } from './dom';
+import { niceIncrs } from '../charts/axes';
+import { Block } from '../blocks';
+import { TimeChart } from '../charts/chart';
+import { el } from '../dom';
 import {
   chartData,
   countsText,
@@ -20,10 +20,10 @@ import {
   warningsText,
   warningsTitle,
   windowLabel
-} from './fleet';
-import { formatClock } from './format';
-import { severityIcon } from './icons';
-import { requestAPI } from './request';
+} from './data';
+import { formatClock } from '../format';
+import { severityIcon } from '../icons';
+import { requestAPI } from '../request';
 
 const PERCENT_INCRS = niceIncrs([1, 2, 2.5, 5], 0, 2);
 /** Rows drawn at a time: a cluster of thousands of hosts draws a page, the worst first,

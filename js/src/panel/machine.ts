@@ -3,11 +3,11 @@
  * the training processes found (scripts in terminals, tmux, nohup) and the running kernels.
  */
 
-import { TitledBlock } from './blocks';
-import { el, pathEl } from './dom';
-import { formatBytes, formatMBs } from './format';
-import { IMirrorJSON, ISampleJSON } from './model';
-import { renderProcesses } from './processes';
+import { TitledBlock } from '../blocks';
+import { el, pathEl } from '../dom';
+import { formatBytes, formatMBs } from '../format';
+import { IMirrorJSON, ISampleJSON } from '../model';
+import { renderProcesses } from '../processes';
 
 /** One line per live ``local_mirror`` of the machine: Python's status words, coloured by its
  * state (a share that does not answer, an error). Hidden when there is none. */

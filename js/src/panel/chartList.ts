@@ -2,13 +2,13 @@
  * The side panel's charts, in panel order: one table the panel builds its charts from and
  * renders each sample with. A new chart is one entry here (DOM-free, so jest covers it).
  */
-import { niceIncrs } from './axes';
-import type { IChartOptions, ISeriesSpec } from './chart';
-import { byteUnit, MIB_TO_MB, shortPath } from './format';
-import { ISampleJSON } from './model';
-import { gpuEmptyReason, infoNotes, watchedDevices } from './readings';
-import { Aligned, seriesKey } from './series';
-import { fillNotes, filesystems, usedPercent } from './space';
+import { niceIncrs } from '../charts/axes';
+import type { IChartOptions, ISeriesSpec } from '../charts/chart';
+import { byteUnit, MIB_TO_MB, shortPath } from '../format';
+import { ISampleJSON } from '../model';
+import { gpuEmptyReason, infoNotes, watchedDevices } from '../readings';
+import { Aligned, seriesKey } from '../series';
+import { fillNotes, filesystems, usedPercent } from '../space';
 
 /** Steps of a 0–100 % axis: 0, 25, 50, 75, 100 in a short chart. */
 const PERCENT_INCRS = niceIncrs([1, 2, 2.5, 5], 0, 2);

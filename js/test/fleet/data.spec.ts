@@ -1,4 +1,4 @@
-/** fleet.ts: the words of a fleet row and a host's chart data (DOM-free). */
+/** fleet/data.ts: the words of a fleet row and a host's chart data (DOM-free). */
 import {
   chartData,
   countsText,
@@ -11,7 +11,7 @@ import {
   warningsText,
   warningsTitle,
   windowLabel
-} from '../src/fleet';
+} from '../../src/fleet/data';
 
 const GIB = 1024 ** 3;
 const NOW = 1_700_000_000;

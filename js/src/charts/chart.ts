@@ -3,7 +3,7 @@ import uPlot from 'uplot';
 
 import { fitLabels, formatTick, niceIncrs, niceMax, TIME_INCRS, timeTickLabels } from './axes';
 import { placeMarkers, IEventJSON } from './markers';
-import { Aligned } from './series';
+import { Aligned } from '../series';
 
 /** One line of a chart: the key it is drawn from, its legend label and the full name. */
 export interface ISeriesSpec {

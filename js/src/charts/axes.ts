@@ -3,7 +3,7 @@
  * 24-hour times that never read the same twice, and which labels fit (DOM-free).
  */
 
-import { formatClock } from './format';
+import { formatClock } from '../format';
 
 /** Tick steps a reader takes in at once: 1, 2 and 5 times a power of ten. */
 export function niceIncrs(mantissas: number[] = [1, 2, 5], from = -4, to = 12): number[] {

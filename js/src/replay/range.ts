@@ -4,9 +4,9 @@
  * draws, so that a replay goes through the same chart code as live data (DOM-free).
  */
 
-import { formatClock } from './format';
-import type { ISampleJSON } from './model';
-import { Aligned } from './series';
+import { formatClock } from '../format';
+import type { ISampleJSON } from '../model';
+import { Aligned } from '../series';
 
 /** What the charts show: live data, or a window of the recorded history. */
 export type TimeRange =

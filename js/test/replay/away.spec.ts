@@ -1,5 +1,5 @@
-import { groupRuns, IEndingJSON } from '../src/away';
-import { replayingText } from '../src/replay';
+import { groupRuns, IEndingJSON } from '../../src/replay/away';
+import { replayingText } from '../../src/replay/range';
 
 const end = (pid: number, t: number, extra: Partial<IEndingJSON> = {}): IEndingJSON => ({
   name: 'python',

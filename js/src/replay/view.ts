@@ -4,8 +4,8 @@
  * live" line, and the "while you were away" cards.
  */
 
-import { Block } from './blocks';
-import { el, pathEl } from './dom';
+import { Block } from '../blocks';
+import { el, pathEl } from '../dom';
 import { cardId, IEndingJSON, IRunCards } from './away';
 import {
   chosenWindow,
@@ -15,7 +15,7 @@ import {
   rangeValue,
   TimeRange,
   toLocalInput
-} from './replay';
+} from './range';
 
 /** The range menu, the chosen window's inputs and the replay line. */
 export class RangeView {

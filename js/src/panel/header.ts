@@ -5,13 +5,13 @@
 
 import { Widget } from '@lumino/widgets';
 
-import { Block } from './blocks';
-import { el, proseEl } from './dom';
-import { formatDuration, plainProse } from './format';
-import { severityIcon } from './icons';
-import { LiveState } from './live';
-import { ISampleJSON } from './model';
-import { infoNotes, scopeText, watchedPaths } from './readings';
+import { Block } from '../blocks';
+import { el, proseEl } from '../dom';
+import { formatDuration, plainProse } from '../format';
+import { severityIcon } from '../icons';
+import { LiveState } from '../live';
+import { ISampleJSON } from '../model';
+import { infoNotes, scopeText, watchedPaths } from '../readings';
 
 /** What each state reads like in the header (the clock is the last sample's, 24-hour). */
 export function stateText(state: LiveState, clock: string, ageS: number | null): string {

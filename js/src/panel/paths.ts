@@ -5,12 +5,12 @@
  * a list fetched once would keep showing a path nobody watches any more.
  */
 
-import { Block, TitledBlock } from './blocks';
-import { el, pathEl } from './dom';
-import { formatBytes, formatMs } from './format';
-import { IPathStateJSON, ISampleJSON, IWatchedPathJSON } from './model';
-import { watchedBy, watchedPaths } from './readings';
-import { requestAPI } from './request';
+import { Block, TitledBlock } from '../blocks';
+import { el, pathEl } from '../dom';
+import { formatBytes, formatMs } from '../format';
+import { IPathStateJSON, ISampleJSON, IWatchedPathJSON } from '../model';
+import { watchedBy, watchedPaths } from '../readings';
+import { requestAPI } from '../request';
 
 const pct = (v: number) => `${Math.round(v)} %`;
 
