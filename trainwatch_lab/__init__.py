@@ -23,25 +23,11 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["TrainWatch", "__version__", "local_mirror", "save_checkpoint"]
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("trainwatch_lab")
-    except PackageNotFoundError:  # a checkout on sys.path, never installed: read the source
-        import json
-        from pathlib import Path
-
-        package_json = Path(__file__).resolve().parents[1] / "js" / "package.json"
-        try:
-            return str(json.loads(package_json.read_text())["version"])
-        except (OSError, ValueError, KeyError):
-            return "0+unknown"
-
-
 def __getattr__(name: str) -> Any:
     if name == "__version__":
-        return _version()
+        from .version import package_version
+
+        return package_version()
     if name == "TrainWatch":
         from .notebook.dashboard.widget import TrainWatch
 

@@ -39,10 +39,10 @@ from . import prefs, view
 from .bqcharts import bucket_seconds, window_columns
 from .charts import COMPACT, DETAILED, series_for
 from .export import export_history
-from .layout import WINDOW_CHOICES as WINDOW_CHOICES
 from .layout import DashboardLayout
-from .layout import window_label as window_label
 from .snapshot import snapshot_html, snapshot_text
+from .view import WINDOW_CHOICES as WINDOW_CHOICES
+from .view import window_label as window_label
 
 FIXES_EVERY_S = 2.0
 
