@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import ast
 import graphlib
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.env import need
 
 PKG = Path(__file__).resolve().parents[1] / "trainwatch_lab"
 JUPYTER_SIDE = {
@@ -331,12 +334,13 @@ def test_room_checker_catches_a_backward_arrow(tmp_path: Path) -> None:
     assert any("imports trainwatch_lab.notebook.cell" in v for v in notebook_found)
 
 
-def shared_prefixes(folder: Path) -> dict[str, list[str]]:
-    """Modules of one folder that share a name prefix: three or more is a missing folder."""
+def shared_prefixes(folder: Path, pattern: str = "*.py") -> dict[str, list[str]]:
+    """Modules of one folder that share a name prefix (the first word: ``gpu_feed``,
+    ``panelCharts``): three or more is a missing folder."""
     groups: dict[str, list[str]] = {}
-    for file in folder.glob("*.py"):
-        if file.stem != "__init__":
-            groups.setdefault(file.stem.split("_")[0], []).append(file.stem)
+    for file in folder.glob(pattern):
+        if file.stem not in ("__init__", "index"):
+            groups.setdefault(re.split(r"_|(?=[A-Z])", file.stem)[0], []).append(file.stem)
     return {k: sorted(v) for k, v in groups.items() if len(v) >= 3}
 
 
@@ -441,3 +445,79 @@ def test_room_checker_catches_a_backward_arrow_on_the_new_floors(tmp_path: Path)
         "imports trainwatch_lab.advice.registry" in v for v in room_violations("advice", pkg)
     )
     assert any("handlers.py ((top)) imports" in v for v in room_violations("server", pkg))
+
+
+# The extension's TypeScript (js/src), the same habits: rooms by what they show, each with a
+# README.md that says what it owns, arrows one way, no circle.
+JS_SRC = PKG.parent / "js" / "src"
+JS_ROOMS = {  # room -> the rooms it may import; every room may import the top modules
+    "panel": {"charts", "fleet", "replay"},
+    "fleet": {"charts"},
+    "charts": set(),
+    "replay": set(),
+}
+JS_ASSEMBLER = "index.ts"  # the one top module that imports a room: it registers the panel
+JS_IMPORT = re.compile(r"""(?:from|import)\s+['"](\.{1,2}/[^'"]+)['"]""")
+
+
+def js_imports(src: Path = JS_SRC) -> dict[str, set[str]]:
+    """Each .ts file under ``src`` (relative, no suffix) -> the files of src it imports."""
+    graph: dict[str, set[str]] = {}
+    for file in sorted(src.rglob("*.ts")):
+        name = file.relative_to(src).with_suffix("").as_posix()
+        graph[name] = {
+            (file.parent / spec).resolve().relative_to(src.resolve()).as_posix()
+            for spec in JS_IMPORT.findall(file.read_text())
+        }
+    return graph
+
+
+def js_violations(src: Path = JS_SRC) -> list[str]:
+    found = []
+    folders = sorted({f.parent for f in src.rglob("*.ts")})
+    for folder in folders:
+        if families := shared_prefixes(folder, "*.ts"):
+            found.append(f"{folder.relative_to(src.parent)}: prefix families {families}")
+        readme = folder / "README.md"
+        words = readme.read_text().split("\n", 1)[-1].strip() if readme.exists() else ""
+        if not words or "TODO" in words:
+            found.append(f"{folder.relative_to(src.parent)}: no README.md saying what it owns")
+    for name, targets in js_imports(src).items():
+        room = name.split("/")[0] if "/" in name else "(top)"
+        if room != "(top)" and room not in JS_ROOMS:
+            found.append(f"{name}.ts: room {room!r} has no rule")
+            continue
+        for target in targets:
+            to = target.split("/")[0] if "/" in target else "(top)"
+            if to in (room, "(top)"):
+                continue
+            if room == "(top)" and name != JS_ASSEMBLER.removesuffix(".ts"):
+                found.append(f"{name}.ts (top) imports {target}")
+            elif room != "(top)" and to not in JS_ROOMS[room]:
+                found.append(f"{name}.ts ({room}) imports {target}")
+    if circle := import_circle(js_imports(src)):
+        found.append("import circle: " + " -> ".join(circle))
+    return found
+
+
+def test_js_src_has_rooms_that_say_what_they_own() -> None:
+    need(JS_SRC.is_dir(), "no js/src here (an installed wheel)")
+    assert js_violations() == []
+
+
+def test_js_checker_catches_a_family_a_silent_room_and_a_backward_arrow(tmp_path: Path) -> None:
+    need(JS_SRC.is_dir(), "no js/src here (an installed wheel)")
+    src = Path(shutil.copytree(JS_SRC, tmp_path / "src"))
+    assert js_violations(src) == []
+    for name in ("gaugeA.ts", "gaugeB.ts", "gauge.ts"):
+        (src / name).write_text("export const x = 1;\n")
+    (src / "charts" / "README.md").write_text("# js/src/charts\n")
+    (src / "charts" / "axes.ts").write_text(
+        (src / "charts" / "axes.ts").read_text()
+        + "\nimport { PANEL_CHARTS } from '../panel/chartList';\n"
+    )
+    found = js_violations(src)
+    assert any("prefix families {'gauge'" in v for v in found)
+    assert any("charts: no README.md" in v for v in found)
+    assert any("charts/axes.ts (charts) imports panel/chartList" in v for v in found)
+    assert any(v.startswith("import circle:") for v in found)  # chartList imports charts/axes
