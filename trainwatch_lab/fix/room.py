@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..core.compat import add_note
 from ..core.defaults import DEFAULTS
 from ..core.model import Alert
 from ..core.paths.names import normalise, printable
@@ -111,7 +112,7 @@ def filled(exc: OSError, directory: str, name: str, needed: int) -> CheckpointWo
     refusal = CheckpointWontFit(message, directory, needed, 0)
     refusal.midway = True
     for note in getattr(exc, "__notes__", ()):
-        refusal.add_note(note)
+        add_note(refusal, note)
     return refusal
 
 
