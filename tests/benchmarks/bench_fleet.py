@@ -97,7 +97,8 @@ def _children(pid: int) -> list[int]:
             out += [int(c) for c in (task / "children").read_text().split()]
         except OSError:
             continue
-    return [c for c in out if b"fleet_listing" in Path(f"/proc/{c}/cmdline").read_bytes()]
+    listing = b"trainwatch_lab.server.fleet.listing"
+    return [c for c in out if listing in Path(f"/proc/{c}/cmdline").read_bytes()]
 
 
 def prometheus_time(url: str, recorded: set[str]) -> float:

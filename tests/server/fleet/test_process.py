@@ -184,3 +184,12 @@ async def test_a_worker_slow_to_take_the_listing_still_gives_prometheus_its_time
     os.kill(worker, signal.SIGCONT)
     answer = json.loads((await listing).body)
     assert answer["counts"] == expected(HOSTS) and fleet.worker.pid() == worker
+
+
+def test_the_worker_imports_the_servers_own_trainwatch_lab() -> None:
+    """The worker puts the folder that holds this trainwatch_lab first on its path, so it
+    runs the server's code, not another copy installed elsewhere (one folder deeper since
+    issue 37 moved the listing into server/fleet/)."""
+    import trainwatch_lab
+
+    assert Path(fleet_listing.ROOT, "trainwatch_lab") == Path(trainwatch_lab.__file__).parent

@@ -37,7 +37,7 @@ from .promclient import Answer, data, result
 from .promfetch import Endpoint, query_all
 
 FRAME = struct.Struct("<Q")
-ROOT = str(Path(__file__).resolve().parents[2])  # where this trainwatch_lab is imported from
+ROOT = str(Path(__file__).resolve().parents[3])  # where this trainwatch_lab is imported from
 CHILD = (
     f"import sys; sys.path.insert(0, {ROOT!r}); "
     "from trainwatch_lab.server.fleet.listing import serve; serve()"
