@@ -28,15 +28,32 @@ FRAMEWORKS = ("torch", "lightning", "transformers", "accelerate", "jax", "keras"
 
 
 def interpreter(version: str) -> str | None:
-    """``pythonX.Y`` on PATH, else the newest pyenv build of it (CI's machines have pyenv)."""
-    if found := shutil.which(f"python{version}"):
-        return found
+    """A Python ``version`` that runs: ``pythonX.Y`` on PATH, else the newest pyenv build of it
+    (CI's machines have pyenv; its shim for a version not selected is on PATH but fails)."""
     root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
     builds = sorted(
         root.glob(f"{version}.*/bin/python"),
         key=lambda p: [int(x) for x in re.findall(r"\d+", p.parts[-3])],
+        reverse=True,
     )
-    return str(builds[-1]) if builds else None
+    on_path = shutil.which(f"python{version}")
+    for candidate in [*([on_path] if on_path else []), *map(str, builds)]:
+        if _is_version(candidate, version):
+            return candidate
+    return None
+
+
+def _is_version(python: str, version: str) -> bool:
+    try:
+        out = subprocess.run(
+            [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except OSError:
+        return False
+    return out.returncode == 0 and out.stdout.strip() == version
 
 
 def quick_requirements(wheel: Path) -> list[str]:
@@ -120,10 +137,18 @@ def test_the_quick_tier_passes_from_the_wheel(version: str, wheel: Path, tmp_pat
 
 
 def test_a_claimed_python_is_found_by_its_version(tmp_path: Path, monkeypatch) -> None:
-    for build in ("3.10.9", "3.10.13", "3.13.0"):
-        (tmp_path / "versions" / build / "bin").mkdir(parents=True)
-        (tmp_path / "versions" / build / "bin" / "python").write_text("")
+    """The newest build that runs; a shim that fails (pyenv's, for a version not selected)
+    or a build of another version is passed over."""
+    for build, says in (("3.10.9", "3.10"), ("3.10.13", "3.10"), ("3.13.0", "3.12")):
+        python = tmp_path / "versions" / build / "bin" / "python"
+        python.parent.mkdir(parents=True)
+        python.write_text(f"#!/bin/sh\necho {says}\n")
+        python.chmod(0o755)
+    shim = tmp_path / "shims" / "python3.10"
+    shim.parent.mkdir()
+    shim.write_text("#!/bin/sh\necho 'pyenv: python3.10: command not found' >&2\nexit 127\n")
+    shim.chmod(0o755)
     monkeypatch.setenv("PYENV_ROOT", str(tmp_path))
-    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("PATH", f"{shim.parent}{os.pathsep}{os.environ['PATH']}")
     assert interpreter("3.10") == str(tmp_path / "versions" / "3.10.13" / "bin" / "python")
-    assert interpreter("3.11") is None
+    assert interpreter("3.13") is None  # that build says it is 3.12
