@@ -125,6 +125,9 @@ export interface ISampleJSON {
   mirrors?: IMirrorJSON[];
   /** the paths the server watches at this sample and why (roles: user, root, kernel:ID...) */
   watched?: Record<string, string[]>;
+  /** each path's free space in Python's words (advice/text.py space_text), as the notebook
+   * and `watch` say it: one figure and one rounding in every view */
+  space?: Record<string, string>;
 }
 
 /** One ``local_mirror`` (fix/mirror_status.py MirrorStatus, its owner and Python's words). */
