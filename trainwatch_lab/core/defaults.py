@@ -53,6 +53,9 @@ class Defaults:
     # nothing written (an hour: someone can come and free space after a notification)
     save_full_recheck_s: float = 5.0
     save_full_wait_s: float = 3600.0
+    # `check` attached to a server waits the server's budget (advice.check.check_budget_s)
+    # and this for the server's loop and the socket
+    attach_check_margin_s: float = 5.0
     # a share's mirror lock not refreshed for this long (its holder on another host is
     # gone, or cannot reach the share) may be taken over by another mirror
     mirror_lock_stale_s: float = 900.0
