@@ -6,23 +6,16 @@ finishes with every checkpoint whole (loaded back). The run is a child process."
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 import time
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 
 from tests.advice.test_notify import Webhook
 from tests.support.env import need
-from tests.support.frameworks import child_env
-from tests.support.full_disk import CHILD_TIMEOUT_S
-from tests.support.mounts import wait_until
-from trainwatch_lab.core.record import Store, choose
+from tests.support.full_disk import MIB, fill_to, recorded_kinds, start_child, wait_then_free
 
-MIB = 1024 * 1024
 STEPS = 5
 
 TRAIN = textwrap.dedent(
@@ -58,38 +51,17 @@ def test_wait_pauses_before_the_trainer_saves_and_resumes(loop_ext4) -> None:
          "needs transformers and torch")  # fmt: skip
     m = loop_ext4(size_mb=48)
     out = m.path / "trainer_output"
-    free = os.statvfs(m.path).f_bavail * os.statvfs(m.path).f_frsize
-    filler = m.path / "old-dataset.bin"
-    with open(filler, "wb") as fh:  # room for about 2.5 checkpoints of ~3 MiB
-        fh.write(b"d" * (free - 8 * MIB))
-        os.fsync(fh.fileno())
+    filler = fill_to(m.path, 8 * MIB)  # room for about 2.5 checkpoints of ~3 MiB
     t0 = time.time()
     webhook = Webhook()
-    proc = subprocess.Popen([sys.executable, "-c", TRAIN, str(out), webhook.url],
-                            env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)  # fmt: skip
-    try:
-        assert wait_until(lambda: webhook.requests, CHILD_TIMEOUT_S)
-        told = webhook.bodies()[0]
-        assert told["state"] == "started" and told["code"] == "checkpoint-wont-fit"
+    proc = start_child(TRAIN, out, webhook.url)
+
+    def while_paused(told: dict[str, Any]) -> None:
         assert "is paused" in told["message"] and told["subject"] == str(out)
-        assert proc.poll() is None  # paused before the save, not dead
-        paused_at = checkpoints(out)
-        assert paused_at == ["checkpoint-1", "checkpoint-2"]
-        subprocess.run(["rm", str(filler)], check=True, timeout=30)  # another process frees
-        stdout, err = proc.communicate(timeout=CHILD_TIMEOUT_S)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        webhook.close()
+        assert checkpoints(out) == ["checkpoint-1", "checkpoint-2"]
+
+    lines, err = wait_then_free(proc, webhook, filler, while_paused)
     assert proc.returncode == 0, err
-    last = json.loads(stdout.strip().splitlines()[-1])
-    assert last["steps"] == {f"checkpoint-{s}": s for s in range(1, STEPS + 1)}
+    assert lines[-1]["steps"] == {f"checkpoint-{s}": s for s in range(1, STEPS + 1)}
     assert [b["state"] for b in webhook.bodies()] == ["started", "cleared"]
-    store = Store(choose().path)
-    try:
-        kinds = [e.kind for e in store.events(t0 - 1, time.time() + 5) if e.subject == str(out)]
-    finally:
-        store.close()
-    assert kinds == ["save-paused", "save-resumed"]
+    assert recorded_kinds(t0, out) == ["save-paused", "save-resumed"]
