@@ -1,11 +1,13 @@
 """Issue 38 with the Hugging Face callback: a real ``Trainer.train`` on CPU saving a
 ``checkpoint-N/`` (~3 MiB: weights and AdamW's moments) every step onto a loop ext4 that
-holds 2.5 of them. The Trainer writes its checkpoints itself, so ``on_full="wait"`` pauses
-the step before the save: a real webhook hears it, another process frees space, and the run
-finishes with every checkpoint whole (loaded back). The run is a child process."""
+holds 2.5 of them. The Trainer writes its checkpoints itself: ``keep=2`` removes its oldest
+``checkpoint-N`` first and the run lives on; ``on_full="wait"`` pauses the step before the
+save: a real webhook hears it, another process frees space, and the run finishes with every
+checkpoint whole (loaded back). The run is a child process."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 import time
 from importlib.util import find_spec
@@ -14,7 +16,14 @@ from typing import Any
 
 from tests.advice.test_notify import Webhook
 from tests.support.env import need
-from tests.support.full_disk import MIB, fill_to, recorded_kinds, start_child, wait_then_free
+from tests.support.full_disk import (
+    MIB,
+    fill_to,
+    finish,
+    recorded_kinds,
+    start_child,
+    wait_then_free,
+)
 
 STEPS = 5
 
@@ -26,8 +35,8 @@ TRAIN = textwrap.dedent(
     from trainwatch_lab.integrations.huggingface import TrainWatchCallback
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    out, hook = sys.argv[1], sys.argv[2]
-    cb = TrainWatchCallback(check=False, on_full="wait", recheck_s=0.2, notify=hook)
+    out, options = sys.argv[1], json.loads(sys.argv[2])
+    cb = TrainWatchCallback(check=False, **options)
     trainer = Trainer(model=tiny_gpt2(n_embd=128, vocab=512),
                       args=trainer_args(out, save_steps=1, max_steps=STEPS),
                       train_dataset=token_dataset(16, vocab=512), callbacks=[cb])
@@ -46,15 +55,36 @@ def checkpoints(out: Path) -> list[str]:
     return sorted(p.name for p in out.glob("checkpoint-*")) if out.exists() else []
 
 
-def test_wait_pauses_before_the_trainer_saves_and_resumes(loop_ext4) -> None:
+def need_transformers() -> None:
     need(find_spec("transformers") is not None and find_spec("torch") is not None,
          "needs transformers and torch")  # fmt: skip
+
+
+def small_disk(loop_ext4: Any) -> tuple[Path, Path]:
+    """A 48 MiB ext4 with room for about 2.5 checkpoints of ~3 MiB."""
     m = loop_ext4(size_mb=48)
-    out = m.path / "trainer_output"
-    filler = fill_to(m.path, 8 * MIB)  # room for about 2.5 checkpoints of ~3 MiB
+    return m.path / "trainer_output", fill_to(m.path, 8 * MIB)
+
+
+def test_keep_removes_the_trainers_oldest_checkpoints_first(loop_ext4) -> None:
+    need_transformers()
+    out, filler = small_disk(loop_ext4)
+    t0 = time.time()
+    proc = start_child(TRAIN, out, json.dumps({"keep": 2}))
+    lines, err = finish(proc)
+    assert proc.returncode == 0, err
+    assert lines[-1]["steps"] == {"checkpoint-4": 4, "checkpoint-5": 5}  # both load
+    assert "first to make room" in err and filler.exists()
+    assert recorded_kinds(t0, out) == ["save-room-made"] * 3
+
+
+def test_wait_pauses_before_the_trainer_saves_and_resumes(loop_ext4) -> None:
+    need_transformers()
+    out, filler = small_disk(loop_ext4)
     t0 = time.time()
     webhook = Webhook()
-    proc = start_child(TRAIN, out, webhook.url)
+    options = {"on_full": "wait", "recheck_s": 0.2, "notify": webhook.url}
+    proc = start_child(TRAIN, out, json.dumps(options))
 
     def while_paused(told: dict[str, Any]) -> None:
         assert "is paused" in told["message"] and told["subject"] == str(out)

@@ -8,6 +8,7 @@ finishes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -62,10 +63,20 @@ def start_child(script: str, *args: object) -> subprocess.Popen[str]:
     )
 
 
+def json_lines(out: str) -> list[dict[str, Any]]:
+    """The JSON objects among a child's lines (a framework prints its own dicts too)."""
+    found = []
+    for line in out.splitlines():
+        if line.startswith("{"):
+            with contextlib.suppress(json.JSONDecodeError):
+                found.append(json.loads(line))
+    return found
+
+
 def finish(proc: subprocess.Popen[str]) -> tuple[list[dict[str, Any]], str]:
     """The child's JSON lines (in order) and its stderr, once it ends."""
     out, err = proc.communicate(timeout=CHILD_TIMEOUT_S)
-    return [json.loads(line) for line in out.splitlines() if line.startswith("{")], err
+    return json_lines(out), err
 
 
 def wait_then_free(
@@ -78,7 +89,10 @@ def wait_then_free(
     ``while_paused(first body)``, remove ``filler`` from another process, and finish the
     child (killed if anything failed on the way). The webhook is closed; its bodies stay."""
     try:
-        assert wait_until(lambda: webhook.requests, CHILD_TIMEOUT_S), "no pause was notified"
+        wait_until(lambda: webhook.requests or proc.poll() is not None, CHILD_TIMEOUT_S)
+        assert webhook.requests, "no pause was notified: " + (
+            proc.stderr.read()[-3000:] if proc.poll() is not None and proc.stderr else ""
+        )
         told = webhook.bodies()[0]
         assert told["state"] == "started" and told["code"] == "checkpoint-wont-fit", told
         assert proc.poll() is None, "the child ended instead of pausing at its save"
