@@ -19,9 +19,8 @@ from typing import Any
 from ..core.guard.guard import MountGuard, default_guard
 from ..core.paths.look import quota_device
 from ..core.storage.mounts import mount_for_path, read_mounts
-from . import room
-from .checkpoint import PLAN_TIMEOUT_S, SAVE_KEY, available_bytes
-from .checkpoint_partial import PARTIAL
+from . import checkpoint, room
+from .checkpoint import SAVE_KEY, available_bytes
 
 Save = list[Any]  # [name, bytes, mtime], as the guard's "saves" listing gives it
 
@@ -44,24 +43,15 @@ class Series:
 
 
 def _plan(
-    directory: str, pattern: str, guard: MountGuard | None
+    directory: str, pattern: str, guard: MountGuard | None, name: str
 ) -> tuple[MountGuard, str, dict[str, Any], int, str]:
-    """The guard, its key, the "saves" listing of ``directory`` and the bytes ours there
-    (free space or what the quota leaves, and how a message names that limit)."""
+    """The guard, its key, the listing ``save_checkpoint`` plans with (checkpoint._plan) and
+    the bytes ours there (free space or what the quota leaves, and how a message names it)."""
     g = guard if guard is not None else default_guard()
     entry = mount_for_path(directory, read_mounts())
     key = SAVE_KEY.format(entry.mountpoint)
-    plan = g.call(
-        key,
-        "saves",
-        timeout=PLAN_TIMEOUT_S,
-        what="statvfs and listing",
-        directory=directory,
-        pattern=pattern,
-        partial_prefix=PARTIAL,
-        quota=True,
-        device=quota_device(entry),
-    )
+    dst = os.path.join(directory, name)
+    plan = checkpoint._plan(g, key, directory, name, dst, pattern, quota_device(entry))
     available, limit = available_bytes(plan, entry.mountpoint)
     return g, key, plan, available, limit
 
@@ -69,7 +59,7 @@ def _plan(
 def fits_in(directory: str, needed: int, guard: MountGuard | None = None) -> bool:
     """Whether ``needed`` bytes fit where ``directory`` is (or will be created): a fallback
     for a save the framework writes itself, asked before pointing the save there."""
-    return needed <= _plan(directory, r"(?!)", guard)[3]
+    return needed <= _plan(directory, r"(?!)", guard, "the next checkpoint")[3]
 
 
 def make_room(
@@ -78,7 +68,7 @@ def make_room(
     """Remove the series' saves that ``keep`` would not keep once ``name`` lands (oldest
     first, never the newest or a spared one) when that leaves ``needed`` bytes free; True
     when there is room now. Removes nothing when it would not be enough."""
-    g, key, plan, available, limit = _plan(series.directory, series.pattern, guard)
+    g, key, plan, available, limit = _plan(series.directory, series.pattern, guard, name)
     if needed <= available:
         return True
     saves = sorted(plan["saves"], key=series.order)  # oldest first
