@@ -53,6 +53,10 @@ class Defaults:
     # nothing written (an hour: someone can come and free space after a notification)
     save_full_recheck_s: float = 5.0
     save_full_wait_s: float = 3600.0
+    # a save's decisions (room made, paused, resumed...) are recorded by a thread of their
+    # own: at most this many wait for it, and the interpreter's exit waits this long for them
+    save_events_queued: int = 64
+    save_events_exit_wait_s: float = 2.0
     # `check` attached to a server waits the server's budget (advice.check.check_budget_s)
     # and this for the server's loop and the socket
     attach_check_margin_s: float = 5.0
