@@ -26,6 +26,7 @@ its temporary file and a save its partial copy.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -142,7 +143,7 @@ class _Lane(threading.Thread):
                     with state.lock:
                         self.running = False
                 state.answers.write(answer)
-        except BaseException:  # noqa: S110 - SystemExit from _stop: the operation cleaned up
+        except BaseException:  # SystemExit from _stop: the operation cleaned up
             return
 
 
@@ -242,8 +243,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    try:
+    with contextlib.suppress(SystemExit, KeyboardInterrupt, BrokenPipeError):
         sys.exit(main())
-    except (SystemExit, KeyboardInterrupt, BrokenPipeError):
-        pass
     os._exit(0)  # parent gone or told us to stop: nothing left to report
