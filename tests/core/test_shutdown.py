@@ -166,6 +166,9 @@ def test_closing_a_source_with_scans_and_probes_in_flight_is_quiet(
         try:
             assert wait_until(lambda: seen(src))
             assert len(g.live_pids()) == 1  # the look, the scan and the probe lanes
+            busy = (f"trainwatch-scan {link}", f"trainwatch-probe {link}")
+            # the next tick starts both anew, so both requests go to the frozen helper
+            assert wait_until(lambda: not our_threads(*busy))
             call = g.call
 
             def freezing(key: str, op: str, **kw: Any) -> Any:
@@ -176,8 +179,7 @@ def test_closing_a_source_with_scans_and_probes_in_flight_is_quiet(
                 return call(key, op, **kw)
 
             g.call = freezing  # type: ignore[method-assign]
-            src.collect(Sample(t=time.time()))  # starts a scan (and a probe, if none runs)
-            busy = (f"trainwatch-scan {link}", f"trainwatch-probe {link}")
+            src.collect(Sample(t=time.time()))  # starts a scan and a probe
             assert wait_until(lambda: len(our_threads(*busy)) == 2)
             time.sleep(0.2)  # both requests are written and wait for their answers
             g.close()
