@@ -393,3 +393,25 @@ def test_a_look_that_times_out_beside_a_probe_leaves_no_probe_file(sshfs_mount) 
         sshfs_mount.resume()
         g.close()
         prober.join(30)
+
+
+def test_a_scan_on_a_stuck_share_fails_at_once_and_starts_no_helper(sshfs_mount) -> None:
+    """The checkpoint scan has a key of its own (a slow listing must not mark the mount
+    unresponsive), but it runs in the mount's one helper: while the mount's look is stuck,
+    the scan fails at once instead of starting a second helper to hang beside the first."""
+    key, path = str(sshfs_mount.mountpoint), str(sshfs_mount.path)
+    g = MountGuard(timeout_s=1.0)
+    others = {p.pid for p in guard_helpers()}
+    try:
+        assert g.call(key, "statvfs", path=path)
+        sshfs_mount.pause()
+        with pytest.raises(MountUnresponsive) as first:
+            g.call(key, "statvfs", path=path)
+        stuck = g.stuck_pids(key)
+        with pytest.raises(MountUnresponsive) as scan:
+            path_look.file_sizes_guarded(g, key, path, DEFAULTS)
+        assert scan.value.since == first.value.since  # the look's record, no new attempt
+        assert [p.pid for p in guard_helpers() if p.pid not in others] == stuck
+    finally:
+        sshfs_mount.resume()
+        g.close()

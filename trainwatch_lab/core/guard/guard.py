@@ -221,7 +221,9 @@ class MountGuard:
         with self._lock:
             if self._closed:
                 raise WorkerUnavailable("guard is closed")
-            stuck = self._reap(key)
+            # a key of its own (the scan) is not stuck when only the mount is slow; but when
+            # the mount itself is stuck its one helper is too, and no second one is started
+            stuck = self._reap(key) or (self._reap(mount) if mount else None)
             if stuck is not None:
                 raise MountUnresponsive(key, stuck.op, stuck.timeout_s, stuck.since)
         if self.inline and (answer := _run_here(op, args)) is not _NOT_HERE:
