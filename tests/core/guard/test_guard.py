@@ -415,3 +415,20 @@ def test_a_scan_on_a_stuck_share_fails_at_once_and_starts_no_helper(sshfs_mount)
     finally:
         sshfs_mount.resume()
         g.close()
+
+
+def test_helpers_given_up_leave_no_descriptor_behind(guard: MountGuard) -> None:
+    """Each helper holds pipes (and a wake-up pipe for its waiting callers): a helper that
+    timed out and then exited is forgotten with all of them closed."""
+
+    def one_cycle() -> None:
+        with pytest.raises(MountUnresponsive):
+            guard.call("/z", "sleep", timeout=0.3, seconds=60)
+        assert wait_until(lambda: not guard.is_stuck("/z"))
+        guard.call("/z", "ping")
+
+    one_cycle()
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        one_cycle()
+    assert len(os.listdir("/proc/self/fd")) == before

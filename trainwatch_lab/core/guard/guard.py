@@ -138,6 +138,7 @@ class MountGuard:
         alive = []
         for s in self._stuck.get(key, []):
             if s.worker.proc.poll() is not None:
+                s.worker.close()  # its pipes (the last caller still in flight closes them)
                 continue
             if not s.killed and time.monotonic() - s.signalled > TERM_GRACE_S:
                 s.worker.signal(signal.SIGKILL)
