@@ -90,6 +90,7 @@ class HelperProcess:
         self._io = threading.Lock()
         self._busy: dict[str, int] = {}  # lanes whose caller talks to the helper now
         self._closing = False  # close() was called: the last user closes the pipes
+        self._pipes_closed = False
 
     @property
     def pid(self) -> int:
@@ -230,6 +231,11 @@ class HelperProcess:
                 self._close_pipes()
 
     def _close_pipes(self) -> None:
+        """Once only (caller holds ``_io``): a descriptor number closed twice may by then
+        name somebody else's file."""
+        if self._pipes_closed:
+            return
+        self._pipes_closed = True
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             with contextlib.suppress(OSError):
                 stream.close()  # type: ignore[union-attr]
@@ -244,7 +250,7 @@ class HelperProcess:
             self._gone = True
             self._cond.notify_all()
         with self._io:
-            if not self._closing:
+            if not self._pipes_closed:
                 os.write(self._wake_w, b"x")
 
     def close(self) -> None:
