@@ -26,6 +26,10 @@ class Defaults:
     history_reply_points: int = 1200
     # mount access (every call that can touch a mount goes through core.guard.guard)
     mount_timeout_s: float = 2.0
+    # a helper stopped while it probes gets SIGTERM (it removes its temp file), SIGKILL
+    # this much later; a call past its time needs this long to give its helper up
+    guard_term_grace_s: float = 5.0
+    guard_holder_grace_s: float = 1.0
     # exports (CSV) are written by a guard helper: this long, plus 1 s per this many bytes
     export_timeout_s: float = 10.0
     export_bytes_per_s: float = float(MIB)

@@ -432,3 +432,24 @@ def test_helpers_given_up_leave_no_descriptor_behind(guard: MountGuard) -> None:
     for _ in range(3):
         one_cycle()
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_short_call_behind_a_long_one_waits_at_most_its_own_time_twice() -> None:
+    """A caller with a 0.2 s timeout behind a call of 60 s on the same lane (a `check
+    ?timeout=60` beside `locate`, on a kernel's main thread documented as "at most 1 s")
+    waited for the whole 60 s; it waits its own time for the call before it, then gives up.
+    The holder is still within its time: the lane is busy, the mount is not stuck."""
+    from trainwatch_lab.core.guard.guard import _take
+    from trainwatch_lab.core.guard.helper import Lane
+
+    lane = Lane()
+    lane.lock.acquire()
+    lane.until = time.monotonic() + 60.0  # a long call holds it, within its time
+    got: list[bool] = []
+    waiter = threading.Thread(target=lambda: got.append(_take(lane, time.monotonic() + 0.2, 0.2)))
+    waiter.start()
+    waiter.join(timeout=30)  # far past 0.4 s, far short of 60 s
+    alive = waiter.is_alive()
+    lane.lock.release()
+    waiter.join()
+    assert not alive and got == [False]

@@ -45,9 +45,8 @@ from .helper import HelperDied, HelperProcess, HelperTimeout, Lane
 
 PROBE_LANE = "probe"
 INLINE_MODULE = "trainwatch_lab.core.worker.inline"  # see _run_here
-TERM_GRACE_S = 5.0  # a helper running a probe gets SIGTERM (it removes its temp file),
-# SIGKILL later
-HOLDER_GRACE_S = 1.0  # a call past its time needs this to give the helper up and let go
+TERM_GRACE_S = DEFAULTS.guard_term_grace_s
+HOLDER_GRACE_S = DEFAULTS.guard_holder_grace_s
 
 
 _inline: Any = None  # core.worker.inline, once a call needed it
@@ -234,7 +233,9 @@ class MountGuard:
                 raise WorkerUnavailable("guard is closed")
             w = self._worker(mount or key)
         slot = w.lane(lane)
-        if not _take(slot, deadline):
+        if not _take(slot, deadline, timeout):
+            if time.monotonic() < slot.until + HOLDER_GRACE_S:  # busy with a longer call
+                raise WorkerUnavailable(f"the helper of {mount or key} is busy with a longer call")
             # the call before ours on this mount ran past its own time without an answer
             raise MountUnresponsive(key, what, timeout)
         # our own time starts when the helper takes the call: a wait for the call before
@@ -342,12 +343,14 @@ class MountGuard:
         self.close()
 
 
-def _take(w: Lane, wait_until: float) -> bool:
+def _take(w: Lane, wait_until: float, own_s: float) -> bool:
     """``w.lock`` (a lane of a helper): waited for until ``wait_until``, and longer while the
     call holding it is still within its own time (it will answer, or time out and mark the
-    mount stuck). False when the holder is past its time and still holds it."""
+    mount stuck), but never more than ``own_s`` (the caller's own timeout) longer: a short
+    call behind a long one is not held for the long one's time. False when not taken."""
+    cap = wait_until + own_s
     while not w.lock.acquire(timeout=max(0.0, wait_until - time.monotonic())):
-        holder_until = w.until + HOLDER_GRACE_S
+        holder_until = min(w.until + HOLDER_GRACE_S, cap)
         if holder_until <= wait_until:
             return False
         wait_until = holder_until
