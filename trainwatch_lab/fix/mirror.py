@@ -39,6 +39,7 @@ from .mirror_exit import register as _register
 from .mirror_exit import registered as _registered
 from .mirror_exit import unregister as _unregister
 from .mirror_lock import ShareInUse, ShareLock
+from .mirror_room import RoomKeeper
 from .mirror_seed import seed
 from .mirror_status import MirrorStatus
 
@@ -115,8 +116,11 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
             raise ValueError(f"local: {why}")
         self._local_id = mp.identity(self.local)  # a rename or a re-creation changes it
         self._claim_at_start()
+        # keeps room on the local disk (mirror_room): releases, then drops, event records
+        self._room = RoomKeeper(self.local, self._copied_now, self._set_released)
         self._thread = threading.Thread(target=self._run, name="trainwatch-mirror", daemon=True)
         _register(self)
+        self._room.start()
         self._thread.start()
 
     def _claim_at_start(self) -> None:
@@ -183,6 +187,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
                 self._cv.notify_all()
         if threading.current_thread() is not self._thread:
             self._thread.join(max(0.0, timeout) + 0.5)
+        self._room.close()
         if self._held_at is not None and not self._thread.is_alive():
             self._held_at = None
             self._call("release_share", 0, **self._share_lock.release_args())
@@ -218,6 +223,8 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
                 state, error = "error", self._too_many()
             if gone is not None:
                 state, error = "error", gone
+            if self._room.error is not None and error is None:
+                error = self._room.error
             return MirrorStatus(
                 local=self.local,
                 share=self.share,
@@ -228,7 +235,20 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
                 bytes_copied=self._bytes_copied,
                 files=len(files),
                 error=error,
+                **self._room.state(),
             )
+
+    def _copied_now(self) -> dict[str, mp.Copied]:
+        """What the share holds (for the room keeper)."""
+        with self._lock:
+            return dict(self._copied)
+
+    def _set_released(self, rel: str, ino: int, released: int) -> None:
+        """The room keeper padded ``rel`` up to ``released``: those bytes are not proven."""
+        with self._lock:
+            c = self._copied.get(rel)
+            if c is not None and c.ino == ino and released > c.released:
+                self._copied[rel] = replace(c, released=released)
 
     def _gone(self, exc: OSError) -> str:
         return f"the local directory is gone: {exc.strerror}; nothing written there now is copied"
@@ -316,19 +336,27 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
             self._set_state("error", self._gone(exc), kept=False)
 
     def _copy_round(self) -> None:
+        try:
+            self._copy_files()
+        finally:
+            with self._room.lock:
+                self._room.floors.clear()
+
+    def _copy_files(self) -> None:
         started = time.time()
         if not self._hold_share() or (not self._seeded and not self._seed()):
             return
         if self._unfinished and not self._drop_unfinished():
             return
         files, truncated = mp.scan(self.local, mp.SCAN_LIMIT, self._local_id)
-        with self._lock:
-            copied = dict(self._copied)
-        queue = [
-            (job, item)
-            for job in mp.plan(self.local, files, copied)
-            for item in mp.items(job, self.local, self.share)
-        ]
+        with self._room.lock:  # the proofs read bytes the room keeper may pad
+            with self._lock:
+                copied = dict(self._copied)
+            queue = [
+                (job, item)
+                for job in mp.plan(self.local, files, copied)
+                for item in mp.items(job, self.local, self.share)
+            ]
         errors: list[str] = []
         progress: dict[int, list[mp.Range]] = {}  # id(job) -> the ranges it wrote so far
         redone: set[str] = set()
@@ -338,6 +366,11 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
             batch, size = mp.take_batch(queue, lambda q: q[1]["length"])
             budget = (self._timeout(size) or 0.0) / 2
             self._unfinished |= {i["dst"] for j, i in batch if not j.append}
+            with self._room.lock:  # the keeper pads nothing the helper is about to read
+                floors = self._room.floors
+                for job, item in batch:
+                    end = item["offset"] + item["length"]
+                    floors[job.file.rel] = max(floors.get(job.file.rel, 0), end)
             results = self._call("copy_ranges", size, items=[i for _, i in batch], budget_s=budget)
             if results is None:  # a helper killed mid-copy leaves its temporary: next round
                 return
@@ -424,8 +457,10 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
                 self._bytes_copied += result["copied"]
                 if job.append or "rename_to" in item:
                     ranges = tuple(done)
+                    old = self._copied.get(f.rel)
+                    released = old.released if job.append and old and old.ino == f.ino else 0
                     self._copied[f.rel] = mp.Copied(
-                        result["end"], f.ino, times[0], ranges, times[1]
+                        result["end"], f.ino, times[0], ranges, times[1], released
                     )
         return failed, whole
 

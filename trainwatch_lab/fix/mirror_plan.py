@@ -72,6 +72,7 @@ class Copied:
     mtime_ns: int
     ranges: tuple[Range, ...]
     ctime_ns: int = -1
+    released: int = 0  # bytes before this were released locally (mirror_room): not proven
 
     def same(self, f: LocalFile) -> bool:
         """The local file did not move since this copy ended whole: nothing to read."""
@@ -165,10 +166,14 @@ def zones(size: int) -> tuple[int, int]:
     return HEAD_BYTES, size - TAIL_BYTES
 
 
-def _reproven(fh: Any, ranges: Sequence[Range], size: int) -> list[Range] | None:
+def _reproven(
+    fh: Any, ranges: Sequence[Range], size: int, released: int = 0
+) -> list[Range] | None:
     """Read again the ranges that reach into the head or the tail zone (each must hold its
-    digest), skip the others; the result, as at most three ranges (head, a middle with no
-    digest, tail) whose digests are of the bytes just read, or None on a mismatch."""
+    digest), skip the others and those reaching below ``released`` (the local bytes there
+    were replaced by padding once copied); the result, as at most three ranges (head, a
+    middle with no digest, tail) whose digests are of the bytes just read, or None on a
+    mismatch."""
     head_end, tail_start = zones(size)
     out: list[Range] = []
     run: list[Any] = []  # [start, end, hasher or None, zone] of the range being put together
@@ -186,8 +191,8 @@ def _reproven(fh: Any, ranges: Sequence[Range], size: int) -> list[Range] | None
         run.extend([a, b, hasher, zone])
 
     for start, end, expected in ranges:
-        if start >= head_end and end <= tail_start:
-            add(start, end, None, 1)  # proven before: not read again
+        if (start >= head_end and end <= tail_start) or start < released:
+            add(start, end, None, 1)  # proven before (or released): not read again
             continue
         if not expected:
             return None
@@ -237,7 +242,7 @@ def proven_prefix(path: str, c: Copied) -> tuple[Range, ...] | None:
         return None
     try:
         with open(path, "rb") as fh:
-            kept = _reproven(fh, c.ranges, c.size)
+            kept = _reproven(fh, c.ranges, c.size, c.released)
     except OSError:
         return None
     return None if kept is None else tuple(kept)
