@@ -44,6 +44,7 @@ PUNCH = 0x01 | 0x02  # FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE (linux/falloc.
 MARK_BYTES = 64 * 1024  # record starts remembered this far apart (the unit freed)
 MIN_RUN = 2 * 4096  # a shorter run frees no block: left alone
 LISTED = 20  # dropped runs kept for the status (the totals count them all)
+WARN_EVERY_S = 60.0  # one warning line for the first drop, then at most this often
 EVENT_MARK = "tfevents"
 
 
@@ -55,6 +56,7 @@ class Frames:
     first_end: int = 0  # the first record (file_version) is never released
     cursor: int = 0  # records start here; walked up to here
     marks: list[int] = field(default_factory=list)  # record starts, MARK_BYTES apart
+    dropped_to: int = 0  # the end of the last run dropped (padding already)
     bad: bool = False  # not a TFRecord stream: never touched
 
     def at_or_below(self, offset: int) -> int | None:
@@ -132,6 +134,7 @@ class RoomKeeper:
         reserve: int | None = None,
         every: float | None = None,
         tell: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.local = local
         self._copied, self._set_released = copied, set_released
@@ -144,6 +147,8 @@ class RoomKeeper:
         self.released_bytes = self.dropped_bytes = 0
         self.dropped: list[Dropped] = []  # the last LISTED runs
         self.dropped_runs = 0
+        self._clock, self._warned_at = clock, -float("inf")
+        self._unsaid: list[Dropped] = []  # dropped since the last warning line
         self.error: str | None = None  # why room could not be made (no hole punching)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="trainwatch-room", daemon=True)
@@ -236,25 +241,33 @@ class RoomKeeper:
             c = copied.get(rel)
             done = c.size if c is not None and c.ino == f.ino else 0
             lo = max(done, c.released if c is not None else 0, fr.first_end)
-            start = fr.at_or_above(max(lo, self.floors.get(rel, 0)))
+            start = fr.at_or_above(max(lo, self.floors.get(rel, 0), fr.dropped_to))
             if start is None:
                 continue
             end = fr.at_or_above(start + need) or fr.cursor
             if end - start < MIN_RUN or not self._pad(rel, start, end):
                 continue
+            fr.dropped_to = end
             runs.append(Dropped(rel, start, end, time.time()))
             need -= end - start
         if not runs:
             return
-        lost = sum(r.end - r.start for r in runs)
-        self.dropped_bytes += lost
+        self.dropped_bytes += sum(r.end - r.start for r in runs)
         self.dropped_runs += len(runs)
         self.dropped = (self.dropped + runs)[-LISTED:]
+        self._unsaid += runs
+        now = self._clock()
+        if now - self._warned_at < WARN_EVERY_S:
+            return
+        self._warned_at, runs, self._unsaid = now, self._unsaid, []
+        lost = sum(r.end - r.start for r in runs)
+        listed = "; ".join(r.text() for r in runs[:LISTED])
+        more = f"; and {len(runs) - LISTED} more" if len(runs) > LISTED else ""
         self._tell(
             f"trainwatch: mirror {printable(self.local)}: the local disk is nearly full "
             f"({fmt_size(free)} free) and the share has not taken the logs: dropped "
             f"{fmt_size(lost)} not yet copied, the oldest first "
-            f"({'; '.join(r.text() for r in runs)}); the newest are kept"
+            f"({listed}{more}); the newest are kept (the mirror's status lists them)"
         )
 
     def _pad(self, rel: str, start: int, end: int) -> bool:

@@ -24,8 +24,8 @@ HEADER = 12  # length (8) + its crc (4)
 FOOTER = 4  # the data's crc
 OVERHEAD = HEADER + FOOTER
 PAD_FIELD = 2047  # the Event field number of the padding's bytes (unknown to readers)
-_TAG = bytes([(PAD_FIELD << 3 | 2) & 0x7F | 0x80, (PAD_FIELD << 3 | 2) >> 7])  # varint
-MIN_PAD = OVERHEAD + len(_TAG) + 1  # the shortest padding record (no zeros)
+PAD_TAG = bytes([(PAD_FIELD << 3 | 2) & 0x7F | 0x80, (PAD_FIELD << 3 | 2) >> 7])  # varint
+MIN_PAD = OVERHEAD + len(PAD_TAG) + 1  # the shortest padding record (no zeros)
 _POLY = 0x82F63B78  # crc32c (Castagnoli), reflected
 WALK_CHUNK = 1024 * 1024  # read at a time while walking a file's records
 MAX_RECORD = 256 * 1024 * 1024  # a longer length is no event record: the walk stops
@@ -109,12 +109,12 @@ def padding(length: int) -> tuple[bytes, bytes]:
         raise ValueError(f"a padding record needs {MIN_PAD} bytes, not {length}")
     data_len = length - OVERHEAD
     for width in range(1, 11):
-        zeros = data_len - len(_TAG) - width
+        zeros = data_len - len(PAD_TAG) - width
         if zeros >= 0 and len(_varint(zeros)) == width:
             break
     else:  # pragma: no cover - some width always fits
         raise ValueError(length)
-    head_data = _TAG + _varint(zeros)
+    head_data = PAD_TAG + _varint(zeros)
     size = struct.pack("<Q", data_len)
     head = size + struct.pack("<I", masked(crc32c(size))) + head_data
     crc = crc32c_zeros(crc32c(head_data), zeros)
@@ -155,9 +155,9 @@ def walk(fh: BinaryIO, start: int, end: int) -> Iterator[int]:
 
 def _crc_of(body: bytes) -> int:
     """crc32c of a record's data; a padding record's zeros in O(log n)."""
-    if body.startswith(_TAG):
+    if body.startswith(PAD_TAG):
         for width in range(1, 11):
-            k = len(_TAG) + width
+            k = len(PAD_TAG) + width
             if body[k:] == bytes(len(body) - k):
                 return crc32c_zeros(crc32c(body[:k]), len(body) - k)
     return crc32c(body)

@@ -1,0 +1,209 @@
+"""A mirror's local disk that fills (fix.mirror_room): a real tensorboardX SummaryWriter logs
+through ``local_mirror`` onto a small tmpfs, far more than it holds; the training loop never
+meets ENOSPC, the share ends with the newest records, and what was dropped is said."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.mounts import Mounted, SshfsMount, wait_until
+from trainwatch_lab.fix import mirror_plan as mp
+from trainwatch_lab.fix import tfrecord
+from trainwatch_lab.fix.mirror import local_mirror
+from trainwatch_lab.fix.mirror_room import RoomKeeper, pad
+
+TEXT_BYTES = 16 * 1024  # one step's text summary
+STEP_S = 0.02  # about 0.8 MiB/s: a few reserves of margin per look of the keeper
+MIB = 1024**2
+LOOP_LIMIT_S = 240.0  # a loop stuck on a dead tensorboardX writer thread fails, never hangs
+
+
+class Loop:
+    """A training loop on its own thread that logs ``steps`` steps: any exception it met."""
+
+    def __init__(self, writer: Any, steps: range) -> None:
+        self.writer, self.steps = writer, steps
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            for i in self.steps:
+                self.writer.add_scalar("loss", 1.0 / (i + 1), i)
+                self.writer.add_text("note", f"step {i} " + "x" * TEXT_BYTES, i)
+                if i % 10 == 9:
+                    self.writer.flush()  # where tensorboardX raises ENOSPC into the loop
+                time.sleep(STEP_S)
+        except BaseException as exc:  # the test reports it
+            self.error = exc
+
+    def join(self) -> None:
+        self.thread.join(LOOP_LIMIT_S)
+        assert not self.thread.is_alive(), "the training loop hangs (a dead writer thread?)"
+        assert self.error is None, repr(self.error)
+        worker = self.writer.file_writer.event_writer._worker
+        assert worker is not None and worker.is_alive(), "tensorboardX's writer thread died"
+
+
+def steps_in(data: bytes) -> tuple[list[int], int]:
+    """The steps of the text summaries of an event stream, and its padding records."""
+    event_pb2 = pytest.importorskip("tensorboardX.proto.event_pb2")
+    steps, pads = [], 0
+    for body in tfrecord.records(data):  # every crc checks: a reader goes to the end
+        event = event_pb2.Event()
+        event.ParseFromString(body)
+        if not event.ListFields():
+            pads += 1
+        elif event.HasField("summary") and event.summary.value[0].tag.startswith("note"):
+            steps.append(event.step)
+    return steps, pads
+
+
+def pads_of(data: bytes) -> list[tuple[int, int]]:
+    """``[start, end)`` of each padding record of an event stream."""
+    out, pos = [], 0
+    for body in tfrecord.records(data):
+        end = pos + tfrecord.OVERHEAD + len(body)
+        if body.startswith(tfrecord.PAD_TAG):
+            out.append((pos, end))
+        pos = end
+    return out
+
+
+def free_of(root: Path) -> int:
+    st = os.statvfs(root)
+    return st.f_bavail * st.f_frsize
+
+
+def test_pad_keeps_the_size_frees_the_blocks_and_the_stream_reads_on(
+    tmpfs_mount: Callable[..., Mounted],
+) -> None:
+    tbx = pytest.importorskip("tensorboardX")
+    root = tmpfs_mount("8m").path
+    with tbx.SummaryWriter(str(root)) as writer:
+        for i in range(300):
+            writer.add_text("note", "x" * 4096, i)
+    (path,) = root.glob("*tfevents*")
+    data = path.read_bytes()
+    with open(path, "rb") as fh:
+        starts = list(tfrecord.walk(fh, 0, len(data)))
+    before = os.stat(path)
+    pad(str(path), starts[10], starts[200])
+    after = os.stat(path)
+    assert after.st_size == before.st_size
+    assert (before.st_blocks - after.st_blocks) * 512 >= starts[200] - starts[10] - 2 * 4096
+    steps, pads = steps_in(path.read_bytes())
+    assert pads == 1 and steps == list(range(10)) + list(range(200, 300))
+
+
+def test_the_oldest_records_not_copied_go_first_and_each_run_is_listed(
+    tmpfs_mount: Callable[..., Mounted],
+) -> None:
+    tbx = pytest.importorskip("tensorboardX")
+    root = tmpfs_mount("8m").path
+    for name in ("old", "new"):
+        with tbx.SummaryWriter(str(root / name)) as writer:
+            for i in range(200):
+                writer.add_text("note", "x" * 8192, i)
+        time.sleep(0.01)  # distinct mtimes: "old" is the older file
+    (root / "ballast").write_bytes(bytes(free_of(root) - 800 * 1024))  # 0.8 MiB left
+    lines: list[str] = []
+    keeper = RoomKeeper(str(root), dict, lambda *a: None, reserve=MIB, tell=lines.append)
+    keeper.look()  # 1.2 MiB to free: less than the older file (1.6 MiB)
+    assert keeper.dropped and all(r.rel.startswith("old/") for r in keeper.dropped)
+    assert free_of(root) >= 2 * MIB
+    assert len(lines) == 1 and keeper.dropped[0].text() in lines[0], lines
+    (old,) = (root / "old").glob("*tfevents*")
+    assert pads_of(old.read_bytes()) == [(r.start, r.end) for r in keeper.dropped]
+    steps, _ = steps_in(old.read_bytes())
+    assert steps[-1] == 199  # the newest records of the older file are kept too
+    (new,) = (root / "new").glob("*tfevents*")
+    assert steps_in(new.read_bytes()) == (list(range(200)), 0)
+
+
+def test_a_writer_through_the_mirror_outlives_a_small_local_disk(
+    tmpfs_mount: Callable[..., Mounted], tmp_path: Path
+) -> None:
+    """The share answers: records it holds are released locally, none is lost; the share's
+    copies are appended to (never recopied whole from padded local bytes)."""
+    tbx = pytest.importorskip("tensorboardX")
+    local_root = tmpfs_mount("8m").path
+    share = tmp_path / "share" / "exp"
+    mirror = local_mirror(share, every=0.2, local_root=local_root)
+    writer = tbx.SummaryWriter(str(mirror), flush_secs=1)
+    try:
+        Loop(writer, range(1200)).join()  # about 19 MiB through an 8 MiB disk
+        writer.close()
+        assert mirror.sync(60), mirror.status()
+    finally:
+        writer.close()
+        mirror.close(10)
+    st = mirror.status()
+    assert st.bytes_released > 8 * 1024**2 and st.bytes_dropped == 0, st
+    (event_file,) = share.glob("*tfevents*")
+    assert steps_in(event_file.read_bytes()) == (list(range(1200)), 0)
+
+
+def test_a_paused_share_and_a_full_local_disk_drop_the_oldest_and_say_so(
+    tmpfs_mount: Callable[..., Mounted],
+    sshfs_mount: SshfsMount,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tbx = pytest.importorskip("tensorboardX")
+    local_root = tmpfs_mount("8m").path
+    share = sshfs_mount.path / "runs" / "exp"
+    mirror = local_mirror(share, every=0.2, local_root=local_root)
+    writer = tbx.SummaryWriter(str(mirror), flush_secs=1)
+    caplog.set_level(logging.WARNING, logger="trainwatch_lab.fix.mirror_room")
+    started = time.monotonic()
+    try:
+        Loop(writer, range(100)).join()
+        assert mirror.sync(30), mirror.status()
+        sshfs_mount.pause()
+        Loop(writer, range(100, 1100)).join()  # about 16 MiB while the share sleeps
+        during = mirror.status()
+        sshfs_mount.resume()
+        writer.close()
+        # a round that meets records dropped while it copied them copies them again next
+        assert wait_until(lambda: mirror.sync(60), 120), mirror.status()
+    finally:
+        sshfs_mount.resume()
+        writer.close()
+        mirror.close(10)
+    assert during.bytes_dropped > 0 and during.dropped, during
+    assert "were dropped, the oldest first" in during.text(), during.text()
+    lines = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
+    assert 1 <= len(lines) <= 1 + (time.monotonic() - started) / 60, lines
+    assert during.dropped[0]["file"] in lines[0]
+    (event_file,) = share.glob("*tfevents*")
+    remote = sshfs_mount.remote / event_file.relative_to(sshfs_mount.mountpoint)
+    data = remote.read_bytes()
+    steps, pads = steps_in(data)
+    # what is missing is exactly what the status lists, the newest steps all arrived
+    assert pads_of(data) == [(r["start"], r["end"]) for r in mirror.status().dropped]
+    assert steps[:100] == list(range(100)) and steps[-200:] == list(range(900, 1100))
+    assert steps == sorted(steps) and len(steps) < 1100 and pads == len(pads_of(data))
+
+
+def test_released_bytes_are_not_proven_again(tmp_path: Path) -> None:
+    """A copy whose local prefix was released (padded) is appended to, not copied whole."""
+    path = tmp_path / "f"
+    path.write_bytes(b"a" * 100)
+    digest = mp._hash_range(str(path), 0, 100)
+    copied = mp.Copied(100, os.stat(path).st_ino, -1, ((0, 100, str(digest)),), -1)
+    path.write_bytes(b"\0" * 100 + b"more")  # released locally, then the writer appended
+    files, _ = mp.scan(str(tmp_path))
+    (job,) = mp.plan(str(tmp_path), files, {"f": copied})
+    assert not job.append  # the old rule: a mismatch, copied whole
+    (job,) = mp.plan(str(tmp_path), files, {"f": dataclasses.replace(copied, released=100)})
+    assert job.append and job.offset == 100
