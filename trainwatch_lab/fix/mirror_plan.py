@@ -166,9 +166,7 @@ def zones(size: int) -> tuple[int, int]:
     return HEAD_BYTES, size - TAIL_BYTES
 
 
-def _reproven(
-    fh: Any, ranges: Sequence[Range], size: int, released: int = 0
-) -> list[Range] | None:
+def _reproven(fh: Any, ranges: Sequence[Range], size: int, released: int = 0) -> list[Range] | None:
     """Read again the ranges that reach into the head or the tail zone (each must hold its
     digest), skip the others and those reaching below ``released`` (the local bytes there
     were replaced by padding once copied); the result, as at most three ranges (head, a
