@@ -63,3 +63,39 @@ def test_watch_reads_the_servers_sampler_and_says_so(tmp_path: Path) -> None:
         other = watch(tmp_path / "another-runtime", "--duration", "2", str(logs))
         _, err = other.communicate(timeout=120)
         assert "Jupyter server" not in err  # a server of another runtime directory: not ours
+
+
+def check(runtime: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(runtime), "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-m", "trainwatch_lab", "check", "--json", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+def test_check_is_run_by_the_servers_guard_and_says_so(tmp_path: Path, sshfs_mount) -> None:
+    """`check` asks the machine's one watcher (issue 33): the server's guard, which knows
+    a share that hangs already; the same report as a check run here."""
+    root, logs = tmp_path / "root", tmp_path / "logs"
+    root.mkdir()
+    logs.mkdir()
+    share = sshfs_mount.path / "runs"
+    share.mkdir()
+    with jupyter_lab(root) as lab:
+        runtime = lab.log_path.parent / "runtime"
+        there = check(runtime, str(logs), str(share))
+        assert "checked by the Jupyter server's sampler" in there.stderr, there.stderr
+        here = check(runtime, "--no-attach", str(logs), str(share))
+        assert "Jupyter server" not in here.stderr
+        assert there.returncode == here.returncode == 1  # shared-mount: a warning
+        mine, theirs = json.loads(here.stdout), json.loads(there.stdout)
+        assert [p["verdict"] for p in theirs["paths"]] == [p["verdict"] for p in mine["paths"]]
+        assert [p["fstype"] for p in theirs["paths"]] == [p["fstype"] for p in mine["paths"]]
+        assert theirs["paths"][1]["fstype"] == "fuse.sshfs"
+        assert {w["code"] for w in theirs["warnings"]} == {w["code"] for w in mine["warnings"]}
+        (tmp_path / "file").write_text("x")
+        missing = check(runtime, str(tmp_path / "file" / "below"))
+        assert missing.returncode == 2 and "error" in missing.stderr  # refused as here

@@ -141,7 +141,7 @@ def test_watch_prints_a_warning_once_and_exits_1(tmpfs_mount) -> None:
     # ... one warning for the filesystem, naming both paths (issue 23: one fact, one warning)
     assert out.stdout.count(f"disk-almost-full: {m.path}\n") == 1
     assert out.stdout.count("disk-almost-full") == 1
-    assert f"{m.path} (where {m.path / 'new'} lives)" in out.stdout
+    assert f"free on {m.path}; …/{m.path.name}/new lives there" in out.stdout
     assert f"{m.path / 'new'} (not created yet)" in out.stdout
     # 256 KiB, less what the latency probes (16 x 4 KiB each, now started at once in our own
     # process) hold at that moment

@@ -17,6 +17,51 @@ export interface IEndingJSON {
   requested?: string | null;
   /** Whether it ended badly, as core/record/why.py's Ending.badly decides it for all. */
   badly?: boolean;
+  /** The command line (redacted by the server), its working directory, a kernel's notebook. */
+  command?: string | null;
+  cwd?: string | null;
+  notebook?: string | null;
+}
+
+/** The ends of one run: the same command in the same directory (or the same notebook). */
+export interface IRunCards {
+  key: string;
+  /** What the run was: "python train.py --lr 3" or the notebook, else its name. */
+  what: string;
+  /** Where it ran: its working directory, '' when unknown. */
+  where: string;
+  /** Its ends, newest first. */
+  endings: IEndingJSON[];
+}
+
+/** Which run an end belongs to: its notebook, else its command and directory. */
+export function runKey(ending: IEndingJSON): string {
+  return ending.notebook
+    ? `notebook\n${ending.notebook}`
+    : `${ending.command ?? ending.name}\n${ending.cwd ?? ''}`;
+}
+
+/**
+ * The cards grouped per run (issue 36: six stacked, three "python ended ... no cause seen"
+ * that said nothing of which): newest run first, each run's ends newest first.
+ */
+export function groupRuns(cards: IEndingJSON[]): IRunCards[] {
+  const runs = new Map<string, IRunCards>();
+  for (const ending of [...cards].sort((a, b) => b.t - a.t)) {
+    const key = runKey(ending);
+    let run = runs.get(key);
+    if (!run) {
+      run = {
+        key,
+        what: ending.notebook ?? ending.command ?? ending.name,
+        where: ending.notebook ? '' : (ending.cwd ?? ''),
+        endings: []
+      };
+      runs.set(key, run);
+    }
+    run.endings.push(ending);
+  }
+  return [...runs.values()];
 }
 
 /** How far back the first look goes, with nothing stored yet (a new browser). */

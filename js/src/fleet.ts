@@ -177,7 +177,7 @@ export function hostFacts(host: IFleetHostJSON): string[] {
   }
   if (host.space) {
     facts.push(
-      `${formatBytes(host.space.avail_bytes)} free on ${host.space.mountpoint} (${freePct(host.space.free_pct)})`
+      `${formatBytes(host.space.avail_bytes)} (${freePct(host.space.free_pct)}) free on ${host.space.mountpoint}`
     );
   }
   return facts.length ? facts : ['no numbers yet'];

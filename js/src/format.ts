@@ -96,6 +96,32 @@ export function shortPath(path: string, parts = 2): string {
   return `…/${segments.slice(-parts).join('/')}`;
 }
 
+/**
+ * A path cut into the pieces a line may break between: after each "/" ("/root/", "runs/",
+ * "exp1"), so a narrow panel wraps "/root/notebooks" at the slash, never as "notebook|s".
+ */
+export function pathPieces(path: string): string[] {
+  return path.match(/[^/]*\/|[^/]+$/g) ?? [path];
+}
+
+/**
+ * A warning's sentence as runs of prose and code: what it quotes between backticks (a
+ * command, a line of Python) is code, shown in code type and without the backticks.
+ */
+export function proseParts(text: string): { text: string; code: boolean }[] {
+  return text
+    .split(/`([^`\n]+)`/)
+    .map((part, i) => ({ text: part, code: i % 2 === 1 }))
+    .filter(part => part.text !== '');
+}
+
+/** The sentence for a tooltip, which holds no markup: the backticks dropped. */
+export function plainProse(text: string): string {
+  return proseParts(text)
+    .map(part => part.text)
+    .join('');
+}
+
 /** The binary unit a byte axis reads in, from its largest value: GiB for 12e9, MiB for 3e8. */
 export function byteUnit(maxBytes: number | null | undefined): { unit: string; divisor: number } {
   let v = typeof maxBytes === 'number' && Number.isFinite(maxBytes) ? Math.abs(maxBytes) : 0;

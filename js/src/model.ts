@@ -100,7 +100,7 @@ export interface IHeadlineJSON {
   level: 'ok' | 'warning' | 'critical';
   /** "Storage OK", "2 warnings (1 critical)" */
   verdict: string;
-  /** "GPU 87 %", "vda 45.1 MB/s, 62 % busy", "1 GiB free on /scratch (10 %)" */
+  /** "GPU 87 %", "vda 45.1 MB/s, 62 % busy", "1 GiB (10 %) free on /scratch" */
   facts: string[];
   /** verdict and facts, " · " between them */
   text: string;

@@ -2,7 +2,15 @@ import { ServerConnection } from '@jupyterlab/services';
 import { Panel } from '@lumino/widgets';
 import { Message } from '@lumino/messaging';
 
-import { awayCards, cardId, IEndingJSON, FIRST_LOOK_S, lastLookedKey, LastLooked } from './away';
+import {
+  awayCards,
+  cardId,
+  groupRuns,
+  IEndingJSON,
+  FIRST_LOOK_S,
+  lastLookedKey,
+  LastLooked
+} from './away';
 
 import { Block, FoldListener, Section } from './blocks';
 import { TimeChart } from './chart';
@@ -23,6 +31,7 @@ import {
   recordedColumns,
   recordedSample,
   rangeWindow,
+  replayingText,
   replayText,
   runWindow,
   TimeRange
@@ -107,7 +116,7 @@ export class TrainWatchPanel extends Panel {
   private _rangeView = new RangeView(range => void this.setRange(range));
   private _away = new AwayView(
     ending => void this._showRun(ending),
-    ending => this._dismiss(ending)
+    endings => this._dismiss(endings)
   );
   private _endings: IEndingJSON[] = [];
   private _dismissed = new Set<string>();
@@ -273,14 +282,14 @@ export class TrainWatchPanel extends Panel {
     this._rangeView.banner.node.scrollIntoView({ block: 'start' });
   }
 
-  private _dismiss(ending: IEndingJSON): void {
-    this._dismissed.add(cardId(ending));
+  private _dismiss(endings: IEndingJSON[]): void {
+    endings.forEach(ending => this._dismissed.add(cardId(ending)));
     this._renderAway();
   }
 
   private _renderAway(): void {
     const cards = awayCards(this._endings, this._dismissed);
-    this._away.render(cards);
+    this._away.render(groupRuns(cards));
     this.node.dataset.away = String(cards.length);
   }
 
@@ -454,7 +463,14 @@ export class TrainWatchPanel extends Panel {
       const wait = at ? Math.max(0, Math.round((at - Date.now()) / 1000)) : 0;
       text += `, retrying in ${wait} s`;
     }
-    if (!this._header.showState(state, text, this._paused)) {
+    // replaying a recorded window: the header says so, not "live" with its green dot (an
+    // unreachable server still says stopped: that is what a click cannot fix)
+    const replay = this._replay && state !== 'stopped' ? this._replay.window : null;
+    const shown = replay ? 'replay' : state;
+    if (replay) {
+      text = replayingText(replay);
+    }
+    if (!this._header.showState(shown, text, this._paused)) {
       return;
     }
     this.node.dataset.state = state;

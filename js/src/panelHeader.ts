@@ -6,8 +6,8 @@
 import { Widget } from '@lumino/widgets';
 
 import { Block } from './blocks';
-import { el } from './dom';
-import { formatDuration } from './format';
+import { el, proseEl } from './dom';
+import { formatDuration, plainProse } from './format';
 import { severityIcon } from './icons';
 import { LiveState } from './live';
 import { ISampleJSON } from './model';
@@ -48,7 +48,7 @@ export class StateHeader extends Block {
   }
 
   /** Show ``text`` for ``state``; false when that is what it already shows. */
-  showState(state: LiveState, text: string, paused: boolean): boolean {
+  showState(state: LiveState | 'replay', text: string, paused: boolean): boolean {
     const key = `${state}|${text}|${paused}`;
     if (key === this._shown) {
       return false;
@@ -114,9 +114,9 @@ export class VerdictView {
     const box = this.notes.node;
     box.textContent = '';
     for (const note of notes) {
-      const line = el('div', 'jp-TrainWatch-infoNote', note.message);
+      const line = proseEl('div', 'jp-TrainWatch-infoNote', note.message);
       line.dataset.code = note.code;
-      line.title = `${note.message}\n${note.fix}`;
+      line.title = plainProse(`${note.message}\n${note.fix}`);
       box.appendChild(line);
     }
   }

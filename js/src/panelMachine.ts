@@ -4,7 +4,7 @@
  */
 
 import { TitledBlock } from './blocks';
-import { el } from './dom';
+import { el, pathEl } from './dom';
 import { formatBytes, formatMBs } from './format';
 import { IMirrorJSON, ISampleJSON } from './model';
 import { renderProcesses } from './processes';
@@ -87,7 +87,7 @@ export class KernelsView extends TitledBlock {
           'jp-TrainWatch-kernelHead',
           `${notebook ?? k.name ?? 'kernel'} · ${k.execution_state ?? '?'} · pid ${k.pid ?? '?'}`
         ),
-        el('div', 'jp-TrainWatch-kernelBody', `${k.cwd ?? ''}`),
+        pathEl('div', 'jp-TrainWatch-kernelBody', `${k.cwd ?? ''}`),
         el('div', 'jp-TrainWatch-kernelBody', `${io}${gpu}`)
       );
       list.appendChild(item);

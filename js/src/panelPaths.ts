@@ -6,7 +6,7 @@
  */
 
 import { Block, TitledBlock } from './blocks';
-import { el } from './dom';
+import { el, pathEl } from './dom';
 import { formatBytes, formatMs } from './format';
 import { IPathStateJSON, ISampleJSON, IWatchedPathJSON } from './model';
 import { watchedBy, watchedPaths } from './readings';
@@ -153,7 +153,7 @@ export class PathsView extends TitledBlock {
     row.dataset.path = entry.path;
     row.dataset.kind = st?.kind ?? 'unknown';
     const head = el('div', 'jp-TrainWatch-pathHead');
-    const name = el('span', 'jp-TrainWatch-pathName', entry.path);
+    const name = pathEl('span', 'jp-TrainWatch-pathName', entry.path);
     name.title = entry.roles.length ? `watched as: ${entry.roles.join(', ')}` : '';
     const remove = el('button', 'jp-mod-styled jp-TrainWatch-remove', '✕');
     remove.title = `Stop watching ${entry.path}`;

@@ -11,7 +11,8 @@ const RANK: Record<string, number> = { critical: 0, warning: 1, info: 2 };
  */
 
 import { TitledBlock } from './blocks';
-import { el } from './dom';
+import { el, pathEl, proseEl } from './dom';
+import { plainProse } from './format';
 import { severityIcon } from './icons';
 import { IAlertJSON, ISampleJSON } from './model';
 import { activeWarnings } from './readings';
@@ -79,15 +80,15 @@ export class WarningsView extends TitledBlock {
     const summary = el('summary', 'jp-TrainWatch-warningHead');
     const severity = el('span', 'jp-TrainWatch-severity');
     severity.append(...severityIcon(w.severity), w.severity);
-    summary.append(severity, el('span', 'jp-TrainWatch-message', w.message));
-    summary.title = w.message;
+    summary.append(severity, proseEl('span', 'jp-TrainWatch-message', w.message));
+    summary.title = plainProse(w.message);
     const body = el('div', 'jp-TrainWatch-warningBody');
     const about = el('div', 'jp-TrainWatch-about');
     about.append(
       el('code', 'jp-TrainWatch-code', w.code),
-      el('span', 'jp-TrainWatch-subject', w.subject)
+      pathEl('span', 'jp-TrainWatch-subject', w.subject)
     );
-    body.append(el('div', 'jp-TrainWatch-fix', `Fix: ${w.fix}`), about);
+    body.append(proseEl('div', 'jp-TrainWatch-fix', `Fix: ${w.fix}`), about);
     item.append(summary, body);
     return item;
   }

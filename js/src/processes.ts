@@ -48,7 +48,7 @@ export interface ITrainingProcessJSON {
   /** its command line, shortened on the server: "python train.py --lr 3e-4" */
   command: string;
   cwd: string | null;
-  /** why it counts: "gpu", "event file", "checkpoint" */
+  /** why it counts: "gpu", "event file", "checkpoint", "writes a watched path" */
   reasons: string[];
   /** watched directory -> where it came from ("pid 4242 `python train.py`, event file") */
   paths: Record<string, string[]>;

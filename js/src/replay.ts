@@ -126,6 +126,14 @@ export function runWindow(endS: number, startedS: number | null = null): TimeRan
   return { kind: 'window', since, until: endS + 60 };
 }
 
+/**
+ * The header's state while the charts replay a recorded window (issue 36: it still said
+ * "live · 23:27:14" with a green dot): "replaying 23:10 – 00:10", live data still arriving.
+ */
+export function replayingText(win: { since: number; until: number }): string {
+  return `replaying ${formatClock(win.since, false)} – ${formatClock(win.until, false)}`;
+}
+
 /** The line over replayed charts: "Replaying 02:12 – 03:12 (last 1 h)". */
 export function replayText(range: TimeRange, win: { since: number; until: number }): string {
   const day = (t: number) => new Date(t * 1000).toDateString();

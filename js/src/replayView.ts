@@ -5,8 +5,8 @@
  */
 
 import { Block } from './blocks';
-import { el } from './dom';
-import { cardId, IEndingJSON } from './away';
+import { el, pathEl } from './dom';
+import { cardId, IEndingJSON, IRunCards } from './away';
 import {
   chosenWindow,
   LIVE,
@@ -111,44 +111,84 @@ export class RangeView {
 export class AwayView extends Block {
   constructor(
     private _onShow: (ending: IEndingJSON) => void,
-    private _onDismiss: (ending: IEndingJSON) => void
+    private _onDismiss: (endings: IEndingJSON[]) => void
   ) {
     super('jp-TrainWatch-away');
     this.hide();
   }
 
-  render(cards: IEndingJSON[]): void {
+  /**
+   * One header ("While you were away", with Dismiss all) over one card per run: its newest
+   * end's sentence, what ran and where, and its earlier ends folded under it.
+   */
+  render(runs: IRunCards[]): void {
     this.node.textContent = '';
-    this.node.dataset.cards = String(cards.length);
-    this.setHidden(!cards.length);
-    for (const ending of cards) {
-      const card = el('div', 'jp-TrainWatch-awayCard');
-      card.dataset.id = cardId(ending);
-      card.dataset.cause = ending.cause ?? '';
-      card.setAttribute('role', 'alert');
-      card.append(
-        el('div', 'jp-TrainWatch-awayTitle', 'While you were away'),
-        el('div', 'jp-TrainWatch-awaySentence', ending.sentence)
-      );
-      if (ending.evidence.length) {
-        // the sentence says the evidence already: the list, one line each, opens on demand
-        const details = el('details', 'jp-TrainWatch-awayDetails');
-        details.appendChild(el('summary', '', `Evidence (${ending.evidence.length})`));
-        const list = el('ul', 'jp-TrainWatch-awayEvidence');
-        ending.evidence.forEach(line => list.appendChild(el('li', '', line)));
-        details.appendChild(list);
-        card.appendChild(details);
-      }
-      const show = el('button', 'jp-mod-styled jp-TrainWatch-awayShow', 'Show on charts');
-      show.type = 'button';
-      show.onclick = () => this._onShow(ending);
-      const dismiss = el('button', 'jp-mod-styled jp-TrainWatch-awayDismiss', 'Dismiss');
-      dismiss.type = 'button';
-      dismiss.onclick = () => this._onDismiss(ending);
-      const buttons = el('div', 'jp-TrainWatch-awayButtons');
-      buttons.append(show, dismiss);
-      card.appendChild(buttons);
-      this.node.appendChild(card);
+    const ends = runs.reduce((n, run) => n + run.endings.length, 0);
+    this.node.dataset.cards = String(runs.length);
+    this.node.dataset.ends = String(ends);
+    this.setHidden(!runs.length);
+    if (!runs.length) {
+      return;
     }
+    const head = el('div', 'jp-TrainWatch-awayHead');
+    const all = el('button', 'jp-mod-styled jp-TrainWatch-awayDismissAll', 'Dismiss all');
+    all.type = 'button';
+    all.onclick = () => this._onDismiss(runs.flatMap(run => run.endings));
+    head.append(
+      el(
+        'span',
+        'jp-TrainWatch-awayTitle',
+        `While you were away: ${runs.length} run${runs.length === 1 ? '' : 's'} ended badly`
+      ),
+      all
+    );
+    this.node.appendChild(head);
+    for (const run of runs) {
+      this.node.appendChild(this._card(run));
+    }
+  }
+
+  private _card(run: IRunCards): HTMLDivElement {
+    const [newest, ...earlier] = run.endings;
+    const card = el('div', 'jp-TrainWatch-awayCard');
+    card.dataset.id = cardId(newest);
+    card.dataset.cause = newest.cause ?? '';
+    card.dataset.ends = String(run.endings.length);
+    card.setAttribute('role', 'alert');
+    const what = el('div', 'jp-TrainWatch-awayRun');
+    what.append(el('code', 'jp-TrainWatch-awayCommand', run.what));
+    if (run.where) {
+      what.append(' in ', pathEl('span', 'jp-TrainWatch-awayCwd', run.where));
+    }
+    card.append(what, el('div', 'jp-TrainWatch-awaySentence', newest.sentence));
+    if (earlier.length) {
+      const more = el('details', 'jp-TrainWatch-awayEarlier');
+      more.appendChild(
+        el('summary', '', `${earlier.length} earlier end${earlier.length === 1 ? '' : 's'}`)
+      );
+      const list = el('ul', 'jp-TrainWatch-awayEvidence');
+      earlier.forEach(e => list.appendChild(el('li', '', e.sentence)));
+      more.appendChild(list);
+      card.appendChild(more);
+    }
+    if (newest.evidence.length) {
+      // the sentence says the evidence already: the list, one line each, opens on demand
+      const details = el('details', 'jp-TrainWatch-awayDetails');
+      details.appendChild(el('summary', '', `Evidence (${newest.evidence.length})`));
+      const list = el('ul', 'jp-TrainWatch-awayEvidence');
+      newest.evidence.forEach(line => list.appendChild(el('li', '', line)));
+      details.appendChild(list);
+      card.appendChild(details);
+    }
+    const show = el('button', 'jp-mod-styled jp-TrainWatch-awayShow', 'Show on charts');
+    show.type = 'button';
+    show.onclick = () => this._onShow(newest);
+    const dismiss = el('button', 'jp-mod-styled jp-TrainWatch-awayDismiss', 'Dismiss');
+    dismiss.type = 'button';
+    dismiss.onclick = () => this._onDismiss(run.endings);
+    const buttons = el('div', 'jp-TrainWatch-awayButtons');
+    buttons.append(show, dismiss);
+    card.appendChild(buttons);
+    return card;
   }
 }

@@ -41,7 +41,7 @@ describe('fleet rows', () => {
     expect(hostFacts(host())).toEqual([
       'GPU 87 % (8 GPUs)',
       'nvme0n1 62 % busy, 45.1 MB/s',
-      '120 GiB free on /scratch (10 %)'
+      '120 GiB (10 %) free on /scratch'
     ]);
     const bare = host({ gpu: { count: 1, util_pct: 0 }, disk: null, space: null });
     expect(hostFacts(bare)).toEqual(['GPU 0 %']);

@@ -46,10 +46,10 @@ def test_all_clear_with_the_facts_that_matter() -> None:
     h = headline(sample(gpus=[GpuState(0, 0, "u", "H200", util_pct=86.6)]))
     assert h.level == "ok" and h.verdict == "Storage OK"
     # the busiest watched disk (not the unwatched sdz), the least free space by share
-    assert h.facts == ["GPU 87 %", "nvme0n1 45.1 MB/s, 62 % busy", "1 GiB free on /scratch (10 %)"]
+    assert h.facts == ["GPU 87 %", "nvme0n1 45.1 MB/s, 62 % busy", "1 GiB (10 %) free on /scratch"]
     assert (
         h.text
-        == "Storage OK · GPU 87 % · nvme0n1 45.1 MB/s, 62 % busy · 1 GiB free on /scratch (10 %)"
+        == "Storage OK · GPU 87 % · nvme0n1 45.1 MB/s, 62 % busy · 1 GiB (10 %) free on /scratch"
     )
     assert h.brief == "GPU 87 % · disk 45.1 MB/s"
 

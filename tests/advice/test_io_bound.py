@@ -55,7 +55,7 @@ def test_fsync_of_logs_on_a_share_is_highly_io_bound() -> None:
     assert f"mostly in fsync() of {SHARE}/events.out.tfevents.1" in message
     assert "highly I/O-bound" in message
     assert "local_mirror('/mnt/share/runs')" in alerts[0].fix
-    assert "trainwatch-lab mirror /tmp/runs /mnt/share/runs" in alerts[0].fix
+    assert "trainwatch-lab mirror LOCAL_DIR /mnt/share/runs" in alerts[0].fix
 
 
 def test_moderately_io_bound_reads_are_an_info_with_the_data_fix() -> None:
@@ -172,3 +172,32 @@ def test_the_call_named_is_the_one_that_took_the_time_not_one_that_came_once() -
     )
     (alert,) = alerts
     assert "mostly in fsync()" in alert.message, alert.message
+
+
+def _kernel(cell_at: int | None, what: str = "cell") -> object:
+    """A kernel idle until ``cell_at`` (no time on files), then a cell waiting 79 % of its
+    time in fsync on the share."""
+
+    def make(i: int) -> ProcessIO:
+        busy = cell_at is not None and i >= cell_at
+        p = proc({SHARE: {"fsync": 0.79}} if busy else {SHARE: {}})
+        if cell_at is not None and i >= cell_at:
+            p.running_since, p.running_what = T0 + cell_at, what
+        return p
+
+    return make
+
+
+def test_judged_over_the_cell_not_the_idle_time_before_it() -> None:
+    """ "21 % of the last 33 s" for a cell whose steps spent ~79 % in I/O, the window holding
+    19 s of idle kernel before the cell (issue 36): the cell's own time, and said so."""
+    (alert,) = run(33, _kernel(19))
+    assert alert.severity == "warning"
+    assert "79 % of the 14 s this cell has run" in alert.message, alert.message
+
+
+def test_a_script_is_judged_over_its_life_and_a_long_run_over_the_window() -> None:
+    (alert,) = run(33, _kernel(19, what="process"))
+    assert "79 % of the 14 s it has run" in alert.message, alert.message
+    (alert,) = run(90, _kernel(0))  # ran longer than the 60 s window
+    assert "79 % of the last 59 s" in alert.message, alert.message  # the ticks measured

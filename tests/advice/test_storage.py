@@ -79,7 +79,7 @@ def test_shared_mount_names_fstype_source_and_latency() -> None:
     )
     assert "fuse.sshfs" in alert.message and "me@10.0.0.2:/export" in alert.message
     assert "38 ms" in alert.message and "0.8 ms" in alert.message
-    assert "local disk" in alert.fix and "rsync" in alert.fix
+    assert "local disk" in alert.fix and "trainwatch-lab mirror" in alert.fix
 
 
 def test_shared_mount_silent_on_local_and_on_dead_mounts() -> None:
@@ -112,11 +112,25 @@ def test_slow_mount_on_a_share_names_what_was_compared() -> None:
     assert alert.code == "slow-mount" and "12 ms" in alert.message
     assert "in 2 probes in a row" in alert.message
     assert "0.4 ms on /var/tmp (vda) measured at the same time" in alert.message
-    assert "30x slower" in alert.message and "rsync" in alert.fix
+    assert "30x slower" in alert.message and "shared-mount" in alert.fix
     fast = state("/mnt/share/logs", kind="shared", shared=True, probe=slow(4.0), **SHARE)
     assert run(slow_mount, fast) == []  # 10x the 0.4 ms, but under the 5 ms any verdict needs
     fast.probe = slow(9.0, ref=ProbeResult(1.0, 2.0, 16, where="/var/tmp", device="vda"))
     assert run(slow_mount, fast) == []  # under 10 ms, and only 9x the reference
+
+
+def test_a_slow_share_gets_one_fix_for_its_one_cause() -> None:
+    """shared-mount and slow-mount on one path both said the whole local-mirror fix (issue
+    36): slow-mount now points at shared-mount's, naming the mount."""
+    s = state("/mnt/share/logs", kind="shared", shared=True, probe=slow(12.0), **SHARE)
+    (shared,) = run(shared_mount, s)
+    (slowed,) = run(slow_mount, s)
+    assert shared.fix != slowed.fix
+    assert "shared-mount" in slowed.fix and "/mnt/share" in slowed.fix
+    assert "trainwatch-lab mirror" not in slowed.fix and "flush_secs" not in slowed.fix
+    local = state("/data/run", probe=slow(12.0), device="sdb")
+    (alert,) = run(slow_mount, local)
+    assert "shared-mount" not in alert.fix  # a slow local disk has its own fix
 
 
 def test_slow_mount_needs_more_than_one_slow_probe() -> None:
@@ -339,7 +353,8 @@ def test_disk_filling_warns_once_for_every_path_on_the_filling_filesystem() -> N
     alerts = filling(history, sample)
     (alert,) = alerts
     assert alert.subject == "/data/ckpt" and alert.severity == "critical"
-    assert "/data (where /data/a-new, /data/ckpt and /data/logs live)" in alert.message
+    assert alert.message.startswith("/data is filling at 10 MB/s")
+    assert "; /data/a-new, /data/ckpt and /data/logs live there." in alert.message
     assert "10 MB/s" in alert.message
     fills = {id(p.fill) for p in sample.paths.values()}
     assert len(fills) == 1  # one estimate, the same object on every path of the filesystem
@@ -475,3 +490,23 @@ def test_a_shared_or_dead_mount_is_one_warning_for_all_its_watched_paths() -> No
     (dead,) = run(mount_unresponsive, logs, ckpt)
     assert "/mnt/share/ckpt and /mnt/share/logs" in dead.message
     assert run(shared_mount, logs, ckpt) == []
+
+
+def test_the_filling_sentence_says_its_numbers_before_any_long_path() -> None:
+    """At 820 px the dashboard's one line read "/ (where /tmp/trainwatch-mirror/… lives) is
+    fil…" (issue 36): the rate and the time to full come first, paths by their last names."""
+    scratch = "/tmp/trainwatch-mirror-0/runs-exp1-0123456789/tb"
+    history = History(capacity=100)
+    sample = None
+    for i in range(61):
+        avail = int(3e9 + 10e6 * (60 - i))
+        st = state(scratch, mountpoint="/", avail_bytes=avail)
+        sample = Sample(t=T0 + i, paths={scratch: st})
+        history.append(sample)
+    assert sample is not None
+    (alert,) = filling(history, sample)
+    head = alert.message[:80]  # what a one-line view at 820 px shows
+    assert head.startswith("/ is filling at 10 MB/s: ") and "full in about" in head, head
+    assert (
+        "trainwatch-mirror-0" not in alert.message and "…/runs-exp1-0123456789/tb" in alert.message
+    )

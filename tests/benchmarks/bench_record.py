@@ -16,9 +16,11 @@ simulated on an injected clock, so a full run takes a minute or two, not a day.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -31,6 +33,7 @@ from trainwatch_lab.core.model import Alert, DiskRates, GpuState, PathState, Sam
 from trainwatch_lab.core.record import Event, Recorder, Store
 
 GROUP = "record"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GiB = 1 << 30
 
 
@@ -141,6 +144,7 @@ def run(cfg: Config) -> list[Row]:
         path = os.path.join(d, "history.sqlite")
         values, _, calls, flushes = _simulate(path, seconds)
         store = Store(path)
+        wal = store.wal_bytes()  # what a reader of the disk sees beside the file meanwhile
         store.con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         used = store.used_bytes()
         file_size = os.path.getsize(path)
@@ -155,8 +159,9 @@ def run(cfg: Config) -> list[Row]:
                 "<= 1 B",
                 "ok" if per_value <= 1 else "MISS",
                 f"{values:,} values in {seconds / 3600:g} h; blocks alone "
-                f"{blob / values:.3f} B/value; file {file_size / 2**20:.1f} MiB",
-                data={"values": values, "used": used, "blob": blob},
+                f"{blob / values:.3f} B/value; file {file_size / 2**20:.1f} MiB, and its WAL "
+                f"{wal / 2**20:.1f} MiB until a checkpoint",
+                data={"values": values, "used": used, "blob": blob, "wal": wal},
             )
         )
         rows.append(
@@ -231,7 +236,83 @@ def run(cfg: Config) -> list[Row]:
         )
         store.close()
     rows.append(_fill_row(seconds))
+    rows += _week_rows(12 if cfg.quick else 120)
     return rows
+
+
+def _week(path: str, series: int, now: float) -> None:
+    """A week of ``series`` series as maintain() leaves it: the last day at 1 s (tier 0,
+    blocks of 600), six days of minute means before it (tier 1)."""
+    rng = random.Random(7)
+    store = Store(path, role="bench")
+    store.register()
+    per = DEFAULTS.record_block_points
+    for n in range(series):
+        key, base = f"disk:d{n}:util", rng.uniform(0, 100)
+        ts = [now - 7 * 86_400 + 60 * i + 30 for i in range(6 * 1440)]
+        vs = [base + 10 * math.sin(i / 50) for i in range(len(ts))]
+        for i in range(0, len(ts), per):
+            store.close_blocks({key: (ts[i : i + per], vs[i : i + per])}, tier=1)
+        ts = [now - 86_400 + i for i in range(86_400)]
+        vs = [round(base + 10 * math.sin(i / 500) + rng.random(), 1) for i in range(86_400)]
+        for i in range(0, len(ts), per):
+            store.close_blocks({key: (ts[i : i + per], vs[i : i + per])})
+    store.close()
+
+
+def _peak_kib(argv: list[str]) -> int:
+    """The peak resident memory of the command ``argv`` (its stdout thrown away)."""
+    with open(os.devnull, "wb") as sink:
+        proc = subprocess.Popen(argv, stdout=sink, env={**os.environ, "PYTHONPATH": ROOT})
+        _, status, usage = os.wait4(proc.pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, argv
+    return int(usage.ru_maxrss)
+
+
+def _week_rows(series: int) -> list[Row]:
+    """``history --since 7d`` (the table: per-block aggregates, Store.summary) against
+    reading every point, and the peak memory of ``--format csv`` and ``json`` (streamed)."""
+    now = float(round(time.time()))
+    since = now - 7 * 86_400
+    with tempfile.TemporaryDirectory(prefix="twbench-record-week-") as d:
+        path = os.path.join(d, "history.sqlite")
+        _week(path, series, now)
+        store = Store(path, readonly=True)
+        keys = store.keys()
+        c = time.process_time()
+        for key in keys:
+            store.summary(key, since, now)
+        summed, summed_cpu = store.decoded, time.process_time() - c
+        store.decoded = 0
+        c = time.process_time()
+        for key in keys:
+            store.read([key], since, now)
+        every, every_cpu = store.decoded, time.process_time() - c
+        store.close()
+        cli = [sys.executable, "-m", "trainwatch_lab", "history", "--store", path]
+        window = ["--since", str(since), "--until", str(now)]
+        peaks = {f: _peak_kib([*cli, *window, "--format", f]) for f in ("csv", "json")}
+    return [
+        Row(
+            GROUP,
+            f"history --since 7d, table of {series} series",
+            f"{summed_cpu:.2f} s CPU",
+            "",
+            "",
+            f"decodes {summed:,} points (whole blocks from their aggregates); reading every "
+            f"point decodes {every:,} in {every_cpu:.2f} s CPU",
+            data={"decoded": summed, "cpu": summed_cpu, "every": every, "every_cpu": every_cpu},
+        ),
+        Row(
+            GROUP,
+            f"history --since 7d --format csv / json, {series} series",
+            f"{peaks['csv'] / 1024:.0f} / {peaks['json'] / 1024:.0f} MB peak",
+            "",
+            "",
+            "streamed: csv a slice of time at a time, json a series at a time",
+            data=peaks,
+        ),
+    ]
 
 
 def _fill_row(seconds: int) -> Row:

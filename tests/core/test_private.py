@@ -27,7 +27,10 @@ def shared_tmp() -> Iterator[Path]:
 def test_ours_is_made_0700_and_sticky_shared_dirs_pass(tmp_path: Path) -> None:
     assert private_dir(str(tmp_path / "new")) is None
     assert stat.S_IMODE(os.stat(tmp_path / "new").st_mode) == 0o700
-    assert untrusted("/tmp") is None  # root's and sticky: no one replaces an entry of ours
+    # root's and sticky: a place to make a directory of ours (no one replaces an entry of
+    # ours), never one to keep files in (others may add theirs: a -wal, a checkpoint)
+    assert untrusted("/tmp", only_ours_made_in=True) is None
+    assert untrusted("/tmp") == "/tmp is writable by others (mode 1777)"
     (tmp_path / "loose").mkdir(mode=0o775)
     (tmp_path / "loose").chmod(0o775)
     assert (

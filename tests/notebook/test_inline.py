@@ -167,6 +167,45 @@ def test_an_alert_carries_the_fix_as_code_for_the_object_found(ipshell: Any) -> 
     )  # the code block follows its own alert
 
 
+def test_one_cause_gets_its_code_once(ipshell: Any) -> None:
+    """shared-mount and slow-mount on one share both carried the same local_mirror block
+    (issue 36): the first carries it."""
+    share = "/mnt/share/runs/exp1"
+    inline = InlineAlerts(CellTracker(ipshell), Bundles())
+    ipshell.user_ns["writer"] = summary_writer(share)
+    try:
+        inline.learn()
+    finally:
+        ipshell.user_ns.pop("writer", None)
+    bundle = inline.bundle([alert("shared-mount", share), alert("slow-mount", share)])
+    codes = [i["fix_code"] for i in bundle[ALERT_MIME]["alerts"]]
+    assert codes[0] and "local_mirror" in codes[0] and codes[1] is None
+    assert bundle["text/html"].count('class="tw-fix-code"') == 1
+    assert bundle["text/plain"].count("Fix as code:") == 1
+
+
+def test_no_local_mirror_code_for_a_writer_moved_onto_it(ipshell: Any) -> None:
+    """The writer was made again as SummaryWriter(local_mirror(share)): the share's
+    mount-unresponsive still offered it the local_mirror line (issue 36)."""
+    share = "/mnt/share/runs/exp1"
+    inline = InlineAlerts(CellTracker(ipshell), Bundles())
+    try:
+        ipshell.user_ns["writer"] = summary_writer(share)
+        inline.learn()
+        assert inline.fix_codes([alert("mount-unresponsive", share)])[0]
+        ipshell.user_ns["writer"] = summary_writer("/tmp/trainwatch-mirror/exp1")
+        inline.learn()  # the cell that moved it onto local_mirror(share)
+        assert inline.fix_codes([alert("mount-unresponsive", share)]) == [None]
+        ipshell.user_ns["other"] = summary_writer(share)
+        inline.learn()
+        del ipshell.user_ns["other"]
+        inline.learn()  # ``del other``: what it named goes too
+        assert inline.fix_codes([alert("mount-unresponsive", share)]) == [None]
+    finally:
+        ipshell.user_ns.pop("writer", None)
+        ipshell.user_ns.pop("other", None)
+
+
 def test_no_fix_code_leaves_the_bundle_as_it_was(ipshell: Any) -> None:
     inline = InlineAlerts(CellTracker(ipshell), Bundles())
     alerts = [alert("disk-almost-full", "/data")]
@@ -239,3 +278,17 @@ def test_a_summary_takes_the_place_of_the_warnings_it_lists(ipshell: Any) -> Non
     finally:
         tracker.post()
         del ipshell.parent_header
+
+
+def test_the_cell_tracker_knows_when_the_cell_began(ipshell: Any) -> None:
+    from trainwatch_lab.notebook.inline import CellTracker
+
+    tracker = CellTracker(ipshell)
+    assert tracker.started_at() is None
+    tracker.pre()
+    began = tracker.started_at()
+    tracker.pre()  # %%trainwatch runs its body as a nested cell: the same cell
+    assert began is not None and tracker.started_at() == began
+    tracker.post()
+    tracker.post()
+    assert tracker.started_at() is None

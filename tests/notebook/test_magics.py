@@ -458,3 +458,20 @@ def test_through_a_real_kernel(tmp_path: Path) -> None:
         assert kernel.value("__import__('trainwatch_lab').notebook.magics.current() is None")
     finally:
         kernel.close()
+
+
+def test_the_kernels_process_is_judged_over_the_running_cell(shell: Any, tmp_path: Path) -> None:
+    """io-bound averaged the idle time before a cell in (issue 36 item 2): the dashboard's
+    process source learns when the running cell began, and a sample taken in a cell says so."""
+    shell.run_line_magic("trainwatch", f"{tmp_path} --interval 0.2 --no-probe")
+    sampler = live(shell).sampler
+    source = sampler.find_source("process")
+    assert source is not None and source.busy_since is not None
+    shell.run_cell(
+        "import time\n_t0 = time.time()\n"
+        "from trainwatch_lab.notebook.magics import state_for\n"
+        "_s = state_for(get_ipython()).dashboard.sampler.tick_now(5)\n"
+    )
+    seen = shell.user_ns["_s"].process
+    assert seen.running_what == "cell", seen
+    assert abs(seen.running_since - shell.user_ns["_t0"]) < 1.0, seen

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -84,6 +84,66 @@ def record_full_disk(store: Path, mountpoint: Path, cwd: Path, wrapped: bool = F
         watch.send_signal(signal.SIGKILL)  # the recorder dies; history is read by another
         watch.wait(timeout=30)
     return pid
+
+
+PLAIN_SCRIPT = str(ROOT / "tests/record/save_only.py")
+
+
+def _nohup(mode: str, directory: Path, cwd: Path) -> subprocess.Popen:
+    """``nohup python save_only.py DIR MODE &``: its own session, output appended."""
+    with open(cwd / "nohup.out", "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, PLAIN_SCRIPT, str(directory), mode],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            cwd=cwd,
+            env=ENV,
+            start_new_session=True,
+        )
+
+
+def plain_script_endings(
+    events: Callable[[], str], mountpoint: Path, cwd: Path, timeout: float = 90.0
+) -> dict[str, int]:
+    """tests/record/save_only.py (no TensorBoard, no GPU, like nohup) three times into
+    ``mountpoint`` while a recorder watches it: killed with SIGKILL once it was seen, exit 0,
+    and dying of Errno 28 on the full disk. ``events()``: the recorded events' text (the
+    CSV of `history events`, or the server's). Returns the pids by ending, once each end
+    was recorded."""
+    seen = lambda pid: f"save_only.py (pid {pid}) is training" in events()  # noqa: E731
+    ended = lambda pid: f"save_only.py (pid {pid}) ended" in events()  # noqa: E731
+    pids = {}
+    killed = _nohup("forever", mountpoint, cwd)
+    pids["killed"] = killed.pid
+    try:
+        assert wait_until(lambda: seen(killed.pid), timeout=timeout), events()
+    finally:
+        killed.send_signal(signal.SIGKILL)
+        killed.wait(timeout=30)
+    (mountpoint / "state.npy").unlink()
+    clean = _nohup("exit0", mountpoint, cwd)
+    pids["clean"] = clean.pid
+    assert clean.wait(timeout=120) == 0
+    full = _nohup("full", mountpoint, cwd)
+    pids["full"] = full.pid
+    assert full.wait(timeout=180) == 1
+    assert b"Errno 28" in (cwd / "nohup.out").read_bytes()
+    for pid in pids.values():
+        assert wait_until(lambda p=pid: ended(p), timeout=timeout), (pid, events())
+    return pids
+
+
+def store_events(store: Path) -> Callable[[], str]:
+    """The recorded events of ``store`` as `history events --format csv` prints them."""
+
+    def read() -> str:
+        try:
+            return history(store, "events", "--format", "csv")
+        except AssertionError:  # the store is being created
+            return ""
+
+    return read
 
 
 @pytest.fixture

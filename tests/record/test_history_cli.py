@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -88,7 +89,7 @@ def test_samples_in_a_window_as_table_csv_and_json(store: Path) -> None:
             )
         )
     )
-    assert rows[0] == ["t", "disk:sda:util"] and 355 <= len(rows) - 1 <= 361
+    assert rows[0] == ["time", "t", "disk:sda:util"] and 355 <= len(rows) - 1 <= 361
     data = json.loads(
         tw(
             "history", "--since", "30m", "--until", "10m", "--format", "json", "--store", str(store)
@@ -96,6 +97,21 @@ def test_samples_in_a_window_as_table_csv_and_json(store: Path) -> None:
     )
     times = data["disk:sda:util"]["t"]
     assert 115 <= len(times) <= 121 and times[-1] <= time.time() - 590
+
+
+def test_csv_has_iso_times_and_whole_bytes(store: Path) -> None:
+    """Pasted into a sheet, "1733318605.000" and "2.94912e+06" were a number and a rounded
+    one (issue 36): an ISO time with its offset beside the epoch, and bytes as integers."""
+    out = tw(
+        "history", "--since", "3h", "--series", "path:*", "--format", "csv", "--store", str(store)
+    )
+    assert out.returncode == 0, out.stderr
+    rows = list(csv.reader(io.StringIO(out.stdout)))
+    assert rows[0] == ["time", "t", "path:/data:avail_bytes"]
+    first = rows[1]
+    when = datetime.fromisoformat(first[0])
+    assert when.tzinfo is not None and abs(when.timestamp() - float(first[1])) < 0.001
+    assert first[2] == str(4096 * 720) and all(re.fullmatch(r"\d+", r[2]) for r in rows[1:])
 
 
 def test_events_and_an_export_never_show_a_command_s_arguments(store: Path) -> None:
@@ -266,3 +282,31 @@ def test_why_writes_no_control_character_to_the_terminal(tmp_path: Path) -> None
         assert out.returncode == 0, out.stderr
         assert "owned" in out.stdout, out.stdout
         assert not any(c in out.stdout for c in "\x1b\x07\r"), repr(out.stdout)
+
+
+def test_why_takes_the_name_after_its_options(tmp_path: Path) -> None:
+    """``history why --since 1h train.py`` as typed (issue 35, item 12: the name after an
+    option was refused as an unrecognized argument)."""
+    path = tmp_path / "h.sqlite"
+    s = Store(str(path), role="t")
+    s.register()
+    now = time.time()
+    for name, pid in (("train.py", 7), ("eval.py", 8)):
+        data = {"pid": pid, "name": name, "command": f"python {name}", "started": now - 60}
+        s.add_events(
+            [
+                Event(now - 60, "run-started", name, f"{name} (pid {pid}) started", data),
+                Event(now - 30, "run-ended", name, f"{name} ended", {**data, "exit": {"code": 0}}),
+            ]
+        )
+    s.close()
+    for args in (
+        ["history", "why", "--since", "1h", "train.py", "--store", str(path)],
+        ["history", "--store", str(path), "why", "--since", "1h", "train.py"],
+        ["history", "why", "train.py", "--since", "1h", "--store", str(path)],
+    ):
+        out = tw(*args)
+        assert out.returncode == 0, (args, out.stderr)
+        assert "train.py" in out.stdout and "eval.py" not in out.stdout, out.stdout
+    bad = tw("history", "why", "--since", "1h", "a.py", "b.py", "--store", str(path))
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import termios
+import time
 from pathlib import Path
 
 from tests.support.mounts import wait_until
@@ -77,3 +78,131 @@ def _handled(pid: int) -> bool:
     status = Path(f"/proc/{pid}/status").read_text()
     caught = int(next(ln for ln in status.splitlines() if ln.startswith("SigCgt:")).split()[1], 16)
     return bool(caught & (1 << (signal.SIGTERM - 1)))
+
+
+# logs every signal it gets (as COUNTER does) and exits 0 on SIGTERM
+LOGGER = COUNTER.replace(
+    "signal.signal(signal.SIGINT, lambda *a: None)\n",
+    "for s in (signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,"
+    " signal.SIGALRM, signal.SIGWINCH, signal.SIGCONT, signal.SIGPWR):\n"
+    "    signal.signal(s, lambda *a: None)\n",
+)
+SENT = ("SIGUSR1", "SIGUSR2", "SIGALRM", "SIGHUP", "SIGQUIT", "SIGWINCH", "SIGPWR", "SIGINT")
+
+
+def _run(store: Path, *cmd: str, **kw: object) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "trainwatch_lab", "run", "--store", str(store), "--", *cmd],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def _ended(store: Path) -> list[dict[str, object]]:
+    from trainwatch_lab.core.record import Store
+
+    s = Store(str(store), readonly=True)
+    try:
+        return [e.data for e in s.events(0, 1e12, kinds=("run-ended",))]
+    finally:
+        s.close()
+
+
+def test_every_signal_a_job_gets_goes_to_the_command_and_the_end_is_recorded(
+    tmp_path: Path,
+) -> None:
+    """Slurm's ``--signal=USR1@90`` and the rest: none ends the wrapper (issue 35, item 2:
+    SIGUSR1 killed it with rc 138, the script ran on and its end was never recorded)."""
+    log, store = tmp_path / "signals.log", tmp_path / "h.sqlite"
+    wrapper = _run(store, sys.executable, "-c", LOGGER, str(log), start_new_session=True)
+    lines = lambda: log.read_text().split() if log.exists() else []  # noqa: E731
+    try:
+        assert wait_until(lambda: "ready" in lines(), timeout=60)
+        for name in SENT:
+            wrapper.send_signal(getattr(signal, name))
+            assert wait_until(lambda n=name: n in lines(), timeout=60), (name, lines())
+            assert wrapper.poll() is None, (name, wrapper.returncode)
+        wrapper.send_signal(signal.SIGTERM)
+        assert wrapper.wait(timeout=60) == 0
+    finally:
+        if wrapper.poll() is None:
+            wrapper.kill()
+    assert lines() == ["ready", *SENT, "SIGTERM"]
+    (end,) = _ended(store)
+    assert end["exit"] == {"code": 0}
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def _first_children(pid: int, timeout: float = 60.0) -> list[int]:
+    """``pid``'s children as soon as it has one (a busy loop: the fork is just done)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := _children(pid):
+            return found
+    raise AssertionError(f"{pid} started no child in {timeout} s")
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_a_sigterm_as_the_command_starts_is_passed_on_never_orphaning_it(tmp_path: Path) -> None:
+    """SIGTERM the moment the wrapper forked its command, ten times over: each time the
+    command gets it and the wrapper reports it (143); none is left running without its
+    wrapper (issue 35, item 3: 8 of 10 wrappers died and left the command orphaned)."""
+    store = tmp_path / "h.sqlite"
+    orphans: list[int] = []
+    codes = []
+    for _ in range(10):
+        wrapper = _run(store, "sleep", "30")
+        try:
+            child = _first_children(wrapper.pid)
+            wrapper.send_signal(signal.SIGTERM)  # at once: within a few ms of the fork
+            codes.append(wrapper.wait(timeout=60))
+        finally:
+            if wrapper.poll() is None:
+                wrapper.kill()
+                wrapper.wait()
+        left = [pid for pid in child if _running(pid)]
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        orphans += left
+    assert orphans == [] and codes == [128 + signal.SIGTERM] * 10, (orphans, codes)
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_sigtstp_stops_the_command_and_the_wrapper_and_sigcont_wakes_both(tmp_path: Path) -> None:
+    """A batch system's suspend (TSTP to the wrapper, then CONT): the command stops with it
+    and goes on after; before, the wrapper stopped alone and the command ran on."""
+    store = tmp_path / "h.sqlite"
+    # a process group of its own in our session: not orphaned, so stop signals stop it
+    wrapper = _run(store, "sleep", "60", process_group=0)
+    try:
+        (child,) = _first_children(wrapper.pid)
+        assert wait_until(lambda: _handled(wrapper.pid), timeout=60)
+        wrapper.send_signal(signal.SIGTSTP)
+        assert wait_until(lambda: _state(child) == "T" and _state(wrapper.pid) == "T", 60)
+        wrapper.send_signal(signal.SIGCONT)
+        assert wait_until(lambda: _state(child) != "T" and _state(wrapper.pid) != "T", 60)
+        wrapper.send_signal(signal.SIGTERM)
+        assert wrapper.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        if wrapper.poll() is None:
+            wrapper.kill()
+            wrapper.wait()
+    (end,) = _ended(store)
+    assert end["exit"] == {"code": None, "signal": "SIGTERM"}

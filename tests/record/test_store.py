@@ -19,6 +19,7 @@ import pytest
 from trainwatch_lab.core.defaults import DEFAULTS, MIB
 from trainwatch_lab.core.model import PathState, Sample
 from trainwatch_lab.core.record import Event, Recorder, Store, codec
+from trainwatch_lab.core.record import store as store_module
 from trainwatch_lab.core.record.maintain import maintain
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -308,14 +309,17 @@ def test_a_flush_that_fails_after_its_events_committed_writes_them_once(tmp_path
     check.close()
 
 
-@pytest.mark.parametrize("moment", ["created-empty", "schema-uncommitted"])
+@pytest.mark.parametrize("moment", ["created-empty", "schema-uncommitted", "commits-mid-look"])
 def test_a_reader_racing_the_writer_that_creates_the_store_sees_no_history_yet(
-    tmp_path: Path, moment: str
+    tmp_path: Path, moment: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The server's recorded endpoints, `history` and a kernel's past read the file while its
     first writer may be creating it: an empty file, or the schema in an open transaction.
     That is a history with nothing in it yet, not "another program's file" (seen as a flake
-    of test_the_server_records_with_nobody_looking); and the writer then keeps the file."""
+    of test_the_server_records_with_nobody_looking, and in CI of
+    test_recorded_queries_run_one_at_a_time_off_the_hub_s_executor: the writer committed
+    between the reader's look at the mark and its look at the tables); and the writer then
+    keeps the file."""
     path = tmp_path / "history.sqlite"
     creator = None
     if moment == "created-empty":
@@ -324,14 +328,40 @@ def test_a_reader_racing_the_writer_that_creates_the_store_sees_no_history_yet(
         creator = sqlite3.connect(path, isolation_level=None)
         creator.execute("BEGIN IMMEDIATE")
         creator.execute("CREATE TABLE half (x)")
+    if moment == "commits-mid-look":
+        assert creator is not None
+        for statement in store_module.SCHEMA.split(";"):
+            creator.execute(statement)
+        creator.execute(f"PRAGMA application_id = {store_module.APPLICATION_ID}")
+        connect = Store._connect
+        seen: list[str] = []
+
+        def connect_and_commit_after_its_first_statement(
+            self: Store, target: str, uri: bool = False
+        ) -> sqlite3.Connection:
+            con = connect(self, target, uri)
+
+            def traced(statement: str) -> None:
+                if not statement.startswith("--"):  # not a pragma function's inner statement
+                    seen.append(statement)
+                if len(seen) == 2 and creator.in_transaction:  # the reader's second look
+                    creator.execute("COMMIT")
+
+            con.set_trace_callback(traced)
+            return con
+
+        monkeypatch.setattr(Store, "_connect", connect_and_commit_after_its_first_statement)
     reader = Store(str(path), readonly=True)
+    monkeypatch.undo()
+    assert creator is None or moment != "commits-mid-look" or not creator.in_transaction
     try:
         assert reader.read(["path:/data:avail_bytes"], 0, 2e9) == {}
         assert reader.events(0, 2e9) == []
     finally:
         reader.close()
     if creator is not None:
-        creator.execute("ROLLBACK")
+        if creator.in_transaction:
+            creator.execute("ROLLBACK")
         creator.close()
     writer = Store(str(path), role="t")
     try:
@@ -346,3 +376,63 @@ def test_a_reader_racing_the_writer_that_creates_the_store_sees_no_history_yet(
         and "-wal" not in p.name
         and "-shm" not in p.name
     ]
+
+
+def test_the_size_of_a_young_history_counts_its_wal(tmp_path: Path) -> None:
+    """Its WAL is most of a young history's size: ``used_bytes`` (the size cap, every size
+    figure) counts it (issue 35, item 12: no figure mentioned the WAL)."""
+    store = Store(str(tmp_path / "h.sqlite"), role="t")
+    try:
+        store.register()
+        store.add_events([Event(float(i), "process-seen", "x", "x" * 200) for i in range(200)])
+        wal = os.path.getsize(tmp_path / "h.sqlite-wal")
+        pages = store.con.execute("PRAGMA page_count").fetchone()[0]
+        free = store.con.execute("PRAGMA freelist_count").fetchone()[0]
+        size = store.con.execute("PRAGMA page_size").fetchone()[0]
+        assert wal > 0
+        assert store.used_bytes() == (pages - free) * size + wal
+    finally:
+        store.close()
+
+
+def _summed(store: Store, key: str, since: float, until: float) -> tuple[object, ...]:
+    """What ``read`` gives, summed up as the table of ``history`` shows it."""
+    ts, vs = store.read([key], since, until)[key]
+    real = [v for v in vs if v == v]
+    return (len(ts), ts[0], min(real), sum(real) / len(real), max(real), real[-1])
+
+
+def test_a_summary_from_block_aggregates_is_what_reading_every_point_gives(
+    tmp_path: Path,
+) -> None:
+    """Whole blocks are summed up from what was stored with them, undecoded; blocks that
+    overlap (a second writer, a thinned tier, recent rows) and the window's two ends are
+    decoded and merged as ``read`` does: the same numbers (issue 35, item 12: a week's
+    table decoded every point, 3.55 s)."""
+    store = Store(str(tmp_path / "h.sqlite"), role="t")
+    store.register()
+    key = "disk:sda:util"
+    t0 = 1_800_000_000.0
+    ts = [t0 + i for i in range(6000)]
+    vs = [float(i % 97) if i % 500 else float("nan") for i in range(6000)]
+    for i in range(0, 6000, 600):
+        store.close_blocks({key: (ts[i : i + 600], vs[i : i + 600])})
+    # a thinned block over part of the same time, and a second writer's overlapping block
+    store.close_blocks({key: ([t0 + 30.5 + 60 * i for i in range(20)], [50.0] * 20)}, tier=1)
+    store.close_blocks({key: ([t0 + 3000.25 + i for i in range(100)], [200.0] * 100)}, writer=99)
+    store.write_recent(
+        {key: ([t0 + 6000 + i for i in range(10)], [-1.0] * 10)}, t0 + 6000, t0 + 6009
+    )
+    try:
+        for since, until in ((t0 - 10, t0 + 7000), (t0 + 650.5, t0 + 5400.5), (t0, t0 + 6005)):
+            got = store.summary(key, since, until)
+            assert got is not None
+            assert (got.points, got.first, got.lo, got.mean, got.hi, got.last) == pytest.approx(
+                _summed(store, key, since, until)
+            )
+        store.decoded = 0
+        store.summary(key, t0 + 650.5, t0 + 5400.5)
+        assert store.decoded <= 4 * 600  # the two ends and the second writer's neighbours
+        assert store.summary(key, t0 + 9000, t0 + 9999) is None
+    finally:
+        store.close()

@@ -79,6 +79,11 @@ async def test_junk_gets_one_line_and_changes_nothing(hub, tmp_path) -> None:
             b'{"tick": 1}',
             b'{"paths": [], "tick": true}',
             b"[]",
+            b'{"check": {"paths": []}}',
+            b'{"check": {"paths": ["/tmp"], "probe": "yes"}}',
+            b'{"check": {"paths": ["/tmp"], "timeout": 1e9}}',
+            b'{"check": {"paths": ["/tmp"], "colour": "red"}}',
+            b'{"check": ["/tmp"]}',
         ]
         for line in bad:
             writer.write(line + b"\n")

@@ -207,7 +207,20 @@ def test_the_panel_explains_a_run_that_ended_while_nobody_looked(
             card = page.locator(CARD).filter(has=said).first
             card.wait_for(state="visible", timeout=60_000)
             text = card.locator(".jp-TrainWatch-awaySentence").text_content()
-            evidence = card.locator(".jp-TrainWatch-awayEvidence li").all_text_contents()
+            evidence = card.locator(".jp-TrainWatch-awayDetails .jp-TrainWatch-awayEvidence li")
+            evidence = evidence.all_text_contents()
+            # which run (issue 36): its command and folder, under one header with Dismiss all
+            run = card.locator(".jp-TrainWatch-awayRun").text_content()
+            if ending == "full-disk":
+                assert "train_until_full" in run and " in /" in run, run
+            assert page.locator(f"{PANEL} .jp-TrainWatch-awayDismissAll").count() == 1
+            for theme in ("JupyterLab Light", "JupyterLab Dark"):
+                set_theme(page, theme)
+                page.wait_for_timeout(300)
+                card.screenshot(
+                    path=str(artifact_path(f"away-card-{ending}-{theme.split()[-1].lower()}.png"))
+                )
+            set_theme(page, "JupyterLab Light")
             if ending == "full-disk":
                 assert re.search(r"was full \(\d[\d.]* k?B free at \d\d:\d\d:\d\d", text), text
                 assert re.match(r"\d[\d.]* k?B free at \d\d:\d\d:\d\d$", evidence[0]), evidence
@@ -230,6 +243,13 @@ def test_the_panel_explains_a_run_that_ended_while_nobody_looked(
             )
             banner = page.locator(f"{PANEL} .jp-TrainWatch-replay").text_content()
             assert re.match(r"Replaying \d\d:\d\d – \d\d:\d\d · back to live", banner), banner
+            # the header says so too, not "live" with a green dot (issue 36)
+            state = page.locator(f"{PANEL} .jp-TrainWatch-state")
+            page.wait_for_function(
+                f"() => document.querySelector('{PANEL} .jp-TrainWatch-state')"
+                ".classList.contains('jp-mod-replay')"
+            )
+            assert re.match(r"replaying \d\d:\d\d – \d\d:\d\d", state.text_content())
             space = page.locator(f"{PANEL} .jp-TrainWatch-chart").nth(2)
             assert int(space.get_attribute("data-points")) >= 3
             marks = page.locator(f"{PANEL} .jp-TrainWatch-marker")
@@ -260,3 +280,6 @@ def test_the_panel_explains_a_run_that_ended_while_nobody_looked(
             gone = card.get_attribute("data-id")
             card.locator(".jp-TrainWatch-awayDismiss").click()
             assert page.locator(f"{CARD}[data-id='{gone}']").count() == 0
+            if page.locator(CARD).count():  # other runs' cards: Dismiss all takes them all
+                page.locator(f"{PANEL} .jp-TrainWatch-awayDismissAll").click()
+            page.wait_for_function(f"() => document.querySelector('{PANEL}').dataset.away === '0'")

@@ -61,6 +61,10 @@ async def test_a_healthy_share_resolves_as_jupyter_resolves_it(
         found = await resolve(jp_fetch, absolute, kid)
         assert found == [{"scope": "kernel", "path": absolute}]
         assert await resolve(jp_fetch, "runs/missing.out", kid) == []
+    bogus = await jp_fetch(
+        "api", "resolvePath", params={"path": "here.txt", "kernel": "no-such-kernel"}
+    )
+    assert body(bogus)["unresolved"][0]["scope"] == "kernel"  # as Jupyter says it
     (jp_root_dir / "here.txt").write_text("local")
     assert await resolve(jp_fetch, "here.txt") == [{"scope": "server", "path": "here.txt"}]
 

@@ -15,7 +15,17 @@ from typing import Any
 from ..core.defaults import DEFAULTS, Defaults
 from ..core.guard.guard import MountGuard
 from ..core.history import History
-from ..core.model import SEVERITY_RANK, Alert, PathState, ProbeResult, Sample, Verdict
+from ..core.model import (
+    SEVERITY_RANK,
+    Alert,
+    PathState,
+    ProbeResult,
+    Sample,
+    Verdict,
+    alert_from_json,
+    path_state_from_json,
+    probe_from_json,
+)
 from ..core.paths.inspection import inspect_paths
 from ..core.paths.names import SPECIAL_FILE_TYPES, normalise
 from .advisor import Advisor
@@ -138,4 +148,26 @@ def run_check(
         alerts=alerts,
         baseline=baseline,
         elapsed_s=time.monotonic() - started,
+    )
+
+
+def report_to_wire(report: CheckReport) -> dict[str, Any]:
+    """The whole report as JSON, for a ``check`` that a Jupyter server runs for a terminal
+    (server.attach): ``report_from_wire`` gives the same report back to print."""
+    return {
+        "states": [s.to_json() for s in report.states],
+        "alerts": [a.to_json() for a in report.alerts],
+        "baseline": report.baseline.to_json() if report.baseline is not None else None,
+        "elapsed_s": report.elapsed_s,
+        "verdicts": list(report.verdicts),
+    }
+
+
+def report_from_wire(data: dict[str, Any]) -> CheckReport:
+    return CheckReport(
+        states=[path_state_from_json(s) for s in data["states"]],
+        alerts=[alert_from_json(a) for a in data["alerts"]],
+        baseline=probe_from_json(data.get("baseline")),
+        elapsed_s=float(data.get("elapsed_s") or 0.0),
+        verdicts=list(data.get("verdicts") or []),
     )

@@ -56,7 +56,9 @@ def _least_free(sample: Sample) -> str | None:
         return None
     p = min(roomy, key=lambda s: free_fraction(s) or 0.0)
     share = fmt_pct(free_fraction(p))  # as df counts it
-    return f"{fmt_bytes(p.avail_bytes)} free on {p.mountpoint or p.path} ({share})"
+    # "74 GiB (73 %) free on /": the share is of free space, said before "free" so that
+    # beside a "Space used" chart it cannot read as 73 % used (issue 36)
+    return f"{fmt_bytes(p.avail_bytes)} ({share}) free on {p.mountpoint or p.path}"
 
 
 def headline(

@@ -16,7 +16,7 @@ from itertools import pairwise
 
 from ..core.defaults import Defaults
 from ..core.history import History
-from ..core.model import Alert, PathState, Sample
+from ..core.model import Alert, PathState, ProcessIO, Sample
 from ..core.paths.names import printable
 from .context import Context, Detector
 from .text import fmt_duration, fmt_pct, short_path
@@ -35,7 +35,7 @@ FIXES = {
     "sync": (
         "Each fsync waits for {path} to store the data. Log to local disk and copy to {path} "
         "in the background: `SummaryWriter(local_mirror({path!r}))` (from trainwatch_lab import "
-        "local_mirror) or `trainwatch-lab mirror /tmp/runs {path}`; or flush less often "
+        "local_mirror) or `trainwatch-lab mirror LOCAL_DIR {path}`; or flush less often "
         "(TensorBoard flush_secs, Lightning log_every_n_steps)."
     ),
     "write": (
@@ -141,7 +141,7 @@ def lost_to_storage(sample: Sample, history: History, defaults: Defaults) -> str
     from the history, not this tick: a tick not measured yet must not make the words blink."""
     if sample.process is None:
         return None
-    window = defaults.io_bound_window_s
+    window, _ = judged_window(sample.process, sample.t, defaults)
     paths = {k[1] for k in history.keys("wait") if k[2] == "main" and k[1] in sample.paths}
     means = [
         (window_mean(history, ("wait", path, "main"), window, sample.t)[0], path)
@@ -176,16 +176,27 @@ def _verdict(fraction: float, ctx: Context) -> str | None:
     return "info" if fraction >= ctx.defaults.io_bound_moderate else None
 
 
+def judged_window(proc: ProcessIO, now: float, defaults: Defaults) -> tuple[float, str]:
+    """The seconds io-bound averages over, and how to say them: ``io_bound_window_s`` at
+    most, never before the running cell (or the process) began, so the idle minutes before
+    a cell do not water its 79 % down to 21 %."""
+    window = defaults.io_bound_window_s
+    if proc.running_since is None or now - proc.running_since >= window:
+        return window, "the last {}"
+    if proc.running_what == "cell":
+        return max(0.0, now - proc.running_since), "the {} this cell has run"
+    return max(0.0, now - proc.running_since), "the {} it has run"
+
+
 def _main_alert(ctx: Context, sample: Sample, path: str) -> Alert | None:
     d, proc = ctx.defaults, sample.process
     assert proc is not None
-    fraction, covered = window_mean(
-        ctx.history, ("wait", path, "main"), d.io_bound_window_s, sample.t
-    )
+    seconds, over = judged_window(proc, sample.t, d)
+    fraction, covered = window_mean(ctx.history, ("wait", path, "main"), seconds, sample.t)
     severity = _verdict(fraction, ctx)
     if severity is None or covered < d.io_bound_min_s:
         return None
-    calls = top_calls(ctx.history, path, "main", d.io_bound_window_s, sample.t)
+    calls = top_calls(ctx.history, path, "main", seconds, sample.t)
     how = "highly" if severity == "warning" else "moderately"
     doing = _calls_text(calls, proc.wait_files.get(path))
     return Alert(
@@ -193,8 +204,9 @@ def _main_alert(ctx: Context, sample: Sample, path: str) -> Alert | None:
         severity=severity,  # type: ignore[arg-type]
         subject=path,
         message=(
-            f"The training loop (pid {proc.pid}) spent {fmt_pct(fraction)} of the last "
-            f"{fmt_duration(covered)} waiting on {path}{doing}"
+            f"The training loop (pid {proc.pid}) spent {fmt_pct(fraction)} of "
+            f"{over.format(fmt_duration(covered if seconds == d.io_bound_window_s else seconds))}"
+            f" waiting on {path}{doing}"
             f": {how} I/O-bound ({fmt_pct(d.io_bound_moderate)} is moderately, "
             f"{fmt_pct(d.io_bound_high)} highly)."
         ),

@@ -26,14 +26,22 @@ from .text import (
     fmt_rate,
     free_fraction,
     reserved_text,
+    short_path,
 )
 
 LOCAL_FIX = (
-    "Write logs and checkpoints to local disk and copy them to the share in the background: "
-    "`SummaryWriter(local_mirror(share_dir))` (from trainwatch_lab import local_mirror), or "
-    "`trainwatch-lab mirror /tmp/runs SHARE` (an rsync every few minutes, without re-sending "
-    "growing files); if they must go there, lower the logging frequency (TensorBoard "
-    "flush_secs, Lightning log_every_n_steps)."
+    "Write logs and checkpoints to local disk and let trainwatch copy them to the share in the "
+    "background: in Python, `SummaryWriter(local_mirror(share_dir))` (from trainwatch_lab import "
+    "local_mirror); for a script you cannot change, point it at a local directory and run "
+    "`trainwatch-lab mirror LOCAL_DIR SHARE_DIR` beside it (it copies every few minutes, only "
+    "the bytes appended since the last copy). If the logs must go to the share directly, log "
+    "less often (TensorBoard flush_secs, Lightning log_every_n_steps)."
+)
+# slow-mount on a share has the cause shared-mount names on the same mount (always raised
+# there with it): one fix per cause, so it points there instead of saying it again
+SAME_CAUSE_FIX = (
+    "The share is the cause: shared-mount's fix for {mount} (log to local disk with "
+    "`local_mirror`, copied in the background) cures this too."
 )
 FASTER_DISK_FIX = (
     "Write step-by-step logs and checkpoints to a faster disk (local NVMe, or /dev/shm for "
@@ -86,6 +94,19 @@ def _on(paths: list[str], p: PathState) -> str:
         return mount
     names = inside[0] if len(inside) == 1 else f"{', '.join(inside[:-1])} and {inside[-1]}"
     return f"{mount} (where {names} {'lives' if len(inside) == 1 else 'live'})"
+
+
+def _there(paths: list[str], p: PathState) -> str:
+    """``; …/runs/exp1 lives there``: the watched paths on a filesystem, said after the
+    numbers and by their last two names, so that a one-line view cut at 820 px keeps the
+    rate and the time to full (a mirror's scratch path ran 60 characters; the full paths
+    are in the subject and the panel's path list)."""
+    mount = p.mountpoint or paths[0]
+    inside = sorted(short_path(path, 2) for path in paths if path != mount)
+    if not inside:
+        return ""
+    names = inside[0] if len(inside) == 1 else f"{', '.join(inside[:-1])} and {inside[-1]}"
+    return f"; {names} {'lives' if len(inside) == 1 else 'live'} there"
 
 
 def _watched(sample: Sample) -> Iterator[tuple[str, PathState]]:
@@ -230,7 +251,9 @@ def slow_mount(ctx: Context) -> Iterator[Alert]:
                 f"Writes to {path} ({_where(p)}) are slow{_probe_text(p.probe, ctx.baseline)}"
                 f"{ratio}."
             ),
-            fix=LOCAL_FIX if p.shared else FASTER_DISK_FIX,
+            fix=(
+                SAME_CAUSE_FIX.format(mount=p.mountpoint or path) if p.shared else FASTER_DISK_FIX
+            ),
         )
 
 
@@ -255,7 +278,7 @@ def _room(paths: list[str], p: PathState) -> str:
     binds there ("in your quota on /mnt/lustre") when that leaves less than the filesystem."""
     if p.quota:
         return f"in {p.quota['name']} (for {', '.join(paths)})"
-    return f"on {_on(paths, p)}"
+    return f"on {p.mountpoint or paths[0]}"
 
 
 QUOTA_FIX = " Or ask for a bigger quota (quota -s / lfs quota -h show it)."
@@ -294,7 +317,9 @@ def disk_almost_full(ctx: Context) -> Iterator[Alert]:
             parts.append(
                 f"Only {fmt_bytes(p.avail_bytes)} of {fmt_bytes(p.total_bytes)} "
                 f"({fmt_pct(share)}) is free {_room(paths, p)}"
-                + (f" ({reserved})." if reserved else ".")
+                + (f" ({reserved})" if reserved else "")
+                + ("" if p.quota else _there(paths, p))
+                + "."
             )
             fixes.append(
                 f"Free at least {fmt_bytes(limit - p.avail_bytes)} (old runs, old checkpoints) "
@@ -337,11 +362,11 @@ def disk_filling(ctx: Context) -> Iterator[Alert]:
             severity="critical" if critical else "warning",
             subject=paths[0],
             message=(
-                f"{_on(paths, p)} is filling at "
-                f"{fmt_rate(fill.rate_bps)} (for {fmt_duration(fill.trend_s)} now): "
+                f"{p.mountpoint or paths[0]} is filling at {fmt_rate(fill.rate_bps)}: "
                 f"{fmt_bytes(p.avail_bytes)} left{' ' + _room(paths, p) if p.quota else ''}, "
-                "full in about "
-                f"{fmt_duration(ttf)} (around {fmt_clock(ctx.sample.t + ttf)}) at this rate."
+                f"full in about {fmt_duration(ttf)} (around {fmt_clock(ctx.sample.t + ttf)}) "
+                f"at this rate, steady for {fmt_duration(fill.trend_s)}"
+                f"{'' if p.quota else _there(paths, p)}."
             ),
             fix=(
                 "Free space or move the output to a bigger disk before then: delete old runs, "

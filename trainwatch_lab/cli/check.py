@@ -18,6 +18,7 @@ examples:
   trainwatch-lab check runs/exp1                         a logdir, even one not created yet
   trainwatch-lab check --json /mnt/share | jq .paths     one JSON object, for scripts and CI
   trainwatch-lab check --no-probe --timeout 5 /mnt/nfs   write nothing; wait 5 s for the mount
+  trainwatch-lab check --no-attach /data                 checked here, JupyterLab or not
 """
 
 
@@ -61,6 +62,15 @@ def add_parser(sub: Any) -> None:
         help=(
             "give up on a mount that does not answer after S seconds "
             f"(default: {DEFAULTS.mount_timeout_s:g}; e.g. --timeout 5)"
+        ),
+    )
+    check.add_argument(
+        "--no-attach",
+        dest="attach",
+        action="store_false",
+        help=(
+            "check here even when a Jupyter server of yours with trainwatch_lab runs "
+            "(default: that server checks, with what it knows of mounts that hang already)"
         ),
     )
 
@@ -134,12 +144,49 @@ def print_check(report: Any, out: TextIO) -> None:
         out.write(f"\nNo warnings{' for the other paths' if missing else ''}.\n")
 
 
+def checked_by_server(paths: list[str], probe: bool, timeout: float) -> Any | None:
+    """The report of the Jupyter server of ours that runs the machine's one sampler (issue
+    33): its guard already knows a share that hangs, and no helper starts here. None when
+    there is no such server, or it did not answer in time: then the check runs here."""
+    from ..advice.check import report_from_wire
+    from ..core.attach.link import HubLink, LinkError
+    from ..core.attach.wire import runtime_dir, runtime_name
+
+    try:
+        link = HubLink(runtime_name(runtime_dir()))
+    except LinkError:
+        return None
+    try:
+        # the server's own budget for a check, and a margin for its loop and the wire
+        wait = timeout * 3 + DEFAULTS.probe_budget_s + 15.0
+        answer = link.check(paths, probe, timeout, wait=wait)
+    finally:
+        link.close()
+    if not isinstance(answer, dict) or "error" in answer:
+        why = answer.get("error") if isinstance(answer, dict) else "no answer in time"
+        print(
+            f"trainwatch: the Jupyter server could not check ({why}); checking here",
+            file=sys.stderr,
+        )
+        return None
+    print(
+        f"trainwatch: checked by the Jupyter server's sampler (pid {link.server_pid}), as its "
+        "panel's check would (--no-attach checks here)",
+        file=sys.stderr,
+    )
+    return report_from_wire(answer)
+
+
 def run(args: argparse.Namespace) -> int:
     """Exit 2 for a path that can never exist, else the report's exit code."""
     paths = user_paths(args.paths)
     from ..advice.check import run_check  # after validation: bad input costs no imports
 
-    report = run_check(paths, probe=not args.no_probe, timeout=args.timeout)
+    report = None
+    if args.attach:
+        report = checked_by_server(paths, not args.no_probe, args.timeout)
+    if report is None:
+        report = run_check(paths, probe=not args.no_probe, timeout=args.timeout)
     if args.json:
         sys.stdout.write(dumps(report.to_json(), indent=2) + "\n")
     else:

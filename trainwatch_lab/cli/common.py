@@ -54,6 +54,33 @@ class Parser(argparse.ArgumentParser):
         return [o for o in parser._option_string_actions if o.startswith("--")]
 
 
+class IntermixedParser(Parser):
+    """A command whose positionals may follow its options, as users type them
+    (``history why --since 1h train.py``): argparse's intermixed parsing, for a command
+    without subcommands or REMAINDER arguments."""
+
+    _inside = False
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        if self._inside:  # (the intermixed parse calls this twice itself)
+            return super().parse_known_args(args, namespace)
+        self._inside = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._inside = False
+
+
+def add_intermixed(sub: Any, name: str, **kw: Any) -> IntermixedParser:
+    """``sub.add_parser(name, **kw)``, as an IntermixedParser."""
+    made_by = sub._parser_class
+    sub._parser_class = IntermixedParser
+    try:
+        return sub.add_parser(name, **kw)  # type: ignore[no-any-return]
+    finally:
+        sub._parser_class = made_by
+
+
 def seconds(text: str) -> float:
     """A positive, finite duration (``--timeout``, ``--duration``, ``--every``): seconds, or
     ``500ms``, ``2s``, ``10m``, ``1h`` as the magic takes them (core.usage)."""

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import argparse
 import csv
-import io
 import sys
 import time
-from typing import Any
+from datetime import datetime
+from typing import Any, TextIO
 
 from ..core.paths.names import printable
 from ..core.usage import parse_when
-from .common import RAW, UsageError, dumps, table
+from .common import RAW, UsageError, add_intermixed, dumps, table
 from .record import add_store, store_path
 
 EPILOG = """\
@@ -40,7 +40,8 @@ def when(text: str) -> float:
 
 
 def add_parser(sub: Any) -> None:
-    history = sub.add_parser(
+    history = add_intermixed(
+        sub,
         "history",
         help="the recorded history: series, events, why a run ended, an export",
         description=(
@@ -90,17 +91,16 @@ def run(args: argparse.Namespace) -> int:
     except StoreError as exc:
         raise UsageError(str(exc)) from None
     try:
-        out = VIEW_RUN[args.view](store, args, since, until)
-    finally:
-        store.close()
-    if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8") as fh:
-                fh.write(out)
+        if not args.output:
+            VIEW_RUN[args.view](store, args, since, until, sys.stdout)
+            return 0
+        try:  # opened once the store is: a bad store leaves no empty file behind
+            with open(args.output, "w", encoding="utf-8") as out:
+                VIEW_RUN[args.view](store, args, since, until, out)
         except OSError as exc:
             raise UsageError(f"{printable(args.output)}: {exc.strerror}") from None
-    else:
-        sys.stdout.write(out)
+    finally:
+        store.close()
     return 0
 
 
@@ -108,63 +108,111 @@ def _stamp(t: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
 
 
-def _samples(store: Any, args: argparse.Namespace, since: float, until: float) -> str:
-    if args.format == "table":  # one series at a time: a week of every series stays small
-        return _summary(store, args.series, since, until)
-    columns = store.read(store.keys(args.series), since, until)
-    columns = {k: c for k, c in columns.items() if c[0]}
-    if args.format == "json":
-        return dumps({k: {"t": ts, "v": vs} for k, (ts, vs) in columns.items()}) + "\n"
-    if args.format == "csv":
-        times = sorted({t for ts, _ in columns.values() for t in ts})
-        index = {k: dict(zip(ts, vs, strict=True)) for k, (ts, vs) in columns.items()}
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(["t", *columns])
-        for t in times:
-            row = [index[k].get(t) for k in columns]
-            writer.writerow([f"{t:.3f}", *("" if v is None or v != v else f"{v:.6g}" for v in row)])
-        return buf.getvalue()
-    raise AssertionError(args.format)
+def _iso(t: float) -> str:
+    """ISO 8601 with the local offset (``2026-12-04T14:03:25.120+01:00``): what a sheet
+    reads as a time, where epoch seconds read as a number."""
+    return datetime.fromtimestamp(t).astimezone().isoformat(timespec="milliseconds")
+
+
+def _cell(v: float | None) -> str:
+    """A value as a sheet should get it: bytes and counts as full integers (80491400000, not
+    8.04914e+10), others at full precision; empty when missing."""
+    if v is None or v != v:
+        return ""
+    if v.is_integer() and abs(v) < 2**63:
+        return str(int(v))
+    return repr(v)
+
+
+def _samples(store: Any, args: argparse.Namespace, since: float, until: float, out: TextIO) -> None:
+    """The table (one series at a time), or every point as CSV or JSON, written as it is
+    read: CSV a slice of time at a time, JSON a series at a time, so a week of every
+    series never sits in memory at once (a week of 120 series at 1 s took 1.7 GB)."""
+    if args.format == "table":
+        out.write(_summary(store, args.series, since, until))
+    elif args.format == "json":
+        _json_points(store, store.keys(args.series), since, until, out)
+    elif args.format == "csv":
+        _csv_points(store, store.keys(args.series), since, until, out)
+    else:
+        raise AssertionError(args.format)
+
+
+def _json_points(store: Any, keys: list[str], since: float, until: float, out: TextIO) -> None:
+    """``{"key": {"t": [...], "v": [...]}, ...}``: series with a point in the window."""
+    out.write("{")
+    first = True
+    for key in keys:
+        ts, vs = store.read([key], since, until).get(key, ([], []))
+        if not ts:
+            continue
+        out.write(("" if first else ", ") + dumps(key) + ": " + dumps({"t": ts, "v": vs}))
+        first = False
+    out.write("}\n")
+
+
+def _csv_points(store: Any, keys: list[str], since: float, until: float, out: TextIO) -> None:
+    """One row per time, one column per series with a point in the window, written a
+    slice of time at a time (about ``record_csv_slice_points`` points each)."""
+    keys = [k for k in keys if store.has_points(k, since, until)]
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["time", "t", *keys])
+    step = max(60.0, store.defaults.record_csv_slice_points / max(1, len(keys)))
+    a = since
+    while a <= until:
+        b = min(until, a + step)
+        columns = store.read(keys, a, b)
+        index: dict[float, dict[str, float]] = {}
+        for key, (ts, vs) in columns.items():
+            for t, v in zip(ts, vs, strict=True):
+                if t < b or b == until:  # a point on the boundary is the next slice's
+                    index.setdefault(t, {})[key] = v
+        for t in sorted(index):
+            row = [index[t].get(k) for k in keys]
+            writer.writerow([_iso(t), f"{t:.3f}", *(_cell(v) for v in row)])
+        if b >= until:
+            break
+        a = b
 
 
 def _summary(store: Any, pattern: str | None, since: float, until: float) -> str:
-    """Per series: points, the first time, min, mean, max and the last value."""
+    """Per series: points, the first time, min, mean, max and the last value (whole blocks
+    from their stored aggregates: a week reads the blocks at its ends, Store.summary)."""
     rows = [["series", "points", "first", "min", "mean", "max", "last"]]
     for key in store.keys(pattern):
-        ts, vs = store.read([key], since, until).get(key, ([], []))
-        real = [v for v in vs if v == v]
-        if not real:
+        got = store.summary(key, since, until)
+        if got is None or got.mean is None:
             continue
-        mean = sum(real) / len(real)
-        stats = (min(real), mean, max(real), real[-1])
-        rows.append([key, str(len(ts)), _stamp(ts[0]), *(f"{v:.4g}" for v in stats)])
+        stats = (got.lo, got.mean, got.hi, got.last)
+        rows.append([key, str(got.points), _stamp(got.first), *(f"{v:.4g}" for v in stats)])
     if len(rows) == 1:
         return "nothing recorded in this window\n"
     return table(rows, right={1, 3, 4, 5, 6}) + "\n"
 
 
-def _events(store: Any, args: argparse.Namespace, since: float, until: float) -> str:
+def _events(store: Any, args: argparse.Namespace, since: float, until: float, out: TextIO) -> None:
     from ..core.record.export import redact
 
     events = store.events(since, until)
     if args.format == "json":
-        return "".join(dumps(redact(e.to_json())) + "\n" for e in events)
+        for e in events:
+            out.write(dumps(redact(e.to_json())) + "\n")
+        return
     if args.format == "csv":
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
+        writer = csv.writer(out, lineterminator="\n")
         writer.writerow(["time", "kind", "subject", "text"])
         for e in events:
             writer.writerow([_stamp(e.t), e.kind, e.subject, redact(e.text)])
-        return buf.getvalue()
+        return
     if not events:
-        return "no events in this window\n"
+        out.write("no events in this window\n")
+        return
     rows = [["time", "kind", "subject", "text"]]
     rows += [[_stamp(e.t), e.kind, e.subject, redact(e.text)] for e in events]
-    return table(rows) + "\n"
+    out.write(table(rows) + "\n")
 
 
-def _why(store: Any, args: argparse.Namespace, since: float, until: float) -> str:
+def _why(store: Any, args: argparse.Namespace, since: float, until: float, out: TextIO) -> None:
     from ..core.record.export import redact
     from ..core.record.why import endings, explain
 
@@ -174,16 +222,17 @@ def _why(store: Any, args: argparse.Namespace, since: float, until: float) -> st
         if args.target is None or args.target in (e.name, str(e.pid))
     ]
     if args.format == "json":  # evidence quotes stderr: redacted like every other surface
-        return dumps([redact(e.to_json()) for e in found]) + "\n"
-    if not found:
-        return "no run ended in this window\n"
-    return "".join(f"{printable(redact(e.sentence))}\n" for e in found)
+        out.write(dumps([redact(e.to_json()) for e in found]) + "\n")
+    elif not found:
+        out.write("no run ended in this window\n")
+    else:
+        out.write("".join(f"{printable(redact(e.sentence))}\n" for e in found))
 
 
-def _export(store: Any, args: argparse.Namespace, since: float, until: float) -> str:
+def _export(store: Any, args: argparse.Namespace, since: float, until: float, out: TextIO) -> None:
     from ..core.record.export import export
 
-    return dumps(export(store, since, until, args.series), indent=1) + "\n"
+    out.write(dumps(export(store, since, until, args.series), indent=1) + "\n")
 
 
 VIEW_RUN = {"samples": _samples, "events": _events, "why": _why, "export": _export}

@@ -39,11 +39,15 @@ def add_store(parser: argparse.ArgumentParser) -> None:
 
 
 def store_path(args: argparse.Namespace) -> str:
-    """The history file of ``--store`` (or the default), or UsageError when not local."""
+    """The history file of ``--store`` (or the default), or UsageError when it may not
+    hold the history: one line, and never another file than the one given."""
     from ..core.record import choose
+    from ..core.record.location import Refused
 
     try:
         where = choose(explicit_file=args.store)
+    except Refused as exc:  # never another file than the one asked for
+        raise UsageError(str(exc)) from None
     except LookupError as exc:
         raise UsageError(f"no local place for the history: {exc}") from None
     for note in where.notes:

@@ -64,7 +64,8 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help=(
             "also find training processes (GPU holders, TensorBoard event files, checkpoints "
-            "open for writing) and watch their directories (default: only without PATH)"
+            "open for writing; as root, writers of 1 MiB files into a watched PATH) and "
+            "watch their directories (default: only without PATH)"
         ),
     )
     watch.add_argument(

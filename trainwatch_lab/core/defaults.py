@@ -186,6 +186,17 @@ class Defaults:
     training_cpu_share: float = 0.01  # the scan's CPU, at most, however many processes run
     max_training_processes: int = 8  # rows, each with its own I/O reader
     max_training_paths: int = 16  # directories added on top of the user's (64 in all at most)
+    # fanotify reads per discovery pass (64 KiB, ~2,700 files closed after writing, each):
+    # a busy root filesystem cannot make one pass unbounded; the rest waits for the next
+    write_watch_max_reads: int = 64
+    # a file at least this large closed after writing under a watched path makes its writer a
+    # run (a checkpoint, an array, a shard), a source file an editor saved does not
+    write_watch_min_bytes: int = 1 << 20
+    # `history why` (core.record.why): with "No space left on device" in a run's stderr, its
+    # disk counts as full under this share of its size (a 4 MiB save failed on a 64 MiB ext4
+    # with 1.5 MB still free: the filesystem's reserve and metadata) but never above this
+    why_nearly_full_share: float = 0.05
+    why_nearly_full_max_bytes: int = 64 * MIB
     # `trainwatch-lab serve`: Prometheus's exporter range 9100-9999 is allocated in full (the
     # wiki's list goes on from 10000, one port at a time); this one is far past that, below
     # Linux's ephemeral ports (32768+) and in no /etc/services entry
@@ -272,6 +283,10 @@ class Defaults:
     # history never fills a disk that training needs; it resumes when space returns
     record_min_free_bytes: int = 256 * MIB
     record_busy_timeout_s: float = 5.0  # a writer waits this long for another's transaction
+    # `run -- CMD` records on a thread of its own, after the command started: at the end it
+    # waits this long for the record (the store opened, the end written: two busy waits and
+    # a margin), then exits with the command's code whatever the store does
+    run_record_wait_s: float = 15.0
     record_maintain_every_s: float = 600.0  # thinning and dropping run this often
     record_buffer_points: int = 3600  # points held per series while paused: memory bounded
     # a replay's chart reads one series at a time in slices this long, folding each into
@@ -280,6 +295,10 @@ class Defaults:
     # never holds the query thread for long
     record_query_slice_s: float = 6 * 3600.0
     record_query_max_decoded: int = 2_000_000
+    # `history --format csv` writes a slice of time at a time, holding about this many
+    # points (a week of 120 series at 1 s whole took 1.7 GB): the slice is this over the
+    # number of series, at least a minute
+    record_csv_slice_points: int = 200_000
     # `%trainwatch --since 8h` waits this long for the replay's read (on a helper thread) so
     # that a missing history is one printed line, not a widget; a slower read shows the
     # widget at once, saying it is reading, and fills it in when the read ends

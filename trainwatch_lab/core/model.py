@@ -264,6 +264,11 @@ class ProcessIO:
     wait_other: float | None = None
     wait_samples: int = 0  # looks at the main thread during this interval (10 a second)
     wait_workers: int = 0  # worker processes measured
+    # when the work being judged began (epoch s): the running cell's start in a kernel that
+    # says so, else the process's start; io-bound judges no time before it (an idle kernel's
+    # minutes before the cell are no I/O-bound training)
+    running_since: float | None = None
+    running_what: str = "process"  # "cell" or "process": what running_since is the start of
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -408,6 +413,21 @@ def _training_process(data: dict[str, Any]) -> TrainingProcess:
     row = _load(TrainingProcess, data)
     row.io = _load(ProcessIO, data.get("io"))
     return row
+
+
+def path_state_from_json(data: dict[str, Any]) -> PathState:
+    """The PathState that ``PathState.to_json`` wrote."""
+    return _path_state(data)
+
+
+def alert_from_json(data: dict[str, Any]) -> Alert:
+    """The Alert that ``Alert.to_json`` wrote."""
+    return _load(Alert, data)
+
+
+def probe_from_json(data: dict[str, Any] | None) -> ProbeResult | None:
+    """The ProbeResult that ``ProbeResult.to_json`` wrote (None for None)."""
+    return _probe(data)
 
 
 def sample_from_json(data: dict[str, Any]) -> Sample:

@@ -4,7 +4,9 @@
 Another user who owns a directory of ours, or may write in it, can read what we put there
 (a log with an API key in it) and swap or add files (a checkpoint the mirror then copies to
 the share as root). So a directory we use must be ours (or root's) and writable by nobody
-else, unless sticky (like /tmp, where no one can replace an entry of ours). A symbolic link
+else: others could add files there (the -wal SQLite creates next to the history, a checkpoint
+the mirror would copy). A sticky directory (like /tmp) is enough only to make a directory of
+ours in: no one can replace an entry of ours there. A symbolic link
 on the way is only as safe as its owner: another user may point theirs elsewhere after we
 looked. Local directories only: ``os.stat`` here must not meet a hung mount.
 """
@@ -17,9 +19,10 @@ import stat
 PRIVATE_MODE = 0o700
 
 
-def untrusted(directory: str) -> str | None:
+def untrusted(directory: str, *, only_ours_made_in: bool = False) -> str | None:
     """Why ``directory`` is no place for this user's files, or None when it is (or does not
-    exist yet: the caller makes it ``PRIVATE_MODE``)."""
+    exist yet: the caller makes it ``PRIVATE_MODE``). ``only_ours_made_in``: nothing is kept
+    in it but a directory of ours made there (a sticky one then passes)."""
     try:
         link = os.lstat(directory)
         st = os.stat(directory)
@@ -33,7 +36,7 @@ def untrusted(directory: str) -> str | None:
         return f"{directory} is not a directory"
     if st.st_uid not in (os.geteuid(), 0):
         return f"{directory} belongs to another user (uid {st.st_uid})"
-    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+    if st.st_mode & 0o022 and not (only_ours_made_in and st.st_mode & stat.S_ISVTX):
         return f"{directory} is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
     return None
 

@@ -67,7 +67,7 @@ def root_refusal(root: str, kind: str = MIRROR_DIR) -> str | None:
 
 def _not_ours(root: str, kind: str) -> str | None:
     """``root`` or its ``kind`` directory not ours alone (they are looked at: a local root)."""
-    return untrusted(root) or untrusted(os.path.join(root, base_name(kind)))
+    return untrusted(root, only_ours_made_in=True) or untrusted(os.path.join(root, base_name(kind)))
 
 
 def _available(path: str, guard: MountGuard) -> int:
@@ -131,7 +131,7 @@ def private_base(root: str, kind: str = MIRROR_DIR) -> str:
     ValueError (one line) otherwise."""
     os.makedirs(root, exist_ok=True)
     base = os.path.join(root, base_name(kind))
-    why = untrusted(root) or private_dir(base)
+    why = untrusted(root, only_ours_made_in=True) or private_dir(base)
     if why is not None:
         raise ValueError(f"refusing to keep files there: {why}")
     return base

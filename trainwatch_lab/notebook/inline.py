@@ -89,6 +89,7 @@ class CellTracker:
         self._lock = threading.Lock()
         self._depth = 0
         self._parent: Any = None
+        self._started: float | None = None  # when the running top-level cell began
         self.generation = 0  # bumps on each new top-level cell
 
     def pre(self, info: Any = None) -> None:
@@ -97,6 +98,7 @@ class CellTracker:
             self._depth += 1
             if self._depth == 1:
                 self._parent = parent
+                self._started = time.time()
                 self.generation += 1
 
     def post(self, result: Any = None) -> None:
@@ -104,6 +106,12 @@ class CellTracker:
             self._depth = max(0, self._depth - 1)
             if self._depth == 0:
                 self._parent = None
+
+    def started_at(self) -> float | None:
+        """When the running cell began (epoch s), None while the kernel is idle: the time
+        io-bound judges (ProcessIOSource.busy_since)."""
+        with self._lock:
+            return self._started if self._depth > 0 else None
 
     @property
     def running(self) -> bool:
@@ -240,18 +248,29 @@ class InlineAlerts:
             ns = self.tracker.shell.user_ns
             ids = {n: id(v) for n, v in list(ns.items()) if not n.startswith("_")}
             changed = [n for n, i in ids.items() if self._ids.get(n) != i]
+            gone = set(self._ids) - set(ids)  # ``del writer``
             self._ids = ids
             found = discover(ns, names=changed)
         except Exception:  # never break the user's cell
             return
         with self._lock:
+            # what a reassigned variable named before is no longer its fix: a writer moved
+            # onto local_mirror(share) must not be offered local_mirror for the share again
+            stale = gone.union(changed)
+            self.found = {p: f for p, f in self.found.items() if f.root not in stale}
             for f in found:
                 self.found[f.path] = f
 
     def fix_codes(self, alerts: list[Alert]) -> list[str | None]:
+        """Each alert's fix as code, once: the same code for two warnings of one cause
+        (shared-mount and slow-mount on a share) goes with the first only."""
         with self._lock:
             found = [self.found.get(a.subject) for a in alerts]
-        return [fix_code(f, a.code) if f else None for a, f in zip(alerts, found, strict=True)]
+        codes: list[str | None] = []
+        for a, f in zip(alerts, found, strict=True):
+            code = fix_code(f, a.code) if f else None
+            codes.append(None if code in codes else code)
+        return codes
 
     def bundle(self, alerts: list[Alert]) -> dict[str, Any]:
         return bundle_with_fixes(alerts, self.fix_codes(alerts))

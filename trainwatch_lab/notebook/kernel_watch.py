@@ -140,6 +140,7 @@ class KernelWatch:
             defaults=self.defaults,
             start=False,
         )
+        self._follow_cells(dash.sampler)
         previous, self.dashboard = self.dashboard, dash
         if previous is not None:
             previous.stop("replaced by a newer %trainwatch")
@@ -286,4 +287,12 @@ class KernelWatch:
         )
         if self.inline is not None:
             sampler.subscribe(self.inline.on_sample)
+        self._follow_cells(sampler)
         return sampler, True
+
+    def _follow_cells(self, sampler: Any) -> None:
+        """The kernel's process is judged over the running cell, not the idle time before
+        it (io-bound's window): its process source learns when the cell began."""
+        source = sampler.find_source("process")
+        if self.inline is not None and source is not None and hasattr(source, "busy_since"):
+            source.busy_since = self.inline.tracker.started_at

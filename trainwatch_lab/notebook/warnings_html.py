@@ -9,6 +9,7 @@ read well.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -66,6 +67,21 @@ def esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
+_CODE_SPAN = re.compile(r"`([^`\n]+)`")
+
+
+def prose_html(text: str) -> str:
+    """A warning's sentence as HTML: what it quotes between backticks (a command, a line of
+    Python) set as code, so a reader sees ``local_mirror(...)`` in code type, not in quotes
+    of a markup they may not know. Plain-text surfaces (the terminal) keep the backticks."""
+    return _CODE_SPAN.sub(lambda m: f"<code>{m.group(1)}</code>", esc(text))
+
+
+def plain(text: str) -> str:
+    """The sentence for a tooltip, which cannot hold markup: the backticks dropped."""
+    return _CODE_SPAN.sub(lambda m: m.group(1), text)
+
+
 def severity_icon(severity: str, size: int = 14) -> str:
     """A small inline SVG for ``severity`` in the theme's colour for it (no emoji font needed);
     colours in ``style``, where CSS variables work (not in SVG presentation attributes)."""
@@ -111,7 +127,7 @@ def alert_html(a: Alert) -> str:
     """One warning as a self-contained block: what it is, its sentence and its fix."""
     return (
         f"<div {alert_attrs(a)}>{alert_head_html(a)}<br>"
-        f"{esc(a.message)}<br><b>Fix:</b> {esc(a.fix)}</div>"
+        f"{prose_html(a.message)}<br><b>Fix:</b> {prose_html(a.fix)}</div>"
     )
 
 

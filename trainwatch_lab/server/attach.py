@@ -14,8 +14,9 @@ The protocol is one JSON object per line, at most ``MAX_LINE`` bytes.
   writes in flight at most): its socket costs a bounded buffer, never the server's memory.
 - kernel -> server: ``{"paths": [...]}``, the paths it watches now (``%trainwatch``, the
   logdirs found after its cells), replacing what it sent before; ``{"tick": true}`` asks
-  for a sample now (the end of a ``%%trainwatch`` cell). A line that is not one of those
-  gets ``{"error": "..."}`` and changes nothing.
+  for a sample now (the end of a ``%%trainwatch`` cell); ``{"check": {"paths", "probe",
+  "timeout"}}`` asks for ``trainwatch-lab check``'s report, answered ``{"checked": ...}``.
+  A line that is not one of those gets ``{"error": "..."}`` and changes nothing.
 
 The paths are watched with the role ``notebook:<kernel id>`` (``attached:<pid>`` for a
 process that is no kernel of this server), so the panel lists each notebook's paths and
@@ -87,7 +88,12 @@ def parse_line(line: bytes, max_paths: int) -> dict[str, Any]:
         if message["tick"] is not True:
             raise BadLine("'tick' must be true")
         return message
-    paths = message.get("paths")
+    if "check" in message:
+        return {"check": _check_request(message["check"], max_paths)}
+    return {"paths": _absolute_paths(message.get("paths"), max_paths)}
+
+
+def _absolute_paths(paths: Any, max_paths: int) -> list[str]:
     if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
         raise BadLine("'paths' must be a list of strings")
     if len(paths) > max_paths:
@@ -95,7 +101,23 @@ def parse_line(line: bytes, max_paths: int) -> dict[str, Any]:
     for p in paths:
         if not p.startswith("/") or len(p) > MAX_PATH_CHARS or "\0" in p:
             raise BadLine(f"not an absolute path: {p[:80]!r}")
-    return {"paths": [normalise(p) for p in paths]}
+    return [normalise(p) for p in paths]
+
+
+def _check_request(request: Any, max_paths: int) -> dict[str, Any]:
+    """``{"paths": [...], "probe": bool, "timeout": seconds or null}``, checked."""
+    if not isinstance(request, dict) or set(request) - {"paths", "probe", "timeout"}:
+        raise BadLine('expected {"check": {"paths": [...], "probe": bool, "timeout": s}}')
+    paths = _absolute_paths(request.get("paths"), max_paths)
+    if not paths:
+        raise BadLine("'check' needs at least one path")
+    probe, timeout = request.get("probe", True), request.get("timeout")
+    if not isinstance(probe, bool):
+        raise BadLine("'probe' must be true or false")
+    number = isinstance(timeout, int | float) and not isinstance(timeout, bool)
+    if timeout is not None and not (number and 0.1 <= timeout <= 60):
+        raise BadLine("'timeout' must be between 0.1 and 60 seconds")
+    return {"paths": paths, "probe": probe, "timeout": timeout}
 
 
 class Attached:
@@ -209,6 +231,8 @@ class AttachServer(TCPServer):
                 continue
             if "tick" in message:
                 await self._tick_now()
+            elif "check" in message:
+                await self._check(kernel, **message["check"])
             elif message["paths"] != kernel.paths:
                 kernel.paths = message["paths"]
                 await self._sync_paths()
@@ -233,6 +257,27 @@ class AttachServer(TCPServer):
                 for p in k.paths
             ]
             await self.hub.in_executor(self.hub.paths.sync, prefix, wanted)
+
+    async def _check(
+        self, kernel: Attached, paths: list[str], probe: bool, timeout: float | None
+    ) -> None:
+        """``trainwatch-lab check`` by this server's guard (it knows the mounts that hang
+        already), off the loop; the answer is written whatever the kernel has not read yet:
+        it is what the client waits for."""
+        from ..advice.check import report_to_wire, run_check
+
+        hub = self.hub
+        limit = (timeout or hub.defaults.mount_timeout_s) * 3 + hub.defaults.probe_budget_s + 10
+        try:
+            report = await hub.in_thread(
+                lambda: run_check(paths, probe=probe, timeout=timeout, defaults=hub.defaults),
+                timeout=limit,
+            )
+            answer: dict[str, Any] = {"checked": report_to_wire(report)}
+        except Exception as exc:  # (TimeoutError included): said, never the connection
+            answer = {"checked": {"error": f"{type(exc).__name__}: {exc}"}}
+        with contextlib.suppress(StreamClosedError):
+            await kernel.stream.write(json.dumps(answer).encode() + b"\n")
 
     async def _tick_now(self) -> None:
         sampler = self.hub.sampler

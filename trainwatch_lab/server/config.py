@@ -80,8 +80,9 @@ class ServerSettings(Configurable):
     watch_processes = Bool(
         True,
         help="Find training processes of this server's user (all users when it runs as "
-        "root) that hold a GPU or write TensorBoard event files or checkpoints - scripts in "
-        "terminals, tmux or nohup - and watch their log, checkpoint and working directories.",
+        "root) that hold a GPU or write TensorBoard event files or checkpoints, or (as root) "
+        "write files of 1 MiB or more into a watched path - scripts in terminals, tmux or "
+        "nohup - and watch their log, checkpoint and working directories.",
     ).tag(config=True)
     max_processes = Int(
         MAX_PROCESSES, help="At most this many training processes are listed and watched."

@@ -314,3 +314,31 @@ def test_descendants_match_psutil_for_a_real_tree() -> None:
             child.kill()
         parent.kill()
         parent.wait()
+
+
+def test_the_process_source_says_when_the_work_began() -> None:
+    """A real process: running_since is its start (seconds ago, not since boot); with a
+    kernel's tracker hooked in, the running cell's start, and "cell"."""
+    import subprocess
+    import sys
+    import time
+
+    from trainwatch_lab.core.processes.io import ProcessIOSource
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        source = ProcessIOSource(pid=child.pid, children=False)
+        sample = Sample(t=time.time())
+        source.collect(sample)
+        assert sample.process is not None and sample.process.running_what == "process"
+        assert sample.process.running_since is not None
+        assert 0 <= sample.t - sample.process.running_since < 20  # started just now
+        source.busy_since = lambda: 1234.5
+        sample = Sample(t=time.time())
+        source.collect(sample)
+        assert sample.process is not None
+        assert (sample.process.running_since, sample.process.running_what) == (1234.5, "cell")
+        source.close()
+    finally:
+        child.kill()
+        child.wait()

@@ -211,3 +211,21 @@ def test_project_quota_drives_the_space_rules(quota_dir: Path) -> None:
     assert live.quota is not None and live.avail_bytes == p.avail_bytes
     with contextlib.suppress(OSError):
         os.unlink(quota_dir / "model_1.pt")
+
+
+def test_no_quota_is_said_once_per_filesystem_not_per_path(tmp_path: Path) -> None:
+    """Two watched paths on one filesystem: ``watch`` printed "no quota on /: quotas are not
+    turned on; no quota on /: quotas are not turned on" (issue 36)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    if read_quotas(str(a))["quotas"]:
+        pytest.skip(f"{a} has a quota here")
+    src = PathsSource([str(a), str(b)], probe=False)
+    try:
+        s = Sample(t=time.time())
+        src.collect(s)
+    finally:
+        src.close()
+    note = s.notes.get("quota")
+    assert note and note.count("no quota on") == 1, note

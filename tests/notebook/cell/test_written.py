@@ -60,3 +60,36 @@ def test_the_listing_is_bounded_and_says_so(tmp_path: Path) -> None:
     cut = written_since(str(tmp_path), 0.0, max_entries=10)
     assert cut.files <= 10 and not cut.complete
     assert written_since(str(tmp_path), 2**40).files == 0  # nothing newer than the future
+
+
+def test_an_appended_log_counts_what_the_cell_appended(shell: Any, tmpfs_mount: Any) -> None:
+    """A cell that appended 1 KiB to a 29 KiB event file said "29 KiB in 1 file" (issue 36):
+    the file's size, not what the cell wrote."""
+    run = Path(tmpfs_mount("8m").path) / "run"
+    run.mkdir()
+    (run / "events.out").write_bytes(b"e" * (29 << 10))
+    cell = (
+        f"%%trainwatch {run} --interval 0.2 --no-probe\n"
+        f"with open({str(run / 'events.out')!r}, 'ab') as fh:\n"
+        "    fh.write(b'x' * 1024)\n"
+        f"with open({str(run / 'new.log')!r}, 'wb') as fh:\n"
+        "    fh.write(b'y' * 2048)\n"
+    )
+    text = summary_of(shell, cell)["text/plain"]
+    assert f"{run}: 3 KiB in 2 files written" in text, text
+
+
+def test_growth_counts_only_for_the_same_file_grown(tmp_path: Path) -> None:
+    """Measured against a listing: grown -> the new bytes; shorter or another inode -> whole."""
+    from trainwatch_lab.core.paths.written import file_sizes
+
+    grown, shrunk, moved = tmp_path / "grown", tmp_path / "shrunk", tmp_path / "moved"
+    for f in (grown, shrunk, moved):
+        f.write_bytes(b"a" * 1000)
+    before = file_sizes(str(tmp_path))
+    grown.write_bytes(b"a" * 1500)  # same inode, 500 more
+    shrunk.write_bytes(b"b" * 10)  # rewritten shorter: all of it is new
+    (tmp_path / "moved.new").write_bytes(b"c" * 1000)
+    (tmp_path / "moved.new").replace(moved)  # another file now (inode), all new
+    found = written_since(str(tmp_path), 0.0, before=before)
+    assert (found.files, found.bytes) == (3, 500 + 10 + 1000)

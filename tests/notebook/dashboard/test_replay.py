@@ -18,7 +18,15 @@ from typing import Any
 import pytest
 
 from tests.notebook.kernel import Kernel
-from tests.record.scenarios import CLI, ENV, HOG, history, record_full_disk
+from tests.record.scenarios import (
+    CLI,
+    ENV,
+    HOG,
+    history,
+    plain_script_endings,
+    record_full_disk,
+    store_events,
+)
 from tests.record.scenarios import memory_cgroup as memory_cgroup  # a fixture
 from tests.support.mounts import wait_until
 from trainwatch_lab.core.model import Sample
@@ -270,6 +278,49 @@ def test_a_fresh_kernel_replays_why_runs_died(
         assert kernel.value(f"{REPLAY_VIEW}.dashboard is None")  # no live sampler started
     finally:
         kernel.close()
+
+
+def test_a_fresh_kernel_replays_a_plain_script_s_three_endings(
+    loop_ext4: Any, tmp_path: Path
+) -> None:
+    """Issue 35 item 1: a plain script (no TensorBoard, no GPU, nohup) writing into a watched
+    64 MiB loop ext4, killed, exiting 0 and dying of Errno 28 while `watch --record` records;
+    the recorder is gone, and a fresh kernel's `%trainwatch --since 1h` tells the three ends
+    in `history why`'s words."""
+    from tests.record.test_why import connector_opens
+    from tests.support.env import need, need_root
+
+    need_root()  # fanotify
+    need(connector_opens(), "needs the process connector for exit statuses")
+    store = tmp_path / "state" / "history.sqlite"
+    disk = loop_ext4(size_mb=64)
+    watch = subprocess.Popen(
+        [
+            *CLI,
+            *("watch", "--processes", "--interval", "0.5", "--record", "--record-every", "0.5"),
+            *("--store", str(store), "--json", str(disk.mountpoint)),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=ENV,
+        cwd=tmp_path,
+    )
+    try:
+        pids = plain_script_endings(store_events(store), disk.mountpoint, tmp_path)
+    finally:
+        watch.kill()
+        watch.wait(timeout=30)
+    told = {k: history(store, "why", str(pid)).strip() for k, pid in pids.items()}
+    kernel = Kernel(tmp_path, env={**os.environ, STORE_ENV: str(store)})
+    try:
+        shown = kernel.text(kernel.run("%load_ext trainwatch_lab\n%trainwatch --since 1h"))
+    finally:
+        kernel.close()
+    print(shown)
+    for sentence in told.values():
+        assert sentence in shown, (sentence, shown)
+    assert f"{disk.mountpoint} was full (" in told["full"] and "(killed by SIGKILL" in shown
+    assert told["clean"].endswith("it exited normally (status 0)")
 
 
 def test_a_slow_read_shows_the_widget_at_once_and_fills_it_in(

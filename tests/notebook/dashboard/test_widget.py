@@ -81,7 +81,7 @@ def headline_sample(level: str = "warning") -> Sample:
     s.headline = Headline(
         level=level,  # type: ignore[arg-type]
         verdict="2 warnings (1 critical)",
-        facts=["GPU 87 %", "vda 45.1 MB/s, 62 % busy", "1 GiB free on /scratch (10 %)"],
+        facts=["GPU 87 %", "vda 45.1 MB/s, 62 % busy", "1 GiB (10 %) free on /scratch"],
     )
     return s
 
@@ -89,7 +89,7 @@ def headline_sample(level: str = "warning") -> Sample:
 def test_header_takes_its_words_from_the_headline() -> None:
     html = header_html(headline_sample(), HeaderState("live", 12, 11, 1.0, 600.0))
     assert "2 warnings (1 critical)" in html
-    assert "GPU 87 % · vda 45.1 MB/s, 62 % busy · 1 GiB free on /scratch (10 %)" in html
+    assert "GPU 87 % · vda 45.1 MB/s, 62 % busy · 1 GiB (10 %) free on /scratch" in html
     assert "data-level='warning'" in html and 'data-state="live"' in html
     assert time.strftime("%H:%M:%S", time.localtime(T0)) in html
     assert len(html.encode()) < 600  # it travels every tick

@@ -19,6 +19,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..model import Sample, sample_from_json
 from .wire import ENV, MAX_LINE, PROTOCOL, address, peer_credentials, same_user
@@ -72,6 +73,7 @@ class HubLink:
         self._send_lock = threading.RLock()
         self._wanted: dict[int, list[str]] = {}  # id(owner) -> its paths (see watch)
         self._subscribers: list[OnSample] = []
+        self._answers: list[Any] = []  # the server's answers to ``check``, in order
         self._thread = threading.Thread(target=self._read, name="trainwatch-attach", daemon=True)
         self._thread.start()
 
@@ -86,7 +88,11 @@ class HubLink:
                     log.debug("trainwatch: a line from the server was not understood")
                     continue
                 if sample is None:
-                    if "error" in data:
+                    if "checked" in data:  # the answer to ``check``
+                        with self._cond:
+                            self._answers.append(data["checked"])
+                            self._cond.notify_all()
+                    elif "error" in data:
                         log.warning("trainwatch: the Jupyter server said: %s", data["error"])
                     continue
                 with self._cond:
@@ -121,6 +127,27 @@ class HubLink:
                 left = deadline - time.monotonic()
                 if left <= 0 or not self._cond.wait(left):
                     return None
+        return None
+
+    def check(
+        self, paths: Sequence[str], probe: bool, timeout: float | None, wait: float
+    ) -> Any | None:
+        """The server's one-shot check of ``paths`` (``trainwatch-lab check``), by its own
+        guard, which knows the mounts that hang already; its JSON, or None when no answer
+        came within ``wait`` s (the link then ends: a late answer must not be taken for the
+        next one's)."""
+        request = {"paths": list(paths), "probe": probe, "timeout": timeout}
+        if not self._send({"check": request}):
+            return None
+        deadline = time.monotonic() + wait
+        with self._cond:
+            while not self._answers:
+                left = deadline - time.monotonic()
+                if self.closed or left <= 0 or not self._cond.wait(left):
+                    break
+            if self._answers:
+                return self._answers.pop(0)
+        self.close()
         return None
 
     # -- to the server -----------------------------------------------------------------

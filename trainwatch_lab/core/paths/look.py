@@ -67,15 +67,35 @@ def scan_checkpoints_guarded(
 
 
 def written_since_guarded(
-    guard: MountGuard, mountpoint: str, key: str, since: float, d: Defaults
+    guard: MountGuard,
+    mountpoint: str,
+    key: str,
+    since: float,
+    d: Defaults,
+    before: dict[str, list[int]] | None = None,
 ) -> Written:
-    """The files written under ``key`` since ``since`` (core.paths.written), listed by the
-    checkpoint
-    scan's helper with its budget. Raises as ``MountGuard.call``."""
+    """The files written under ``key`` since ``since`` (core.paths.written), each counted by
+    what it grew past ``before``, listed by the checkpoint scan's helper with its budget.
+    Raises as ``MountGuard.call``."""
     raw = _in_scan_lane(
-        guard, mountpoint, "written_since", "listing of the files written", key, d, since=since
+        guard,
+        mountpoint,
+        "written_since",
+        "listing of the files written",
+        key,
+        d,
+        since=since,
+        before=before,
     )
     return Written(**raw)
+
+
+def file_sizes_guarded(
+    guard: MountGuard, mountpoint: str, key: str, d: Defaults
+) -> dict[str, list[int]]:
+    """The sizes of the files under ``key`` (core.paths.written.file_sizes), in the same
+    lane and budget. Raises as ``MountGuard.call``."""
+    return _in_scan_lane(guard, mountpoint, "file_sizes", "listing of the file sizes", key, d)
 
 
 def _in_scan_lane(

@@ -431,7 +431,9 @@ class PathsSource:
         sample.paths[watch.key] = state
         if watch.quota_note is not None:
             note, watch.quota_note = watch.quota_note, None
-            sample.notes["quota"] = "; ".join(filter(None, (sample.notes.get("quota"), note)))
+            said = sample.notes.get("quota")
+            if not said or note not in said:  # two paths on one filesystem: said once
+                sample.notes["quota"] = "; ".join(filter(None, (said, note)))
 
     def close(self) -> None:
         with self._lock:

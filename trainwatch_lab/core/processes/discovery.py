@@ -5,7 +5,9 @@ filling a disk and a GPU idling behind a blocked fsync are exactly what this too
 process counts when it holds a GPU (in NVML's process list, or with ``/dev/nvidia-uvm`` and a
 ``/dev/nvidiaN`` open: CUDA opens both, NVML-only tools such as nvidia-smi never open the first)
 or has a TensorBoard event file (``events.out.tfevents.*``) or a checkpoint file open for
-writing (``fdinfo`` flags).
+writing (``fdinfo`` flags), or closed a file it wrote under a watched path since the last pass
+(``writers``, from fanotify as root: core.processes.writes; a plain script that only saves
+a checkpoint every few seconds holds no file open long enough to be seen here).
 
 One pass reads procfs only: the owner of ``/proc/PID`` and ``status`` (Uid), the ``fd`` links
 (their text names the file; nothing behind it is ever looked at, so a dead mount cannot block
@@ -22,7 +24,7 @@ import contextlib
 import os
 import re
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from .. import hostfs
@@ -39,7 +41,10 @@ ANCESTOR_DEPTH = 32  # parents walked to fold a DataLoader worker into its scrip
 COMMAND_CHARS = 60  # a command line shown in one row of the panel
 FULL_EVERY = 5  # passes between two that read every descriptor's link again
 
-REASONS = ("gpu", "event file", "checkpoint")  # in order of weight: the limit keeps the first
+WRITES = "writes a watched path"  # a file closed after writing there (core.processes.writes)
+# in order of weight: the limit keeps the first
+REASONS = ("gpu", "event file", "checkpoint", WRITES)
+Writers = Mapping[int, Collection[str]]  # pid -> the watched paths it wrote under
 
 
 @dataclass(slots=True)
@@ -54,6 +59,7 @@ class Found:
     reasons: set[str] = field(default_factory=set)
     event_dirs: list[str] = field(default_factory=list)
     checkpoint_dirs: list[str] = field(default_factory=list)
+    written_dirs: list[str] = field(default_factory=list)  # watched paths it wrote under
     gpu_minors: set[int] = field(default_factory=set)  # N of the /dev/nvidiaN it has open
     members: set[int] = field(default_factory=set)  # its pid and folded workers' pids
 
@@ -73,6 +79,7 @@ class Found:
         for mine, theirs in (
             (self.event_dirs, other.event_dirs),
             (self.checkpoint_dirs, other.checkpoint_dirs),
+            (self.written_dirs, other.written_dirs),
         ):
             mine.extend(d for d in theirs if d not in mine)
 
@@ -199,7 +206,9 @@ def _links(pid: int, proc: str, known: Links | None = None) -> Links | None:
     return out
 
 
-def _look(pid: int, holders: Collection[int], proc: str, links: Links) -> Found | None:
+def _look(
+    pid: int, holders: Collection[int], proc: str, links: Links, writers: Writers | None = None
+) -> Found | None:
     """The training signs of one process, or None when it shows none."""
     reasons: set[str] = set()
     events: list[str] = []
@@ -228,6 +237,9 @@ def _look(pid: int, holders: Collection[int], proc: str, links: Links) -> Found 
             bucket.append(directory)
     if pid in holders or (uvm and minors):
         reasons.add("gpu")
+    written = sorted((writers or {}).get(pid, ()))
+    if written:
+        reasons.add(WRITES)
     if not reasons:
         return None
     fields = stat_fields(pid, proc)
@@ -239,7 +251,9 @@ def _look(pid: int, holders: Collection[int], proc: str, links: Links) -> Found 
         cwd: str | None = os.readlink(f"{proc}/{pid}/cwd")
     except OSError:
         cwd = None
-    return Found(pid, fields[1], fields[0], argv, cwd, reasons, events, checkpoints, minors, {pid})
+    return Found(
+        pid, fields[1], fields[0], argv, cwd, reasons, events, checkpoints, written, minors, {pid}
+    )
 
 
 def _ours(pid: int, uid: int, proc: str) -> bool:
@@ -325,10 +339,12 @@ class Scanner:
         skip_trees: Collection[int] = (),
         all_users: bool | None = None,
         clock: Callable[[], float] = time.thread_time,
+        writers: Writers | None = None,
     ) -> ScanResult:
         """One pass over every process: those of our user (all when ``all_users``, by
-        default when we are root) that hold a GPU (``holders``: NVML's pids) or write event
-        files or checkpoints. Skips this process and the trees under ``skip_trees``."""
+        default when we are root) that hold a GPU (``holders``: NVML's pids), write event
+        files or checkpoints, or wrote a file under a watched path (``writers``:
+        core.processes.writes). Skips this process and the trees under ``skip_trees``."""
         c0, proc = clock(), self.proc
         full = self.passes % self.full_every == 0
         self.passes += 1
@@ -348,7 +364,7 @@ class Scanner:
             if links is None:
                 continue
             fresh[pid] = links
-            item = _look(pid, holders, proc, links)
+            item = _look(pid, holders, proc, links, writers)
             if item is not None:
                 found[pid] = item
         self._links = fresh

@@ -209,6 +209,9 @@ class ProcessIOSource:
         # looks
         # at its workers among them)
         self.members: tuple[int, ...] = ()
+        # the start of the running cell (a kernel's tracker sets it; None between cells):
+        # sample.process.running_since, else the process's own start
+        self.busy_since: Callable[[], float | None] | None = None
 
     def _read_tree(self, sample: Sample) -> dict[Key, _Seen] | None:
         """Counters of the watched process and its descendants, read straight from /proc
@@ -311,6 +314,19 @@ class ProcessIOSource:
                 read_bytes_s=rates[2],
                 write_bytes_s=rates[3],
             )
+            self._running(sample, boot_now)
+
+    def _running(self, sample: Sample, boot_now: float) -> None:
+        """``running_since``: the cell's start while a kernel runs one, else the process's
+        (its start ticks against the boot clock, not btime: a wall-clock step moves btime)."""
+        assert sample.process is not None
+        cell = self.busy_since() if self.busy_since is not None else None
+        ident = self._ident.get(self.pid)
+        if cell is not None:
+            sample.process.running_since, sample.process.running_what = cell, "cell"
+        elif ident is not None:
+            age = max(0.0, boot_now - ident[1] / CLOCK_TICKS)
+            sample.process.running_since = sample.t - age
 
     def close(self) -> None:
         """Close the kept /proc descriptors (the sampler calls this when it closes)."""

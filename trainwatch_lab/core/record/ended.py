@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from typing import Any
 
 from .. import hostfs
@@ -26,6 +27,11 @@ KMSG = "/dev/kmsg"
 KMSG_RECORDS = 8192  # the kernel's ring holds fewer; a bound all the same
 TAIL_BYTES = 4096
 TAIL_LINES = 5
+KILLED = re.compile(r"Killed process (\d+) \(")
+# the line before it: "oom-kill:constraint=CONSTRAINT_MEMCG,...,oom_memcg=/a,task_memcg=/a/b,
+# task=python,pid=4242,uid=0" (Linux 5.0+): the cgroup whose limit was hit, for that pid
+OOM_KILL = re.compile(r"oom-kill:.*?oom_memcg=(?P<memcg>[^,]*),.*?,pid=(?P<pid>\d+),")
+OTHERS_KEPT = 3  # the OOM kills of other processes named in an end's record, at most
 
 
 def _read(path: str) -> str | None:
@@ -190,34 +196,104 @@ def own_stderr(pid: int) -> str | None:
     return target
 
 
-def tail(path: str | None, lines: int = TAIL_LINES) -> list[str]:
-    """The last lines of a local regular file (at most TAIL_BYTES read)."""
+def child_stderr(pid: int) -> dict[str, Any]:
+    """For a parent that started ``pid`` on its own stderr (``run``): ``{"stderr": file,
+    "stderr_from": its size now}`` when the file is a local regular one that no process
+    outside ``pid``'s line writes (a neighbour's ``Errno 28`` there is not the run's); the
+    tail is read from that offset only, what was written before the start being someone
+    else's. The parent is in the line: it writes there only its own notes."""
+    target = stderr_file(pid)
+    if target is None or shared_with_others(pid, target):
+        return {"stderr": None}
+    try:
+        size = os.stat(hostfs.current().proc(pid, "fd", "2")).st_size
+    except OSError:
+        return {"stderr": None}
+    return {"stderr": target, "stderr_from": size}
+
+
+def appended(pid: int, fd: int = 2) -> bool:
+    """Whether the process's ``fd`` was opened with O_APPEND (``>>``, nohup's nohup.out),
+    from its fdinfo ``flags``: a file others may have written before it started."""
+    text = _read(hostfs.current().proc(pid, "fdinfo", str(fd))) or ""
+    for line in text.splitlines():
+        if line.startswith("flags:"):
+            try:
+                return bool(int(line.split()[1], 8) & os.O_APPEND)
+            except (IndexError, ValueError):
+                return True
+    return True
+
+
+def own_from(pid: int, path: str | None) -> int | None:
+    """Where the process's own lines begin in its stderr file: 0 for a file opened for it
+    afresh (``> log``: the shell truncated it just before the run began), else its size at
+    first sight (``>>``, nohup.out: what an earlier run appended is no evidence about this
+    one; what this one wrote before it was first seen is lost with it)."""
+    if not path or not _local(path):
+        return None
+    if not appended(pid):
+        return 0
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
+def tail(path: str | None, lines: int = TAIL_LINES, start: int | None = None) -> list[str]:
+    """The last lines of a local regular file (at most TAIL_BYTES read), none written
+    before offset ``start`` (the run's first sight: what an earlier run left is no
+    evidence about this one; a file truncated since is read whole)."""
     if not path or not _local(path):
         return []
     try:
         with open(path, "rb") as fh:
             fh.seek(0, os.SEEK_END)
             size = fh.tell()
-            fh.seek(max(0, size - TAIL_BYTES))
+            first = 0 if start is None or start > size else start
+            fh.seek(max(first, size - TAIL_BYTES))
             data = fh.read(TAIL_BYTES)
     except OSError:
         return []
     text = data.decode("utf-8", errors="replace").splitlines()
-    if size > TAIL_BYTES and text:
+    if size - first > TAIL_BYTES and text:
         text = text[1:]  # the first line was cut
     return [line[:300] for line in text if line.strip()][-lines:]
 
 
-def kmsg_oom(pid: int, since: float | None, path: str = KMSG) -> str | None:
-    """The kernel log's "Killed process PID (...)" line for this process, when readable
-    (root; /dev/kmsg read without blocking) and logged after ``since`` (its start: a pid
-    reused later is another process)."""
+def _record(
+    line: str, since: float | None, found: dict[int, tuple[str, str | None]], memcgs: dict[int, str]
+) -> None:
+    """One kernel log record ("PRI,SEQ,USEC,FLAGS;TEXT") into ``found``/``memcgs``."""
+    head, _, text = line.partition(";")
+    said = OOM_KILL.search(text)
+    if said is not None:
+        memcgs[int(said.group("pid"))] = said.group("memcg")
+    match = KILLED.search(text)
+    if match is None:
+        return
+    fields = head.split(",")
+    try:
+        at = boot_time() + int(fields[2]) / 1e6 if len(fields) > 2 else None
+    except ValueError:
+        at = None
+    if since is None or at is None or at >= since - 1:
+        victim = int(match.group(1))
+        said_line = text.split(" total-vm", 1)[0].strip().rstrip(",")
+        found[victim] = (said_line, memcgs.get(victim))
+
+
+def kmsg_kills(since: float | None, path: str = KMSG) -> dict[int, tuple[str, str | None]] | None:
+    """pid -> (the kernel log's "Killed process PID (...)" line, the memory cgroup whose
+    limit was hit when the log says), of the OOM kills logged after ``since`` (a run's
+    start: a pid reused later is another process); None when the log cannot be read (not
+    root). /dev/kmsg is read without blocking."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return None
-    needle = f"Killed process {pid} ("
-    found = None
+    found: dict[int, tuple[str, str | None]] = {}
+    memcgs: dict[int, str] = {}
     try:
         for _ in range(KMSG_RECORDS):
             try:
@@ -226,40 +302,71 @@ def kmsg_oom(pid: int, since: float | None, path: str = KMSG) -> str | None:
                 break
             except OSError:  # EPIPE: a record overwritten while we read; go on
                 continue
-            head, _, text = record.partition(";")
-            if needle not in text:
-                continue
-            fields = head.split(",")
-            at = boot_time() + int(fields[2]) / 1e6 if len(fields) > 2 else None
-            if since is None or at is None or at >= since - 1:
-                found = text.split(" total-vm", 1)[0].strip().rstrip(",")
+            if not record:
+                break
+            for line in record.splitlines():  # one record a read; a file: all at once
+                if line.startswith(" "):  # a record's dictionary, not a record
+                    continue
+                _record(line, since, found, memcgs)
     finally:
         os.close(fd)
     return found
 
 
+def kmsg_oom(pid: int, since: float | None, path: str = KMSG) -> str | None:
+    """The kernel log's "Killed process PID (...)" line for this process, when readable
+    and logged after ``since``."""
+    found = (kmsg_kills(since, path) or {}).get(pid)
+    return found[0] if found else None
+
+
+def _within(cgroup: dict[str, str], memcg: str | None) -> bool:
+    """Whether an OOM kill whose limit was ``memcg`` ("/a", as the kernel names it) could be
+    in ``cgroup`` (``memory_cgroup``'s: /sys/fs/cgroup[/memory]/a/b): the limit is on it or
+    above it; a log without the name could be anywhere, and is kept."""
+    if memcg is None:
+        return True
+    mine = "/" + cgroup["dir"].rstrip("/").split("/fs/cgroup/", 1)[-1]
+    if cgroup.get("version") == "1":  # the v1 hierarchy's own mount: /sys/fs/cgroup/memory
+        mine = "/" + mine.split("/", 2)[-1] if mine.count("/") > 1 else "/"
+    return memcg == "/" or mine == memcg or mine.startswith(memcg.rstrip("/") + "/")
+
+
 def at_start(pid: int) -> dict[str, Any]:
     """What to keep from a live process for the day it ends."""
     cgroup = memory_cgroup(pid)
+    stderr = own_stderr(pid)
     return {
         "started": started_at(pid),
-        "stderr": own_stderr(pid),
+        "stderr": stderr,
+        "stderr_from": own_from(pid, stderr),
         "cgroup": cgroup,
         "oom_kills": oom_kills(cgroup),
     }
 
 
-def at_end(seen: dict[str, Any]) -> dict[str, Any]:
-    """What its end shows, given what ``at_start`` kept: OOM kills since, stderr's tail."""
+def at_end(seen: dict[str, Any], kmsg: str | None = None) -> dict[str, Any]:
+    """What its end shows, given what ``at_start`` kept: OOM kills since (and, when the
+    count went up, whom the kernel log says the killer took), stderr's tail since."""
     facts: dict[str, Any] = {}
     before, after = seen.get("oom_kills"), oom_kills(seen.get("cgroup"))
-    if before is not None and after is not None and after > before:
+    rose = before is not None and after is not None and after > before
+    if rose:
         facts["oom_killed"] = {"cgroup": seen["cgroup"]["dir"], "before": before, "after": after}
     pid = seen.get("pid")
-    logged = kmsg_oom(int(pid), seen.get("started")) if pid else None
-    if logged:
-        facts["oom_logged"] = logged
-    lines = tail(seen.get("stderr"))
+    kills = kmsg_kills(seen.get("started"), kmsg or KMSG) if pid or rose else None
+    mine = kills.get(int(pid)) if kills is not None and pid else None
+    if mine:
+        facts["oom_logged"] = mine[0]
+    if rose:
+        facts["oom_log_read"] = kills is not None
+        where = seen["cgroup"]
+        others = [
+            line for p, (line, memcg) in (kills or {}).items() if p != pid and _within(where, memcg)
+        ]
+        if others:
+            facts["oom_others"] = others[-OTHERS_KEPT:]
+    lines = tail(seen.get("stderr"), start=seen.get("stderr_from"))
     if lines:
         facts["stderr_tail"] = lines
     return facts

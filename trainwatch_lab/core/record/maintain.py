@@ -16,17 +16,12 @@ import os
 import time
 from collections import defaultdict
 
-from ..processes.discovery import stat_fields
 from . import codec
+from .facts import writer_alive
 from .store import Columns, Store
 
 log = logging.getLogger(__name__)
 DROPPED = "history-dropped"
-
-
-def _alive(pid: int, start: str | None) -> bool:
-    fields = stat_fields(pid, "/proc")  # a writer of our store: a process of our namespace
-    return fields is not None and (start is None or str(fields[1]) == start)
 
 
 def fold_orphans(store: Store) -> int:
@@ -44,7 +39,9 @@ def fold_orphans(store: Store) -> int:
             )
         }
     dead = [
-        wid for wid, pid, start in writers if wid != store.writer_id and not _alive(pid, start)
+        wid
+        for wid, pid, start in writers
+        if wid != store.writer_id and not writer_alive(pid, start)
     ] + list(orphans)
     for wid in dead:
         with store.transaction():

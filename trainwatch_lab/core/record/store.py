@@ -23,11 +23,13 @@ crash, by the next writer), ``events`` and ``writers``.
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import json
 import logging
+import math
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -37,6 +39,8 @@ from typing import Any
 from ..defaults import DEFAULTS, Defaults
 from ..private import untrusted
 from . import codec
+from .facts import told
+from .location import real_directory
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +53,8 @@ CREATE TABLE writers (
     started REAL NOT NULL, seen REAL NOT NULL);
 CREATE TABLE blocks (
     id INTEGER PRIMARY KEY, series INTEGER NOT NULL, tier INTEGER NOT NULL, t0 REAL NOT NULL,
-    t1 REAL NOT NULL, writer INTEGER NOT NULL, n INTEGER NOT NULL, data BLOB NOT NULL);
+    t1 REAL NOT NULL, writer INTEGER NOT NULL, n INTEGER NOT NULL, data BLOB NOT NULL,
+    lo REAL, hi REAL, total REAL, finite INTEGER, last REAL);
 CREATE UNIQUE INDEX blocks_key ON blocks (series, tier, t0, writer);
 CREATE INDEX blocks_age ON blocks (tier, t1);
 CREATE TABLE recent (
@@ -61,7 +66,50 @@ CREATE TABLE events (
 CREATE INDEX events_t ON events (t);
 """
 
+# a block's own summary of its values (min, max, sum, count and last of the non-NaN ones),
+# so a summary of a long window reads whole blocks without decoding them; NULL in blocks
+# an older writer made (they are decoded), added to a file an older version created
+AGGREGATES = ("lo", "hi", "total", "finite", "last")
 Columns = dict[str, tuple[list[float], list[float]]]  # series key -> (times, values)
+
+
+@dataclass(slots=True)
+class Summary:
+    """A series over a window: points (NaN included), the first time, and the min, mean,
+    max and last of its values (None when all are NaN)."""
+
+    points: int = 0
+    first: float = float("inf")
+    lo: float | None = None
+    hi: float | None = None
+    total: float = 0.0
+    finite: int = 0
+    last_t: float = float("-inf")
+    last: float | None = None
+
+    @property
+    def mean(self) -> float | None:
+        return self.total / self.finite if self.finite else None
+
+    def add(self, t0: float, t1: float, n: int, agg: Sequence[Any]) -> None:
+        lo, hi, total, finite, last = agg
+        self.points += n
+        self.first = min(self.first, t0)
+        if finite:
+            self.lo = lo if self.lo is None else min(self.lo, lo)
+            self.hi = hi if self.hi is None else max(self.hi, hi)
+            self.total += total
+            self.finite += finite
+            if t1 >= self.last_t:
+                self.last_t, self.last = t1, last
+
+
+def aggregate(vs: Sequence[float]) -> tuple[Any, ...]:
+    """``AGGREGATES`` of a block's values."""
+    real = [v for v in vs if v == v]
+    if not real:
+        return (None, None, 0.0, 0, None)
+    return (min(real), max(real), math.fsum(real), len(real), real[-1])
 
 
 class StoreError(Exception):
@@ -116,8 +164,7 @@ def is_ours(path: str) -> str | None:
         con = sqlite3.connect(
             f"file:{path}?mode=ro", uri=True, timeout=DEFAULTS.record_busy_timeout_s
         )
-        app = con.execute("PRAGMA application_id").fetchone()[0]
-        tables = con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+        app, tables = _mark(con)
         if app != APPLICATION_ID:
             return None if (app == 0 and tables == 0) else "another program's database"
         check = con.execute("PRAGMA quick_check").fetchone()[0]
@@ -133,6 +180,17 @@ def is_ours(path: str) -> str | None:
             con.close()
 
 
+def _mark(con: sqlite3.Connection) -> tuple[int, int]:
+    """Our mark on the file and how many tables it has, read in one statement: one snapshot,
+    so a first writer committing its schema between two looks cannot make our own file
+    read as "another program's" (a mark of 0 with tables)."""
+    row = con.execute(
+        "SELECT (SELECT application_id FROM pragma_application_id),"
+        " (SELECT count(*) FROM sqlite_master)"
+    ).fetchone()
+    return int(row[0]), int(row[1])
+
+
 def is_damage(exc: sqlite3.Error) -> bool:
     """Whether SQLite says the file itself is bad (corrupt, or not a database), as opposed
     to a moment's trouble reading it (locked, I/O error, out of file handles, disk full)."""
@@ -142,28 +200,55 @@ def is_damage(exc: sqlite3.Error) -> bool:
     return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
 
 
+def place(path: str, readonly: bool = False) -> str:
+    """``path`` with its directory resolved (core.record.location.real_directory), or
+    StoreError: a directory on a share, or reached through a symlink onto one, is never
+    touched (a hung share would hold the caller in D state), nor one another user may
+    change; a writer also needs the real directory to be its own (``untrusted``)."""
+    directory, name = os.path.split(os.path.abspath(path))
+    real, why = real_directory(directory)
+    if real is None:
+        raise StoreError(f"refusing to {'read' if readonly else 'record'} there: {why}")
+    return os.path.join(real, name)
+
+
 def _private(path: str) -> None:
     """Refuse a directory or file another user controls (it could read the history's
     commands or swap it); create the file 0600 (SQLite gives its -wal and -shm the file's
-    mode) and tighten an existing one of ours."""
+    mode) and tighten an existing one of ours. Nothing here follows a symlink: the file,
+    its -wal and -shm are opened with O_NOFOLLOW and changed through that descriptor."""
     why = untrusted(os.path.dirname(path))
     if why is not None:
         raise StoreError(f"refusing to record there: {why}")
+    _tighten(path, create=True)
+    for suffix in ("-wal", "-shm"):
+        _tighten(path + suffix, create=False)
+
+
+def _tighten(path: str, create: bool) -> None:
+    """Open ``path`` without following a symlink (made 0600 when ``create``), refuse one
+    that is not our regular file, and make it 0600."""
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        fd = os.open(path, flags | (os.O_CREAT if create else 0), 0o600)
+    except FileNotFoundError:
+        if create:
+            raise StoreError(f"cannot open {path}: no such directory") from None
+        return  # SQLite makes it with the file's mode
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StoreError(f"refusing to record in {path}: it is a symbolic link") from None
         raise StoreError(f"cannot open {path}: {exc.strerror}") from None
     try:
         st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise StoreError(f"refusing to record in {path}: it is not a regular file")
         if st.st_uid != os.geteuid():
             raise StoreError(f"refusing to record in {path}: it belongs to uid {st.st_uid}")
         if st.st_mode & 0o077:
             os.fchmod(fd, 0o600)
     finally:
         os.close(fd)
-    for suffix in ("-wal", "-shm"):
-        with contextlib.suppress(OSError):  # absent
-            os.chmod(path + suffix, 0o600)
 
 
 def move_aside(path: str, why: str) -> str:
@@ -183,6 +268,7 @@ class Store:
     def __init__(
         self, path: str, role: str = "reader", defaults: Defaults = DEFAULTS, readonly: bool = False
     ) -> None:
+        path = place(path, readonly)
         self.path = path
         self.role = role
         self.defaults = defaults
@@ -197,8 +283,7 @@ class Store:
                 raise StoreError(f"no recorded history at {path}")
             self.con = self._connect(f"file:{path}?mode=ro", uri=True)
             try:
-                app = self.con.execute("PRAGMA application_id").fetchone()[0]
-                tables = self.con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+                app, tables = _mark(self.con)
             except sqlite3.DatabaseError as exc:
                 self.con.close()
                 raise StoreError(f"{path} is no trainwatch history ({exc})") from None
@@ -251,6 +336,11 @@ class Store:
         try:
             if con.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
                 self._create_schema()
+            have = {r[1] for r in con.execute("PRAGMA table_info(blocks)")}
+            for column in AGGREGATES:
+                if column not in have:  # a file an older version made
+                    kind = "INTEGER" if column == "finite" else "REAL"
+                    con.execute(f"ALTER TABLE blocks ADD COLUMN {column} {kind}")
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
@@ -320,31 +410,30 @@ class Store:
         for key, (ts, vs) in columns.items():
             if not ts:
                 continue
-            fld = key.rsplit(":", 1)[-1]
+            data = codec.encode(ts, vs, key.rsplit(":", 1)[-1])
+            agg = aggregate(codec.decode(data)[1])  # of the values as stored (quantised)
             rows.append(
-                (
-                    self.series_id(key),
-                    tier,
-                    ts[0],
-                    ts[-1],
-                    writer or 0,
-                    len(ts),
-                    codec.encode(ts, vs, fld),
-                )
+                (self.series_id(key), tier, ts[0], ts[-1], writer or 0, len(ts), data, *agg)
             )
         self.con.executemany(
-            "INSERT OR REPLACE INTO blocks (series, tier, t0, t1, writer, n, data) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO blocks (series, tier, t0, t1, writer, n, data, "
+            f"{', '.join(AGGREGATES)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
 
-    def add_events(self, events: Sequence[Event]) -> None:
+    def add_events(self, events: Sequence[Event]) -> int:
+        """Record ``events`` in one transaction, less those another writer already told
+        (core.record.facts: one event per fact per machine); the number recorded."""
         if not events:
-            return
+            return 0
+        kept = 0
         with self.transaction():
-            self.con.executemany(
-                "INSERT INTO events (t, kind, subject, text, data, writer) VALUES (?,?,?,?,?,?)",
-                [
+            for e in events:
+                if told(self.con, self.writer_id, e.t, e.kind, e.subject, e.data):
+                    continue
+                self.con.execute(
+                    "INSERT INTO events (t, kind, subject, text, data, writer) "
+                    "VALUES (?,?,?,?,?,?)",
                     (
                         e.t,
                         e.kind,
@@ -352,10 +441,10 @@ class Store:
                         e.text,
                         json.dumps(e.data) if e.data else None,
                         self.writer_id,
-                    )
-                    for e in events
-                ],
-            )
+                    ),
+                )
+                kept += 1
+        return kept
 
     # -- reading ---------------------------------------------------------------------
     def keys(self, pattern: str | None = None) -> list[str]:
@@ -393,6 +482,56 @@ class Store:
                 order = sorted(points)
                 out[key] = ([points[k][1] for k in order], [points[k][2] for k in order])
         return out
+
+    def summary(self, key: str, since: float, until: float) -> Summary | None:
+        """``key`` over ``[since, until]`` as ``read`` would give it, summed up (None
+        without a point): a block wholly inside the window that overlaps nothing else of
+        the series (another writer's, another tier's, a recent row) is taken from its
+        aggregates, undecoded; the rest is decoded and merged as ``read`` does. A week of
+        a series is then the few blocks at its two ends (``history --since 7d``)."""
+        with self._lock:
+            row = self.con.execute("SELECT id FROM series WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                return None
+            sid = row[0]
+            have = self._has_aggregates()
+            cols = ", ".join(AGGREGATES) if have else ", ".join(["NULL"] * len(AGGREGATES))
+            blocks = self.con.execute(
+                f"SELECT tier, t0, t1, n, data, {cols} FROM blocks "
+                "WHERE series = ? AND t0 <= ? AND t1 >= ? ORDER BY t0",
+                (sid, until, since),
+            ).fetchall()
+            recent = self._recent({sid}, since, until).get(sid, [])
+        spans = sorted([(b[1], b[2]) for b in blocks] + [(ts[0], ts[-1]) for ts, _ in recent if ts])
+        out = Summary()
+        points: dict[int, tuple[int, float, float]] = {}
+        reach = float("-inf")  # the latest end of the spans before this one
+        ends = {}
+        for i, (t0, t1) in enumerate(spans):
+            after = spans[i + 1][0] if i + 1 < len(spans) else float("inf")
+            ends.setdefault((t0, t1), []).append(reach >= t0 or after <= t1)
+            reach = max(reach, t1)
+        for tier, t0, t1, n, data, *agg in blocks:
+            alone = not ends[(t0, t1)].pop(0)
+            if alone and agg[3] is not None and since <= t0 and t1 <= until:
+                out.add(t0, t1, n, agg)
+                continue
+            ts, vs = codec.decode(data)
+            self.decoded += len(ts)
+            _merge(points, ts, vs, tier, since, until)
+        for ts, vs in recent:
+            _merge(points, ts, vs, 0, since, until)
+        for _, t, v in sorted(points.values(), key=lambda p: p[1]):
+            out.add(t, t, 1, (v, v, v, 1, v) if v == v else (None, None, 0.0, 0, None))
+        return out if out.points else None
+
+    def has_points(self, key: str, since: float, until: float) -> bool:
+        """Whether ``key`` has a point in ``[since, until]``."""
+        return self.summary(key, since, until) is not None
+
+    def _has_aggregates(self) -> bool:
+        columns = {r[1] for r in self.con.execute("PRAGMA table_info(blocks)")}
+        return set(AGGREGATES) <= columns
 
     def _recent(
         self, ids: set[int], since: float, until: float
@@ -435,13 +574,21 @@ class Store:
         return None if lo is None else (lo, hi)
 
     def used_bytes(self) -> int:
-        """Bytes the file holds in use (free pages not counted); the WAL beside it is kept
-        under 4 MiB by ``journal_size_limit`` and checkpoints."""
+        """Bytes the history takes: the file's pages in use (free pages not counted) and
+        its WAL, which ``journal_size_limit`` keeps near 4 MiB between checkpoints: most
+        of a young history's size, so every figure of the history's size counts it."""
         with self._lock:
             pages = self.con.execute("PRAGMA page_count").fetchone()[0]
             free = self.con.execute("PRAGMA freelist_count").fetchone()[0]
             size = self.con.execute("PRAGMA page_size").fetchone()[0]
-        return (pages - free) * size
+        return (pages - free) * size + self.wal_bytes()
+
+    def wal_bytes(self) -> int:
+        """The size of the -wal file beside the history (0 when there is none)."""
+        try:
+            return os.lstat(self.path + "-wal").st_size
+        except OSError:
+            return 0
 
     def close(self) -> None:
         with self._lock:

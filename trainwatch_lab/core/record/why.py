@@ -1,12 +1,16 @@
 """Why a run ended: one sentence with its evidence, from the recorded timeline.
 
-Only what the evidence supports is a cause: a path the run wrote to at (almost) no free
-space in the last minutes before its end, or a ``No space left on device`` in its stderr; an
-OOM kill counted in its memory cgroup; a mount that did not answer; a GPU error. Without
-such evidence the sentence says so ("ended; no cause seen") and lists what is known (the
-exit status, the last stderr line), never a guess. A run that exited 0 died of nothing
-(it exited normally, whatever its disks held), and an OOM kill that names the run (the
-kernel log's line for its pid, or its own SIGKILL with the cgroup's count) comes first.
+Only what the evidence supports is a cause, and only evidence from the run's own lifetime
+(``window``): a path of the run's at (almost) no free space in its last minutes, or a ``No
+space left on device`` as the last line of its stderr (an earlier one followed by "loss is
+nan" is not what ended it); an OOM kill the kernel log names it in; a mount that did not
+answer; a GPU error. A run killed by a signal another process sent (kill -9) died of that,
+whatever its disk held. Without such evidence the sentence says so ("ended; no cause seen")
+and lists what is known (the exit status, the last stderr line), never a guess. A run that
+exited 0 died of nothing (it exited normally, whatever its disks held), and an OOM kill that
+names the run (the kernel log's line for its pid; where that log cannot be read, its own
+SIGKILL with the cgroup's count) comes first; an OOM kill counted in its cgroup that the log
+gives to another process is said as such.
 A kernel shut down or restarted on request (the server's kernel manager was asked: the
 kernel-ended event's ``requested``) was shut down, not dead: no cause, and not ``badly``,
 the one rule the panel's cards and the notebook's replay both follow.
@@ -19,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..defaults import DEFAULTS
 from .store import Event, Store
 
 LOOK_BACK_S = 120.0  # the timeline this long before the end is "at that moment" ...
@@ -70,6 +75,10 @@ class Ending:
             "started": self.data.get("started"),
             "requested": self.data.get("requested"),
             "badly": self.badly,
+            # which run it was (a card names them: three "python ended" are told apart)
+            "command": self.data.get("command"),
+            "cwd": self.data.get("cwd"),
+            "notebook": self.data.get("notebook"),
         }
 
 
@@ -140,7 +149,8 @@ def endings(store: Store, since: float, until: float) -> list[Ending]:
             continue
         if event.kind == "run-ended":  # the wrapper knows the exact end and the status
             twin.t = event.t
-        news = {k: v for k, v in event.data.items() if v is not None}
+        # None or empty says nothing (the wrapper's "paths": [] is "not known", never "none")
+        news = {k: v for k, v in event.data.items() if v is not None and v != [] and v != {}}
         if event.kind == "kernel-ended":
             twin.name, twin.of_kernel = event.subject, True
         elif twin.of_kernel:  # the discovery's record adds, never overrides
@@ -158,37 +168,94 @@ def _related(path: str, own: set[str]) -> bool:
     )
 
 
-def _least(store: Store, ending: Ending) -> list[tuple[str, float, float]]:
-    """(path, least available bytes, when) per watched path in the minutes before the
-    end, the run's own paths (and those above or below them) first, then by free space;
-    of paths equally full (one filesystem), the run's own path, then the shortest, never
-    whichever the store happened to list first."""
+def window(ending: Ending) -> tuple[float, float]:
+    """The moments whose readings are evidence about this end: the minutes before it (never
+    before the run started: a disk another run filled and freed, a directory deleted before
+    this one began, say nothing about it) and the seconds after."""
+    started = ending.data.get("started")
+    lo = ending.t - LOOK_BACK_S
+    if isinstance(started, (int, float)):
+        lo = max(lo, min(started, ending.t))
+    return lo, ending.t + LOOK_AFTER_S
+
+
+Least = tuple[str, float, float, float | None]  # path, least available bytes, when, its size
+
+
+def _least(store: Store, ending: Ending) -> list[Least]:
+    """(path, least available bytes, when, size) per watched path in the run's last minutes
+    (``window``), the run's own paths (and those above or below them) first, then by free
+    space; of paths equally full (one filesystem), the run's own path, then the shortest,
+    never whichever the store happened to list first."""
     own = set(ending.data.get("paths") or [])
     found = []
     keys = store.keys("path:*:avail_bytes")
-    columns = store.read(keys, ending.t - LOOK_BACK_S, ending.t + LOOK_AFTER_S)
-    for key, (ts, vs) in columns.items():
+    sizes = [k.replace(":avail_bytes", ":total_bytes") for k in keys]
+    columns = store.read(keys + sizes, *window(ending))
+    for key in keys:
+        ts, vs = columns.get(key, ([], []))
         pairs = [(v, t) for t, v in zip(ts, vs, strict=True) if v == v]
         if pairs:
             least, when = min(pairs)
-            found.append((key[len("path:") : -len(":avail_bytes")], least, when))
+            total = [v for v in columns.get(key.replace(":avail_", ":total_"), ([], []))[1]]
+            size_ = max(total) if total else None
+            found.append((key[len("path:") : -len(":avail_bytes")], least, when, size_))
     found.sort(key=lambda f: (not _related(f[0], own), f[1], f[0] not in own, len(f[0]), f[0]))
     return found
 
 
-def _full_paths(store: Store, ending: Ending) -> list[tuple[str, float, float]]:
-    """The watched paths that were full (under FULL_BYTES available) before the end; when
-    the run's own paths are known, only theirs: another run's full disk (the discovery
-    watches every training process on the machine) is no evidence about this one."""
+def _full(found: Least, nospace: bool) -> bool:
+    """Whether a path was full: under FULL_BYTES available; with a ``No space left on
+    device`` in the run's stderr, also under the share of its size a large write cannot
+    fit in (a 4 MiB save fails on ext4 with 1.5 MB still free: its reserve and metadata),
+    never more than ``why_nearly_full_max_bytes`` (79.7 GB free is no full disk)."""
+    least, total = found[1], found[3]
+    if least < FULL_BYTES:
+        return True
+    if not nospace or not total:
+        return False
+    return least < min(DEFAULTS.why_nearly_full_share * total, DEFAULTS.why_nearly_full_max_bytes)
+
+
+def _full_paths(store: Store, ending: Ending, nospace: bool = False) -> list[Least]:
+    """The watched paths that were full (``_full``) before the end; when the run's own
+    paths are known, only theirs: another run's full disk (the discovery watches every
+    training process on the machine) is no evidence about this one. When they are not
+    (a ``run`` wrapper's run the discovery did not see), every full one: the caller may
+    name them, never as the cause."""
     own = set(ending.data.get("paths") or [])
-    full = [f for f in _least(store, ending) if f[1] < FULL_BYTES]
+    full = [f for f in _least(store, ending) if _full(f, nospace)]
     return [f for f in full if _related(f[0], own)] if own else full
 
 
-def _least_free(store: Store, ending: Ending) -> tuple[str, float, float] | None:
-    """The watched path with the least free space before the end (the run's own first)."""
-    found = _least(store, ending)
+def _least_own(store: Store, ending: Ending) -> Least | None:
+    """The run's own watched path (or one above or below it) with the least free space
+    before the end; None when none of its paths was recorded."""
+    own = set(ending.data.get("paths") or [])
+    found = [f for f in _least(store, ending) if _related(f[0], own)]
     return found[0] if found else None
+
+
+def _enospc_last(stderr: list[str]) -> str | None:
+    """The stderr tail's last line when it says ``No space left on device``: the error the
+    run ended on. An earlier one (caught, retried, followed by "loss is nan") is not."""
+    last = next((line for line in reversed(stderr) if line.strip()), None)
+    return last if last is not None and ENOSPC.search(last) else None
+
+
+def _oom_evidence(data: dict[str, Any], cause: str | None) -> str:
+    """The cgroup's count, and whom the kernel log says the OOM killer took when not this
+    run (another process in its cgroup, or a log that names no one)."""
+    oom = data["oom_killed"]
+    text = f"oom_kill {oom['before']} -> {oom['after']} in cgroup {oom['cgroup']}"
+    if cause is not None:
+        return text
+    others = data.get("oom_others") or []
+    if others:
+        return f"{text}: another process there was killed (kernel log: {others[-1]})"
+    if data.get("oom_log_read"):
+        return f"{text}: the kernel log names another process, not this one"
+    return f"{text} (another process there may have been the one killed)"
 
 
 def _warned(events: list[Event], code_set: tuple[str, ...], subject: str | None) -> Event | None:
@@ -241,22 +308,34 @@ def explain(store: Store, ending: Ending) -> Ending:
     nospace = next((line for line in reversed(stderr) if ENOSPC.search(line)), None)
     cause: str | None = None
     evidence: list[str] = []
-    full = _full_paths(store, ending)
     own = set(data.get("paths") or [])
-    clean = (data.get("exit") or {}).get("code") == 0
+    full_anywhere = _full_paths(store, ending, nospace is not None)
+    # with its paths unknown, a full disk is some run's, maybe not this one's: said, not blamed
+    full = full_anywhere if own else []
+    exit_info = data.get("exit") or {}
+    clean = exit_info.get("code") == 0
     oom, logged = data.get("oom_killed"), data.get("oom_logged")
-    killed = (data.get("exit") or {}).get("signal") == "SIGKILL"
+    signal = exit_info.get("signal")
+    killed = signal == "SIGKILL"
     # an OOM kill counted in a cgroup it shares with others names no process: only the
-    # kernel log's line for its pid, or its own SIGKILL with the count, does; such a kill
-    # is the end whatever the disks held, and a run that exited 0 died of nothing; nor did
-    # a kernel shut down on request, unless the OOM killer came first
+    # kernel log's line for its pid does, or, where that log could not be read (not root),
+    # its own SIGKILL with the count; such a kill is the end whatever the disks held, and a
+    # run that exited 0 died of nothing; nor did a kernel shut down on request, unless the
+    # OOM killer came first
     settled = clean or bool(data.get("requested"))
-    oom_cause = bool(logged or (oom and killed))
-    disk_cause = not oom_cause and not settled
+    oom_cause = bool(logged or (oom and killed and not data.get("oom_log_read")))
+    # a full disk ends a run through a failed write (an exception, an exit status), never
+    # through a signal another process sent (kill -9 by an admin); SIGBUS is a write to a
+    # mapped file on a full disk, SIGXFSZ a file over its size limit
+    by_signal = bool(signal) and signal not in ("SIGBUS", "SIGXFSZ")
+    disk_cause = not oom_cause and not settled and not by_signal
+    last_nospace = _enospc_last(stderr)
     if oom_cause:
         cause = "the kernel's out-of-memory killer ended it"
+        if not logged:
+            evidence.append("the kernel log, readable as root, was not read")
     elif disk_cause and full and (nospace or _related(full[0][0], own)):
-        path, least, when = full[0]
+        path, least, when, _ = full[0]
         cause = f"{path} was full"
         evidence.append(f"{size(least)} free at {clock(when)}")
         warned = _warned(before, DISK_WARNINGS, path)
@@ -266,20 +345,23 @@ def explain(store: Store, ending: Ending) -> Ending:
             evidence.append(told + (f" and was sent to {sent}" if sent else ""))
         if nospace:
             evidence.append(f"stderr: {nospace.strip()}")
-    elif disk_cause and nospace:
+    elif disk_cause and last_nospace:
+        # no watched path of its was full: the disk that was is not watched (/dev/shm, /tmp)
         cause = "it ran out of disk space"
-        evidence.append(f"stderr: {nospace.strip()}")
-        least = _least_free(store, ending)
+        evidence.append(f"stderr: {last_nospace.strip()}")
+        least = _least_own(store, ending)
         if least is not None:
-            path, free, when = least
+            path, free, when, _ = least
             evidence.append(
-                f"the least free space recorded: {size(free)} on {path} at {clock(when)}"
+                f"not on its watched {path}, whose least free space was {size(free)} "
+                f"at {clock(when)}"
             )
+    if full_anywhere and not oom_cause and not settled and (cause is None or not own):
+        path, least, when, _ = full_anywhere[0]
+        whose = "" if own else "a watched path, maybe another run's: "
+        evidence.append(f"{whose}{path} was full ({size(least)} free at {clock(when)})")
     if oom:
-        where = "" if cause else " (another process there may have been the one killed)"
-        evidence.append(
-            f"oom_kill {oom['before']} -> {oom['after']} in cgroup {oom['cgroup']}" + where
-        )
+        evidence.append(_oom_evidence(data, cause))
     if logged:
         evidence.append(f"kernel log: {logged}")
     if cause is None and not settled:

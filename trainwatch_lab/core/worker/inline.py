@@ -27,19 +27,16 @@ Loaded by name from core.guard.guard, as the helper process is started by name.
 from __future__ import annotations
 
 import json
-import os
-import stat
 import threading
-from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from .. import hostfs
 from ..storage.blockdev import mount_answers_locally
-from ..storage.mounts import MountEntry, mount_for_path, read_mounts
+from ..storage.mounts import MountEntry, read_mounts
+from ..storage.resolve import Local, resolve_locally
 from .main import OPS
 
-MAX_SYMLINKS = 40  # the kernel's own limit (ELOOP): past it the call fails fast, locally
 # each sampling operation and the arguments that name the files it reaches
 PATH_ARGS: dict[str, tuple[str, ...]] = {
     "inspect": ("path",),
@@ -49,12 +46,13 @@ PATH_ARGS: dict[str, tuple[str, ...]] = {
     "clean_leftovers": ("directory",),
     "scan_checkpoints": ("directory",),
     "written_since": ("directory",),
+    "file_sizes": ("directory",),
 }
-TREE_OPS = frozenset({"scan_checkpoints", "written_since"})  # they list below the directory
+TREE_OPS = frozenset(
+    {"scan_checkpoints", "written_since", "file_sizes"}
+)  # they list below the directory
 
 NOT_HERE = object()  # run_here's answer when a helper must run the call
-
-Local = Callable[[MountEntry], bool]
 
 
 class _LocalMounts:
@@ -81,70 +79,6 @@ class _LocalMounts:
 
 
 _MOUNTS = _LocalMounts()
-
-
-def resolve_locally(path: str, mounts: list[MountEntry], local: Local) -> str | None:
-    """``path`` resolved as the kernel will resolve it, or None as soon as reaching it could
-    touch a mount that can hang (see the module docstring). The part of a path that does not
-    exist yet is kept as written: creating it stays on the mount of its existing parent."""
-    if not path.startswith("/") or not local(mount_for_path("/", mounts)):
-        return None
-    pending: deque[str] = deque(path.split("/"))
-    resolved: list[str] = []
-    hops = 0
-    parent = os.lstat("/")
-    while pending:
-        name = pending.popleft()
-        if name in ("", "."):
-            continue
-        if name == "..":  # the directories walked so far are real ones: no symlink among them
-            if resolved:
-                resolved.pop()
-                parent = os.lstat("/" + "/".join(resolved))
-            continue
-        child = "/" + "/".join([*resolved, name])
-        entry = mount_for_path(child, mounts)
-        if not local(entry) or not _only_ours(parent):
-            return None
-        try:
-            st = os.lstat(child)
-        except (FileNotFoundError, NotADirectoryError):
-            if _sticky_open(parent):  # anyone may create it there: as a symlink, say
-                return None
-            return "/" + "/".join([*resolved, name, *(p for p in pending if p)])
-        except OSError:  # EACCES, ENAMETOOLONG: the operation fails the same way, here, fast
-            return child
-        if st.st_dev != entry.dev and entry.fstype != "btrfs":  # (btrfs: one per subvolume)
-            return None  # mounted since the table was read
-        if _sticky_open(parent) and st.st_uid not in (0, os.getuid()):
-            return None  # someone else's entry in /tmp: theirs to swap for a symlink
-        if stat.S_ISLNK(st.st_mode):
-            hops += 1
-            if hops > MAX_SYMLINKS:
-                return child  # ELOOP, locally
-            target = os.readlink(child)
-            if target.startswith("/"):
-                resolved = []
-            pending.extendleft(reversed(target.split("/")))
-            parent = os.lstat("/") if target.startswith("/") else parent
-            continue
-        resolved.append(name)
-        parent = st
-    return "/" + "/".join(resolved)
-
-
-def _sticky_open(st: os.stat_result) -> bool:
-    return bool(st.st_mode & stat.S_ISVTX) and bool(st.st_mode & 0o002)
-
-
-def _only_ours(directory: os.stat_result) -> bool:
-    """Whether only we (or root) can change the entries of ``directory`` between our look and
-    the operation: a directory another user can write to could have a checked path swapped
-    for a symlink onto a hung share in that moment (a server running as root, watching a
-    user's run). A sticky directory (/tmp) lets others add entries but not replace ours."""
-    if directory.st_uid not in (0, os.getuid()):
-        return False
-    return not directory.st_mode & 0o022 or bool(directory.st_mode & stat.S_ISVTX)
 
 
 def _below_is_local(

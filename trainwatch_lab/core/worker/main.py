@@ -38,6 +38,7 @@ from .files import (
 from .ops import (
     error_fields,
     op_clean_leftovers,
+    op_file_sizes,
     op_inspect,
     op_ping,
     op_probe,
@@ -64,6 +65,7 @@ OPS: dict[str, Callable[..., Any]] = {
     "inspect": op_inspect,
     "scan_checkpoints": op_scan_checkpoints,
     "written_since": op_written_since,
+    "file_sizes": op_file_sizes,
     "probe": op_probe,
     "clean_leftovers": op_clean_leftovers,
     "write_text": op_write_text,

@@ -73,12 +73,25 @@ def op_scan_checkpoints(
 
 
 def op_written_since(
-    directory: str, since: float, budget_s: float | None = None, skip_dirs: list[str] | None = None
+    directory: str,
+    since: float,
+    budget_s: float | None = None,
+    skip_dirs: list[str] | None = None,
+    before: dict[str, list[int]] | None = None,
 ) -> dict[str, Any]:
     from ..paths.written import written_since
 
-    found = written_since(directory, since, budget_s=budget_s, skip_dirs=frozenset(skip_dirs or ()))
+    skip = frozenset(skip_dirs or ())
+    found = written_since(directory, since, budget_s=budget_s, skip_dirs=skip, before=before)
     return dataclasses.asdict(found)
+
+
+def op_file_sizes(
+    directory: str, budget_s: float | None = None, skip_dirs: list[str] | None = None
+) -> dict[str, list[int]]:
+    from ..paths.written import file_sizes
+
+    return file_sizes(directory, budget_s=budget_s, skip_dirs=frozenset(skip_dirs or ()))
 
 
 def op_probe(

@@ -11,17 +11,17 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import ipywidgets as widgets
 
-from ...advice.text import fmt_duration, fmt_ms, fmt_rate, warning_count_text
+from ...advice.text import fmt_duration, fmt_mbs, fmt_ms, warning_count_text
 from ...core.defaults import DEFAULTS, Defaults
 from ...core.gpu.select import as_selection
 from ...core.guard.guard import MountUnresponsive, WorkerFailed, WorkerUnavailable
 from ...core.model import Sample, watched_devices
-from ...core.paths.look import written_since_guarded
+from ...core.paths.look import file_sizes_guarded, written_since_guarded
 from ...core.paths.written import Written
 from ...core.sampler import Sampler
 from ..warnings_html import STYLE, esc
@@ -58,6 +58,9 @@ class CellWatch:
         self.end_t: float | None = None
         self.warnings = WarningLog()
         self.samples = 0
+        # per watched path, its files' [inode, size] as the cell began: what it wrote is
+        # what they grew (an appended log counts its new bytes, not its whole size)
+        self._before: dict[str, dict[str, list[int]] | None] = {}
         # a tick already under way, then the one asked for: each bounded by the mount timeout
         self.tick_wait_s = 2 * defaults.mount_timeout_s + 0.5
         self._first = threading.Event()
@@ -71,6 +74,7 @@ class CellWatch:
         the cell starts, so the summary measures from a reading taken before its first write
         (bounded: a dead mount answers nothing, and the sampler reports that)."""
         self._first.wait(timeout)
+        self._before = self._listings(self.sampler.latest)
         self.start_t = time.time()
 
     def take_baseline(self, timeout: float | None = None) -> None:
@@ -78,6 +82,7 @@ class CellWatch:
         one may be an interval old, and the first interval of the cell would then count
         what happened before it (the previous cell's writes) as this cell's."""
         self.sampler.tick_now(self.tick_wait_s if timeout is None else timeout)
+        self._before = self._listings(self.sampler.latest)
         self.start_t = time.time()
 
     def _on_sample(self, sample: Sample) -> None:
@@ -104,7 +109,7 @@ class CellWatch:
                 d = sample.disks.get(name)
                 if d is not None:
                     parts.append(
-                        f"{name} R {fmt_rate(d.read_bps)} W {fmt_rate(d.write_bps)} "
+                        f"{name} R {fmt_mbs(d.read_bps)} W {fmt_mbs(d.write_bps)} "
                         f"await {fmt_ms(max(d.r_await, d.w_await))} util {d.util:.0f}%"
                     )
             for g in sample.gpus:
@@ -145,14 +150,15 @@ class CellWatch:
         summary.seconds = self.end_t - self.start_t
         return summary
 
-    def files_written(self, latest: Sample | None) -> dict[str, Written | None]:
-        """Per watched path, the files modified under it since the cell began, listed by the
-        checkpoint scan's helper of its mount (bounded: a budget plus the mount timeout; a
-        path that did not answer the last sample is not asked)."""
+    def _each_answering_path(
+        self, latest: Sample | None, ask: Callable[..., Any]
+    ) -> dict[str, Any]:
+        """``ask(guard, mountpoint, path)`` per watched path that answered ``latest``, through
+        the checkpoint scan's helper of its mount (bounded: one budget in all plus the mount
+        timeout; a path that did not answer is not asked, and gets None)."""
         source = self.sampler.find_source("paths")
         guard = getattr(source, "guard", None)
-        found: dict[str, Written | None] = {}
-        # the cell's output waits for this: one budget in all, however many paths
+        found: dict[str, Any] = {}
         deadline = time.monotonic() + self.defaults.cell_files_budget_s
         for path in self.paths:
             state = latest.paths.get(path) if latest is not None else None
@@ -162,9 +168,26 @@ class CellWatch:
             if time.monotonic() >= deadline:
                 continue
             with contextlib.suppress(MountUnresponsive, WorkerFailed, WorkerUnavailable, OSError):
-                mount = state.mountpoint or path
-                found[path] = written_since_guarded(guard, mount, path, self.start_t, self.defaults)
+                found[path] = ask(guard, state.mountpoint or path, path)
         return found
+
+    def _listings(self, latest: Sample | None) -> dict[str, dict[str, list[int]] | None]:
+        """The files under each watched path as the cell begins, with their sizes."""
+        return self._each_answering_path(
+            latest, lambda guard, mount, path: file_sizes_guarded(guard, mount, path, self.defaults)
+        )
+
+    def files_written(self, latest: Sample | None) -> dict[str, Written | None]:
+        """Per watched path, the files modified under it since the cell began and the bytes
+        the cell added to them (``_before``)."""
+
+        def ask(guard: Any, mount: str, path: str) -> Written:
+            before = self._before.get(path)
+            return written_since_guarded(
+                guard, mount, path, self.start_t, self.defaults, before=before
+            )
+
+        return self._each_answering_path(latest, ask)
 
     def close(self) -> None:
         self.strip.close()

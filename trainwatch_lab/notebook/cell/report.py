@@ -8,10 +8,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...advice.text import fmt_bytes, fmt_duration, fmt_ms, fmt_pct, fmt_rate
+from ...advice.text import fmt_bytes, fmt_duration, fmt_mbs, fmt_ms, fmt_pct
 from ...core.defaults import DEFAULTS
 from ...core.paths.written import Written
-from ..warnings_html import SEVERITY_LABEL, STYLE, alert_attrs, alert_head_html, esc
+from ..warnings_html import (
+    SEVERITY_LABEL,
+    STYLE,
+    alert_attrs,
+    alert_head_html,
+    esc,
+    prose_html,
+)
 from .warnings import CellWarning
 
 # Rates are integrated over the samples' own times while each source divides by its own
@@ -123,7 +130,7 @@ class CellSummary:
     def to_html(self) -> str:
         dev = "".join(
             f"<tr><td>{esc(d.device)}</td><td>{esc(fmt_bytes(d.written_bytes))}</td>"
-            f"<td>{esc(fmt_rate(d.peak_read_bps))}</td><td>{esc(fmt_rate(d.peak_write_bps))}</td>"
+            f"<td>{esc(fmt_mbs(d.peak_read_bps))}</td><td>{esc(fmt_mbs(d.peak_write_bps))}</td>"
             f"<td>{esc(fmt_ms(d.peak_await_ms))}</td></tr>"
             for d in self.devices
         )
@@ -165,7 +172,7 @@ class CellSummary:
 def _device_text(d: DeviceSummary) -> str:
     return (
         f"{fmt_bytes(d.written_bytes)} written during the cell (all processes); "
-        f"peak read {fmt_rate(d.peak_read_bps)}, peak write {fmt_rate(d.peak_write_bps)}, "
+        f"peak read {fmt_mbs(d.peak_read_bps)}, peak write {fmt_mbs(d.peak_write_bps)}, "
         f"peak await {fmt_ms(d.peak_await_ms)}"
     )
 
@@ -252,5 +259,5 @@ def _warning_html(w: CellWarning) -> str:
         f'<details {alert_attrs(a)} data-subject="{esc(a.subject)}" data-raises="{w.raises}">'
         f'<summary style="cursor:pointer">{alert_head_html(a)} {esc(a.subject)} '
         f'<span class="tw-muted">· {esc(w.span_text())}</span></summary>'
-        f"{esc(a.message)}<br><b>Fix:</b> {esc(a.fix)}</details>"
+        f"{prose_html(a.message)}<br><b>Fix:</b> {prose_html(a.fix)}</details>"
     )

@@ -234,9 +234,12 @@ DASH_STYLE = """
   border-radius: 50%; background: var(--tw-level-color); margin: 0 6px 1px 0;
   vertical-align: middle; }
 .tw-head .tw-facts { color: var(--jp-ui-font-color1); font-variant-numeric: tabular-nums; }
-/* the worst warning's sentence: one line under the verdict, whole in its tooltip */
+/* the worst warning's sentence under the verdict, whole in its tooltip: two lines at most,
+   so that beside a file browser at 820 px (a 370 px dashboard) its numbers (rate, time to
+   full: said first) are not under the ellipsis (issue 36) */
 .tw-head .tw-worst { flex: 1 1 100%; order: 1; min-width: 0; overflow: hidden;
-  white-space: nowrap; text-overflow: ellipsis; color: var(--jp-ui-font-color0); }
+  display: -webkit-box; -webkit-box-orient: vertical; -webkit-line-clamp: 2;
+  overflow-wrap: anywhere; color: var(--jp-ui-font-color0); }
 .tw-head .tw-scope { color: var(--jp-ui-font-color2); white-space: nowrap; }
 .tw-head .tw-scope:empty { display: none; }
 .tw-head .tw-state { display: inline-grid; white-space: nowrap;

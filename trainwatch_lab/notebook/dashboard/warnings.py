@@ -16,7 +16,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from ...core.model import Alert
-from ..warnings_html import SEVERITY_LABEL, esc, severity_icon
+from ..warnings_html import SEVERITY_LABEL, esc, plain, prose_html, severity_icon
 
 NO_WARNINGS_HTML = '<div class="tw-muted tw-no-warnings">no warnings</div>'
 
@@ -45,8 +45,9 @@ def warning_line_html(a: Alert) -> str:
     """The one line of a warning: icon, sentence (ellipsis), the sentence as tooltip."""
     return (
         f'<div class="tw-warn-line" data-code="{esc(a.code)}" data-severity="{esc(a.severity)}" '
-        f'data-subject="{esc(a.subject)}" title="{esc(a.message)}">{severity_icon(a.severity)}'
-        f'<span class="tw-warn-text">{esc(a.message)}</span></div>'
+        f'data-subject="{esc(a.subject)}" title="{esc(plain(a.message))}">'
+        f'{severity_icon(a.severity)}<span class="tw-warn-text">{prose_html(a.message)}'
+        "</span></div>"
     )
 
 
@@ -54,7 +55,8 @@ def warning_body_html(a: Alert) -> str:
     """What opening a warning shows: the whole message, the fix, the code."""
     return (
         f'<div class="tw-warn-body" data-severity="{esc(a.severity)}">'
-        f"<b>{SEVERITY_LABEL[a.severity]}</b> {esc(a.message)}<br><b>Fix:</b> {esc(a.fix)} "
+        f"<b>{SEVERITY_LABEL[a.severity]}</b> {prose_html(a.message)}<br><b>Fix:</b> "
+        f"{prose_html(a.fix)} "
         f"<code>{esc(a.code)}</code></div>"
     )
 
@@ -62,8 +64,8 @@ def warning_body_html(a: Alert) -> str:
 def notes_html(alerts: Sequence[Alert]) -> str:
     """Info notes as one quiet line each (no GPU... is said by the GPU line already)."""
     return "".join(
-        f'<div class="tw-muted tw-note" data-code="{esc(a.code)}" title="{esc(a.fix)}">'
-        f"{esc(a.message)}</div>"
+        f'<div class="tw-muted tw-note" data-code="{esc(a.code)}" title="{esc(plain(a.fix))}">'
+        f"{prose_html(a.message)}</div>"
         for a in alerts
         if a.severity == "info" and a.code != "gpu-unavailable"
     )
