@@ -7,6 +7,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -207,3 +210,101 @@ def test_released_bytes_are_not_proven_again(tmp_path: Path) -> None:
     assert not job.append  # the old rule: a mismatch, copied whole
     (job,) = mp.plan(str(tmp_path), files, {"f": dataclasses.replace(copied, released=100)})
     assert job.append and job.offset == 100
+
+
+REPO = Path(__file__).resolve().parents[2]
+NOTE_BYTES = 8192  # one text summary of the restart tests: 300 of them, about 2.5 MiB
+
+
+def write_notes(path: str | os.PathLike[str], steps: range) -> None:
+    tbx = pytest.importorskip("tensorboardX")
+    with tbx.SummaryWriter(str(path)) as writer:
+        for i in steps:
+            writer.add_text("note", f"step {i} " + "x" * NOTE_BYTES, i)
+
+
+def fill_to_release(local_root: Path) -> None:
+    """Leave 1 MiB free on the 8 MiB disk: under twice the reserve (0.8 MiB), the keeper
+    releases what the share holds."""
+    (local_root / "ballast").write_bytes(bytes(free_of(local_root) - MIB))
+
+
+def test_a_restarted_mirror_keeps_the_share_copy_of_released_records(
+    tmpfs_mount: Callable[..., Mounted], tmp_path: Path
+) -> None:
+    """Regression: a new mirror on the same directories seeded its plan from the local
+    files, whose released prefix is padding, and copied that padding over the share's
+    records (the file no longer matched: copied whole)."""
+    local_root = tmpfs_mount("8m").path
+    share = tmp_path / "share" / "exp"
+    mirror = local_mirror(share, every=0.2, local_root=local_root)
+    try:
+        write_notes(mirror, range(300))
+        assert mirror.sync(60), mirror.status()
+        (event,) = share.glob("*tfevents*")
+        original = event.read_bytes()
+        fill_to_release(local_root)
+        assert wait_until(lambda: mirror.status().bytes_released > MIB, 30), mirror.status()
+        assert mirror.sync(60), mirror.status()
+    finally:
+        mirror.close(10)
+    assert (mirror.path / event.name).read_bytes() != original  # padded here
+    assert event.read_bytes() == original
+    again = local_mirror(share, every=0.2, local_root=local_root)
+    try:
+        assert again.path == mirror.path
+        write_notes(again, range(300, 310))  # a new file: the mirror copies on
+        assert again.sync(60), again.status()
+    finally:
+        again.close(10)
+    assert event.read_bytes() == original, "the share's records were overwritten"
+    assert steps_in(original) == (list(range(300)), 0)
+    assert len(list(share.glob("*tfevents*"))) == 2
+
+
+CHILD = """
+import os, pathlib, signal, sys, time
+from trainwatch_lab.fix import mirror_room
+from trainwatch_lab.fix.mirror import local_mirror
+from tests.fix.test_mirror_room import fill_to_release, write_notes
+share, root, original = sys.argv[1:]
+mirror = local_mirror(share, every=0.2, local_root=root)
+write_notes(mirror, range(300))
+assert mirror.sync(60), mirror.status()
+(event,) = pathlib.Path(share).glob("*tfevents*")
+pathlib.Path(original).write_bytes(event.read_bytes())
+punch = mirror_room.punch
+def punch_then_die(fd, offset, length):
+    punch(fd, offset, length)  # the records' bytes are zeros now, their headers not yet
+    os.kill(os.getpid(), signal.SIGKILL)
+mirror_room.punch = punch_then_die
+fill_to_release(pathlib.Path(root))
+time.sleep(60)
+"""
+
+
+def test_a_mirror_killed_in_the_middle_of_a_release_loses_nothing(
+    tmpfs_mount: Callable[..., Mounted], tmp_path: Path
+) -> None:
+    """kill -9 between punching a run's blocks and writing its padding header: the local
+    file holds zeros where records were; the restarted mirror completes the padding and
+    never copies those bytes over the share's records."""
+    pytest.importorskip("tensorboardX")
+    local_root = tmpfs_mount("8m").path
+    share = tmp_path / "share" / "exp"
+    original = tmp_path / "original"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    args = [sys.executable, "-c", CHILD, str(share), str(local_root), str(original)]
+    child = subprocess.run(args, env=env, cwd=REPO, timeout=120, capture_output=True)
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()
+    (event,) = share.glob("*tfevents*")
+    assert event.read_bytes() == original.read_bytes()
+    again = local_mirror(share, every=0.2, local_root=local_root)
+    try:
+        assert again.sync(60), again.status()
+    finally:
+        again.close(10)
+    assert event.read_bytes() == original.read_bytes(), "the share's records were overwritten"
+    local = (again.path / event.name).read_bytes()
+    assert len(local) == len(original.read_bytes())
+    assert steps_in(local)[1] == 1  # the run is one padding record: the local file reads on
