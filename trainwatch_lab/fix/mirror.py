@@ -39,7 +39,8 @@ from .mirror_exit import register as _register
 from .mirror_exit import registered as _registered
 from .mirror_exit import unregister as _unregister
 from .mirror_lock import ShareInUse, ShareLock
-from .mirror_room import RoomKeeper
+from .mirror_released import ReleasedLog
+from .mirror_room import RoomKeeper, pad
 from .mirror_seed import seed
 from .mirror_status import MirrorStatus
 
@@ -115,9 +116,20 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         if why is not None:
             raise ValueError(f"local: {why}")
         self._local_id = mp.identity(self.local)  # a rename or a re-creation changes it
+        # what an earlier mirror released here (padding, the records only on the share);
+        # a pad it was killed in the middle of is completed now (local disk only)
+        self._released = ReleasedLog(self.local)
+        self._released.recover(pad)
+        self._lost: dict[str, tuple[int, str]] = {}  # rel -> (ino, why it is not copied)
         self._claim_at_start()
         # keeps room on the local disk (mirror_room): releases, then drops, event records
-        self._room = RoomKeeper(self.local, self._copied_now, self._set_released)
+        self._room = RoomKeeper(
+            self.local,
+            self._copied_now,
+            self._set_released,
+            released=self._released,
+            ready=lambda: self._seeded,
+        )
         self._thread = threading.Thread(target=self._run, name="trainwatch-mirror", daemon=True)
         _register(self)
         self._room.start()
@@ -243,12 +255,13 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         with self._lock:
             return dict(self._copied)
 
-    def _set_released(self, rel: str, ino: int, released: int) -> None:
-        """The room keeper padded ``rel`` up to ``released``: those bytes are not proven."""
+    def _set_released(self, rel: str, ino: int, pad_from: int, released: int) -> None:
+        """The room keeper padded ``rel`` up to ``released`` (the padding record from
+        ``pad_from``): those bytes are not proven, never copied again."""
         with self._lock:
             c = self._copied.get(rel)
             if c is not None and c.ino == ino and released > c.released:
-                self._copied[rel] = replace(c, released=released)
+                self._copied[rel] = replace(c, released=released, pad_from=pad_from)
 
     def _gone(self, exc: OSError) -> str:
         return f"the local directory is gone: {exc.strerror}; nothing written there now is copied"
@@ -349,6 +362,9 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         if self._unfinished and not self._drop_unfinished():
             return
         files, truncated = mp.scan(self.local, mp.SCAN_LIMIT, self._local_id)
+        with self._lock:  # never copied again (_released_gone), said at the round's end
+            lost = {r for r, (ino, _) in self._lost.items() if r in files and files[r].ino == ino}
+            files = {r: f for r, f in files.items() if self._lost.get(r, (-1,))[0] != f.ino}
         with self._room.lock:  # the proofs read bytes the room keeper may pad
             with self._lock:
                 copied = dict(self._copied)
@@ -360,6 +376,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         errors: list[str] = []
         progress: dict[int, list[mp.Range]] = {}  # id(job) -> the ranges it wrote so far
         redone: set[str] = set()
+        whole_lost: set[str] = set()  # met this round (_released_gone)
         while queue:
             if not self._hold_share():  # a long round renews (and re-checks) the lock too
                 return
@@ -380,12 +397,16 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
             }
             rest = batch[len(results) :] + queue
             queue = [q for q in rest if q[0].file.rel not in failed | whole]
+            whole_lost |= self._released_gone(whole)
+            whole -= whole_lost
             for job in {j.file.rel: j for j, _ in batch if j.file.rel in whole - redone}.values():
                 redone.add(job.file.rel)  # the share's copy cannot take an append: copy whole
                 again = mp.Job(job.file, 0, append=False)
                 queue += [(again, item) for item in mp.items(again, self.local, self.share)]
         if truncated:
             errors.insert(0, self._too_many())
+        with self._lock:
+            errors += [why for r, (_, why) in self._lost.items() if r in lost or r in whole_lost]
         self._ended(started, errors)
 
     def _hold_share(self) -> bool:
@@ -415,11 +436,15 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
 
     def _seed(self) -> bool:
         """First round: what the share already holds, proven (mirror_seed)."""
-        copied = seed(self._call, self._timeout, self.local, self.share)
-        if copied is None:
+        found = seed(self._call, self._timeout, self.local, self.share, self._released.entries)
+        if found is None:
             return False
+        copied, lost = found
         with self._lock:
             self._copied, self._seeded = copied, True
+            self._lost.update(
+                (rel, (e.ino, _lost_text(rel, e.head_end, e.released))) for rel, e in lost.items()
+            )
         return True
 
     def _apply(
@@ -458,11 +483,33 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
                 if job.append or "rename_to" in item:
                     ranges = tuple(done)
                     old = self._copied.get(f.rel)
-                    released = old.released if job.append and old and old.ino == f.ino else 0
+                    keep = job.append and old is not None and old.ino == f.ino
                     self._copied[f.rel] = mp.Copied(
-                        result["end"], f.ino, times[0], ranges, times[1], released
+                        result["end"],
+                        f.ino,
+                        times[0],
+                        ranges,
+                        times[1],
+                        old.released if keep and old else 0,
+                        old.pad_from if keep and old else 0,
                     )
+            if "rename_to" in item:  # copied whole: nothing of it is released any more
+                self._released.forget(f.rel)
         return failed, whole
+
+    def _released_gone(self, whole: set[str]) -> set[str]:
+        """Of the files whose share copy can no longer be appended to (gone, shorter),
+        those whose copied records were released here: copying them whole would put
+        padding where the records were. Never copied again; the status says so."""
+        gone = set()
+        for rel in whole:
+            e = self._released.entries.get(rel)
+            if e is None or not e.released:
+                continue
+            gone.add(rel)
+            with self._lock:
+                self._lost[rel] = (e.ino, _lost_text(rel, e.head_end, e.released))
+        return gone
 
     def _ended(self, started: float, errors: list[str]) -> None:
         """A round that reached the share to its end: in sync, or the files it refused."""
@@ -485,6 +532,14 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         if changed:
             tail = f"; the logs stay in {self.local} and are copied later" if kept else ""
             log.warning("trainwatch: mirror of %s: %s%s", self.share, error, tail)
+
+
+def _lost_text(rel: str, start: int, end: int) -> str:
+    return (
+        f"{printable(rel)}: bytes {start}-{end} were released here once copied (the local "
+        "disk filled), and the share's copy no longer holds them: the file is not copied "
+        "again (that would write padding over the share's copy)"
+    )
 
 
 def _renamed(item: dict[str, Any], result: Any) -> bool:

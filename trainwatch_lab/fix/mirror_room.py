@@ -22,6 +22,7 @@ and holds ``lock`` while it plans (its proofs read the local bytes the keeper ch
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import logging
@@ -29,13 +30,14 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.defaults import DEFAULTS
 from ..core.paths.names import printable
 from . import mirror_plan as mp
 from . import tfrecord
+from .mirror_released import Entry, ReleasedLog
 from .space import fmt_size
 
 log = logging.getLogger(__name__)
@@ -129,8 +131,10 @@ class RoomKeeper:
         self,
         local: str,
         copied: Callable[[], dict[str, mp.Copied]],
-        set_released: Callable[[str, int, int], None],
+        set_released: Callable[[str, int, int, int], None],
         *,
+        released: ReleasedLog | None = None,
+        ready: Callable[[], bool] = lambda: True,
         reserve: int | None = None,
         every: float | None = None,
         tell: Callable[[str], None] | None = None,
@@ -138,6 +142,9 @@ class RoomKeeper:
     ) -> None:
         self.local = local
         self._copied, self._set_released = copied, set_released
+        # every pad is recorded there before it is made (a restart must know the padding)
+        self.released = released if released is not None else ReleasedLog(local)
+        self._ready = ready  # False until the mirror knows what the share holds: no drops
         self.reserve = reserve
         self.every = DEFAULTS.mirror_room_every_s if every is None else float(every)
         self._tell = tell if tell is not None else (lambda line: log.warning("%s", line))
@@ -190,7 +197,7 @@ class RoomKeeper:
         with self.lock:
             self._release(events)
             free, _ = self._space()
-            if free < reserve:
+            if free < reserve and self._ready():
                 self._drop(events, 2 * reserve - free, free)
 
     def _walk(self, rel: str, f: mp.LocalFile) -> None:
@@ -221,12 +228,13 @@ class RoomKeeper:
             c, fr = copied.get(rel), self._frames.get(rel)
             if c is None or fr is None or fr.bad or c.ino != f.ino or not fr.first_end:
                 continue
-            start = fr.at_or_above(max(c.released, fr.first_end))
+            # the last release ended at a record start: the released prefix stays one run
+            start = max(c.released, fr.first_end)
             end = fr.at_or_below(min(c.size, self.floors.get(rel, c.size)))
-            if start is None or end is None or end - start < MIN_RUN:
+            if end is None or end - start < MIN_RUN:
                 continue
-            if self._pad(rel, start, end):
-                self._set_released(rel, f.ino, end)
+            if self._pad(rel, f.ino, start, end, release=True):
+                self._set_released(rel, f.ino, start, end)
                 self.released_bytes += end - start
 
     def _drop(self, events: dict[str, mp.LocalFile], need: int, free: int) -> None:
@@ -240,12 +248,13 @@ class RoomKeeper:
                 continue
             c = copied.get(rel)
             done = c.size if c is not None and c.ino == f.ino else 0
-            lo = max(done, c.released if c is not None else 0, fr.first_end)
+            e = self.released.get(rel, f.ino)
+            lo = max(done, e.released if e is not None else 0, fr.first_end)
             start = fr.at_or_above(max(lo, self.floors.get(rel, 0), fr.dropped_to))
             if start is None:
                 continue
             end = fr.at_or_above(start + need) or fr.cursor
-            if end - start < MIN_RUN or not self._pad(rel, start, end):
+            if end - start < MIN_RUN or not self._pad(rel, f.ino, start, end, release=False):
                 continue
             fr.dropped_to = end
             runs.append(Dropped(rel, start, end, time.time()))
@@ -270,21 +279,53 @@ class RoomKeeper:
             f"({listed}{more}); the newest are kept (the mirror's status lists them)"
         )
 
-    def _pad(self, rel: str, start: int, end: int) -> bool:
+    def _pad(self, rel: str, ino: int, start: int, end: int, *, release: bool) -> bool:
+        """Pad ``[start, end)`` of ``rel``, recorded (mirror_released) before it is made."""
+        path = os.path.join(self.local, rel)
+        old = self.released.get(rel, ino)
         try:
-            pad(os.path.join(self.local, rel), start, end)
+            entry = old if old is not None else self._entry(path, ino, rel)
+            if release:
+                entry = replace(entry, released=end, pad_from=start)
+            self.released.put(rel, replace(entry, pending=(start, end)))
         except OSError as exc:
-            if exc.errno in (errno.EOPNOTSUPP, errno.ENOSYS):
+            self.error = f"could not record what is released in {printable(rel)}: {exc.strerror}"
+            return False
+        try:
+            pad(path, start, end)
+        except OSError as exc:
+            if exc.errno in (errno.EOPNOTSUPP, errno.ENOSYS):  # punch refused: nothing changed
+                self._undo(rel, old)
                 self.error = "the local filesystem cannot punch holes: no room can be made"
             else:
                 self.error = f"could not make room in {printable(rel)}: {exc.strerror}"
             log.debug("trainwatch: pad %s [%d, %d) failed", rel, start, end, exc_info=True)
             return False
+        with contextlib.suppress(OSError):  # else the next start completes it again
+            self.released.put(rel, entry)
         self.error = None
         fr = self._frames.get(rel)
         if fr is not None:  # the marks inside are no record starts a run may begin at now
             fr.marks = [m for m in fr.marks if not start < m < end]
         return True
+
+    def _entry(self, path: str, ino: int, rel: str) -> Entry:
+        fr = self._frames[rel]
+        digest = mp._hash_range(path, 0, fr.first_end)
+        if digest is None:
+            raise OSError(errno.EIO, "the first record cannot be read")
+        return Entry(ino, fr.first_end, digest)
+
+    def _undo(self, rel: str, old: Entry | None) -> None:
+        """A pad the filesystem refused changed nothing (the hole is punched first); one that
+        failed later stays pending: the next start completes it."""
+        try:
+            if old is None:
+                self.released.forget(rel)
+            else:
+                self.released.put(rel, old)
+        except OSError:  # the next start finds the pending run and makes it
+            log.debug("trainwatch: could not undo the record of %s", rel, exc_info=True)
 
     def state(self) -> dict[str, Any]:
         """For the mirror's status."""

@@ -177,3 +177,17 @@ def records(data: bytes) -> Iterator[bytes]:
             raise ValueError(f"bad data crc at {pos}")
         yield body
         pos += OVERHEAD + n
+
+
+def padding_at(path: str, start: int, end: int) -> bool:
+    """``[start, end)`` of ``path`` is one whole padding record (as ``padding`` makes it):
+    the bytes at its start and end, read back (the zeros between are not read)."""
+    if start < 0 or end - start < MIN_PAD:
+        return False
+    head, foot = padding(end - start)
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        got_head = fh.read(len(head))
+        fh.seek(end - len(foot))
+        got_foot = fh.read(len(foot))
+    return got_head == head and got_foot == foot
