@@ -21,7 +21,8 @@ import pytest
 from tests.support.mounts import Mounted, SshfsMount, wait_until
 from trainwatch_lab.fix import mirror_plan as mp
 from trainwatch_lab.fix import tfrecord
-from trainwatch_lab.fix.mirror import local_mirror
+from trainwatch_lab.fix.mirror import Mirror, local_mirror
+from trainwatch_lab.fix.mirror_released import ReleasedLog
 from trainwatch_lab.fix.mirror_room import RoomKeeper, pad
 
 TEXT_BYTES = 16 * 1024  # one step's text summary
@@ -308,3 +309,156 @@ def test_a_mirror_killed_in_the_middle_of_a_release_loses_nothing(
     local = (again.path / event.name).read_bytes()
     assert len(local) == len(original.read_bytes())
     assert steps_in(local)[1] == 1  # the run is one padding record: the local file reads on
+
+
+def released_mirror(local_root: Path, share: Path) -> tuple[Mirror, Path, bytes]:
+    """A mirror whose local event file (300 notes) was copied, then released here: the
+    mirror, the share's event file and its bytes."""
+    mirror = local_mirror(share, every=0.2, local_root=local_root)
+    write_notes(mirror, range(300))
+    assert mirror.sync(60), mirror.status()
+    (event,) = share.glob("*tfevents*")
+    original = event.read_bytes()
+    fill_to_release(local_root)
+    assert wait_until(lambda: mirror.status().bytes_released > MIB, 30), mirror.status()
+    assert mirror.sync(60), mirror.status()
+    return mirror, event, original
+
+
+def released_offset(mirror: Mirror, name: str) -> int:
+    return mirror._copied[name].released
+
+
+def test_a_share_copy_gone_after_release_is_never_written_with_padding(
+    tmpfs_mount: Callable[..., Mounted], tmp_path: Path
+) -> None:
+    """The share's copy removed while the mirror runs, and again before a restart: the
+    local file's released records are nowhere; its padding is not copied, the status says."""
+    local_root = tmpfs_mount("8m").path
+    share = tmp_path / "share" / "exp"
+    mirror, event, _ = released_mirror(local_root, share)
+    try:
+        event.unlink()  # the share's copy replaced by a shorter one, then removed
+        event.write_bytes(b"someone else's")
+        with open(mirror.path / event.name, "ab") as fh:
+            fh.write(b"")  # the mirror looks at the file again (its times moved)
+        os.utime(mirror.path / event.name)
+        assert not mirror.sync(60)
+        st = mirror.status()
+    finally:
+        mirror.close(10)
+    assert event.read_bytes() == b"someone else's"
+    assert st.state == "error" and "released here once copied" in (st.error or ""), st
+    assert event.name in (st.error or "")
+    event.unlink()
+    again = local_mirror(share, every=0.2, local_root=local_root)
+    try:
+        assert not again.sync(60)
+        st = again.status()
+    finally:
+        again.close(10)
+    assert not event.exists(), "the padding was copied to the share"
+    assert "released here once copied" in (st.error or ""), st
+
+
+def test_a_rewritten_or_cut_file_after_release_reaches_the_share_as_written(
+    tmpfs_mount: Callable[..., Mounted], tmp_path: Path
+) -> None:
+    """Regression: the released prefix was never read again, so a file the writer rewrote
+    in place (same size) kept the share's old records; one cut short of what was copied
+    was copied whole, its padding over the share's records."""
+    local_root = tmpfs_mount("8m").path
+    share = tmp_path / "share" / "exp"
+    mirror, event, original = released_mirror(local_root, share)
+    local = mirror.path / event.name
+    try:
+        released = released_offset(mirror, event.name)
+        with open(local, "rb") as fh:
+            cut = max(tfrecord.walk(fh, released, len(original) - 1))
+        assert released < cut < len(original)
+        os.truncate(local, cut)  # the writer cuts its last records
+        assert mirror.sync(60), mirror.status()
+        assert event.read_bytes() == original[:cut], "the padding went over the records"
+        other = tmp_path / "other"
+        write_notes(other, range(1000, 1300))  # the same sizes, other steps
+        (new,) = other.glob("*tfevents*")
+        with open(local, "r+b") as fh:  # rewritten in place: the same inode
+            fh.truncate(0)
+            fh.write(new.read_bytes())
+        assert mirror.sync(60), mirror.status()
+        assert event.read_bytes() == new.read_bytes()
+        assert event.name not in ReleasedLog(mirror.local).entries
+    finally:
+        mirror.close(10)
+    assert steps_in(event.read_bytes()) == (list(range(1000, 1300)), 0)
+
+
+def test_only_tfrecord_event_files_are_ever_padded(tmpfs_mount: Callable[..., Mounted]) -> None:
+    """A full disk and nothing copied: the keeper drops only records of files it proved to
+    be TFRecord event streams; a JSON file, a checkpoint, a "tfevents" name that holds no
+    records are left byte for byte."""
+    tbx = pytest.importorskip("tensorboardX")
+    root = tmpfs_mount("8m").path
+    others = {
+        "metrics.json": b'{"loss": [' + b"0.5, " * 200_000 + b"1]}",
+        "model.ckpt": os.urandom(1_000_000),
+        "events.out.tfevents.notes.json": b'{"a": 1}\n' * 100_000,
+    }
+    for name, data in others.items():
+        (root / name).write_bytes(data)
+    with tbx.SummaryWriter(str(root / "run")) as writer:
+        for i in range(200):
+            writer.add_text("note", "x" * 8192, i)
+    (root / "ballast").write_bytes(bytes(free_of(root) - 800 * 1024))
+    keeper = RoomKeeper(str(root), dict, lambda *a: None, reserve=MIB, tell=lambda _: None)
+    keeper.look()
+    assert keeper.dropped and all(r.rel.startswith("run/") for r in keeper.dropped)
+    for name, data in others.items():
+        assert (root / name).read_bytes() == data, name
+
+
+def test_a_second_mirror_of_the_same_local_directory_is_refused(tmp_path: Path) -> None:
+    """Regression: two mirrors of one local directory (to two shares) each released what
+    its own share held, records the other had not copied."""
+    local = tmp_path / "local"
+    first = Mirror(local, tmp_path / "a", every=60)
+    try:
+        with pytest.raises(ValueError, match="another mirror copies from"):
+            Mirror(local, tmp_path / "b", every=60)
+    finally:
+        first.close(10)
+    Mirror(local, tmp_path / "b", every=60).close(10)  # free again once the first closed
+
+
+def test_a_restart_on_a_full_disk_drops_nothing_before_it_knows_the_share(
+    tmpfs_mount: Callable[..., Mounted], sshfs_mount: SshfsMount
+) -> None:
+    """Regression: a mirror started while the share hangs took every local record for one
+    not copied and dropped the oldest, records the share held: the first round then copied
+    that padding over them."""
+    local_root = tmpfs_mount("8m").path
+    share = sshfs_mount.path / "runs" / "exp"
+    mirror = local_mirror(share, every=0.2, local_root=local_root)
+    try:
+        write_notes(mirror, range(300))
+        assert mirror.sync(60), mirror.status()
+    finally:
+        mirror.close(10)
+    (event,) = share.glob("*tfevents*")
+    remote = sshfs_mount.remote / event.relative_to(sshfs_mount.mountpoint)
+    original = remote.read_bytes()
+    sshfs_mount.pause()
+    try:
+        (local_root / "ballast").write_bytes(bytes(free_of(local_root) - 512 * 1024))
+        again = local_mirror(share, every=0.2, local_root=local_root)
+        try:
+            # the keeper looks every 0.25 s: a dozen looks with the disk under its reserve
+            assert not wait_until(lambda: again.status().bytes_dropped > 0, 3.0)
+            sshfs_mount.resume()
+            assert wait_until(lambda: again.sync(60), 120), again.status()
+        finally:
+            sshfs_mount.resume()
+            again.close(10)
+    finally:
+        sshfs_mount.resume()
+    assert remote.read_bytes() == original, "the share's records were overwritten"

@@ -116,6 +116,20 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         if why is not None:
             raise ValueError(f"local: {why}")
         self._local_id = mp.identity(self.local)  # a rename or a re-creation changes it
+        owned = self._lock_fd is None  # one mirror per local directory (the keeper pads it)
+        if owned:
+            self._lock_fd = scratch.lock(self.local)
+            if self._lock_fd is None:
+                raise ValueError(f"local: another mirror copies from {printable(self.local)}")
+        try:
+            self._start()
+        except BaseException:
+            if owned and self._lock_fd is not None:
+                scratch.release(self._lock_fd)
+            raise
+
+    def _start(self) -> None:
+        """The rest of ``__init__``, once the local directory is this mirror's alone."""
         # what an earlier mirror released here (padding, the records only on the share);
         # a pad it was killed in the middle of is completed now (local disk only)
         self._released = ReleasedLog(self.local)
