@@ -460,3 +460,23 @@ def test_a_restart_on_a_full_disk_drops_nothing_before_it_knows_the_share(
     finally:
         sshfs_mount.resume()
     assert remote.read_bytes() == original, "the share's records were overwritten"
+
+
+def test_the_reserve_is_the_users_to_set(
+    tmpfs_mount: Callable[..., Mounted], tmp_path: Path
+) -> None:
+    """``reserve=`` (bytes) replaces the default (a tenth of this 8 MiB disk): with 3 MiB
+    free, under twice a 2 MiB reserve, copied records are released."""
+    local_root = tmpfs_mount("8m").path
+    share = tmp_path / "share" / "exp"
+    for bad in (-1, 1.5, "1G", True):
+        with pytest.raises(ValueError, match="reserve must be a number of bytes"):
+            local_mirror(share, local_root=local_root, reserve=bad)  # type: ignore[arg-type]
+    mirror = local_mirror(share, every=0.2, local_root=local_root, reserve=2 * MIB)
+    try:
+        write_notes(mirror, range(300))
+        assert mirror.sync(60), mirror.status()
+        (local_root / "ballast").write_bytes(bytes(free_of(local_root) - 3 * MIB))
+        assert wait_until(lambda: mirror.status().bytes_released > MIB, 30), mirror.status()
+    finally:
+        mirror.close(10)

@@ -83,9 +83,12 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         guard: MountGuard | None = None,
         lock_fd: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        reserve: int | None = None,
     ) -> None:
         if not isinstance(every, (int, float)) or not math.isfinite(every) or every <= 0:
             raise ValueError(f"every must be a positive number of seconds, not {every!r}")
+        _check_reserve(reserve)
+        self._reserve = reserve  # bytes kept free on the local disk (None: core.defaults)
         self.local, self.share = normalise(os.fspath(local)), normalise(os.fspath(share))
         why = scratch.local_refusal(self.local)
         if why is not None:
@@ -143,6 +146,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
             self._set_released,
             released=self._released,
             ready=lambda: self._seeded,
+            reserve=self._reserve,
         )
         self._thread = threading.Thread(target=self._run, name="trainwatch-mirror", daemon=True)
         _register(self)
@@ -556,6 +560,13 @@ def _lost_text(rel: str, start: int, end: int) -> str:
     )
 
 
+def _check_reserve(reserve: object) -> None:
+    if reserve is not None and (
+        not isinstance(reserve, int) or isinstance(reserve, bool) or reserve < 0
+    ):
+        raise ValueError(f"reserve must be a number of bytes (0 or more), not {reserve!r}")
+
+
 def _renamed(item: dict[str, Any], result: Any) -> bool:
     """A copy item whose temporary is gone: renamed over the real name, or removed by the
     helper after it failed."""
@@ -569,24 +580,28 @@ def local_mirror(
     *,
     every: float = EVERY_S,
     local_root: str | os.PathLike[str] | None = None,
+    reserve: int | None = None,
 ) -> Mirror:
     """A local directory, on a local disk with room, that is copied to ``share_dir`` every
     ``every`` seconds: ``SummaryWriter(local_mirror("/mnt/share/runs/exp1"))``.
 
     Raises ValueError for a share path that is a file (or cannot be created), ``every`` that
-    is not a positive number, or ``local_root`` on a network mount.
+    is not a positive number, or ``local_root`` on a network mount. ``reserve``: the bytes
+    kept free on the local disk (fix.mirror_room; default: ``mirror_reserve_fraction`` of
+    it, at most ``mirror_reserve_bytes``).
     """
     if not isinstance(share_dir, (str, os.PathLike)):
         raise TypeError(f"share_dir must be a path, not {type(share_dir).__name__}")
     if not isinstance(every, (int, float)) or not math.isfinite(every) or every <= 0:
         raise ValueError(f"every must be a positive number of seconds, not {every!r}")
+    _check_reserve(reserve)
     share = normalise(os.fspath(share_dir))
     guard = default_guard()
     check_share(share, guard)
     root = scratch.pick_root(local_root, guard)
     local, fd = scratch.claim(share, root)
     try:
-        return Mirror(local, share, every=every, guard=guard, lock_fd=fd)
+        return Mirror(local, share, every=every, guard=guard, lock_fd=fd, reserve=reserve)
     except BaseException:
         scratch.release(fd)
         raise
