@@ -480,3 +480,22 @@ def test_the_reserve_is_the_users_to_set(
         assert wait_until(lambda: mirror.status().bytes_released > MIB, 30), mirror.status()
     finally:
         mirror.close(10)
+
+
+def test_an_event_file_with_another_name_elsewhere_is_never_padded(
+    tmpfs_mount: Callable[..., Mounted],
+) -> None:
+    """Regression: a hard link into the log directory (an event file of another run, kept
+    elsewhere under its own name) was padded: that other name lost its records too."""
+    root = tmpfs_mount("8m").path
+    write_notes(root / "elsewhere", range(200))
+    (theirs,) = (root / "elsewhere").glob("*tfevents*")
+    data = theirs.read_bytes()
+    (root / "logs").mkdir()
+    os.link(theirs, root / "logs" / theirs.name)
+    write_notes(root / "logs" / "run", range(200))
+    (root / "ballast").write_bytes(bytes(free_of(root) - 800 * 1024))
+    keeper = RoomKeeper(str(root / "logs"), dict, lambda *a: None, reserve=MIB, tell=str)
+    keeper.look()
+    assert keeper.dropped and all(r.rel.startswith("run/") for r in keeper.dropped)
+    assert theirs.read_bytes() == data

@@ -27,6 +27,7 @@ import ctypes
 import errno
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -104,13 +105,20 @@ def punch(fd: int, offset: int, length: int) -> None:
         raise OSError(err, os.strerror(err))
 
 
+class NotOurs(OSError):
+    """The file has another name too (a hard link: another run's log kept elsewhere), or is
+    no regular file: its bytes are not the mirror's to change."""
+
+
 def pad(path: str, start: int, end: int) -> None:
     """Replace the records in ``[start, end)`` of ``path`` by one padding record (zeros
     punched out): the footer and the zeros first, the header last, so the bytes at
     ``start`` claim a new length only once the record is whole."""
     head, foot = tfrecord.padding(end - start)
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     try:
+        if not _only_name(os.fstat(fd)):
+            raise NotOurs(errno.EMLINK, "the file has another name", path)
         body = start + len(head)
         punch(fd, body, end - len(foot) - body)
         os.pwrite(fd, foot, end - len(foot))
@@ -209,6 +217,9 @@ class RoomKeeper:
         path = os.path.join(self.local, rel)
         try:
             with open(path, "rb") as fh:
+                if not _only_name(os.fstat(fh.fileno())):
+                    fr.bad = True  # another name elsewhere: never padded
+                    return
                 for nxt in tfrecord.walk(fh, fr.cursor, f.size):
                     if not fr.first_end:
                         fr.first_end = nxt
@@ -293,6 +304,10 @@ class RoomKeeper:
             return False
         try:
             pad(path, start, end)
+        except NotOurs:
+            self._undo(rel, old)
+            self._frames[rel].bad = True
+            return False
         except OSError as exc:
             if exc.errno in (errno.EOPNOTSUPP, errno.ENOSYS):  # punch refused: nothing changed
                 self._undo(rel, old)
@@ -334,6 +349,10 @@ class RoomKeeper:
             "bytes_dropped": self.dropped_bytes,
             "dropped": [r.to_json() for r in self.dropped],
         }
+
+
+def _only_name(st: os.stat_result) -> bool:
+    return stat.S_ISREG(st.st_mode) and st.st_nlink == 1
 
 
 def _starts_a_record(path: str) -> bool:
