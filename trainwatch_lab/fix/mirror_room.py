@@ -15,6 +15,11 @@ few as bring the free space back to twice the reserve; each run is listed (file,
 range) in the mirror's status and one warning line, and reaches the share as padding that
 TensorBoard skips, so the records after it (the newest) are read.
 
+Each pad is recorded beside the logs before it is made (mirror_released), so a mirror that
+starts again knows which local bytes are padding (the share has the records) and completes a
+pad a killed process left half made. Only files with one name are padded (a hard link is
+another run's log too), and no drop is made before the mirror knows what the share holds.
+
 The mirror thread tells the keeper where it must not write (``floors``: the end of what was
 handed to the copy helper this round, so a copy never reads half a record and half padding)
 and holds ``lock`` while it plans (its proofs read the local bytes the keeper changes).
