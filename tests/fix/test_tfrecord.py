@@ -52,3 +52,17 @@ def test_the_walk_finds_every_record_start_of_a_real_event_file(tmp_path: Path) 
         assert list(tfrecord.walk(fh, 0, len(data) - 1)) == starts[:-1]
     assert not list(tfrecord.walk(io.BytesIO(b"not a tfrecord stream"), 0, 21))
     assert not tfrecord.header_checks(struct.pack("<QI", 5, 0))
+
+
+def test_padding_at_tells_a_whole_padding_record_from_records_and_zeros(tmp_path: Path) -> None:
+    """What a restarted mirror and each round check before trusting a released prefix."""
+    head, foot = tfrecord.padding(5000)
+    path = tmp_path / "f"
+    records = b"".join(struct.pack("<Q", 10) + b"h" * 4 + b"x" * 10 + b"f" * 4 for _ in range(300))
+    path.write_bytes(b"a" * 100 + head + bytes(5000 - len(head) - len(foot)) + foot + records)
+    assert tfrecord.padding_at(str(path), 100, 5100)
+    assert not tfrecord.padding_at(str(path), 100, 5200)  # not where this one ends
+    assert not tfrecord.padding_at(str(path), 5100, 5100 + 5000)  # records there
+    assert not tfrecord.padding_at(str(path), 0, 5)  # too short for any padding record
+    path.write_bytes(bytes(10_000))  # a half-made pad: zeros, no header yet
+    assert not tfrecord.padding_at(str(path), 100, 5100)
