@@ -499,3 +499,26 @@ def test_an_event_file_with_another_name_elsewhere_is_never_padded(
     keeper.look()
     assert keeper.dropped and all(r.rel.startswith("run/") for r in keeper.dropped)
     assert theirs.read_bytes() == data
+
+
+def test_a_mirror_started_while_the_share_hangs_drops_what_it_made_since(
+    tmpfs_mount: Callable[..., Mounted], sshfs_mount: SshfsMount
+) -> None:
+    """The share never answered since the start: a file written since then is none the
+    share can hold, so its oldest records may go; the writer never meets ENOSPC."""
+    tbx = pytest.importorskip("tensorboardX")
+    local_root = tmpfs_mount("8m").path
+    share = sshfs_mount.path / "runs" / "exp"
+    sshfs_mount.pause()
+    try:
+        mirror = local_mirror(share, every=0.2, local_root=local_root)
+        writer = tbx.SummaryWriter(str(mirror), flush_secs=1)
+        try:
+            Loop(writer, range(700)).join()  # about 11 MiB through an 8 MiB disk
+            st = mirror.status()
+        finally:
+            writer.close()
+            mirror.close(1)
+    finally:
+        sshfs_mount.resume()
+    assert st.bytes_dropped > 0 and st.state == "share-unresponsive", st

@@ -138,6 +138,10 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         self._released = ReleasedLog(self.local)
         self._released.recover(pad)
         self._lost: dict[str, tuple[int, str]] = {}  # rel -> (ino, why it is not copied)
+        # the files the share may hold copies of: none is dropped before the seed proves
+        # what it holds (files made since may be: the share holds nothing of them)
+        files, _ = mp.scan(self.local, mp.SCAN_LIMIT)
+        self._at_start = {(rel, f.ino) for rel, f in files.items()}
         self._claim_at_start()
         # keeps room on the local disk (mirror_room): releases, then drops, event records
         self._room = RoomKeeper(
@@ -145,7 +149,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
             self._copied_now,
             self._set_released,
             released=self._released,
-            ready=lambda: self._seeded,
+            ready=lambda rel, ino: self._seeded or (rel, ino) not in self._at_start,
             reserve=self._reserve,
         )
         self._thread = threading.Thread(target=self._run, name="trainwatch-mirror", daemon=True)

@@ -147,7 +147,7 @@ class RoomKeeper:
         set_released: Callable[[str, int, int, int], None],
         *,
         released: ReleasedLog | None = None,
-        ready: Callable[[], bool] = lambda: True,
+        ready: Callable[[str, int], bool] = lambda rel, ino: True,
         reserve: int | None = None,
         every: float | None = None,
         tell: Callable[[str], None] | None = None,
@@ -157,7 +157,7 @@ class RoomKeeper:
         self._copied, self._set_released = copied, set_released
         # every pad is recorded there before it is made (a restart must know the padding)
         self.released = released if released is not None else ReleasedLog(local)
-        self._ready = ready  # False until the mirror knows what the share holds: no drops
+        self._ready = ready  # (rel, ino): may be dropped (the mirror knows what the share has)
         self.reserve = reserve
         self.every = DEFAULTS.mirror_room_every_s if every is None else float(every)
         self._tell = tell if tell is not None else (lambda line: log.warning("%s", line))
@@ -210,7 +210,7 @@ class RoomKeeper:
         with self.lock:
             self._release(events)
             free, _ = self._space()
-            if free < reserve and self._ready():
+            if free < reserve:
                 self._drop(events, 2 * reserve - free, free)
 
     def _walk(self, rel: str, f: mp.LocalFile) -> None:
@@ -261,6 +261,8 @@ class RoomKeeper:
         for rel, f in sorted(events.items(), key=lambda kv: kv[1].mtime_ns):
             fr = self._frames.get(rel)
             if need <= 0 or fr is None or fr.bad or not fr.first_end or fr.ino != f.ino:
+                continue
+            if not self._ready(rel, f.ino):
                 continue
             c = copied.get(rel)
             done = c.size if c is not None and c.ino == f.ino else 0
