@@ -142,6 +142,11 @@ export interface IMirrorJSON {
   bytes_copied: number;
   files: number;
   error: string | null;
+  /** the local disk filled (fix/mirror_room.py): copied bytes released locally, bytes
+   * never copied that were dropped (the oldest first), the last dropped runs */
+  bytes_released?: number;
+  bytes_dropped?: number;
+  dropped?: { file: string; start: number; end: number; at: number }[];
   pid: number;
   every: number | null;
   /** the status line ``%trainwatch status`` prints, made in Python */

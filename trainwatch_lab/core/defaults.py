@@ -67,6 +67,14 @@ class Defaults:
     # a share's mirror lock not refreshed for this long (its holder on another host is
     # gone, or cannot reach the share) may be taken over by another mirror
     mirror_lock_stale_s: float = 900.0
+    # local_mirror's local disk is kept this free: the smaller of a share of it and a size.
+    # Under twice that, event-file records already copied are released locally (padding,
+    # the blocks punched out); under it, the oldest records not yet copied are dropped the
+    # same way, said in the status and one warning line: the writer never meets ENOSPC. A
+    # writer must not write more than the reserve between two looks (every this often)
+    mirror_reserve_fraction: float = 0.10
+    mirror_reserve_bytes: int = GIB
+    mirror_room_every_s: float = 0.25
     # %%trainwatch lists the files a cell wrote under its paths (the same helper lane, each
     # path within the scan budget) as its output waits: all paths together, at most this
     cell_files_budget_s: float = 3.0
