@@ -99,3 +99,20 @@ def test_check_is_run_by_the_servers_guard_and_says_so(tmp_path: Path, sshfs_mou
         (tmp_path / "file").write_text("x")
         missing = check(runtime, str(tmp_path / "file" / "below"))
         assert missing.returncode == 2 and "error" in missing.stderr  # refused as here
+
+
+def test_a_check_the_server_refuses_is_run_here_at_once(tmp_path: Path) -> None:
+    """The server refuses a check it will not run (a timeout over its 60 s, more than 64
+    paths, a path of 4096 characters) with an error line: the client took that for chatter
+    and waited out its whole budget (about 5 min for --timeout 90) before checking here."""
+    root, logs = tmp_path / "root", tmp_path / "logs"
+    root.mkdir()
+    logs.mkdir()
+    with jupyter_lab(root) as lab:
+        runtime = lab.log_path.parent / "runtime"
+        fine = check(runtime, str(logs))
+        refused = check(runtime, "--timeout", "90", str(logs))
+    assert "checked by the Jupyter server" in fine.stderr, fine.stderr
+    assert "could not check ('timeout' must be between" in refused.stderr, refused.stderr
+    assert "checking here" in refused.stderr
+    assert refused.returncode == 0 and json.loads(refused.stdout)["paths"][0]["verdict"]

@@ -125,6 +125,9 @@ export interface ISampleJSON {
   mirrors?: IMirrorJSON[];
   /** the paths the server watches at this sample and why (roles: user, root, kernel:ID...) */
   watched?: Record<string, string[]>;
+  /** each path's free space in Python's words (advice/text.py space_text), as the notebook
+   * and `watch` say it: one figure and one rounding in every view */
+  space?: Record<string, string>;
 }
 
 /** One ``local_mirror`` (fix/mirror_status.py MirrorStatus, its owner and Python's words). */
@@ -139,6 +142,11 @@ export interface IMirrorJSON {
   bytes_copied: number;
   files: number;
   error: string | null;
+  /** the local disk filled (fix/mirror_room.py): copied bytes released locally, bytes
+   * never copied that were dropped (the oldest first), the last dropped runs */
+  bytes_released?: number;
+  bytes_dropped?: number;
+  dropped?: { file: string; start: number; end: number; at: number }[];
   pid: number;
   every: number | null;
   /** the status line ``%trainwatch status`` prints, made in Python */

@@ -13,7 +13,6 @@ from __future__ import annotations
 import gzip
 import http.client
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,15 +22,18 @@ from pathlib import Path
 
 import psutil
 
-from tests.benchmarks.common import REPO, Config, Row, guarded, judged, skipped
+from tests.benchmarks.common import (
+    REPO,
+    Config,
+    Row,
+    TreeCpu,
+    free_port,
+    guarded,
+    judged,
+    skipped,
+)
 
 GROUP = "7 agent"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # what Prometheus 2.x sends: OpenMetrics preferred, the text format accepted, gzip
@@ -65,18 +67,6 @@ def _scrape(url: str) -> int:
         return len(resp.read())
 
 
-def _tree_cpu(proc: psutil.Process) -> float:
-    """CPU seconds (user + system) of a process and its live descendants."""
-    total = 0.0
-    for p in [proc, *proc.children(recursive=True)]:
-        try:
-            t = p.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        total += t.user + t.system
-    return total
-
-
 def _wait(url: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -94,7 +84,7 @@ def _measure(cfg: Config) -> list[Row]:
         return [skipped(GROUP, "agent vs node_exporter", "prometheus-node-exporter missing")]
     seconds = 10.0 if cfg.quick else 60.0
     work = Path(tempfile.mkdtemp(prefix="twbench-agent-", dir="/var/tmp"))
-    a_port, n_port = _free_port(), _free_port()
+    a_port, n_port = free_port(), free_port()
     agent = subprocess.Popen(
         [
             *(sys.executable, "-m", "trainwatch_lab", "serve", str(work), "--interval", "1"),
@@ -122,7 +112,7 @@ def _measure(cfg: Config) -> list[Row]:
             _wait(url)
         time.sleep(5.0)  # warm-up: imports done, the first probe and ticks behind us
         scrapers = {"agent": Scraper(a_port), "node": Scraper(n_port)}
-        cpu0 = {k: _tree_cpu(p) for k, p in procs.items()}
+        meters = {k: TreeCpu(p.pid) for k, p in procs.items()}
         sizes: dict[str, list[tuple[int, int]]] = {k: [] for k in urls}
         start = time.monotonic()
         while time.monotonic() - start < seconds:
@@ -130,7 +120,7 @@ def _measure(cfg: Config) -> list[Row]:
                 sizes[key].append(scrape())
             time.sleep(max(0.0, len(sizes["agent"]) - (time.monotonic() - start)))
         elapsed = time.monotonic() - start
-        cpu = {k: (_tree_cpu(p) - cpu0[k]) / elapsed * 1000 for k, p in procs.items()}
+        cpu = {k: meter.poll() / elapsed * 1000 for k, meter in meters.items()}
         for scrape in scrapers.values():
             scrape.close()
     finally:

@@ -34,28 +34,20 @@ from pathlib import Path
 
 import psutil
 
-from tests.benchmarks.common import REPO, Config, Row, guarded, judged, skipped
+from tests.benchmarks.common import (
+    REPO,
+    Config,
+    Row,
+    TreeCpu,
+    free_port,
+    guarded,
+    judged,
+    skipped,
+)
 
 GROUP = "agent-attacks"
 PASSWORD = "right-horse"
 ATTACKS = ("60 idle connections", "TLS reconnect churn", "wrong-password flood")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _tree_cpu(proc: psutil.Process) -> float:
-    total = 0.0
-    for p in [proc, *proc.children(recursive=True)]:
-        try:
-            t = p.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        total += t.user + t.system
-    return total
 
 
 def _auth(password: str) -> dict[str, str]:
@@ -160,7 +152,7 @@ def _threads(
 
 
 def _start(kind: str, web: Path, code: Path) -> tuple[subprocess.Popen[bytes], int]:
-    port = _free_port()
+    port = free_port()
     if kind == "agent":
         env = dict(os.environ, PYTHONPATH=str(code))
         cmd = [
@@ -201,7 +193,7 @@ def _one(kind: str, attack: str, web: Path, ca: Path, code: Path, seconds: float
         _ready(port, context)
         ps = psutil.Process(proc.pid)
         time.sleep(2.0)  # warm-up: the password remembered, the first ticks behind
-        rss0, cpu0, t0 = ps.memory_info().rss, _tree_cpu(ps), time.monotonic()
+        rss0, meter, t0 = ps.memory_info().rss, TreeCpu(ps.pid), time.monotonic()
         prometheus = Prometheus(port, context)
         stop, sent = threading.Event(), [0]
         fn = {"60 idle connections": _idle, "TLS reconnect churn": _churn}.get(attack, _flood)
@@ -211,7 +203,7 @@ def _one(kind: str, attack: str, web: Path, ca: Path, code: Path, seconds: float
         time.sleep(seconds)
         prometheus.stop.set()
         prometheus.thread.join(15)
-        cpu = (_tree_cpu(ps) - cpu0) / (time.monotonic() - t0) * 1000
+        cpu = meter.poll() / (time.monotonic() - t0) * 1000
         rss1 = ps.memory_info().rss
         stop.set()
         attacker.join(60)

@@ -30,18 +30,12 @@ from pathlib import Path
 
 import psutil
 
-from tests.benchmarks.common import Config, Row
+from tests.benchmarks.common import Config, Row, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 SILENT_CLIENTS = 100
 HISTORY_CLIENTS = 40
 STATUS_EVERY_S = 0.25
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:
@@ -50,7 +44,7 @@ class Server:
         config = self.dir / "config" / "jupyter_server_config.d"
         config.mkdir(parents=True)
         shutil.copy(code / "trainwatch_lab" / "server" / "etc" / "trainwatch_lab.json", config)
-        self.port, self.token = _free_port(), uuid.uuid4().hex
+        self.port, self.token = free_port(), uuid.uuid4().hex
         env = {
             **os.environ,
             "PYTHONPATH": str(code),

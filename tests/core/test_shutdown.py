@@ -42,7 +42,6 @@ from trainwatch_lab.core.paths import source as paths_source
 from trainwatch_lab.core.paths import watch as path_watch
 from trainwatch_lab.core.paths.source import PathsSource
 from trainwatch_lab.core.sampler import Sampler
-from trainwatch_lab.core.storage.mounts import mount_for_path, read_mounts
 
 REPO = Path(__file__).resolve().parents[2]
 DOCUMENTED = (MountUnresponsive, WorkerUnavailable, WorkerFailed)
@@ -144,15 +143,15 @@ def test_calls_racing_the_guard_close_meet_only_its_documented_exceptions(
 def test_closing_a_source_with_scans_and_probes_in_flight_is_quiet(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, thread_failures: list[str]
 ) -> None:
-    """Scan and probe helpers frozen (SIGSTOP) with a request each in flight; the guard is
-    closed under the running source (atexit does that), then the helpers go on and get its
-    SIGTERM. The threads end quietly, and the probe reports the guard's exception, not
-    EBADF of our closed pipe (before the fix: "Bad file descriptor", read as the mount's
-    error)."""
+    """The mount's helper frozen (SIGSTOP) with a scan and a probe request in flight; the
+    guard is closed under the running source (atexit does that), then the helper goes on and
+    gets its SIGTERM. The threads end quietly, and the probe reports the guard's exception,
+    not EBADF of our closed pipe (before the fix: "Bad file descriptor", read as the mount's
+    error). One helper serves the look, the scan and the probe (issue 33): it is frozen as
+    the tick's look has answered, when the first scan or probe call starts."""
     monkeypatch.setattr(path_watch, "CHECKPOINT_RESCAN_S", 0.0)
     monkeypatch.setattr(path_watch, "PROBE_RETRY_S", 0.0)
     link = checkpoint_dirs(tmp_path, 1)[1]  # looked at, scanned and probed by helpers
-    mountpoint = mount_for_path(link, read_mounts()).mountpoint
 
     def seen(src: PathsSource) -> bool:
         sample = Sample(t=time.time())
@@ -166,13 +165,21 @@ def test_closing_a_source_with_scans_and_probes_in_flight_is_quiet(
         frozen: list[int] = []
         try:
             assert wait_until(lambda: seen(src))
-            main = g.call(mountpoint, "ping")["pid"]  # the per-tick looks go on answering
-            frozen = [pid for pid in g.live_pids() if pid != main]
-            assert len(frozen) == 2  # the probe lane and the scan lane
-            for pid in frozen:
-                os.kill(pid, signal.SIGSTOP)
-            src.collect(Sample(t=time.time()))  # starts a scan (and a probe, if none runs)
+            assert len(g.live_pids()) == 1  # the look, the scan and the probe lanes
             busy = (f"trainwatch-scan {link}", f"trainwatch-probe {link}")
+            # the next tick starts both anew, so both requests go to the frozen helper
+            assert wait_until(lambda: not our_threads(*busy))
+            call = g.call
+
+            def freezing(key: str, op: str, **kw: Any) -> Any:
+                if op in ("probe", "scan_checkpoints") and not frozen:
+                    frozen.extend(g.live_pids())
+                    for pid in frozen:
+                        os.kill(pid, signal.SIGSTOP)
+                return call(key, op, **kw)
+
+            g.call = freezing  # type: ignore[method-assign]
+            src.collect(Sample(t=time.time()))  # starts a scan and a probe
             assert wait_until(lambda: len(our_threads(*busy)) == 2)
             time.sleep(0.2)  # both requests are written and wait for their answers
             g.close()

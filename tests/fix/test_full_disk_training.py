@@ -18,9 +18,14 @@ from typing import Any
 from tests.advice.test_notify import Webhook
 from tests.support.env import need
 from tests.support.frameworks import child_env
-from tests.support.full_disk import CHECK, CHILD_TIMEOUT_S, small_disk
-from tests.support.mounts import wait_until
-from trainwatch_lab.core.record import Store, choose
+from tests.support.full_disk import (
+    CHECK,
+    finish,
+    recorded_kinds,
+    small_disk,
+    start_child,
+    wait_then_free,
+)
 
 EPOCHS = 6
 
@@ -55,25 +60,13 @@ LOOP = textwrap.dedent(
 
 
 def start(ckpt: Path, **options: Any) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-c", LOOP, str(ckpt), json.dumps(options)],
-        env=child_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return start_child(LOOP, ckpt, json.dumps(options))
 
 
 def need_torch() -> None:
     from importlib.util import find_spec
 
     need(find_spec("torch") is not None, "needs torch")
-
-
-def finish(proc: subprocess.Popen[str]) -> tuple[list[dict[str, Any]], str]:
-    out, err = proc.communicate(timeout=CHILD_TIMEOUT_S)
-    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
-    return lines, err
 
 
 def epochs_in(*paths: Path) -> dict[str, int]:
@@ -132,29 +125,16 @@ def test_with_neither_it_pauses_notifies_and_resumes_when_space_is_freed(loop_ex
     t0 = time.time()
     webhook = Webhook()
     proc = start(ckpt, on_full="wait", recheck_s=0.2, webhook=webhook.url)
-    try:
-        assert wait_until(lambda: webhook.requests, CHILD_TIMEOUT_S)
-        told = webhook.bodies()[0]  # the pause, as the webhook hears it
-        assert told["state"] == "started" and told["code"] == "checkpoint-wont-fit"
+
+    def while_paused(told: dict[str, Any]) -> None:
         assert "epoch-003.pt is paused" in told["message"] and told["subject"] == str(ckpt)
-        assert proc.poll() is None  # paused at the save, not dead
         assert len(saves(ckpt)) == 2
-        subprocess.run(["rm", str(filler)], check=True, timeout=30)  # another process frees
-        lines, err = finish(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        webhook.close()  # what it heard stays in its list
+
+    lines, err = wait_then_free(proc, webhook, filler, while_paused)
     assert proc.returncode == 0, err
     assert lines[-1] == {"done": True}
     assert "is paused" in err and "resumed after" in err
     resumed = webhook.bodies()[1]  # sent before the loop ended (stop_notifying flushes)
     assert resumed["state"] == "cleared" and resumed["code"] == "checkpoint-wont-fit"
     assert epochs_in(*saves(ckpt)) == {str(ckpt / f"epoch-00{e}.pt"): e for e in range(1, 7)}
-    store = Store(choose().path)
-    try:
-        kinds = [e.kind for e in store.events(t0 - 1, time.time() + 5) if e.subject == str(ckpt)]
-    finally:
-        store.close()
-    assert kinds == ["save-paused", "save-resumed"]
+    assert recorded_kinds(t0, ckpt) == ["save-paused", "save-resumed"]

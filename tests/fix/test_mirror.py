@@ -159,7 +159,7 @@ def test_status_and_close(dirs: tuple[Path, Path]) -> None:
     assert st.bytes_pending == 5 and st.files == 1
     assert set(st.to_json()) == {
         "local", "share", "state", "last_sync", "lag_s", "bytes_pending", "bytes_copied",
-        "files", "error",
+        "files", "error", "bytes_released", "bytes_dropped", "dropped",
     }  # fmt: skip
     assert m.close(10)
     assert m not in active_mirrors()

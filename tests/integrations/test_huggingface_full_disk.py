@@ -1,28 +1,30 @@
 """Issue 38 with the Hugging Face callback: a real ``Trainer.train`` on CPU saving a
 ``checkpoint-N/`` (~3 MiB: weights and AdamW's moments) every step onto a loop ext4 that
-holds 2.5 of them. The Trainer writes its checkpoints itself, so ``on_full="wait"`` pauses
-the step before the save: a real webhook hears it, another process frees space, and the run
-finishes with every checkpoint whole (loaded back). The run is a child process."""
+holds 2.5 of them. The Trainer writes its checkpoints itself: ``keep=2`` removes its oldest
+``checkpoint-N`` first and the run lives on; ``on_full="wait"`` pauses the step before the
+save: a real webhook hears it, another process frees space, and the run finishes with every
+checkpoint whole (loaded back). The run is a child process."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 import time
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 
 from tests.advice.test_notify import Webhook
 from tests.support.env import need
-from tests.support.frameworks import child_env
-from tests.support.full_disk import CHILD_TIMEOUT_S
-from tests.support.mounts import wait_until
-from trainwatch_lab.core.record import Store, choose
+from tests.support.full_disk import (
+    MIB,
+    fill_to,
+    finish,
+    recorded_kinds,
+    start_child,
+    wait_then_free,
+)
 
-MIB = 1024 * 1024
 STEPS = 5
 
 TRAIN = textwrap.dedent(
@@ -33,8 +35,8 @@ TRAIN = textwrap.dedent(
     from trainwatch_lab.integrations.huggingface import TrainWatchCallback
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    out, hook = sys.argv[1], sys.argv[2]
-    cb = TrainWatchCallback(check=False, on_full="wait", recheck_s=0.2, notify=hook)
+    out, options = sys.argv[1], json.loads(sys.argv[2])
+    cb = TrainWatchCallback(check=False, **options)
     trainer = Trainer(model=tiny_gpt2(n_embd=128, vocab=512),
                       args=trainer_args(out, save_steps=1, max_steps=STEPS),
                       train_dataset=token_dataset(16, vocab=512), callbacks=[cb])
@@ -53,43 +55,43 @@ def checkpoints(out: Path) -> list[str]:
     return sorted(p.name for p in out.glob("checkpoint-*")) if out.exists() else []
 
 
-def test_wait_pauses_before_the_trainer_saves_and_resumes(loop_ext4) -> None:
+def need_transformers() -> None:
     need(find_spec("transformers") is not None and find_spec("torch") is not None,
          "needs transformers and torch")  # fmt: skip
+
+
+def small_disk(loop_ext4: Any) -> tuple[Path, Path]:
+    """A 48 MiB ext4 with room for about 2.5 checkpoints of ~3 MiB."""
     m = loop_ext4(size_mb=48)
-    out = m.path / "trainer_output"
-    free = os.statvfs(m.path).f_bavail * os.statvfs(m.path).f_frsize
-    filler = m.path / "old-dataset.bin"
-    with open(filler, "wb") as fh:  # room for about 2.5 checkpoints of ~3 MiB
-        fh.write(b"d" * (free - 8 * MIB))
-        os.fsync(fh.fileno())
+    return m.path / "trainer_output", fill_to(m.path, 8 * MIB)
+
+
+def test_keep_removes_the_trainers_oldest_checkpoints_first(loop_ext4) -> None:
+    need_transformers()
+    out, filler = small_disk(loop_ext4)
+    t0 = time.time()
+    proc = start_child(TRAIN, out, json.dumps({"keep": 2}))
+    lines, err = finish(proc)
+    assert proc.returncode == 0, err
+    assert lines[-1]["steps"] == {"checkpoint-4": 4, "checkpoint-5": 5}  # both load
+    assert "first to make room" in err and filler.exists()
+    assert recorded_kinds(t0, out) == ["save-room-made"] * 3
+
+
+def test_wait_pauses_before_the_trainer_saves_and_resumes(loop_ext4) -> None:
+    need_transformers()
+    out, filler = small_disk(loop_ext4)
     t0 = time.time()
     webhook = Webhook()
-    proc = subprocess.Popen([sys.executable, "-c", TRAIN, str(out), webhook.url],
-                            env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)  # fmt: skip
-    try:
-        assert wait_until(lambda: webhook.requests, CHILD_TIMEOUT_S)
-        told = webhook.bodies()[0]
-        assert told["state"] == "started" and told["code"] == "checkpoint-wont-fit"
+    options = {"on_full": "wait", "recheck_s": 0.2, "notify": webhook.url}
+    proc = start_child(TRAIN, out, json.dumps(options))
+
+    def while_paused(told: dict[str, Any]) -> None:
         assert "is paused" in told["message"] and told["subject"] == str(out)
-        assert proc.poll() is None  # paused before the save, not dead
-        paused_at = checkpoints(out)
-        assert paused_at == ["checkpoint-1", "checkpoint-2"]
-        subprocess.run(["rm", str(filler)], check=True, timeout=30)  # another process frees
-        stdout, err = proc.communicate(timeout=CHILD_TIMEOUT_S)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        webhook.close()
+        assert checkpoints(out) == ["checkpoint-1", "checkpoint-2"]
+
+    lines, err = wait_then_free(proc, webhook, filler, while_paused)
     assert proc.returncode == 0, err
-    last = json.loads(stdout.strip().splitlines()[-1])
-    assert last["steps"] == {f"checkpoint-{s}": s for s in range(1, STEPS + 1)}
+    assert lines[-1]["steps"] == {f"checkpoint-{s}": s for s in range(1, STEPS + 1)}
     assert [b["state"] for b in webhook.bodies()] == ["started", "cleared"]
-    store = Store(choose().path)
-    try:
-        kinds = [e.kind for e in store.events(t0 - 1, time.time() + 5) if e.subject == str(out)]
-    finally:
-        store.close()
-    assert kinds == ["save-paused", "save-resumed"]
+    assert recorded_kinds(t0, out) == ["save-paused", "save-resumed"]

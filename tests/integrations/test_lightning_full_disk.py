@@ -18,9 +18,14 @@ from typing import Any
 from tests.advice.test_notify import Webhook
 from tests.support.env import need
 from tests.support.frameworks import child_env
-from tests.support.full_disk import CHECK, CHILD_TIMEOUT_S, small_disk
-from tests.support.mounts import wait_until
-from trainwatch_lab.core.record import Store, choose
+from tests.support.full_disk import (
+    CHECK,
+    finish,
+    recorded_kinds,
+    small_disk,
+    start_child,
+    wait_then_free,
+)
 
 STEPS = 6
 
@@ -72,18 +77,11 @@ def need_lightning() -> None:
 
 
 def fit(ckpt: Any, root: Any, **options: Any) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-c", FIT, str(ckpt), str(root), json.dumps(options)],
-        env=child_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return start_child(FIT, ckpt, root, json.dumps(options))
 
 
 def result(proc: subprocess.Popen[str]) -> tuple[dict[str, Any], str]:
-    out, err = proc.communicate(timeout=CHILD_TIMEOUT_S)
-    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    lines, err = finish(proc)
     return (lines[-1] if lines else {}), err
 
 
@@ -134,24 +132,13 @@ def test_wait_pauses_notifies_and_resumes(loop_ext4, tmp_path) -> None:
     t0 = time.time()
     webhook = Webhook()
     proc = fit(ckpt, tmp_path, on_full="wait", recheck_s=0.2, notify=webhook.url)
-    try:
-        assert wait_until(lambda: webhook.requests, CHILD_TIMEOUT_S)
-        told = webhook.bodies()[0]
-        assert told["state"] == "started" and "step-003.ckpt is paused" in told["message"]
-        assert proc.poll() is None and names(ckpt) == ["step-001.ckpt", "step-002.ckpt"]
-        subprocess.run(["rm", str(filler)], check=True, timeout=30)  # another process frees
-        last, err = result(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        webhook.close()  # what it heard stays in its list
-    assert proc.returncode == 0 and last == {"done": STEPS}, err
+
+    def while_paused(told: dict[str, Any]) -> None:
+        assert "step-003.ckpt is paused" in told["message"]
+        assert names(ckpt) == ["step-001.ckpt", "step-002.ckpt"]
+
+    lines, err = wait_then_free(proc, webhook, filler, while_paused)
+    assert proc.returncode == 0 and lines[-1] == {"done": STEPS}, err
     assert [b["state"] for b in webhook.bodies()] == ["started", "cleared"]  # flushed at teardown
     assert sorted(steps_in(ckpt).values()) == list(range(1, STEPS + 1))
-    store = Store(choose().path)
-    try:
-        kinds = [e.kind for e in store.events(t0 - 1, time.time() + 5) if e.subject == str(ckpt)]
-    finally:
-        store.close()
-    assert kinds == ["save-paused", "save-resumed"]
+    assert recorded_kinds(t0, ckpt) == ["save-paused", "save-resumed"]

@@ -12,6 +12,7 @@ import pytest
 
 from tests.support.certs import Pair, make_ca, make_cert
 from trainwatch_lab.prometheus import webconfig
+from trainwatch_lab.prometheus.basicauth import credentials
 
 bcrypt = pytest.importorskip("bcrypt")
 pytest.importorskip("yaml")
@@ -126,16 +127,21 @@ def test_an_unknown_user_costs_a_bcrypt_of_the_users_cost(
         return real(password, against)
 
     monkeypatch.setattr(bcrypt, "checkpw", spy)
-    assert not config.allows(auth_header("nobody", "right-horse"))
-    assert not config.allows(auth_header("prometheus", "wrong-horse"))
-    assert config.allows(auth_header("prometheus", "right-horse"))
+    auth = config.auth
+    assert auth is not None
+    # what the agent's handler does: the remembered answer (on its loop), else bcrypt (off it)
+    asked = [credentials(auth_header(u, p)) for u, p in WHO]
+    assert [auth.known(*c) for c in asked] == [None, None, None]
+    assert [auth.check(*c) for c in asked] == [False, False, True]
     # the same work for a name that does not exist as for one that does
     assert len(compared) == 3 and compared[0] != hashed.encode()
     assert {c[:7] for c in compared} == {b"$2b$06$"}
     # every answer remembered: asked again, nobody pays bcrypt
-    assert not config.allows(auth_header("nobody", "right-horse"))
-    assert config.allows(auth_header("prometheus", "right-horse"))
+    assert [auth.known(*c) for c in asked] == [False, False, True]
     assert len(compared) == 3
+
+
+WHO = (("nobody", "right-horse"), ("prometheus", "wrong-horse"), ("prometheus", "right-horse"))
 
 
 def test_a_flood_of_wrong_passwords_never_evicts_the_right_one(tmp_path: Path) -> None:

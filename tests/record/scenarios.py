@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -39,10 +40,11 @@ def history(store: Path, *args: str) -> str:
     return done.stdout
 
 
-def record_full_disk(store: Path, mountpoint: Path, cwd: Path, wrapped: bool = False) -> int:
-    """``tests/record/train_until_full.py`` under nohup fills ``mountpoint`` and dies of
-    Errno 28 while ``watch --record`` records into ``store``; the recorder is SIGKILLed
-    once it recorded the end. Returns the script's pid."""
+@contextlib.contextmanager
+def recording_watch(store: Path, mountpoint: Path, cwd: Path) -> Iterator[subprocess.Popen]:
+    """``watch --processes --record`` of ``mountpoint`` into ``store`` (ticks and flushes
+    every 0.5 s), SIGKILLed on the way out: the recorder dies, and history is then read by
+    another process, as after a crash."""
     watch = subprocess.Popen(
         [
             *CLI,
@@ -55,6 +57,17 @@ def record_full_disk(store: Path, mountpoint: Path, cwd: Path, wrapped: bool = F
         cwd=cwd,
     )
     try:
+        yield watch
+    finally:
+        watch.send_signal(signal.SIGKILL)
+        watch.wait(timeout=30)
+
+
+def record_full_disk(store: Path, mountpoint: Path, cwd: Path, wrapped: bool = False) -> int:
+    """``tests/record/train_until_full.py`` under nohup fills ``mountpoint`` and dies of
+    Errno 28 while ``watch --record`` records into ``store``; the recorder is SIGKILLed
+    once it recorded the end. Returns the script's pid."""
+    with recording_watch(store, mountpoint, cwd):
         script = [sys.executable, str(ROOT / "tests/record/train_until_full.py"), str(mountpoint)]
         script.append("8")
         if wrapped:
@@ -80,9 +93,6 @@ def record_full_disk(store: Path, mountpoint: Path, cwd: Path, wrapped: bool = F
             )
 
         assert wait_until(ended_seen, timeout=60)
-    finally:
-        watch.send_signal(signal.SIGKILL)  # the recorder dies; history is read by another
-        watch.wait(timeout=30)
     return pid
 
 

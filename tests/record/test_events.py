@@ -6,6 +6,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+from pathlib import Path
+
+import pytest
 
 from tests.support.mounts import wait_until
 from trainwatch_lab.core.model import Alert, CheckpointInfo, PathState, Sample, TrainingProcess
@@ -169,3 +173,49 @@ def _children(pid: int) -> list[str]:
             return fh.read().split()
     except OSError:
         return []
+
+
+@pytest.mark.parametrize("swap", ["fifo", "symlink", "hard-link"])
+def test_a_stderr_file_swapped_before_the_end_is_never_read_nor_waited_on(
+    tmp_path: Path, swap: str
+) -> None:
+    """The recorder (root, in the server or the agent) reads a process's stderr tail when it
+    ends, by its path: the user may have put something else there by then. A FIFO held the
+    sampler thread for ever; a symlink had root copy another file's last lines (here a
+    stand-in for /etc/shadow) into the history; so did a hard link to it (where the
+    kernel's protected_hardlinks is off). Only the file the process had open is read."""
+    err, secret = tmp_path / "err.log", tmp_path / "secret"
+    secret.write_text("root:$6$not-for-the-history\n")
+    with open(err, "wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import sys,time; print('dying', file=sys.stderr, flush=True); time.sleep(60)",
+            ],
+            stderr=out,
+        )
+    try:
+        assert wait_until(lambda: err.read_bytes() != b"", timeout=30)
+        seen = ended.at_start(proc.pid)
+        assert seen["stderr"] == str(err)
+    finally:
+        proc.kill()
+        proc.wait()
+    err.unlink()
+    if swap == "fifo":
+        os.mkfifo(err)
+    elif swap == "symlink":
+        err.symlink_to(secret)
+    else:
+        os.link(secret, err)
+    done: list[dict] = []
+    reader = threading.Thread(target=lambda: done.append(ended.at_end({**seen, "pid": proc.pid})))
+    reader.start()
+    reader.join(timeout=30)
+    if reader.is_alive():  # unblock the FIFO's open so the test can end
+        with open(err, "wb"):
+            pass
+        reader.join()
+        raise AssertionError("at_end waited on a FIFO put where the stderr file was")
+    assert "stderr_tail" not in done[0], done[0]

@@ -7,11 +7,9 @@ loop ext4 that `watch --processes --record` watches. One is killed with SIGKILL,
 from __future__ import annotations
 
 import re
-import signal
-import subprocess
 from pathlib import Path
 
-from tests.record.scenarios import CLI, ENV, history, plain_script_endings, store_events
+from tests.record.scenarios import history, plain_script_endings, recording_watch, store_events
 from tests.record.test_why import connector_opens
 from tests.support.env import need, need_root
 
@@ -21,22 +19,8 @@ def test_a_plain_script_s_three_endings_are_told(loop_ext4, tmp_path: Path) -> N
     need(connector_opens(), "needs the process connector for exit statuses")
     disk = loop_ext4(size_mb=64)
     store = tmp_path / "state" / "history.sqlite"
-    watch = subprocess.Popen(
-        [
-            *CLI,
-            *("watch", "--processes", "--interval", "0.5", "--record", "--record-every", "0.5"),
-            *("--store", str(store), "--json", str(disk.mountpoint)),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=ENV,
-        cwd=tmp_path,
-    )
-    try:
+    with recording_watch(store, disk.mountpoint, tmp_path):
         pids = plain_script_endings(store_events(store), disk.mountpoint, tmp_path)
-    finally:
-        watch.send_signal(signal.SIGKILL)  # the recorder dies; a new process reads history
-        watch.wait(timeout=30)
     told = {k: history(store, "why", str(pid)).strip() for k, pid in pids.items()}
     for line in told.values():
         print(line)

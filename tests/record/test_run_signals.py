@@ -208,3 +208,53 @@ def test_sigtstp_stops_the_command_and_the_wrapper_and_sigcont_wakes_both(tmp_pa
             wrapper.wait()
     (end,) = _ended(store)
     assert end["exit"] == {"code": None, "signal": "SIGTERM"}
+
+
+def test_what_nohup_ignores_stays_ignored_for_the_command(tmp_path: Path) -> None:
+    """``nohup trainwatch-lab run -- python train.py &``: the command inherits SIGHUP (and a
+    non-interactive shell's SIGINT/SIGQUIT for ``cmd &``) ignored, as it would without the
+    wrapper, and a hangup at logout ends neither (the wrapper's handlers, installed before
+    the command starts, gave it the default action back and passed the hangup on)."""
+    log, store = tmp_path / "dispositions.log", tmp_path / "h.sqlite"
+    report = (
+        "import signal, sys, time\n"
+        "log = open(sys.argv[1], 'a', buffering=1)\n"
+        "for name in ('SIGHUP', 'SIGINT', 'SIGQUIT'):\n"
+        "    ignored = signal.getsignal(getattr(signal, name)) is signal.SIG_IGN\n"
+        "    log.write(f'{name}={ignored}\\n')\n"
+        "log.write('ready\\n')\n"
+        "time.sleep(3600)\n"
+    )
+    ignore = lambda: [signal.signal(s, signal.SIG_IGN) for s in IGNORED]  # noqa: E731
+    wrapper = _run(
+        store, sys.executable, "-c", report, str(log), start_new_session=True, preexec_fn=ignore
+    )
+    lines = lambda: log.read_text().split() if log.exists() else []  # noqa: E731
+    try:
+        assert wait_until(lambda: "ready" in lines(), timeout=60), lines()
+        assert lines()[:3] == ["SIGHUP=True", "SIGINT=True", "SIGQUIT=True"]
+        (command,) = _children(wrapper.pid)
+        wrapper.send_signal(signal.SIGHUP)  # the logout
+        wrapper.send_signal(signal.SIGUSR1)  # a signal nobody ignored still goes through...
+        assert wait_until(lambda: not _running(command), timeout=60)
+        assert wrapper.wait(timeout=60) == 128 + signal.SIGUSR1
+    finally:
+        if wrapper.poll() is None:
+            wrapper.kill()
+    # ...and ended the command by its default action, not the hangup
+    (end,) = _ended(store)
+    assert end["exit"] == {"code": None, "signal": "SIGUSR1"}, end
+
+
+def test_a_command_a_real_time_signal_ends_is_recorded_by_its_number(tmp_path: Path) -> None:
+    """Signals 35-63 have no name in ``signal.Signals`` (it raises): the record thread died
+    there, and the run's end was never written."""
+    store = tmp_path / "h.sqlite"
+    rt = signal.SIGRTMIN + 6
+    wrapper = _run(store, sys.executable, "-c", f"import os; os.kill(os.getpid(), {rt})")
+    assert wrapper.wait(timeout=60) == 128 + rt
+    (end,) = _ended(store)
+    assert end["exit"] == {"code": None, "signal": f"signal {rt}"}, end
+
+
+IGNORED = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT)

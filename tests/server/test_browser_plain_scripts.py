@@ -2,8 +2,8 @@
 no TensorBoard, no GPU, started like nohup, saving 4 MiB every 0.5 s into a 64 MiB loop ext4
 the Jupyter server watches (found by its writes, core.processes.writes); one is killed with
 SIGKILL, one exits 0, one dies of Errno 28. The server restarts; the panel opened on the new
-one shows a "while you were away" card for the two that ended badly, in `history why`'s
-words, and none for the clean exit. Real JupyterLab, real Chromium, screenshots of both
+one shows the script's "while you were away" card: the full disk in `history why`'s words,
+the SIGKILL folded under it as an earlier end, and nothing of the clean exit. Real JupyterLab, real Chromium, screenshots of both
 themes at 1440x900."""
 
 from __future__ import annotations
@@ -23,10 +23,6 @@ from tests.support.lab import artifact_path, chromium_page, jupyter_lab, set_the
 pytestmark = [pytest.mark.browser, pytest.mark.root]
 
 
-@pytest.mark.skip(
-    reason="issue 36 groups the cards per run: the SIGKILL ending of save_only.py is folded under "
-    "the card of its later full-disk ending; this test must open the fold (next stop)"
-)
 def test_the_panel_tells_a_plain_script_s_three_endings_after_a_restart(
     tmp_path: Path, loop_ext4
 ) -> None:
@@ -56,20 +52,30 @@ def test_the_panel_tells_a_plain_script_s_three_endings_after_a_restart(
         # the server restarts (a new one on the same history); the reader comes back
         with jupyter_lab(root, extra_args=lab_args, env=env) as lab:
             open_panel(page, lab)
-            cards = {}
-            for ending in ("killed", "full"):
-                said = page.locator(
-                    ".jp-TrainWatch-awaySentence", has_text=re.compile(re.escape(told[ending]))
-                )
-                card = page.locator(CARD).filter(has=said).first
-                card.wait_for(state="visible", timeout=60_000)
-                cards[ending] = card
-            full = cards["full"].locator(".jp-TrainWatch-awayEvidence li").all_text_contents()
-            assert cards["full"].get_attribute("data-cause") == f"{disk.mountpoint} was full"
-            assert any("Errno 28" in e for e in full) and "exit status 1" in full, full
-            killed = cards["killed"].locator(".jp-TrainWatch-awayEvidence li")
-            assert cards["killed"].get_attribute("data-cause") == ""
-            assert killed.all_text_contents()[0] == "killed by SIGKILL"
+            # one card per run (issue 36): the three are one script in one folder, so its
+            # newest bad end (the full disk) heads the card and the SIGKILL is folded under it
+            said = page.locator(
+                ".jp-TrainWatch-awaySentence", has_text=re.compile(re.escape(told["full"]))
+            )
+            card = page.locator(CARD).filter(has=said).first
+            card.wait_for(state="visible", timeout=60_000)
+            assert card.get_attribute("data-cause") == f"{disk.mountpoint} was full"
+            assert card.get_attribute("data-ends") == "2"  # the clean exit is no bad end
+            assert "save_only.py" in card.locator(".jp-TrainWatch-awayCommand").inner_text()
+            card.locator(".jp-TrainWatch-awayDetails summary").click()
+            full = card.locator(".jp-TrainWatch-awayDetails li")
+            full.first.wait_for(state="visible")
+            full_lines = full.all_text_contents()
+            assert any("Errno 28" in e for e in full_lines), full_lines
+            assert "exit status 1" in full_lines, full_lines
+            earlier = card.locator(".jp-TrainWatch-awayEarlier")
+            assert earlier.locator("summary").inner_text() == "1 earlier end"
+            assert not earlier.locator("li").first.is_visible()  # folded until asked
+            earlier.locator("summary").click()
+            killed = earlier.locator("li")
+            killed.first.wait_for(state="visible")
+            assert killed.all_text_contents() == [told["killed"]]
+            assert "SIGKILL" in told["killed"] and "full" not in told["killed"], told["killed"]
             # exit 0 is no bad end: no card, whatever its disk held
             texts = page.locator(".jp-TrainWatch-awaySentence").all_text_contents()
             assert told["clean"].endswith("it exited normally (status 0)")

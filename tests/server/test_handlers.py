@@ -193,6 +193,21 @@ async def test_snapshot_carries_the_headline_the_panel_and_status_bar_show(jp_fe
     assert headline["brief"]
 
 
+async def test_snapshot_says_each_path_s_free_space_in_the_dashboard_s_words(
+    jp_fetch, hub, jp_root_dir
+):
+    """One space figure in every view (issue 33): the panel shows the words the notebook's
+    dashboard and `watch` print for a path's space, sent with the sample, not its own sum."""
+    from trainwatch_lab.advice.text import space_text
+    from trainwatch_lab.core.model import path_state_from_json
+
+    data = body(await jp_fetch(*API, "snapshot"))
+    root = str(jp_root_dir)
+    assert set(data["space"]) == set(data["paths"])
+    said = space_text(path_state_from_json(data["paths"][root]))
+    assert data["space"][root] == said and " free of " in said and "% used" in said
+
+
 @pytest.mark.parametrize("since", ["yesterday", "nan", "-1", "1e99", ""])
 async def test_history_rejects_junk_since(jp_fetch, hub, since):
     code, payload = await fetch_error(jp_fetch, *API, "history", params={"since": since})

@@ -127,3 +127,24 @@ def test_exists_answers_for_local_files_without_a_helper(tmp_path: Path) -> None
         assert exists(str(tmp_path / "f"), guard) == str((tmp_path / "f").resolve())
         assert exists(str(tmp_path / "nope"), guard) is None
         assert guard.live_pids() == []
+
+
+def test_a_local_path_through_a_link_onto_a_hung_share_never_marks_its_disk_stuck(
+    tmp_path: Path, sshfs_mount
+) -> None:
+    """A word in a traceback, ``/home/u/data/x`` with ``data`` a link onto a hung share: the
+    helper for the link's own (local) mount timed out and that mount was marked stuck, so
+    every guarded call on the local disk failed for as long as the helper lived."""
+    from trainwatch_lab.core.guard.guard import MountGuard
+    from trainwatch_lab.core.storage.mounts import mount_for_path, read_mounts
+
+    (tmp_path / "data").symlink_to(sshfs_mount.path)
+    local = mount_for_path(str(tmp_path), read_mounts()).mountpoint
+    with MountGuard(1.0) as guard:
+        sshfs_mount.pause()
+        try:
+            assert exists(str(tmp_path / "data" / "x"), guard) is None
+            assert not guard.is_stuck(local)
+            assert guard.call(local, "inspect", what="stat", path=str(tmp_path))["exists"]
+        finally:
+            sshfs_mount.resume()

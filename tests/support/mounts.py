@@ -14,7 +14,9 @@ Fixtures (each calls need_root()/need_tool(): skip on a laptop, FAIL under CI=tr
   server). Teardown resumes before unmounting, so no process stays stuck.
 
 Helpers: ``guard_helpers()`` (live core.guard.guard helper processes of this test process, to
-check that a dead mount piles nothing up), ``wait_until(predicate, timeout)``,
+check that a dead mount piles nothing up), ``still_runs(pid)`` / ``thread_states(pid)`` (a
+helper whose main thread exited while a lane's thread is stuck still runs),
+``wait_until(predicate, timeout)``,
 ``is_mounted(path)``.
 
 ``Mounted`` and ``SshfsMount`` are ``os.PathLike`` (``os.fspath(m) == str(m.path)``).
@@ -79,16 +81,42 @@ def unmount(path: str | os.PathLike[str], fuse: bool = False) -> None:
             subprocess.run(cmd, capture_output=True, timeout=15)
 
 
+def thread_states(pid: int) -> list[str]:
+    """The state letter of each thread of ``pid`` (R, S, D, Z...), [] once it is reaped."""
+    states = []
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/stat") as fh:
+                states.append(fh.read().rsplit(")", 1)[1].split()[0])
+    return states
+
+
+def still_runs(pid: int) -> bool:
+    """True while a thread of ``pid`` is not a zombie. A helper's lanes are threads: killed
+    while one sleeps uninterruptibly on a dead mount, its main thread is a zombie (what
+    psutil's status says) and the stuck thread keeps the process from exiting."""
+    return any(state not in ("Z", "X") for state in thread_states(pid))
+
+
 def guard_helpers() -> list[psutil.Process]:
     """The core.guard.guard helper processes of this test process that still run (stuck included):
     the way to check that a dead mount causes no pile-up of helpers."""
-    found = []
-    for child in psutil.Process().children(recursive=False):
-        with contextlib.suppress(psutil.Error):
-            cmd = " ".join(child.cmdline())
-            if "trainwatch_lab.core.worker.main" in cmd and child.status() != psutil.STATUS_ZOMBIE:
-                found.append(child)
-    return found
+    return [
+        child
+        for child in psutil.Process().children(recursive=False)
+        if "trainwatch_lab.core.worker.main" in _live_cmdline(child.pid)
+    ]
+
+
+def _live_cmdline(pid: int) -> str:
+    """The command line as a live thread of ``pid`` reads it ("" once none runs): psutil
+    asks the main thread, which may be a zombie while a stuck thread holds the process."""
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/cmdline", "rb") as fh:
+                if cmd := fh.read():
+                    return cmd.replace(b"\0", b" ").decode(errors="replace")
+    return ""
 
 
 def wait_until(predicate: Callable[[], object], timeout: float = 15.0) -> bool:

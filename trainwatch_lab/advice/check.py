@@ -105,6 +105,14 @@ class CheckReport:
         return {"paths": paths, "warnings": [a.to_json() for a in self.alerts]}
 
 
+def check_budget_s(timeout: float | None, defaults: Defaults = DEFAULTS) -> float:
+    """How long a server gives one attached ``check`` before answering that it failed (a
+    run_check ends by its own deadline well before: this bounds a helper that misbehaves).
+    The client waits this and its ``attach_check_margin_s`` (core.defaults)."""
+    limit = defaults.mount_timeout_s if timeout is None else float(timeout)
+    return limit * 3 + defaults.probe_budget_s + 10.0
+
+
 def run_check(
     paths: list[str] | tuple[str, ...],
     *,

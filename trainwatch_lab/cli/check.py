@@ -148,7 +148,7 @@ def checked_by_server(paths: list[str], probe: bool, timeout: float) -> Any | No
     """The report of the Jupyter server of ours that runs the machine's one sampler (issue
     33): its guard already knows a share that hangs, and no helper starts here. None when
     there is no such server, or it did not answer in time: then the check runs here."""
-    from ..advice.check import report_from_wire
+    from ..advice.check import check_budget_s, report_from_wire
     from ..core.attach.link import HubLink, LinkError
     from ..core.attach.wire import runtime_dir, runtime_name
 
@@ -158,7 +158,7 @@ def checked_by_server(paths: list[str], probe: bool, timeout: float) -> Any | No
         return None
     try:
         # the server's own budget for a check, and a margin for its loop and the wire
-        wait = timeout * 3 + DEFAULTS.probe_budget_s + 15.0
+        wait = check_budget_s(timeout) + DEFAULTS.attach_check_margin_s
         answer = link.check(paths, probe, timeout, wait=wait)
     finally:
         link.close()

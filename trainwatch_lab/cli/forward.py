@@ -52,7 +52,13 @@ class Forwarder:
         self.previous: dict[int, Any] = {}
 
     def install(self) -> Forwarder:
+        """Every forwarded signal but those already ignored: what ``nohup`` (SIGHUP) or a
+        shell's ``cmd &`` (SIGINT, SIGQUIT) ignores, the command inherits ignored, as it
+        would without us; a handler of ours would give it the default action back at exec
+        and hand the hangup at logout on to it."""
         for signum in FORWARDED:
+            if signal.getsignal(signum) is signal.SIG_IGN:
+                continue
             self.previous[signum] = signal.signal(signum, self._handle)
         return self
 

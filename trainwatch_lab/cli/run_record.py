@@ -40,6 +40,7 @@ class RunRecord(threading.Thread):
 
     def run(self) -> None:
         from ..core.record import Event, ended
+        from ..core.record.proc_connector import signal_name
 
         try:
             kept = self._live_facts()
@@ -50,15 +51,17 @@ class RunRecord(threading.Thread):
         said = f"{name} (pid {pid}) started by {PROG} run"
         self._add(Event(kept["started"], "run-started", name, said, kept))
         self._ended.wait()
-        if kept.get("stderr") and ended.shared_with_others(os.getpid(), kept["stderr"]):
-            kept["stderr"] = None  # another process wrote there meanwhile: not its lines
         code = self._status if self._status is not None else 0
         exit_info: dict[str, Any] = {"code": code}
         if code < 0:
-            import signal
-
-            exit_info = {"code": None, "signal": signal.Signals(-code).name}
-        facts = ended.at_end(kept)
+            exit_info = {"code": None, "signal": signal_name(-code)}
+        facts: dict[str, Any] = {}
+        try:
+            if kept.get("stderr") and ended.shared_with_others(os.getpid(), kept["stderr"]):
+                kept["stderr"] = None  # another process wrote there meanwhile: not its lines
+            facts = ended.at_end(kept)
+        except Exception as exc:  # a fact missing, never the end itself
+            note(f"what the command left was not read: {exc}")
         text = f"{name} (pid {pid}) ended: " + (exit_info.get("signal") or f"exit status {code}")
         self._add(Event(time.time(), "run-ended", name, text, {**kept, **facts, "exit": exit_info}))
         if self._store is not None:

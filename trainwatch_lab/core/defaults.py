@@ -26,6 +26,10 @@ class Defaults:
     history_reply_points: int = 1200
     # mount access (every call that can touch a mount goes through core.guard.guard)
     mount_timeout_s: float = 2.0
+    # a helper stopped while it probes gets SIGTERM (it removes its temp file), SIGKILL
+    # this much later; a call past its time needs this long to give its helper up
+    guard_term_grace_s: float = 5.0
+    guard_holder_grace_s: float = 1.0
     # exports (CSV) are written by a guard helper: this long, plus 1 s per this many bytes
     export_timeout_s: float = 10.0
     export_bytes_per_s: float = float(MIB)
@@ -53,9 +57,24 @@ class Defaults:
     # nothing written (an hour: someone can come and free space after a notification)
     save_full_recheck_s: float = 5.0
     save_full_wait_s: float = 3600.0
+    # a save's decisions (room made, paused, resumed...) are recorded by a thread of their
+    # own: at most this many wait for it, and the interpreter's exit waits this long for them
+    save_events_queued: int = 64
+    save_events_exit_wait_s: float = 2.0
+    # `check` attached to a server waits the server's budget (advice.check.check_budget_s)
+    # and this for the server's loop and the socket
+    attach_check_margin_s: float = 5.0
     # a share's mirror lock not refreshed for this long (its holder on another host is
     # gone, or cannot reach the share) may be taken over by another mirror
     mirror_lock_stale_s: float = 900.0
+    # local_mirror's local disk is kept this free: the smaller of a share of it and a size.
+    # Under twice that, event-file records already copied are released locally (padding,
+    # the blocks punched out); under it, the oldest records not yet copied are dropped the
+    # same way, said in the status and one warning line: the writer never meets ENOSPC. A
+    # writer must not write more than the reserve between two looks (every this often)
+    mirror_reserve_fraction: float = 0.10
+    mirror_reserve_bytes: int = GIB
+    mirror_room_every_s: float = 0.25
     # %%trainwatch lists the files a cell wrote under its paths (the same helper lane, each
     # path within the scan budget) as its output waits: all paths together, at most this
     cell_files_budget_s: float = 3.0

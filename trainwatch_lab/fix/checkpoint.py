@@ -33,7 +33,7 @@ from ..core.storage.mounts import mount_for_path, read_mounts
 from ..core.storage.quota import binding
 from ..core.storage.space import space_fields
 from . import checkpoint_manifest as manifest
-from . import room, save_events
+from . import room
 from .background import SaveHandle, claim, run_claimed, skipped, start_claimed
 from .checkpoint_partial import (
     PARTIAL,
@@ -42,7 +42,7 @@ from .checkpoint_partial import (
     stale,
     write_and_commit,
 )
-from .space import CheckpointWontFit, fmt_size, wont_fit
+from .space import CheckpointWontFit, wont_fit
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ def _validate(save: Any, path: Any, keep: Any) -> tuple[str, str]:
     return os.path.split(normalise(text))
 
 
-def _available(plan: dict[str, Any], mountpoint: str) -> tuple[int, str]:
+def available_bytes(plan: dict[str, Any], mountpoint: str) -> tuple[int, str]:
     """The bytes really ours where the save goes: the filesystem's free space for us, or
     what our quota leaves when that is less; and how a message names the limit."""
     available = space_fields(os.statvfs_result(tuple(plan["statvfs"])))["avail_bytes"]
@@ -137,7 +137,7 @@ def _room(
     needed = saves[0][1] if saves else expected
     if not needed:
         return saves
-    available, limit = _available(plan, mountpoint)
+    available, limit = available_bytes(plan, mountpoint)
     newest_name = saves[0][0] if saves else None
     refusal = wont_fit(name, directory, needed, available, newest_name, limit)
     if refusal is None:
@@ -147,26 +147,7 @@ def _room(
     refusal.older = [(s[0], s[1]) for s in reversed(saves[1:])]
     if not doomed or available + sum(s[1] for s in doomed) < needed:
         raise refusal
-    text = (
-        f"removed {len(doomed)} older save(s) ({', '.join(printable(s[0]) for s in doomed)}) "
-        f"first to make room for {printable(name)} ({fmt_size(needed)} needed, "
-        f"{fmt_size(available)} free{limit})"
-    )
-    log.warning("trainwatch: %s", text)
-    guard.call(
-        key,
-        "remove",
-        what="remove older saves",
-        paths=[os.path.join(directory, s[0]) for s in doomed],
-    )
-    save_events.record(
-        save_events.ROOM_MADE,
-        directory,
-        text,
-        removed=[s[0] for s in doomed],
-        needed=needed,
-        available=available,
-    )
+    room.make(guard, key, directory, [s[0] for s in doomed], name, needed, available, limit)
     return [s for s in saves if s not in doomed]
 
 

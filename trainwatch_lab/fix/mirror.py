@@ -39,6 +39,8 @@ from .mirror_exit import register as _register
 from .mirror_exit import registered as _registered
 from .mirror_exit import unregister as _unregister
 from .mirror_lock import ShareInUse, ShareLock
+from .mirror_released import ReleasedLog
+from .mirror_room import RoomKeeper, pad
 from .mirror_seed import seed
 from .mirror_status import MirrorStatus
 
@@ -81,9 +83,12 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         guard: MountGuard | None = None,
         lock_fd: int | None = None,
         clock: Callable[[], float] = time.monotonic,
+        reserve: int | None = None,
     ) -> None:
         if not isinstance(every, (int, float)) or not math.isfinite(every) or every <= 0:
             raise ValueError(f"every must be a positive number of seconds, not {every!r}")
+        _check_reserve(reserve)
+        self._reserve = reserve  # bytes kept free on the local disk (None: core.defaults)
         self.local, self.share = normalise(os.fspath(local)), normalise(os.fspath(share))
         why = scratch.local_refusal(self.local)
         if why is not None:
@@ -114,9 +119,42 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         if why is not None:
             raise ValueError(f"local: {why}")
         self._local_id = mp.identity(self.local)  # a rename or a re-creation changes it
+        owned = self._lock_fd is None  # one mirror per local directory (the keeper pads it)
+        if owned:
+            self._lock_fd = scratch.lock(self.local)
+            if self._lock_fd is None:
+                raise ValueError(f"local: another mirror copies from {printable(self.local)}")
+        try:
+            self._start()
+        except BaseException:
+            if owned and self._lock_fd is not None:
+                scratch.release(self._lock_fd)
+            raise
+
+    def _start(self) -> None:
+        """The rest of ``__init__``, once the local directory is this mirror's alone."""
+        # what an earlier mirror released here (padding, the records only on the share);
+        # a pad it was killed in the middle of is completed now (local disk only)
+        self._released = ReleasedLog(self.local)
+        self._released.recover(pad)
+        self._lost: dict[str, tuple[int, str]] = {}  # rel -> (ino, why it is not copied)
+        # the files the share may hold copies of: none is dropped before the seed proves
+        # what it holds (files made since may be: the share holds nothing of them)
+        files, _ = mp.scan(self.local, mp.SCAN_LIMIT)
+        self._at_start = {(rel, f.ino) for rel, f in files.items()}
         self._claim_at_start()
+        # keeps room on the local disk (mirror_room): releases, then drops, event records
+        self._room = RoomKeeper(
+            self.local,
+            self._copied_now,
+            self._set_released,
+            released=self._released,
+            ready=lambda rel, ino: self._seeded or (rel, ino) not in self._at_start,
+            reserve=self._reserve,
+        )
         self._thread = threading.Thread(target=self._run, name="trainwatch-mirror", daemon=True)
         _register(self)
+        self._room.start()
         self._thread.start()
 
     def _claim_at_start(self) -> None:
@@ -183,6 +221,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
                 self._cv.notify_all()
         if threading.current_thread() is not self._thread:
             self._thread.join(max(0.0, timeout) + 0.5)
+        self._room.close()
         if self._held_at is not None and not self._thread.is_alive():
             self._held_at = None
             self._call("release_share", 0, **self._share_lock.release_args())
@@ -218,6 +257,8 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
                 state, error = "error", self._too_many()
             if gone is not None:
                 state, error = "error", gone
+            if self._room.error is not None and error is None:
+                error = self._room.error
             return MirrorStatus(
                 local=self.local,
                 share=self.share,
@@ -228,7 +269,21 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
                 bytes_copied=self._bytes_copied,
                 files=len(files),
                 error=error,
+                **self._room.state(),
             )
+
+    def _copied_now(self) -> dict[str, mp.Copied]:
+        """What the share holds (for the room keeper)."""
+        with self._lock:
+            return dict(self._copied)
+
+    def _set_released(self, rel: str, ino: int, pad_from: int, released: int) -> None:
+        """The room keeper padded ``rel`` up to ``released`` (the padding record from
+        ``pad_from``): those bytes are not proven, never copied again."""
+        with self._lock:
+            c = self._copied.get(rel)
+            if c is not None and c.ino == ino and released > c.released:
+                self._copied[rel] = replace(c, released=released, pad_from=pad_from)
 
     def _gone(self, exc: OSError) -> str:
         return f"the local directory is gone: {exc.strerror}; nothing written there now is copied"
@@ -316,28 +371,45 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
             self._set_state("error", self._gone(exc), kept=False)
 
     def _copy_round(self) -> None:
+        try:
+            self._copy_files()
+        finally:
+            with self._room.lock:
+                self._room.floors.clear()
+
+    def _copy_files(self) -> None:
         started = time.time()
         if not self._hold_share() or (not self._seeded and not self._seed()):
             return
         if self._unfinished and not self._drop_unfinished():
             return
         files, truncated = mp.scan(self.local, mp.SCAN_LIMIT, self._local_id)
-        with self._lock:
-            copied = dict(self._copied)
-        queue = [
-            (job, item)
-            for job in mp.plan(self.local, files, copied)
-            for item in mp.items(job, self.local, self.share)
-        ]
+        with self._lock:  # never copied again (_released_gone), said at the round's end
+            lost = {r for r, (ino, _) in self._lost.items() if r in files and files[r].ino == ino}
+            files = {r: f for r, f in files.items() if self._lost.get(r, (-1,))[0] != f.ino}
+        with self._room.lock:  # the proofs read bytes the room keeper may pad
+            with self._lock:
+                copied = dict(self._copied)
+            queue = [
+                (job, item)
+                for job in mp.plan(self.local, files, copied)
+                for item in mp.items(job, self.local, self.share)
+            ]
         errors: list[str] = []
         progress: dict[int, list[mp.Range]] = {}  # id(job) -> the ranges it wrote so far
         redone: set[str] = set()
+        whole_lost: set[str] = set()  # met this round (_released_gone)
         while queue:
             if not self._hold_share():  # a long round renews (and re-checks) the lock too
                 return
             batch, size = mp.take_batch(queue, lambda q: q[1]["length"])
             budget = (self._timeout(size) or 0.0) / 2
             self._unfinished |= {i["dst"] for j, i in batch if not j.append}
+            with self._room.lock:  # the keeper pads nothing the helper is about to read
+                floors = self._room.floors
+                for job, item in batch:
+                    end = item["offset"] + item["length"]
+                    floors[job.file.rel] = max(floors.get(job.file.rel, 0), end)
             results = self._call("copy_ranges", size, items=[i for _, i in batch], budget_s=budget)
             if results is None:  # a helper killed mid-copy leaves its temporary: next round
                 return
@@ -347,12 +419,16 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
             }
             rest = batch[len(results) :] + queue
             queue = [q for q in rest if q[0].file.rel not in failed | whole]
+            whole_lost |= self._released_gone(whole)
+            whole -= whole_lost
             for job in {j.file.rel: j for j, _ in batch if j.file.rel in whole - redone}.values():
                 redone.add(job.file.rel)  # the share's copy cannot take an append: copy whole
                 again = mp.Job(job.file, 0, append=False)
                 queue += [(again, item) for item in mp.items(again, self.local, self.share)]
         if truncated:
             errors.insert(0, self._too_many())
+        with self._lock:
+            errors += [why for r, (_, why) in self._lost.items() if r in lost or r in whole_lost]
         self._ended(started, errors)
 
     def _hold_share(self) -> bool:
@@ -382,11 +458,15 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
 
     def _seed(self) -> bool:
         """First round: what the share already holds, proven (mirror_seed)."""
-        copied = seed(self._call, self._timeout, self.local, self.share)
-        if copied is None:
+        found = seed(self._call, self._timeout, self.local, self.share, self._released.entries)
+        if found is None:
             return False
+        copied, lost = found
         with self._lock:
             self._copied, self._seeded = copied, True
+            self._lost.update(
+                (rel, (e.ino, _lost_text(rel, e.head_end, e.released))) for rel, e in lost.items()
+            )
         return True
 
     def _apply(
@@ -424,10 +504,34 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
                 self._bytes_copied += result["copied"]
                 if job.append or "rename_to" in item:
                     ranges = tuple(done)
+                    old = self._copied.get(f.rel)
+                    keep = job.append and old is not None and old.ino == f.ino
                     self._copied[f.rel] = mp.Copied(
-                        result["end"], f.ino, times[0], ranges, times[1]
+                        result["end"],
+                        f.ino,
+                        times[0],
+                        ranges,
+                        times[1],
+                        old.released if keep and old else 0,
+                        old.pad_from if keep and old else 0,
                     )
+            if "rename_to" in item:  # copied whole: nothing of it is released any more
+                self._released.forget(f.rel)
         return failed, whole
+
+    def _released_gone(self, whole: set[str]) -> set[str]:
+        """Of the files whose share copy can no longer be appended to (gone, shorter),
+        those whose copied records were released here: copying them whole would put
+        padding where the records were. Never copied again; the status says so."""
+        gone = set()
+        for rel in whole:
+            e = self._released.entries.get(rel)
+            if e is None or not e.released:
+                continue
+            gone.add(rel)
+            with self._lock:
+                self._lost[rel] = (e.ino, _lost_text(rel, e.head_end, e.released))
+        return gone
 
     def _ended(self, started: float, errors: list[str]) -> None:
         """A round that reached the share to its end: in sync, or the files it refused."""
@@ -452,6 +556,21 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
             log.warning("trainwatch: mirror of %s: %s%s", self.share, error, tail)
 
 
+def _lost_text(rel: str, start: int, end: int) -> str:
+    return (
+        f"{printable(rel)}: bytes {start}-{end} were released here once copied (the local "
+        "disk filled), and the share's copy no longer holds them: the file is not copied "
+        "again (that would write padding over the share's copy)"
+    )
+
+
+def _check_reserve(reserve: object) -> None:
+    if reserve is not None and (
+        not isinstance(reserve, int) or isinstance(reserve, bool) or reserve < 0
+    ):
+        raise ValueError(f"reserve must be a number of bytes (0 or more), not {reserve!r}")
+
+
 def _renamed(item: dict[str, Any], result: Any) -> bool:
     """A copy item whose temporary is gone: renamed over the real name, or removed by the
     helper after it failed."""
@@ -465,24 +584,28 @@ def local_mirror(
     *,
     every: float = EVERY_S,
     local_root: str | os.PathLike[str] | None = None,
+    reserve: int | None = None,
 ) -> Mirror:
     """A local directory, on a local disk with room, that is copied to ``share_dir`` every
     ``every`` seconds: ``SummaryWriter(local_mirror("/mnt/share/runs/exp1"))``.
 
     Raises ValueError for a share path that is a file (or cannot be created), ``every`` that
-    is not a positive number, or ``local_root`` on a network mount.
+    is not a positive number, or ``local_root`` on a network mount. ``reserve``: the bytes
+    kept free on the local disk (fix.mirror_room; default: ``mirror_reserve_fraction`` of
+    it, at most ``mirror_reserve_bytes``).
     """
     if not isinstance(share_dir, (str, os.PathLike)):
         raise TypeError(f"share_dir must be a path, not {type(share_dir).__name__}")
     if not isinstance(every, (int, float)) or not math.isfinite(every) or every <= 0:
         raise ValueError(f"every must be a positive number of seconds, not {every!r}")
+    _check_reserve(reserve)
     share = normalise(os.fspath(share_dir))
     guard = default_guard()
     check_share(share, guard)
     root = scratch.pick_root(local_root, guard)
     local, fd = scratch.claim(share, root)
     try:
-        return Mirror(local, share, every=every, guard=guard, lock_fd=fd)
+        return Mirror(local, share, every=every, guard=guard, lock_fd=fd, reserve=reserve)
     except BaseException:
         scratch.release(fd)
         raise

@@ -37,7 +37,7 @@ MAX_MIRRORS = 32  # mirrors listed at most (status files read per look)
 MAX_FILE_BYTES = 64 * 1024  # a status file is ~300 bytes: anything bigger is not ours
 ROOTS_EVERY_S = 60.0  # the mount table is read again this often to judge the roots
 _FIELDS = {f.name for f in fields(MirrorStatus)}
-_REQUIRED = _FIELDS - {"error"}
+_REQUIRED = _FIELDS - {"error", "bytes_released", "bytes_dropped", "dropped"}
 
 
 @dataclass(frozen=True)

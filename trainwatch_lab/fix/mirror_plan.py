@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 from ..core.paths.names import printable
 from ..core.worker.files import DIGEST_BYTES
+from . import tfrecord
 
 CHUNK_BYTES = 4 * 1024 * 1024  # one item of a copy call at most
 BATCH_BYTES = 4 * 1024 * 1024  # bytes per call through the guard
@@ -72,6 +73,8 @@ class Copied:
     mtime_ns: int
     ranges: tuple[Range, ...]
     ctime_ns: int = -1
+    released: int = 0  # bytes before this were released locally (mirror_room): not proven
+    pad_from: int = 0  # ``[pad_from, released)``: the last padding record the release made
 
     def same(self, f: LocalFile) -> bool:
         """The local file did not move since this copy ended whole: nothing to read."""
@@ -165,10 +168,12 @@ def zones(size: int) -> tuple[int, int]:
     return HEAD_BYTES, size - TAIL_BYTES
 
 
-def _reproven(fh: Any, ranges: Sequence[Range], size: int) -> list[Range] | None:
+def _reproven(fh: Any, ranges: Sequence[Range], size: int, released: int = 0) -> list[Range] | None:
     """Read again the ranges that reach into the head or the tail zone (each must hold its
-    digest), skip the others; the result, as at most three ranges (head, a middle with no
-    digest, tail) whose digests are of the bytes just read, or None on a mismatch."""
+    digest), skip the others and those reaching below ``released`` (the local bytes there
+    were replaced by padding once copied); the result, as at most three ranges (head, a
+    middle with no digest, tail) whose digests are of the bytes just read, or None on a
+    mismatch."""
     head_end, tail_start = zones(size)
     out: list[Range] = []
     run: list[Any] = []  # [start, end, hasher or None, zone] of the range being put together
@@ -186,8 +191,8 @@ def _reproven(fh: Any, ranges: Sequence[Range], size: int) -> list[Range] | None
         run.extend([a, b, hasher, zone])
 
     for start, end, expected in ranges:
-        if start >= head_end and end <= tail_start:
-            add(start, end, None, 1)  # proven before: not read again
+        if (start >= head_end and end <= tail_start) or start < released:
+            add(start, end, None, 1)  # proven before (or released): not read again
             continue
         if not expected:
             return None
@@ -237,7 +242,7 @@ def proven_prefix(path: str, c: Copied) -> tuple[Range, ...] | None:
         return None
     try:
         with open(path, "rb") as fh:
-            kept = _reproven(fh, c.ranges, c.size)
+            kept = _reproven(fh, c.ranges, c.size, c.released)
     except OSError:
         return None
     return None if kept is None else tuple(kept)
@@ -252,6 +257,11 @@ def plan(local_dir: str, files: dict[str, LocalFile], copied: dict[str, Copied])
         if c is not None and c.same(f):
             continue
         path = os.path.join(local_dir, rel)
+        if c is not None and c.released and c.ino == f.ino:
+            job = _after_release(path, f, c)
+            if job is not None:
+                jobs.append(job)
+                continue
         if c is not None and c.ino == f.ino and f.size >= c.size and not in_place_format(path):
             kept = proven_prefix(path, c)
             if kept is not None:
@@ -260,6 +270,27 @@ def plan(local_dir: str, files: dict[str, LocalFile], copied: dict[str, Copied])
         jobs.append(Job(f, 0, append=False))
     jobs.sort(key=lambda j: j.length)
     return jobs
+
+
+def _after_release(path: str, f: LocalFile, c: Copied) -> Job | None:
+    """The copy of a file whose copied prefix was released locally (padding there, the
+    records only on the share): never the padding over them. Appended to; rewritten from
+    ``c.released`` when it shrank or its last bytes changed; None (copied whole) only once
+    the local file no longer holds that padding (the writer rewrote it: its new bytes)."""
+    if f.size < c.released or not _padded(path, c):
+        return None
+    if f.size >= c.size:
+        kept = proven_prefix(path, c)
+        if kept is not None:
+            return Job(f, c.size, append=True, kept=kept)
+    return Job(f, c.released, append=True, kept=((0, c.released, ""),))
+
+
+def _padded(path: str, c: Copied) -> bool:
+    try:
+        return tfrecord.padding_at(path, c.pad_from, c.released)
+    except OSError:
+        return False
 
 
 def pending_bytes(files: dict[str, LocalFile], copied: dict[str, Copied]) -> int:

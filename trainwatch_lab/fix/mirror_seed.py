@@ -15,15 +15,21 @@ from collections.abc import Callable
 from typing import Any
 
 from . import mirror_plan as mp
+from .mirror_released import Entry
 
 Call = Callable[..., Any]  # Mirror._call: (op, nbytes, **args) -> the answer, None on failure
 
 
 def seed(
-    call: Call, timeout: Callable[[int], float | None], local: str, share: str
-) -> dict[str, mp.Copied] | None:
-    """What the share holds of the local files, proven; None when the share did not answer
-    (the next round tries again)."""
+    call: Call,
+    timeout: Callable[[int], float | None],
+    local: str,
+    share: str,
+    released: dict[str, Entry],
+) -> tuple[dict[str, mp.Copied], dict[str, Entry]] | None:
+    """What the share holds of the local files, proven, and the files released here whose
+    share copy no longer holds the released records (``resumed``); None when the share did
+    not answer (the next round tries again)."""
     tree = call("tree", mp.BATCH_BYTES, directory=share, skip_prefix=mp.TMP_PREFIX)
     if tree is None:
         return None
@@ -31,8 +37,12 @@ def seed(
     if temps and call("remove", 0, paths=temps) is None:
         return None
     files, _ = mp.scan(local)
-    queue = list(mp.seed_candidates(files, tree["files"]).values())
-    copied: dict[str, mp.Copied] = {}
+    found = resumed(call, files, tree["files"], share, released)
+    if found is None:
+        return None
+    copied, lost = found
+    others = {rel: f for rel, f in files.items() if rel not in copied and rel not in lost}
+    queue = list(mp.seed_candidates(others, tree["files"]).values())
     while queue:
         batch, size = mp.take_batch(queue, _window_bytes)
         items = [
@@ -52,7 +62,43 @@ def seed(
                 copied[f.rel] = c
             done += n
         queue = batch[_files_done(batch, len(found)) :] + queue
-    return copied
+    return copied, lost
+
+
+def resumed(
+    call: Call,
+    files: dict[str, mp.LocalFile],
+    share_files: dict[str, list[int]],
+    share: str,
+    released: dict[str, Entry],
+) -> tuple[dict[str, mp.Copied], dict[str, Entry]] | None:
+    """The files whose copied prefix was released here (mirror_released): the local bytes
+    there are padding, so the share's copy is trusted up to the released offset when it is
+    that long and begins with the same first record (never compared with the padding);
+    the others are lost (their records are nowhere else: never written over). None when
+    the share did not answer."""
+    mine = {
+        rel: e
+        for rel, e in released.items()
+        if e.released and (f := files.get(rel)) is not None and f.ino == e.ino
+    }
+    items = [
+        {"path": os.path.join(share, rel), "offset": 0, "length": e.head_end}
+        for rel, e in mine.items()
+    ]
+    digests = call("digests", sum(e.head_end for e in mine.values()), items=items) if items else []
+    if digests is None or len(digests) < len(items):
+        return None
+    copied: dict[str, mp.Copied] = {}
+    lost: dict[str, Entry] = {}
+    for (rel, e), digest in zip(mine.items(), digests, strict=False):
+        size = share_files.get(rel, [0])[0]
+        if size < e.released or digest != e.head_digest:
+            lost[rel] = e
+            continue
+        ranges = ((0, e.released, ""),)
+        copied[rel] = mp.Copied(e.released, e.ino, -1, ranges, -1, e.released, e.pad_from)
+    return copied, lost
 
 
 def _window_bytes(f: mp.LocalFile) -> int:

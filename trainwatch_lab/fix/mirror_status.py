@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..core.paths.names import printable
@@ -23,11 +23,31 @@ class MirrorStatus:
     bytes_copied: int
     files: int
     error: str | None = None
+    # the local disk filled (fix.mirror_room): bytes already copied that were released
+    # locally, bytes never copied that were dropped, and the last dropped runs
+    bytes_released: int = 0
+    bytes_dropped: int = 0
+    dropped: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     def text(self) -> str:
+        return self._text() + self._dropped_text()
+
+    def _dropped_text(self) -> str:
+        if not self.bytes_dropped:
+            return ""
+        runs = "; ".join(
+            f"{printable(str(r.get('file')))} bytes {r.get('start')}-{r.get('end')}"
+            for r in self.dropped[-3:]
+        )
+        return (
+            f"; the local disk filled: {fmt_size(self.bytes_dropped)} of logs never copied "
+            f"were dropped, the oldest first (latest: {runs}); the newest are kept"
+        )
+
+    def _text(self) -> str:
         head = f"mirror {printable(self.local)} -> {printable(self.share)}: "
         if self.state == "share-unresponsive":
             return head + (

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from ..core.compat import add_note
 from ..core.defaults import DEFAULTS
+from ..core.guard.guard import MountGuard
 from ..core.model import Alert
 from ..core.paths.names import normalise, printable
 from . import save_events as events
@@ -125,6 +126,36 @@ def freeing(refusal: CheckpointWontFit) -> str:
     if named:
         text += f", e.g. by removing an older save ({named})"
     return text + "; or pass keep=N or fallback=DIR to save_checkpoint"
+
+
+def make(
+    guard: MountGuard,
+    key: str,
+    directory: str,
+    doomed: list[str],
+    name: str,
+    needed: int,
+    available: int,
+    limit: str = "",
+) -> None:
+    """Remove the older saves ``doomed`` (names in ``directory``) to make room for ``name``,
+    through the guard; logged and recorded (``save-room-made``). The caller chose them: only
+    its own saves, never the newest."""
+    text = (
+        f"removed {len(doomed)} older save(s) ({', '.join(printable(n) for n in doomed)}) "
+        f"first to make room for {printable(name)} ({fmt_size(needed)} needed, "
+        f"{fmt_size(available)} free{limit})"
+    )
+    log.warning("trainwatch: %s", text)
+    guard.call(
+        key,
+        "remove",
+        what="remove older saves",
+        paths=[os.path.join(directory, n) for n in doomed],
+    )
+    events.record(
+        events.ROOM_MADE, directory, text, removed=doomed, needed=needed, available=available
+    )
 
 
 def redirected(refusal: CheckpointWontFit, landed: str) -> None:

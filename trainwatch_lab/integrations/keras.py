@@ -6,20 +6,36 @@ A Keras callback never sees the other callbacks of ``fit``, so it is handed what
 space like a checkpoint directory). Keras calls callbacks in list order, so put this one
 before the checkpoint callbacks: its ``on_epoch_end``/``on_train_batch_end`` then runs
 before their save.
+
+A save that will not fit (issue 38; all off by default): ``keep=N`` removes a
+``ModelCheckpoint``'s own older files first (the names its pattern makes, written during
+this fit, oldest first, never the newest, never a file that was there before the fit),
+when that makes the room; ``on_full="wait"`` pauses the fit before the save until there is
+room (``wait_limit_s``, ``recheck_s``, ``notify=URL``); ``fallback=DIR`` (or
+``$TRAINWATCH_SAVE_FALLBACK``) points that save of the ``ModelCheckpoint`` to ``DIR`` (Keras
+reads its ``filepath`` at each save) when it fits there, says where, and tries the home
+directory again at the next save. In that order: room first, then the fallback, then the
+wait.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import keras
 
+from ..core.paths.names import normalise
 from ..fix.checkpoint import directory_of_pattern
-from ..fix.space import SPACE_EVERY_S
-from .watch import TrainingWatch
+from ..fix.retention import Series, name_pattern, written_order
+from .watch import SaveOptions, TrainingWatch
 
-__all__ = ["TrainWatchCallback", "watched_dirs"]
+if TYPE_CHECKING:  # typing.Unpack is 3.11+; only the type checkers read it
+    from typing_extensions import Unpack
+
+__all__ = ["TrainWatchCallback", "keras_series", "watched_dirs"]
 
 
 def watched_dirs(items: tuple[Any, ...]) -> tuple[list[Any], list[Any], bool, bool]:
@@ -48,34 +64,54 @@ def watched_dirs(items: tuple[Any, ...]) -> tuple[list[Any], list[Any], bool, bo
     return logs, ckpts, per_epoch, per_batch
 
 
-class TrainWatchCallback(keras.callbacks.Callback):
-    """See ``integrations.watch.TrainingWatch`` for ``on_full``."""
+def keras_series(items: tuple[Any, ...], since: float) -> dict[str, Series]:
+    """Each ``ModelCheckpoint``'s own saves: the names its pattern makes in its directory,
+    written since ``since`` (this run; a file there before is not ours), by when."""
+    found = {}
+    for item in items:
+        pattern = getattr(item, "filepath", None) if hasattr(item, "save_best_only") else None
+        if pattern:
+            where = normalise(directory_of_pattern(pattern))
+            found[where] = Series(where, name_pattern(pattern), written_order, since=since)
+    return found
 
-    def __init__(
-        self,
-        *watch: Any,
-        on_full: str = "raise",
-        check: bool = True,
-        space_every: float = SPACE_EVERY_S,
-        wait_limit_s: float | None = None,
-        recheck_s: float | None = None,
-        notify: str | None = None,
-        notify_format: str = "json",
-    ) -> None:
+
+def keras_redirects(items: tuple[Any, ...]) -> dict[str, Callable[[str | None], str]]:
+    """For ``fallback=``: each ``ModelCheckpoint``'s directory -> a function pointing its
+    ``filepath`` (read by Keras at each save) to another directory, or back (None)."""
+    found = {}
+    for item in items:
+        pattern = getattr(item, "filepath", None) if hasattr(item, "save_best_only") else None
+        if pattern:
+            home = normalise(directory_of_pattern(pattern))
+            found[home] = _pointer(item, pattern, home)
+    return found
+
+
+def _pointer(item: Any, pattern: str, home: str) -> Callable[[str | None], str]:
+    rest = os.path.relpath(normalise(pattern), home)  # the part with the {fields}
+
+    def point(where: str | None) -> str:
+        item.filepath = pattern if where is None else os.path.join(where, rest)
+        return str(item.filepath)
+
+    return point
+
+
+class TrainWatchCallback(keras.callbacks.Callback):
+    """See ``integrations.watch.TrainingWatch`` for ``on_full`` and the module's doc for
+    ``keep`` and ``fallback``."""
+
+    def __init__(self, *watch: Any, **options: Unpack[SaveOptions]) -> None:
         super().__init__()
+        self._items = watch
         self._logs, self._ckpts, self._per_epoch, self._per_batch = watched_dirs(watch)
-        self.watch = TrainingWatch(
-            on_full=on_full,
-            check=check,
-            space_every=space_every,
-            wait_limit_s=wait_limit_s,
-            recheck_s=recheck_s,
-            notify=notify,
-            notify_format=notify_format,
-        )
+        self.watch = TrainingWatch(**options)
 
     def on_train_begin(self, logs: Any = None) -> None:
         self.watch.begin(self._logs, self._ckpts)
+        self.watch.series = keras_series(self._items, time.time())
+        self.watch.redirects = keras_redirects(self._items)
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         if self._per_batch:
@@ -86,4 +122,6 @@ class TrainWatchCallback(keras.callbacks.Callback):
             self.watch.before_checkpoint()
 
     def on_train_end(self, logs: Any = None) -> None:
+        for point in self.watch.redirects.values():
+            point(None)  # the callback as it was handed to us
         self.watch.end()

@@ -25,7 +25,7 @@ ours to wrap: then ``on_full="wait"`` pauses in the hook, integrations.watch).
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 try:
     from lightning.pytorch.callbacks import Callback
@@ -35,10 +35,11 @@ except ImportError:  # pragma: no cover - the older package name
     from pytorch_lightning.plugins.io import TorchCheckpointIO  # type: ignore[no-redef]
 
 from ..core.paths.names import normalise
-from ..fix.checkpoint import check_keep, save_checkpoint
-from ..fix.room import settings
-from ..fix.space import SPACE_EVERY_S
-from .watch import TrainingWatch
+from ..fix.checkpoint import save_checkpoint
+from .watch import SaveOptions, TrainingWatch
+
+if TYPE_CHECKING:  # typing.Unpack is 3.11+; only the type checkers read it
+    from typing_extensions import Unpack
 
 __all__ = ["SafeCheckpointIO", "TrainWatchCallback", "checkpoint_dirs", "log_dirs"]
 
@@ -125,43 +126,12 @@ class TrainWatchCallback(Callback):
     each checkpoint; see ``integrations.watch.TrainingWatch`` for ``on_full`` "raise" and
     "warn", and the module's doc for "wait", ``keep``, ``fallback`` and ``notify``."""
 
-    def __init__(
-        self,
-        *,
-        on_full: str = "raise",
-        check: bool = True,
-        space_every: float = SPACE_EVERY_S,
-        safe_saves: bool = True,
-        keep: int | None = None,
-        fallback: Any = None,
-        wait_limit_s: float | None = None,
-        recheck_s: float | None = None,
-        notify: str | None = None,
-        notify_format: str = "json",
-    ) -> None:
+    def __init__(self, *, safe_saves: bool = True, **options: Unpack[SaveOptions]) -> None:
         super().__init__()
-        self.watch = TrainingWatch(
-            on_full=on_full,
-            check=check,
-            space_every=space_every,
-            wait_limit_s=wait_limit_s,
-            recheck_s=recheck_s,
-            notify=notify,
-            notify_format=notify_format,
-        )
-        wait = self.watch.full.wait
-        options: dict[str, Any] = {
-            "keep": keep,
-            "fallback": fallback,
-            "on_full": "wait" if wait else None,
-            "wait_limit_s": wait_limit_s,
-            "recheck_s": recheck_s,
-        }
-        self.save_options = {k: v for k, v in options.items() if v is not None}
-        if (keep is not None or fallback is not None) and not safe_saves:
+        self.watch = TrainingWatch(**options)
+        self.save_options = self.watch.save_options
+        if ("keep" in self.save_options or "fallback" in self.save_options) and not safe_saves:
             raise ValueError("keep= and fallback= act in the saves: they need safe_saves=True")
-        check_keep(keep)  # bad values: one line now, not at the first save
-        settings(fallback, "raise", None, None)
         self.safe_saves = bool(safe_saves)
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:

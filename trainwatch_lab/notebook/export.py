@@ -33,8 +33,9 @@ def write_file(path: str, text: str, timeout: float | None = None) -> int:
     """Write ``text`` to ``path`` (an absolute path) within ``timeout``; returns the bytes
     written or raises ExportError.
 
-    The probe lane: a helper abandoned there gets SIGTERM first, so when the mount answers
-    again it removes its temporary file before it exits (the main lane is SIGKILLed)."""
+    The probe lane: a helper abandoned while it runs a call of that lane gets SIGTERM first,
+    so when the mount answers again it removes its temporary file before it exits (one that
+    runs only main-lane calls is SIGKILLed)."""
     nbytes = len(text.encode("utf-8"))
     timeout = export_timeout(nbytes) if timeout is None else float(timeout)
     try:

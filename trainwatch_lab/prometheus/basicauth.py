@@ -92,11 +92,3 @@ class BasicAuth:
             while len(kept) > self.remember:
                 kept.popitem(last=False)
         return ok
-
-    def allows(self, authorization: str | None) -> bool:
-        """Whether the ``Authorization`` header passes; may run bcrypt (blocking)."""
-        creds = credentials(authorization)
-        if creds is None:
-            return False
-        known = self.known(*creds)
-        return known if known is not None else self.check(*creds)

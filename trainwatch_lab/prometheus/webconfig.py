@@ -126,11 +126,6 @@ class WebConfig:
     def users(self) -> dict[str, bytes]:
         return self.auth.users if self.auth is not None else {}
 
-    def allows(self, authorization: str | None) -> bool:
-        """Whether the ``Authorization`` header passes (always, without users); may run
-        bcrypt: off an event loop only."""
-        return self.auth is None or self.auth.allows(authorization)
-
     def client_allowed(self, peer: dict[str, Any] | None) -> bool:
         """Whether the client certificate (``SSLSocket.getpeercert()``) names one of
         ``client_allowed_sans`` (always, without the list), as exporter-toolkit matches:

@@ -264,10 +264,10 @@ class AttachServer(TCPServer):
         """``trainwatch-lab check`` by this server's guard (it knows the mounts that hang
         already), off the loop; the answer is written whatever the kernel has not read yet:
         it is what the client waits for."""
-        from ..advice.check import report_to_wire, run_check
+        from ..advice.check import check_budget_s, report_to_wire, run_check
 
         hub = self.hub
-        limit = (timeout or hub.defaults.mount_timeout_s) * 3 + hub.defaults.probe_budget_s + 10
+        limit = check_budget_s(timeout, hub.defaults)
         try:
             report = await hub.in_thread(
                 lambda: run_check(paths, probe=probe, timeout=timeout, defaults=hub.defaults),

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
+from ..advice.text import space_text
 from ..core.defaults import DEFAULTS
 from ..core.history import History, capacity_for
 from ..core.model import Sample, dumps
@@ -389,10 +390,17 @@ class Hub:
         return remove
 
     def sample_json(self, sample: Sample) -> dict[str, Any]:
-        """What the panel gets for a sample: the sample, the machine's log mirrors and the
+        """What the panel gets for a sample: the sample, the machine's log mirrors, the
         paths watched now with why (``{path: roles}``): the panel lists those, every tick,
-        and says its scope with them ("this machine: 3 paths")."""
-        return {**sample.to_json(), "mirrors": self.mirrors, "watched": self.roles()}
+        and says its scope with them ("this machine: 3 paths"), and each path's free space
+        in the words the dashboard and `watch` use (``{path: text}``): one figure, one
+        rounding, in every view."""
+        return {
+            **sample.to_json(),
+            "mirrors": self.mirrors,
+            "watched": self.roles(),
+            "space": {path: space_text(p) for path, p in sample.paths.items()},
+        }
 
     def _look_at_mirrors(self) -> None:  # sampler thread
         try:

@@ -41,7 +41,10 @@ def exists(path: str, guard: MountGuard | None = None) -> str | None:
     loop."""
     guard = guard or default_guard()
     try:
-        key = mount_for_path(path, read_mounts()).mountpoint
+        # a lane of its own: the path's text names a local mount, but a link in it may lead
+        # onto a share that hangs; that helper's timeout must not mark the local mount stuck
+        # for the sampler, the mirror and every check (as mirror, space and save keep theirs)
+        key = "resolve:" + mount_for_path(path, read_mounts()).mountpoint
         found = guard.call(key, "inspect", what="stat", path=path)
     except (LookupError, OSError, MountUnresponsive, WorkerUnavailable, RuntimeError):
         return None

@@ -7,12 +7,11 @@
 
 import { Block, TitledBlock } from '../blocks';
 import { el, pathEl } from '../dom';
-import { formatBytes, formatMs } from '../format';
+import { formatMs } from '../format';
 import { IPathStateJSON, ISampleJSON, IWatchedPathJSON } from '../model';
 import { watchedBy, watchedPaths } from '../readings';
 import { requestAPI } from '../request';
 
-const pct = (v: number) => `${Math.round(v)} %`;
 
 export class PathsView extends TitledBlock {
   private _paths: IWatchedPathJSON[] = [];
@@ -176,13 +175,7 @@ export class PathsView extends TitledBlock {
         '',
         st?.probe?.p50_ms != null ? `write+fsync ${formatMs(st.probe.p50_ms)}` : 'latency –'
       ),
-      el(
-        'span',
-        '',
-        st && st.avail_bytes != null && st.total_bytes
-          ? `${formatBytes(st.avail_bytes)} free (${pct((100 * st.avail_bytes) / st.total_bytes)})`
-          : 'free –'
-      )
+      el('span', 'jp-TrainWatch-pathSpace', sample?.space?.[entry.path] ?? 'free space: ?')
     );
     row.append(head, details);
     if (st?.note) {

@@ -13,17 +13,20 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
-from tests.support.mounts import guard_helpers, wait_until
+from tests.support.mounts import guard_helpers, still_runs, thread_states, wait_until
+from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.core.guard.guard import (
+    PROBE_LANE,
     MountGuard,
     MountUnresponsive,
     WorkerFailed,
     WorkerUnavailable,
 )
 from trainwatch_lab.core.guard.helper import HelperDied, HelperProcess
+from trainwatch_lab.core.paths import look as path_look
+from trainwatch_lab.core.storage.probe import LEFTOVER
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -36,10 +39,7 @@ def guard() -> Iterator[MountGuard]:
 
 
 def gone(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
+    return not still_runs(pid)
 
 
 def test_calls_run_in_one_reused_helper_process(guard: MountGuard) -> None:
@@ -134,7 +134,7 @@ def test_waiting_for_the_call_before_is_not_counted_as_no_answer(guard: MountGua
 
     t = threading.Thread(target=before)
     t.start()
-    while not guard._workers[("/share", "main")].lock.locked():
+    while not guard._workers["/share"].lane("main").lock.locked():
         time.sleep(0.01)
     pid = guard.live_pids()
     # its own part (1 s) fits its timeout (2 s) twice; with the wait before it, it would not
@@ -195,7 +195,7 @@ def test_no_pile_up_on_a_dead_mount_and_recovery(sshfs_mount) -> None:
         assert len(stuck) == 1
         # SIGKILL was sent, yet the helper lives on: it sleeps uninterruptibly in statfs
         time.sleep(0.5)
-        assert psutil.Process(stuck[0]).status() in (psutil.STATUS_DISK_SLEEP, "disk-sleep")
+        assert "D" in thread_states(stuck[0])
         for _ in range(5):
             with pytest.raises(MountUnresponsive) as again:
                 g.call(key, "statvfs", path=path)
@@ -304,9 +304,152 @@ def test_a_closed_helper_is_reported_gone_and_its_stderr_read_safely() -> None:
     """The pipes of a helper closed under its caller: ``request`` says ``HelperDied`` (what the
     guard turns into WorkerUnavailable) and ``stderr_tail`` answers "", where both raised
     ValueError("I/O operation on closed file") out of a scan thread."""
-    w = HelperProcess("/", "main")
+    w = HelperProcess("/")
     w.close()
     with pytest.raises(HelperDied):
         w.request("ping", {}, time.monotonic() + 5.0)
     assert w.stderr_tail() == ""
     assert wait_until(lambda: w.proc.poll() is not None)
+
+
+# -- one helper per mount: its lanes are threads ----------------------------------------------
+
+
+def _probe_files(directory: Path) -> list[str]:
+    return [n for n in os.listdir(directory) if LEFTOVER.match(n)]
+
+
+def _long_probe(g: MountGuard, key: str, directory: str, outcome: list[BaseException]) -> None:
+    """A probe that writes until its budget (a minute) is spent or it is interrupted."""
+    try:
+        g.call(
+            key,
+            "probe",
+            lane=PROBE_LANE,
+            timeout=90.0,
+            directory=directory,
+            writes=100000,
+            block_bytes=512,
+            budget_s=60,
+            interval_s=0.02,
+        )
+    except BaseException as exc:  # reported by the test
+        outcome.append(exc)
+
+
+def test_a_watched_share_probing_has_one_helper_that_answers_the_looks(sshfs_mount) -> None:
+    """Issue 33 item 3: a watched sshfs path cost a helper per lane (the look, the probe, the
+    checkpoint scan). Now one process per mount serves every lane, and the per-tick statvfs
+    and the scan's listing are answered while a slow probe is still writing."""
+    key, remote = str(sshfs_mount.mountpoint), sshfs_mount.remote / "work"
+    path = str(sshfs_mount.path)
+    g = MountGuard(timeout_s=5.0)
+    others = {p.pid for p in guard_helpers()}  # helpers of other guards in this process
+    outcome: list[BaseException] = []
+    prober = threading.Thread(target=_long_probe, args=(g, key, path, outcome))
+    try:
+        prober.start()
+        assert wait_until(lambda: _probe_files(remote) != [])  # the probe is writing
+        assert g.call(key, "statvfs", what="statvfs", path=path)
+        sizes = path_look.file_sizes_guarded(g, key, path, DEFAULTS)
+        assert [n for n in sizes if LEFTOVER.match(os.path.basename(n))]  # it lists the probe's
+        assert _probe_files(remote) != [] and prober.is_alive()  # answered during the probe
+        helpers = [p.pid for p in guard_helpers() if p.pid not in others]
+        assert helpers == g.live_pids() and len(helpers) == 1
+    finally:
+        g.close()  # SIGTERM: the probe is interrupted and removes its file
+        prober.join(30)
+    assert len(outcome) == 1 and isinstance(outcome[0], WorkerUnavailable), outcome
+    assert wait_until(lambda: not still_runs(helpers[0]))
+    assert _probe_files(remote) == []
+
+
+def test_a_look_that_times_out_beside_a_probe_leaves_no_probe_file(sshfs_mount) -> None:
+    """The statvfs times out while the same helper is probing: the helper is stopped with
+    SIGTERM, not SIGKILL, so once the share answers again the probe removes its file before
+    the helper exits; until then the helper is the one stuck process of the mount."""
+    key, remote = str(sshfs_mount.mountpoint), sshfs_mount.remote / "work"
+    path = str(sshfs_mount.path)
+    g = MountGuard(timeout_s=1.0)
+    others = {p.pid for p in guard_helpers()}
+    outcome: list[BaseException] = []
+    prober = threading.Thread(target=_long_probe, args=(g, key, path, outcome))
+    try:
+        prober.start()
+        assert wait_until(lambda: _probe_files(remote) != [])
+        sshfs_mount.pause()
+        with pytest.raises(MountUnresponsive, match=r"within 1\.0 s \(statvfs\)"):
+            g.call(key, "statvfs", path=path)
+        prober.join(30)
+        assert len(outcome) == 1 and isinstance(outcome[0], MountUnresponsive), outcome
+        stuck = g.stuck_pids(key)
+        assert len(stuck) == 1
+        assert [p.pid for p in guard_helpers() if p.pid not in others] == stuck
+        assert _probe_files(remote) != []  # the write is stuck, so is its clean-up
+        sshfs_mount.resume()
+        assert wait_until(lambda: not g.is_stuck(key))
+        assert _probe_files(remote) == []
+    finally:
+        sshfs_mount.resume()
+        g.close()
+        prober.join(30)
+
+
+def test_a_scan_on_a_stuck_share_fails_at_once_and_starts_no_helper(sshfs_mount) -> None:
+    """The checkpoint scan has a key of its own (a slow listing must not mark the mount
+    unresponsive), but it runs in the mount's one helper: while the mount's look is stuck,
+    the scan fails at once instead of starting a second helper to hang beside the first."""
+    key, path = str(sshfs_mount.mountpoint), str(sshfs_mount.path)
+    g = MountGuard(timeout_s=1.0)
+    others = {p.pid for p in guard_helpers()}
+    try:
+        assert g.call(key, "statvfs", path=path)
+        sshfs_mount.pause()
+        with pytest.raises(MountUnresponsive) as first:
+            g.call(key, "statvfs", path=path)
+        stuck = g.stuck_pids(key)
+        with pytest.raises(MountUnresponsive) as scan:
+            path_look.file_sizes_guarded(g, key, path, DEFAULTS)
+        assert scan.value.since == first.value.since  # the look's record, no new attempt
+        assert [p.pid for p in guard_helpers() if p.pid not in others] == stuck
+    finally:
+        sshfs_mount.resume()
+        g.close()
+
+
+def test_helpers_given_up_leave_no_descriptor_behind(guard: MountGuard) -> None:
+    """Each helper holds pipes (and a wake-up pipe for its waiting callers): a helper that
+    timed out and then exited is forgotten with all of them closed."""
+
+    def one_cycle() -> None:
+        with pytest.raises(MountUnresponsive):
+            guard.call("/z", "sleep", timeout=0.3, seconds=60)
+        assert wait_until(lambda: not guard.is_stuck("/z"))
+        guard.call("/z", "ping")
+
+    one_cycle()
+    before = len(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        one_cycle()
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_short_call_behind_a_long_one_waits_at_most_its_own_time_twice() -> None:
+    """A caller with a 0.2 s timeout behind a call of 60 s on the same lane (a `check
+    ?timeout=60` beside `locate`, on a kernel's main thread documented as "at most 1 s")
+    waited for the whole 60 s; it waits its own time for the call before it, then gives up.
+    The holder is still within its time: the lane is busy, the mount is not stuck."""
+    from trainwatch_lab.core.guard.guard import _take
+    from trainwatch_lab.core.guard.helper import Lane
+
+    lane = Lane()
+    lane.lock.acquire()
+    lane.until = time.monotonic() + 60.0  # a long call holds it, within its time
+    got: list[bool] = []
+    waiter = threading.Thread(target=lambda: got.append(_take(lane, time.monotonic() + 0.2, 0.2)))
+    waiter.start()
+    waiter.join(timeout=30)  # far past 0.4 s, far short of 60 s
+    alive = waiter.is_alive()
+    lane.lock.release()
+    waiter.join()
+    assert not alive and got == [False]

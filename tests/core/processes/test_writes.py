@@ -51,8 +51,13 @@ def test_a_process_that_saves_a_large_file_under_a_watched_path_is_named(
         assert watch.take() == {}  # each close is told once
         big.write_bytes(b"x" * (2 << 20))  # our own writes are not a run's
         assert watch.take() == {}
-        watch.cover({})  # nothing watched: nothing told
+        watch.cover({})  # nothing watched: nothing told, and the mount no longer marked
         subprocess.run([sys.executable, "-c", WRITE, str(big), str(2 << 20)], check=True)
         assert watch.take() == {}
+        unwatched = subprocess.run([sys.executable, "-c", WRITE, str(big), str(2 << 20)])
+        watch.cover({str(watched): (str(disk.mountpoint), "local")})
+        # a write while nothing was watched was never queued by the kernel (the mark stayed,
+        # and every close-after-write on the mount was sent to us to be dropped)
+        assert watch.take() == {}, unwatched.pid
     finally:
         watch.close()

@@ -25,6 +25,7 @@ from tests.record.scenarios import (
     history,
     plain_script_endings,
     record_full_disk,
+    recording_watch,
     store_events,
 )
 from tests.record.scenarios import memory_cgroup as memory_cgroup  # a fixture
@@ -294,22 +295,8 @@ def test_a_fresh_kernel_replays_a_plain_script_s_three_endings(
     need(connector_opens(), "needs the process connector for exit statuses")
     store = tmp_path / "state" / "history.sqlite"
     disk = loop_ext4(size_mb=64)
-    watch = subprocess.Popen(
-        [
-            *CLI,
-            *("watch", "--processes", "--interval", "0.5", "--record", "--record-every", "0.5"),
-            *("--store", str(store), "--json", str(disk.mountpoint)),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=ENV,
-        cwd=tmp_path,
-    )
-    try:
+    with recording_watch(store, disk.mountpoint, tmp_path):
         pids = plain_script_endings(store_events(store), disk.mountpoint, tmp_path)
-    finally:
-        watch.kill()
-        watch.wait(timeout=30)
     told = {k: history(store, "why", str(pid)).strip() for k, pid in pids.items()}
     kernel = Kernel(tmp_path, env={**os.environ, STORE_ENV: str(store)})
     try:

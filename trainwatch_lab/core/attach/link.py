@@ -74,6 +74,7 @@ class HubLink:
         self._wanted: dict[int, list[str]] = {}  # id(owner) -> its paths (see watch)
         self._subscribers: list[OnSample] = []
         self._answers: list[Any] = []  # the server's answers to ``check``, in order
+        self._asked = 0  # checks sent and not yet taken: an error line then answers one
         self._thread = threading.Thread(target=self._read, name="trainwatch-attach", daemon=True)
         self._thread.start()
 
@@ -93,6 +94,11 @@ class HubLink:
                             self._answers.append(data["checked"])
                             self._cond.notify_all()
                     elif "error" in data:
+                        with self._cond:
+                            if self._asked > len(self._answers):  # it refused our check
+                                self._answers.append({"error": str(data["error"])})
+                                self._cond.notify_all()
+                                continue
                         log.warning("trainwatch: the Jupyter server said: %s", data["error"])
                     continue
                 with self._cond:
@@ -137,6 +143,8 @@ class HubLink:
         came within ``wait`` s (the link then ends: a late answer must not be taken for the
         next one's)."""
         request = {"paths": list(paths), "probe": probe, "timeout": timeout}
+        with self._cond:
+            self._asked += 1
         if not self._send({"check": request}):
             return None
         deadline = time.monotonic() + wait
@@ -146,6 +154,7 @@ class HubLink:
                 if self.closed or left <= 0 or not self._cond.wait(left):
                     break
             if self._answers:
+                self._asked -= 1
                 return self._answers.pop(0)
         self.close()
         return None

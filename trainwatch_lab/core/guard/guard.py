@@ -8,16 +8,22 @@ live in Jupyter kernels full of threads). When a call does not answer in time:
 
 - the mount is reported unresponsive (``MountUnresponsive``),
 - the helper is killed (it dies whenever the syscall returns) and abandoned, never waited on,
-- while it is still alive every new call on that mount fails at once: no pile-up of stuck
-  processes, one at most per mount and lane,
+- while it is still alive every new call on that key fails at once: no pile-up of stuck
+  processes, one at most per key,
 - once it has exited, the next call starts a fresh helper.
 
 A call that reaches only files on mounts that cannot hang (memory filesystems, local disks:
 ``blockdev.answers_locally``) runs on the caller's own thread instead (core.worker.inline), so
 watching a local path costs no process at all.
 
-Calls are keyed by mount point (``mounts.mount_for_path(p).mountpoint``) and by lane: the
-probe runs in its own lane so that a two-second probe never delays the per-tick statvfs.
+Calls are keyed by mount point (``mounts.mount_for_path(p).mountpoint``), or by a key of
+their own for calls whose timeout must not mark the mount unresponsive (the checkpoint scan),
+and run in a lane: the probe runs in its own lane so that a two-second probe never delays
+the per-tick statvfs. The lanes are threads of one helper process per mount (``mount``,
+the key by default): a watched share costs one process, however many lanes it uses. A call
+that does not answer in time stops that process, so the other lanes' calls in flight end
+too: as unresponsive where their own key then counts as stuck, otherwise as
+WorkerUnavailable (try again: the next call starts a fresh helper).
 """
 
 from __future__ import annotations
@@ -35,12 +41,12 @@ from typing import Any
 
 from .. import hostfs
 from ..defaults import DEFAULTS
-from .helper import HelperDied, HelperProcess, HelperTimeout
+from .helper import HelperDied, HelperProcess, HelperTimeout, Lane
 
 PROBE_LANE = "probe"
 INLINE_MODULE = "trainwatch_lab.core.worker.inline"  # see _run_here
-TERM_GRACE_S = 5.0  # a probe helper gets SIGTERM (it removes its temp file), SIGKILL later
-HOLDER_GRACE_S = 1.0  # a call past its time needs this to give the helper up and let go
+TERM_GRACE_S = DEFAULTS.guard_term_grace_s
+HOLDER_GRACE_S = DEFAULTS.guard_holder_grace_s
 
 
 _inline: Any = None  # core.worker.inline, once a call needed it
@@ -113,7 +119,7 @@ class MountGuard:
         self.timeout_s = float(timeout_s)
         self.inline = inline
         self._lock = threading.Lock()
-        self._workers: dict[tuple[str, str], HelperProcess] = {}
+        self._workers: dict[str, HelperProcess] = {}  # by mount
         self._stuck: dict[str, list[_Stuck]] = {}
         self._closed = False
         _LIVE_GUARDS.add(self)
@@ -131,6 +137,7 @@ class MountGuard:
         alive = []
         for s in self._stuck.get(key, []):
             if s.worker.proc.poll() is not None:
+                s.worker.close()  # its pipes (the last caller still in flight closes them)
                 continue
             if not s.killed and time.monotonic() - s.signalled > TERM_GRACE_S:
                 s.worker.signal(signal.SIGKILL)
@@ -169,19 +176,20 @@ class MountGuard:
             return pids
 
     # -- calls -------------------------------------------------------------------------
-    def prestart(self, key: str, lane: str = "main") -> None:
-        """Start the helper now so that the first real call does not pay for its start."""
+    def prestart(self, mount: str) -> None:
+        """Start the mount's helper now so that the first real call does not pay for its
+        start."""
         with self._lock:
-            if not self._closed and self._reap(key) is None:
-                self._worker(key, lane)
+            if not self._closed and self._reap(mount) is None:
+                self._worker(mount)
 
-    def _worker(self, key: str, lane: str) -> HelperProcess:
-        w = self._workers.get((key, lane))
+    def _worker(self, mount: str) -> HelperProcess:
+        w = self._workers.get(mount)
         if w is None or w.dead or w.proc.poll() is not None:
             if w is not None:
                 w.close()
-            w = HelperProcess(key, lane)
-            self._workers[(key, lane)] = w
+            w = HelperProcess(mount)
+            self._workers[mount] = w
         return w
 
     def call(
@@ -192,11 +200,13 @@ class MountGuard:
         timeout: float | None = None,
         lane: str = "main",
         what: str | None = None,
+        mount: str | None = None,
         **args: Any,
     ) -> Any:
         """Run ``op`` (see core.worker.main.OPS) for the mount ``key``; the call itself never
         longer than ``timeout``, after waiting for the call before it on that mount and lane
-        (at most that call's own time).
+        (at most that call's own time). ``mount``: whose helper process runs it, when the key
+        is not the mount point itself (default: ``key``).
 
         ``what`` names the call in MountUnresponsive's message (default: ``op``). Raises
         MountUnresponsive (now, or still stuck from an earlier call), OSError as raised inside
@@ -211,7 +221,9 @@ class MountGuard:
         with self._lock:
             if self._closed:
                 raise WorkerUnavailable("guard is closed")
-            stuck = self._reap(key)
+            # a key of its own (the scan) is not stuck when only the mount is slow; but when
+            # the mount itself is stuck its one helper is too, and no second one is started
+            stuck = self._reap(key) or (self._reap(mount) if mount else None)
             if stuck is not None:
                 raise MountUnresponsive(key, stuck.op, stuck.timeout_s, stuck.since)
         if self.inline and (answer := _run_here(op, args)) is not _NOT_HERE:
@@ -219,18 +231,20 @@ class MountGuard:
         with self._lock:
             if self._closed:
                 raise WorkerUnavailable("guard is closed")
-            w = self._worker(key, lane)
-        if not _take(w, deadline):
+            w = self._worker(mount or key)
+        slot = w.lane(lane)
+        if not _take(slot, deadline, timeout):
+            if time.monotonic() < slot.until + HOLDER_GRACE_S:  # busy with a longer call
+                raise WorkerUnavailable(f"the helper of {mount or key} is busy with a longer call")
             # the call before ours on this mount ran past its own time without an answer
             raise MountUnresponsive(key, what, timeout)
         # our own time starts when the helper takes the call: a wait for the call before
         # it (two paths on one share) says nothing about the share (issue 34)
-        deadline = w.until = time.monotonic() + timeout
+        deadline = slot.until = time.monotonic() + timeout
         try:
-            msg = self._exchange(w, op, args, what, timeout, deadline)
+            msg = self._exchange(w, key, lane, op, args, what, timeout, deadline)
         finally:
-            w.end()
-            w.lock.release()
+            slot.lock.release()
         if not msg.get("ok"):
             _raise_remote(msg)
         return host.helper_answer(msg.get("result"))
@@ -238,36 +252,33 @@ class MountGuard:
     def _exchange(
         self,
         w: HelperProcess,
+        key: str,
+        lane: str,
         op: str,
         args: dict[str, Any],
         what: str,
         timeout: float,
         deadline: float,
     ) -> dict[str, Any]:
-        """``call``'s request and answer on ``w`` (the caller holds ``w.lock`` and calls
-        ``w.end()`` afterwards); a timeout or a dead helper raised as ``call`` says."""
-        key, lane = w.key, w.lane
-        if not w.begin():  # marked stuck, replaced or closed while we waited for it
-            with self._lock:
-                stuck = self._reap(key)
-            if stuck is not None:
-                raise MountUnresponsive(key, stuck.op, stuck.timeout_s, stuck.since)
-            if self._closed:
-                raise WorkerUnavailable("guard is closed")
-            raise WorkerUnavailable("helper process was replaced; try again")
+        """``call``'s request and answer on ``w`` (the caller holds the lane's lock); a
+        timeout or a dead helper raised as ``call`` says."""
+        if not w.begin(lane):  # marked stuck, replaced or closed while we waited for it
+            self._raise_gone(w, key, "helper process was replaced; try again")
         try:
-            return w.request(op, args, deadline)
+            return w.request(op, args, deadline, lane)
         except HelperTimeout:
             if not w.ready:
                 raise WorkerUnavailable(
                     f"helper process did not start within {timeout:.1f} s"
                 ) from None
-            since = self._abandon(w, what, timeout)
+            since = self._abandon(w, key, what, timeout)
             raise MountUnresponsive(key, what, timeout, since) from None
         except HelperDied:
+            if w.verdict is not None:  # stopped for another lane's call that did not answer
+                self._raise_gone(w, key, f"helper process was stopped: {w.verdict}")
             with self._lock:
-                if self._workers.get((key, lane)) is w:
-                    del self._workers[(key, lane)]
+                if self._workers.get(w.key) is w:
+                    del self._workers[w.key]
             closed = self._closed  # closed under this call: no crash to explain
             why = "" if closed else w.stderr_tail()
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -277,20 +288,41 @@ class MountGuard:
                 raise WorkerUnavailable("guard was closed during the call") from None
             status = f"helper process exited (status {w.proc.poll()})"
             raise WorkerUnavailable(f"{status}: {why}" if why else status) from None
+        finally:
+            w.end(lane)
 
-    def _abandon(self, w: HelperProcess, op: str, timeout: float) -> float:
-        """Kill a helper that timed out and remember it until it has really exited; returns
-        when the mount stopped answering."""
-        hard = w.lane != PROBE_LANE  # a probe helper first gets SIGTERM to remove its file
+    def _raise_gone(self, w: HelperProcess, key: str, why: str) -> None:
+        """A call that cannot be sent or answered on ``w`` any more: unresponsive while its
+        key is stuck, else the guard's closing or ``why``."""
+        with self._lock:
+            stuck = self._reap(key)
+        if stuck is not None:
+            raise MountUnresponsive(key, stuck.op, stuck.timeout_s, stuck.since) from None
+        if self._closed:
+            raise WorkerUnavailable("guard is closed") from None
+        raise WorkerUnavailable(why) from None
+
+    def _abandon(self, w: HelperProcess, key: str, op: str, timeout: float) -> float:
+        """Kill a helper that timed out and remember it under ``key`` until it has really
+        exited; returns when the mount stopped answering. A helper running a probe first
+        gets SIGTERM: the probe removes its file (every lane's call in flight cleans up)."""
         now = time.monotonic()
         with self._lock:
-            if self._workers.get((w.key, w.lane)) is w:
-                del self._workers[(w.key, w.lane)]
-            w.dead = True
-            w.signal(signal.SIGKILL if hard else signal.SIGTERM)
-            self._stuck.setdefault(w.key, []).append(
-                _Stuck(w, op, timeout, since=now - timeout, signalled=now, killed=hard)
-            )
+            if self._workers.get(w.key) is w:
+                del self._workers[w.key]
+            if w.verdict is None:  # the first of its calls that ran out of time
+                w.verdict = f"{key}: no answer within {timeout:.1f} s ({op})"
+                hard = PROBE_LANE not in w.busy_lanes()
+                w.dead = True
+                w.signal(signal.SIGKILL if hard else signal.SIGTERM)
+                w.stop()  # its other lanes' calls in flight end now
+            else:
+                hard = False  # signalled already; _reap escalates as for the first key
+            stuck = self._stuck.setdefault(key, [])
+            if not any(s.worker is w for s in stuck):
+                stuck.append(
+                    _Stuck(w, op, timeout, since=now - timeout, signalled=now, killed=hard)
+                )
         return now - timeout
 
     def close(self) -> None:
@@ -311,12 +343,14 @@ class MountGuard:
         self.close()
 
 
-def _take(w: HelperProcess, wait_until: float) -> bool:
-    """``w.lock``: waited for until ``wait_until``, and longer while the call holding it is
-    still within its own time (it will answer, or time out and mark the mount stuck). False
-    when the holder is past its time and still holds it."""
+def _take(w: Lane, wait_until: float, own_s: float) -> bool:
+    """``w.lock`` (a lane of a helper): waited for until ``wait_until``, and longer while the
+    call holding it is still within its own time (it will answer, or time out and mark the
+    mount stuck), but never more than ``own_s`` (the caller's own timeout) longer: a short
+    call behind a long one is not held for the long one's time. False when not taken."""
+    cap = wait_until + own_s
     while not w.lock.acquire(timeout=max(0.0, wait_until - time.monotonic())):
-        holder_until = w.until + HOLDER_GRACE_S
+        holder_until = min(w.until + HOLDER_GRACE_S, cap)
         if holder_until <= wait_until:
             return False
         wait_until = holder_until

@@ -13,13 +13,13 @@ import time
 from dataclasses import dataclass
 
 from ..defaults import DEFAULTS, Defaults
-from ..guard.guard import PROBE_LANE, MountGuard, default_guard
+from ..guard.guard import MountGuard, default_guard
 from ..model import PathState, ProbeResult
 from ..storage.blockdev import mount_answers_locally
 from ..storage.mount_facts import apply_mount
 from ..storage.mounts import mount_for_path, read_mounts
 from ..storage.probe import local_baseline
-from .look import SCAN_LANE, inspect_path, scan_key
+from .look import inspect_path
 
 
 @dataclass
@@ -54,11 +54,7 @@ def prestart(guard: MountGuard, keys: list[str], probe: bool) -> None:
             continue
         if guard.inline and mount_answers_locally(entry, mounts):
             continue
-        mountpoint = entry.mountpoint
-        guard.prestart(mountpoint)
-        guard.prestart(scan_key(mountpoint), SCAN_LANE)
-        if probe:
-            guard.prestart(mountpoint, PROBE_LANE)
+        guard.prestart(entry.mountpoint)  # one helper: the look, the scan and the probe lanes
 
 
 def inspect_paths(

@@ -107,6 +107,7 @@ def _in_scan_lane(
         scan_key(mountpoint),
         op,
         lane=SCAN_LANE,
+        mount=mountpoint,  # a lane of the mount's one helper, stuck on a key of its own
         timeout=d.checkpoint_scan_budget_s + d.mount_timeout_s,
         what=what,
         directory=key,

@@ -137,6 +137,10 @@ class WriteWatch:
         the paths source resolved them; None for one that did not answer): mark the mounts
         of the local ones; unmark those no path needs any more."""
         roots = {os.path.normpath(p) for p in paths if p.startswith("/")}
+        if not roots and self.fd is not None:  # the last path gone: no mount stays marked
+            for gone in self._marked:
+                self._mark(gone, add=False)
+            self._marked = set()
         if not roots or not self._open():
             self.roots = roots
             return

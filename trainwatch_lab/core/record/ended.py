@@ -16,11 +16,13 @@ from __future__ import annotations
 import logging
 import os
 import re
+import stat
 from typing import Any
 
 from .. import hostfs
 from ..processes.discovery import stat_fields
-from ..storage.mounts import classify, mount_for_path, read_mounts
+from ..storage.mounts import MountEntry, classify, mount_for_path, read_mounts
+from ..storage.resolve import resolve_locally
 
 CGROUP_DIR = "fs/cgroup"  # under /sys
 KMSG = "/dev/kmsg"
@@ -97,9 +99,13 @@ def oom_kills(cgroup: dict[str, str] | None) -> int | None:
     return None
 
 
+def _local_entry(entry: MountEntry) -> bool:
+    return classify(entry) in ("local", "memory", "overlay")
+
+
 def _local(path: str) -> bool:
     try:
-        return classify(mount_for_path(path, read_mounts())) in ("local", "memory", "overlay")
+        return _local_entry(mount_for_path(path, read_mounts()))
     except (LookupError, OSError):
         return False
 
@@ -113,8 +119,6 @@ def stderr_file(pid: int) -> str | None:
     if not target.startswith("/") or target.endswith(" (deleted)") or not _local(target):
         return None
     try:
-        import stat
-
         link = hostfs.current().proc(pid, "fd", "2")
         return target if stat.S_ISREG(os.stat(link).st_mode) else None
     except OSError:
@@ -206,10 +210,10 @@ def child_stderr(pid: int) -> dict[str, Any]:
     if target is None or shared_with_others(pid, target):
         return {"stderr": None}
     try:
-        size = os.stat(hostfs.current().proc(pid, "fd", "2")).st_size
+        st = os.stat(hostfs.current().proc(pid, "fd", "2"))
     except OSError:
         return {"stderr": None}
-    return {"stderr": target, "stderr_from": size}
+    return {"stderr": target, "stderr_from": st.st_size, "stderr_id": [st.st_dev, st.st_ino]}
 
 
 def appended(pid: int, fd: int = 2) -> bool:
@@ -234,20 +238,65 @@ def own_from(pid: int, path: str | None) -> int | None:
         return None
     if not appended(pid):
         return 0
-    try:
-        return os.stat(path).st_size
+    try:  # the file it has open, through /proc: never a walk of the path its owner controls
+        return os.stat(hostfs.current().proc(pid, "fd", "2")).st_size
     except OSError:
         return None
 
 
-def tail(path: str | None, lines: int = TAIL_LINES, start: int | None = None) -> list[str]:
+def file_identity(pid: int, fd: int = 2) -> list[int] | None:
+    """``[st_dev, st_ino]`` of the file the process has open as ``fd``: at its end, the file
+    read for its tail must be that one, not whatever its owner put under the name since."""
+    try:
+        st = os.stat(hostfs.current().proc(pid, "fd", str(fd)))
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino]
+
+
+def _open_same(path: str, identity: list[int] | None) -> int | None:
+    """``path`` opened for reading only when it is still the regular file ``identity`` names
+    (when known), reached without touching a mount that can hang: each directory's mount
+    judged before it is looked at, symlinks followed by hand (core.storage.resolve), the
+    last name never followed (O_NOFOLLOW), and no wait on a FIFO put there (O_NONBLOCK).
+    Its owner may have swapped any of it for a FIFO, a link to a hung share or to a file
+    only root may read; the recorder runs as root, on the sampler's thread."""
+    real = resolve_locally(path, read_mounts(), _local_entry, trusted=lambda _st: True)
+    if real is None:
+        return None
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        fd = os.open(real, flags)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        same = identity is None or [st.st_dev, st.st_ino] == list(identity)
+        if stat.S_ISREG(st.st_mode) and same:
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def tail(
+    path: str | None,
+    lines: int = TAIL_LINES,
+    start: int | None = None,
+    identity: list[int] | None = None,
+) -> list[str]:
     """The last lines of a local regular file (at most TAIL_BYTES read), none written
     before offset ``start`` (the run's first sight: what an earlier run left is no
-    evidence about this one; a file truncated since is read whole)."""
+    evidence about this one; a file truncated since is read whole); nothing unless the
+    file is still the one ``identity`` names (``_open_same``)."""
     if not path or not _local(path):
         return []
+    fd = _open_same(path, identity)
+    if fd is None:
+        return []
     try:
-        with open(path, "rb") as fh:
+        with os.fdopen(fd, "rb") as fh:
             fh.seek(0, os.SEEK_END)
             size = fh.tell()
             first = 0 if start is None or start > size else start
@@ -340,6 +389,7 @@ def at_start(pid: int) -> dict[str, Any]:
         "started": started_at(pid),
         "stderr": stderr,
         "stderr_from": own_from(pid, stderr),
+        "stderr_id": file_identity(pid) if stderr else None,
         "cgroup": cgroup,
         "oom_kills": oom_kills(cgroup),
     }
@@ -366,7 +416,7 @@ def at_end(seen: dict[str, Any], kmsg: str | None = None) -> dict[str, Any]:
         ]
         if others:
             facts["oom_others"] = others[-OTHERS_KEPT:]
-    lines = tail(seen.get("stderr"), start=seen.get("stderr_from"))
+    lines = tail(seen.get("stderr"), start=seen.get("stderr_from"), identity=seen.get("stderr_id"))
     if lines:
         facts["stderr_tail"] = lines
     return facts

@@ -61,6 +61,15 @@ BATCH_S = 0.1
 RCVBUF_BYTES = 1 << 20
 
 
+def signal_name(number: int) -> str:
+    """``SIGKILL``; ``signal 40`` for a real-time signal, which has no name of its own (the
+    ``signal.Signals`` of those raises)."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 @dataclass(frozen=True, slots=True)
 class Exit:
     """One process's end as the kernel reported it: ``status`` is a wait status."""
@@ -72,11 +81,7 @@ class Exit:
     def to_json(self) -> dict[str, Any]:
         """The shape ``trainwatch-lab run`` records: ``{"code": N}`` or a signal's name."""
         if os.WIFSIGNALED(self.status):
-            number = os.WTERMSIG(self.status)
-            try:
-                name = signal.Signals(number).name
-            except ValueError:
-                name = f"signal {number}"
+            name = signal_name(os.WTERMSIG(self.status))
             return {"code": None, "signal": name, "core": bool(self.status & 0x80)}
         return {"code": os.WEXITSTATUS(self.status)}
 

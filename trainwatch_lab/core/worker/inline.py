@@ -35,7 +35,7 @@ from .. import hostfs
 from ..storage.blockdev import mount_answers_locally
 from ..storage.mounts import MountEntry, read_mounts
 from ..storage.resolve import Local, resolve_locally
-from .main import OPS
+from .main import operation
 
 # each sampling operation and the arguments that name the files it reaches
 PATH_ARGS: dict[str, tuple[str, ...]] = {
@@ -129,4 +129,4 @@ def run_here(op: str, args: dict[str, Any]) -> Any:
     ``WorkerFailed`` (passed in by the guard, which owns that type)."""
     if not runs_here(op, args):
         return NOT_HERE
-    return json.loads(json.dumps(OPS[op](**args)))
+    return json.loads(json.dumps(operation(op)(**args)))
