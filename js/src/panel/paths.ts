@@ -12,7 +12,6 @@ import { IPathStateJSON, ISampleJSON, IWatchedPathJSON } from '../model';
 import { watchedBy, watchedPaths } from '../readings';
 import { requestAPI } from '../request';
 
-
 export class PathsView extends TitledBlock {
   private _paths: IWatchedPathJSON[] = [];
   /** The time of the latest sample when the server last answered a request of ours: a
