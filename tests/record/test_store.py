@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from dataclasses import replace
 from pathlib import Path
 
@@ -436,3 +437,42 @@ def test_a_summary_from_block_aggregates_is_what_reading_every_point_gives(
         assert store.summary(key, t0 + 9000, t0 + 9999) is None
     finally:
         store.close()
+
+
+def test_a_recorder_closed_while_it_starts_waits_for_its_thread_never_raises(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``close()`` on one thread while ``start()`` on another had made the recorder's thread
+    and not yet started it: "cannot join thread before it is started" (seen at a server's
+    teardown)."""
+    from trainwatch_lab.core.record import recorder as recorder_module
+
+    in_start, go = threading.Event(), threading.Event()
+
+    class SlowToStart(threading.Thread):
+        def start(self) -> None:
+            in_start.set()
+            go.wait(60)
+            super().start()
+
+    slow = types.SimpleNamespace(**{**vars(threading), "Thread": SlowToStart})
+    monkeypatch.setattr(recorder_module, "threading", slow)  # the recorder's own name only
+    rec = Recorder(str(tmp_path / "history.sqlite"), every=0.0)
+    starter = threading.Thread(target=rec.start)
+    starter.start()
+    assert in_start.wait(60)
+    errors: list[BaseException] = []
+
+    def close() -> None:
+        try:
+            rec.close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    closer = threading.Thread(target=close)
+    closer.start()
+    closer.join(2.0)  # the old code raised here at once; the new one waits for the start
+    go.set()
+    starter.join(60)
+    closer.join(60)
+    assert errors == [] and not closer.is_alive()

@@ -76,6 +76,7 @@ class Recorder:
         self._avail_flushed: dict[str, float] = {}  # per path, free bytes at the last flush
         self._avail_now: dict[str, float] = {}
         self._thread: threading.Thread | None = None
+        self._life = threading.Lock()  # start and close hand the thread over under it
 
     # -- the sampler's side ----------------------------------------------------------
     def __call__(self, sample: Sample, values: bool = True) -> None:
@@ -159,11 +160,12 @@ class Recorder:
 
     # -- the recorder's thread -------------------------------------------------------
     def start(self) -> Recorder:
-        if self._thread is None and not self._stop.is_set():
-            self._thread = threading.Thread(
-                target=self._run, name="trainwatch-recorder", daemon=True
-            )
-            self._thread.start()
+        with self._life:  # (close on another thread takes the thread only once it runs)
+            if self._thread is None and not self._stop.is_set():
+                self._thread = threading.Thread(
+                    target=self._run, name="trainwatch-recorder", daemon=True
+                )
+                self._thread.start()
         return self
 
     def close(self, timeout: float = 10.0) -> None:
@@ -171,7 +173,8 @@ class Recorder:
         self._stop.set()
         self._wake.set()
         self._events.close()
-        thread, self._thread = self._thread, None
+        with self._life:
+            thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout)
         else:
