@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from .fix.checkpoint import save_checkpoint
-    from .fix.mirror import local_mirror
+    from .fix.mirror.mirror import local_mirror
     from .notebook.dashboard.widget import TrainWatch
 
 __all__ = ["TrainWatch", "__version__", "local_mirror", "save_checkpoint"]

@@ -13,16 +13,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from .background import SaveHandle, SaveInFlight, SaveSkipped, SaveStatus, checkpoint_status
     from .checkpoint import SaveUnresponsive, save_checkpoint
-    from .mirror import Mirror, MirrorStatus, active_mirrors, local_mirror
-    from .mirror_lock import ShareInUse
+    from .mirror.lock import ShareInUse
+    from .mirror.mirror import Mirror, active_mirrors, local_mirror
+    from .mirror.status import MirrorStatus
     from .space import CheckpointWontFit, SpaceWatch
 
 _WHERE = {
-    "local_mirror": "mirror",
-    "Mirror": "mirror",
-    "ShareInUse": "mirror_lock",
-    "MirrorStatus": "mirror",
-    "active_mirrors": "mirror",
+    "local_mirror": "mirror.mirror",
+    "Mirror": "mirror.mirror",
+    "ShareInUse": "mirror.lock",
+    "MirrorStatus": "mirror.status",
+    "active_mirrors": "mirror.mirror",
     "save_checkpoint": "checkpoint",
     "SaveUnresponsive": "checkpoint",
     "SaveHandle": "background",

@@ -15,7 +15,7 @@ def fix_module(name: str) -> Any:
 
 def mirror_statuses() -> list[Any]:
     """A MirrorStatus per ``local_mirror`` of this kernel (%trainwatch status, the dashboard)."""
-    module = fix_module("mirror")
+    module = fix_module("mirror.mirror")
     return [] if module is None else [m.status() for m in module.active_mirrors()]
 
 

@@ -1,7 +1,7 @@
 """TFRecord framing of TensorBoard event files: where records start, and padding records.
 
 Why: a ``local_mirror`` whose local disk fills frees room inside the event files a writer
-still holds open (mirror_room). It cannot cut bytes out (the writer's offset must stay), so
+still holds open (mirror.room). It cannot cut bytes out (the writer's offset must stay), so
 it replaces a run of whole records with one padding record of the same length whose payload
 is zeros, most of it a punched hole (no blocks). The file stays a valid TFRecord stream:
 TensorBoard reads past the padding (an Event with only an unknown field, ignored) to the

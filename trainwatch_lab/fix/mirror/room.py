@@ -15,7 +15,7 @@ few as bring the free space back to twice the reserve; each run is listed (file,
 range) in the mirror's status and one warning line, and reaches the share as padding that
 TensorBoard skips, so the records after it (the newest) are read.
 
-Each pad is recorded beside the logs before it is made (mirror_released), so a mirror that
+Each pad is recorded beside the logs before it is made (mirror.released), so a mirror that
 starts again knows which local bytes are padding (the share has the records) and completes a
 pad a killed process left half made. Only files with one name are padded (a hard link is
 another run's log too), and no drop is made before the mirror knows what the share holds.
@@ -39,12 +39,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..core.defaults import DEFAULTS
-from ..core.paths.names import printable
-from . import mirror_plan as mp
+from ...core.defaults import DEFAULTS
+from ...core.paths.names import printable
+from ..space import fmt_size
+from . import plan as mp
 from . import tfrecord
-from .mirror_released import Entry, ReleasedLog
-from .space import fmt_size
+from .released import Entry, ReleasedLog
 
 log = logging.getLogger(__name__)
 
@@ -298,7 +298,7 @@ class RoomKeeper:
         )
 
     def _pad(self, rel: str, ino: int, start: int, end: int, *, release: bool) -> bool:
-        """Pad ``[start, end)`` of ``rel``, recorded (mirror_released) before it is made."""
+        """Pad ``[start, end)`` of ``rel``, recorded (mirror.released) before it is made."""
         path = os.path.join(self.local, rel)
         old = self.released.get(rel, ino)
         try:

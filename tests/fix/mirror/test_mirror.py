@@ -1,5 +1,5 @@
 """fix.local_mirror between local directories: what is copied (appended ranges, whole
-rewrites), resuming, the status, bad input. The dead-share cases are test_mirror_sshfs.py."""
+rewrites), resuming, the status, bad input. The dead-share cases are test_sshfs.py."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.core.guard.guard import default_guard
 from trainwatch_lab.core.identity import process_home
 from trainwatch_lab.core.worker import files as worker_files
-from trainwatch_lab.fix import mirror_plan as mp
-from trainwatch_lab.fix.mirror import STATUS_FILE, Mirror, active_mirrors, local_mirror
-from trainwatch_lab.fix.mirror_lock import ShareInUse
+from trainwatch_lab.fix.mirror import plan as mp
+from trainwatch_lab.fix.mirror.lock import ShareInUse
+from trainwatch_lab.fix.mirror.mirror import STATUS_FILE, Mirror, active_mirrors, local_mirror
 from trainwatch_lab.fix.scratch import ROOT_ENV, base_name, local_refusal
 
 
@@ -352,7 +352,8 @@ def test_trainwatch_status_shows_each_mirror(dirs: tuple[Path, Path], capsys) ->
 
 def test_the_package_exports_the_fixes_lazily() -> None:
     import trainwatch_lab
-    from trainwatch_lab.fix import checkpoint, mirror
+    from trainwatch_lab.fix import checkpoint
+    from trainwatch_lab.fix.mirror import mirror
 
     assert trainwatch_lab.local_mirror is mirror.local_mirror
     assert trainwatch_lab.save_checkpoint is checkpoint.save_checkpoint

@@ -2,15 +2,15 @@
 
 Training that logs step by step to a share waits on the share at every flush; when the
 server stalls, the step stalls. Here the training writes to a local directory only, and a
-daemon thread copies what changed (mirror_plan: new or rewritten files whole under a
+daemon thread copies what changed (mirror.plan: new or rewritten files whole under a
 temporary name then renamed, grown files by their new bytes once the bytes before them are
 proven unchanged) every ``every`` seconds. One mirror per share directory: a lock file there
-refuses a second (mirror_lock). Every touch of the share is a call through the mount guard
+refuses a second (mirror.lock). Every touch of the share is a call through the mount guard
 (its own key and lane, so the mirror's big copies never make the sampler's statvfs look
 stuck): a dead share costs the mirror thread a timeout and nothing else; the local copy
 keeps growing, the status says so, and the next round after the share answers catches up.
 At exit a bounded final sync runs (atexit, after flushing the files the script left open;
-SIGTERM too: mirror_exit); the thread is a daemon and never holds exit up.
+SIGTERM too: mirror.at_exit); the thread is a daemon and never holds exit up.
 """
 
 from __future__ import annotations
@@ -28,21 +28,21 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..core.defaults import DEFAULTS
-from ..core.guard.guard import MountGuard, MountUnresponsive, default_guard
-from ..core.paths.names import normalise, printable
-from ..core.private import PRIVATE_MODE, untrusted
-from ..core.storage.mounts import mount_for_path, read_mounts
-from . import mirror_plan as mp
-from . import scratch
-from .mirror_exit import register as _register
-from .mirror_exit import registered as _registered
-from .mirror_exit import unregister as _unregister
-from .mirror_lock import ShareInUse, ShareLock
-from .mirror_released import ReleasedLog
-from .mirror_room import RoomKeeper, pad
-from .mirror_seed import seed
-from .mirror_status import MirrorStatus
+from ...core.defaults import DEFAULTS
+from ...core.guard.guard import MountGuard, MountUnresponsive, default_guard
+from ...core.paths.names import normalise, printable
+from ...core.private import PRIVATE_MODE, untrusted
+from ...core.storage.mounts import mount_for_path, read_mounts
+from .. import scratch
+from . import plan as mp
+from .at_exit import register as _register
+from .at_exit import registered as _registered
+from .at_exit import unregister as _unregister
+from .lock import ShareInUse, ShareLock
+from .released import ReleasedLog
+from .room import RoomKeeper, pad
+from .seed import seed
+from .status import MirrorStatus
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         files, _ = mp.scan(self.local, mp.SCAN_LIMIT)
         self._at_start = {(rel, f.ino) for rel, f in files.items()}
         self._claim_at_start()
-        # keeps room on the local disk (mirror_room): releases, then drops, event records
+        # keeps room on the local disk (mirror.room): releases, then drops, event records
         self._room = RoomKeeper(
             self.local,
             self._copied_now,
@@ -318,7 +318,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         """The status as JSON beside the logs (``.trainwatch-mirror.json``, never copied), for
         readers in other processes (the Jupyter server's panel); replaced atomically. The
         last round of ``close`` publishes "closed" when it left nothing behind, so readers
-        stop listing the mirror (fix.mirror_files)."""
+        stop listing the mirror (fix.mirror.files)."""
         path = os.path.join(self.local, STATUS_FILE)
         status = self.status()
         with self._cv:
@@ -432,7 +432,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         self._ended(started, errors)
 
     def _hold_share(self) -> bool:
-        """Claim the share's lock (mirror_lock), or refresh it now and then; False while
+        """Claim the share's lock (mirror.lock), or refresh it now and then; False while
         another mirror holds it or the share does not answer (the state says which)."""
         now = self._clock()
         if self._held_at is not None and now - self._held_at < DEFAULTS.mirror_lock_stale_s / 3:
@@ -457,7 +457,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
         return True
 
     def _seed(self) -> bool:
-        """First round: what the share already holds, proven (mirror_seed)."""
+        """First round: what the share already holds, proven (mirror.seed)."""
         found = seed(self._call, self._timeout, self.local, self.share, self._released.entries)
         if found is None:
             return False
@@ -591,7 +591,7 @@ def local_mirror(
 
     Raises ValueError for a share path that is a file (or cannot be created), ``every`` that
     is not a positive number, or ``local_root`` on a network mount. ``reserve``: the bytes
-    kept free on the local disk (fix.mirror_room; default: ``mirror_reserve_fraction`` of
+    kept free on the local disk (fix.mirror.room; default: ``mirror_reserve_fraction`` of
     it, at most ``mirror_reserve_bytes``).
     """
     if not isinstance(share_dir, (str, os.PathLike)):

@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..core.paths.names import printable
-from ..core.worker.files import DIGEST_BYTES
+from ...core.paths.names import printable
+from ...core.worker.files import DIGEST_BYTES
 from . import tfrecord
 
 CHUNK_BYTES = 4 * 1024 * 1024  # one item of a copy call at most
@@ -73,7 +73,7 @@ class Copied:
     mtime_ns: int
     ranges: tuple[Range, ...]
     ctime_ns: int = -1
-    released: int = 0  # bytes before this were released locally (mirror_room): not proven
+    released: int = 0  # bytes before this were released locally (mirror.room): not proven
     pad_from: int = 0  # ``[pad_from, released)``: the last padding record the release made
 
     def same(self, f: LocalFile) -> bool:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from trainwatch_lab.fix import tfrecord
+from trainwatch_lab.fix.mirror import tfrecord
 
 
 def test_crc32c_matches_tensorboardx_and_zeros_are_continued_in_log_time() -> None:

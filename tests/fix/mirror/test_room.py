@@ -1,4 +1,4 @@
-"""A mirror's local disk that fills (fix.mirror_room): a real tensorboardX SummaryWriter logs
+"""A mirror's local disk that fills (fix.mirror.room): a real tensorboardX SummaryWriter logs
 through ``local_mirror`` onto a small tmpfs, far more than it holds; the training loop never
 meets ENOSPC, the share ends with the newest records, and what was dropped is said."""
 
@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from tests.support.mounts import Mounted, SshfsMount, wait_until
-from trainwatch_lab.fix import mirror_plan as mp
-from trainwatch_lab.fix import tfrecord
-from trainwatch_lab.fix.mirror import Mirror, local_mirror
-from trainwatch_lab.fix.mirror_released import ReleasedLog
-from trainwatch_lab.fix.mirror_room import RoomKeeper, pad
+from trainwatch_lab.fix.mirror import plan as mp
+from trainwatch_lab.fix.mirror import tfrecord
+from trainwatch_lab.fix.mirror.mirror import Mirror, local_mirror
+from trainwatch_lab.fix.mirror.released import ReleasedLog
+from trainwatch_lab.fix.mirror.room import RoomKeeper, pad
 
 TEXT_BYTES = 16 * 1024  # one step's text summary
 STEP_S = 0.02  # about 0.8 MiB/s: a few reserves of margin per look of the keeper
@@ -168,7 +168,7 @@ def test_a_paused_share_and_a_full_local_disk_drop_the_oldest_and_say_so(
     share = sshfs_mount.path / "runs" / "exp"
     mirror = local_mirror(share, every=0.2, local_root=local_root)
     writer = tbx.SummaryWriter(str(mirror), flush_secs=1)
-    caplog.set_level(logging.WARNING, logger="trainwatch_lab.fix.mirror_room")
+    caplog.set_level(logging.WARNING, logger="trainwatch_lab.fix.mirror.room")
     started = time.monotonic()
     try:
         Loop(writer, range(100)).join()
@@ -213,7 +213,7 @@ def test_released_bytes_are_not_proven_again(tmp_path: Path) -> None:
     assert job.append and job.offset == 100
 
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 NOTE_BYTES = 8192  # one text summary of the restart tests: 300 of them, about 2.5 MiB
 
 
@@ -265,9 +265,9 @@ def test_a_restarted_mirror_keeps_the_share_copy_of_released_records(
 
 CHILD = """
 import os, pathlib, signal, sys, time
-from trainwatch_lab.fix import mirror_room
-from trainwatch_lab.fix.mirror import local_mirror
-from tests.fix.test_mirror_room import fill_to_release, write_notes
+from trainwatch_lab.fix.mirror import room as mirror.room
+from trainwatch_lab.fix.mirror.mirror import local_mirror
+from tests.fix.mirror.test_room import fill_to_release, write_notes
 share, root, original = sys.argv[1:]
 mirror = local_mirror(share, every=0.2, local_root=root)
 write_notes(mirror, range(300))

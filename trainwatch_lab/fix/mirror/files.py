@@ -27,11 +27,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..core.identity import pid_alive
-from ..core.private import untrusted
+from ...core.identity import pid_alive
+from ...core.private import untrusted
+from ..scratch import base_name, candidates, local_refusal
 from .mirror import STATUS_FILE
-from .mirror_status import MirrorStatus
-from .scratch import base_name, candidates, local_refusal
+from .status import MirrorStatus
 
 MAX_MIRRORS = 32  # mirrors listed at most (status files read per look)
 MAX_FILE_BYTES = 64 * 1024  # a status file is ~300 bytes: anything bigger is not ours

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.mounts import SshfsMount, wait_until
-from trainwatch_lab.fix.mirror import local_mirror
+from trainwatch_lab.fix.mirror.mirror import local_mirror
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PAUSE_S = 6.0
 STEP_S = 0.01
 
@@ -87,7 +87,7 @@ def test_a_summary_writer_never_waits_on_a_paused_share(
 CHILD = textwrap.dedent(
     """
     import sys, time
-    from trainwatch_lab.fix.mirror import local_mirror
+    from trainwatch_lab.fix.mirror.mirror import local_mirror
 
     m = local_mirror(sys.argv[1], every=0.2, local_root=sys.argv[2])
     m.exit_timeout = 2.0

@@ -17,10 +17,10 @@ import secrets
 import time
 from typing import Any
 
-from ..core.defaults import DEFAULTS
-from ..core.identity import process_home
-from ..core.paths.names import printable
-from .mirror_plan import SHARE_LOCK, TMP_PREFIX
+from ...core.defaults import DEFAULTS
+from ...core.identity import process_home
+from ...core.paths.names import printable
+from .plan import SHARE_LOCK, TMP_PREFIX
 
 
 class ShareInUse(ValueError):

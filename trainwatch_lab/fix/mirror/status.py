@@ -6,8 +6,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..core.paths.names import printable
-from .space import fmt_size
+from ...core.paths.names import printable
+from ..space import fmt_size
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class MirrorStatus:
     bytes_copied: int
     files: int
     error: str | None = None
-    # the local disk filled (fix.mirror_room): bytes already copied that were released
+    # the local disk filled (fix.mirror.room): bytes already copied that were released
     # locally, bytes never copied that were dropped, and the last dropped runs
     bytes_released: int = 0
     bytes_dropped: int = 0

@@ -1,6 +1,6 @@
 """What a mirror released in its local event files, kept on the local disk across restarts.
 
-Why: once the room keeper (mirror_room) has replaced a local file's copied records by
+Why: once the room keeper (mirror.room) has replaced a local file's copied records by
 padding, the share's copy is the only one of them. A mirror that starts again (a killed
 kernel, ``trainwatch-lab mirror`` rerun) must know that the local prefix is padding, or it
 would take the file for a changed one and copy the padding over the share's records.
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from . import mirror_plan as mp
+from . import plan as mp
 from . import tfrecord
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ class ReleasedLog:
     def recover(self, pad: Callable[[str, int, int], None]) -> dict[str, Entry]:
         """At a start: the entries whose local file is still the one padded (same inode,
         same first record), each pad a killed process left half made completed (``pad``:
-        mirror_room's); the others forgotten."""
+        mirror.room's); the others forgotten."""
         kept: dict[str, Entry] = {}
         for rel, e in self.entries.items():
             path = os.path.join(self.local, rel)

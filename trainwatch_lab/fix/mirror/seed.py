@@ -5,7 +5,7 @@ guard's helper, equal the local file's (all of it up to ``mp.FULL_CHECK_BYTES``,
 and tail of a bigger one: a 4.5 GiB log is not read twice before the first append); a copy
 recreated sparse, full of zeros, looks the same by size and time. The temporaries an
 earlier, killed mirror of this share left go first: the caller holds the share's lock
-(mirror_lock), so no other mirror's can be there.
+(mirror.lock), so no other mirror's can be there.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from . import mirror_plan as mp
-from .mirror_released import Entry
+from . import plan as mp
+from .released import Entry
 
 Call = Callable[..., Any]  # Mirror._call: (op, nbytes, **args) -> the answer, None on failure
 
@@ -72,7 +72,7 @@ def resumed(
     share: str,
     released: dict[str, Entry],
 ) -> tuple[dict[str, mp.Copied], dict[str, Entry]] | None:
-    """The files whose copied prefix was released here (mirror_released): the local bytes
+    """The files whose copied prefix was released here (mirror.released): the local bytes
     there are padding, so the share's copy is trusted up to the released offset when it is
     that long and begins with the same first record (never compared with the padding);
     the others are lost (their records are nowhere else: never written over). None when

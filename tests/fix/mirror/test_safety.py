@@ -18,12 +18,12 @@ import pytest
 
 from tests.support.mounts import SshfsMount, wait_until
 from trainwatch_lab.core.guard.guard import MountGuard
-from trainwatch_lab.fix import mirror_plan as mp
-from trainwatch_lab.fix.mirror import Mirror, local_mirror
-from trainwatch_lab.fix.mirror_lock import ShareInUse
-from trainwatch_lab.fix.mirror_plan import SHARE_LOCK
+from trainwatch_lab.fix.mirror import plan as mp
+from trainwatch_lab.fix.mirror.lock import ShareInUse
+from trainwatch_lab.fix.mirror.mirror import Mirror, local_mirror
+from trainwatch_lab.fix.mirror.plan import SHARE_LOCK
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def remote(mount: SshfsMount, share: Path) -> Path:
@@ -152,7 +152,7 @@ def test_links_planted_on_the_share_are_never_followed(
 HOLDER = textwrap.dedent(
     """
     import sys
-    from trainwatch_lab.fix.mirror import local_mirror
+    from trainwatch_lab.fix.mirror.mirror import local_mirror
 
     m = local_mirror(sys.argv[1], every=0.2, local_root=sys.argv[2])
     (m.path / "metrics.csv").write_text("first writer\\n")
@@ -210,7 +210,7 @@ def test_a_second_mirror_onto_the_same_share_is_refused(
 LEAVER = textwrap.dedent(
     """
     import csv, signal, sys, threading
-    from trainwatch_lab.fix.mirror import local_mirror
+    from trainwatch_lab.fix.mirror.mirror import local_mirror
 
     stopping = threading.Event()
     if sys.argv[3].startswith("own-handler"):

@@ -1,4 +1,4 @@
-"""fix.mirror_files: the live mirrors of this machine, from the status files real mirrors
+"""fix.mirror.files: the live mirrors of this machine, from the status files real mirrors
 publish (what the Jupyter server's panel lists); stale and closed ones left out."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from trainwatch_lab.fix.mirror import STATUS_FILE, local_mirror
-from trainwatch_lab.fix.mirror_files import MirrorFiles, read_published, status_files
+from trainwatch_lab.fix.mirror.files import MirrorFiles, read_published, status_files
+from trainwatch_lab.fix.mirror.mirror import STATUS_FILE, local_mirror
 from trainwatch_lab.fix.scratch import base_name
 
 
