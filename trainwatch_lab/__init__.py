@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .fix.checkpoint import save_checkpoint
+    from .fix.checkpoint.save import save_checkpoint
     from .fix.mirror.mirror import local_mirror
     from .notebook.dashboard.widget import TrainWatch
 

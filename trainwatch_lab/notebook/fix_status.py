@@ -20,8 +20,9 @@ def mirror_statuses() -> list[Any]:
 
 
 def save_status() -> Any:
-    """The checkpoint save in flight and the last one (fix.background.SaveStatus), or None."""
-    module = fix_module("background")
+    """The checkpoint save in flight and the last one (fix.checkpoint.background.SaveStatus),
+    or None."""
+    module = fix_module("checkpoint.background")
     return None if module is None else module.checkpoint_status()
 
 

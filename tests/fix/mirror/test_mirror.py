@@ -352,7 +352,7 @@ def test_trainwatch_status_shows_each_mirror(dirs: tuple[Path, Path], capsys) ->
 
 def test_the_package_exports_the_fixes_lazily() -> None:
     import trainwatch_lab
-    from trainwatch_lab.fix import checkpoint
+    from trainwatch_lab.fix.checkpoint import save as checkpoint
     from trainwatch_lab.fix.mirror import mirror
 
     assert trainwatch_lab.local_mirror is mirror.local_mirror

@@ -265,7 +265,7 @@ def test_a_restarted_mirror_keeps_the_share_copy_of_released_records(
 
 CHILD = """
 import os, pathlib, signal, sys, time
-from trainwatch_lab.fix.mirror import room as mirror.room
+from trainwatch_lab.fix.mirror import room as mirror_room
 from trainwatch_lab.fix.mirror.mirror import local_mirror
 from tests.fix.mirror.test_room import fill_to_release, write_notes
 share, root, original = sys.argv[1:]

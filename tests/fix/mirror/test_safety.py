@@ -356,7 +356,7 @@ def test_a_save_bound_for_a_share_is_written_on_local_disk_first(
 ) -> None:
     """The process that trains never writes the share itself (a hung share would hold it in
     the kernel): ``save`` gets a local path, the helper copies the result over."""
-    from trainwatch_lab.fix.checkpoint import save_checkpoint
+    from trainwatch_lab.fix.checkpoint.save import save_checkpoint
 
     share = sshfs_mount.path / "staged"
     given: list[str] = []

@@ -32,16 +32,13 @@ from ...core.paths.names import normalise
 from ...core.sampler import Sampler
 from ..fix_status import mirror_statuses, save_status
 from ..inline import InlineAlerts, attach
-from ..settings import MAX_HISTORY_SAMPLES as MAX_HISTORY_SAMPLES
 from ..settings import check_settings
 from ..warnings_html import esc
 from . import prefs, view
 from .bqcharts import bucket_seconds, window_columns
 from .charts import COMPACT, DETAILED, series_for
 from .export import export_history
-from .layout import WINDOW_CHOICES as WINDOW_CHOICES
 from .layout import DashboardLayout
-from .layout import window_label as window_label
 from .snapshot import snapshot_html, snapshot_text
 
 FIXES_EVERY_S = 2.0

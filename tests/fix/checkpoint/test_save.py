@@ -17,12 +17,12 @@ import pytest
 
 from tests.support.mounts import wait_until
 from trainwatch_lab.core.identity import process_home
-from trainwatch_lab.fix.checkpoint import directory_of_pattern, save_checkpoint, series_pattern
-from trainwatch_lab.fix.checkpoint_manifest import MANIFEST
-from trainwatch_lab.fix.checkpoint_partial import PARTIAL, host_tag
+from trainwatch_lab.fix.checkpoint.manifest import MANIFEST
+from trainwatch_lab.fix.checkpoint.partial import PARTIAL, host_tag
+from trainwatch_lab.fix.checkpoint.save import directory_of_pattern, save_checkpoint, series_pattern
 from trainwatch_lab.fix.space import CheckpointWontFit, SpaceWatch
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 MIB = 1024 * 1024
 
 
@@ -36,7 +36,7 @@ def writer(size: int, fill: bytes = b"x") -> Callable[[str], None]:
 
 def listing(directory: Path) -> dict[str, int]:
     """Every entry, hidden ones included, with its size: 'nothing changed' is this equal
-    (the saver's manifest aside, test_checkpoint_safety.py looks at it)."""
+    (the saver's manifest aside, test_safety.py looks at it)."""
     if not directory.exists():
         return {}
     return {p.name: p.stat().st_size for p in directory.iterdir() if p.name != MANIFEST}
@@ -276,7 +276,7 @@ def test_a_paused_share_is_refused_without_calling_save(
     """Every touch of the directory but the save itself goes through the mount guard: a share
     that does not answer costs the timeout and an error, never a hang."""
     from trainwatch_lab.core.guard.guard import MountUnresponsive
-    from trainwatch_lab.fix import checkpoint
+    from trainwatch_lab.fix.checkpoint import save as checkpoint
 
     monkeypatch.setattr(checkpoint, "PLAN_TIMEOUT_S", 1.0)
     called: list[str] = []

@@ -1,4 +1,4 @@
-"""fix.room: a save that would not fit goes to ``fallback=``, or waits for room
+"""fix.checkpoint.room: a save that would not fit goes to ``fallback=``, or waits for room
 (``on_full="wait"``), and each choice is said, notified and recorded (issue 38). Real tmpfs
 and loop ext4 mounts; the waits run on an injected clock and sleep (no wall-clock races)."""
 
@@ -14,9 +14,10 @@ import pytest
 from trainwatch_lab.core.model import Alert
 from trainwatch_lab.core.record import Store, choose
 from trainwatch_lab.core.record.why import Ending, explain
-from trainwatch_lab.fix import report, room
-from trainwatch_lab.fix.checkpoint import save_checkpoint
-from trainwatch_lab.fix.checkpoint_manifest import MANIFEST
+from trainwatch_lab.fix import report
+from trainwatch_lab.fix.checkpoint import events, room
+from trainwatch_lab.fix.checkpoint.manifest import MANIFEST
+from trainwatch_lab.fix.checkpoint.save import save_checkpoint
 from trainwatch_lab.fix.space import CheckpointWontFit
 
 MIB = 1024 * 1024
@@ -35,6 +36,9 @@ def listing(directory: Path) -> dict[str, int]:
 
 
 def events_since(t0: float, subject: str) -> list[tuple[str, str]]:
+    """The save events about ``subject`` since ``t0``, once this process's own have landed
+    (a thread of their own writes them: reading at once raced it)."""
+    events._writer.drain(60.0)
     store = Store(choose().path)
     try:
         found = store.events(t0 - 1, time.time() + 5)

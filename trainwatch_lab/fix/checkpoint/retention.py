@@ -16,11 +16,12 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.guard.guard import MountGuard, default_guard
-from ..core.paths.look import quota_device
-from ..core.storage.mounts import mount_for_path, read_mounts
-from . import checkpoint, room
-from .checkpoint import SAVE_KEY, available_bytes
+from ...core.guard.guard import MountGuard, default_guard
+from ...core.paths.look import quota_device
+from ...core.storage.mounts import mount_for_path, read_mounts
+from . import room
+from . import save as checkpoint
+from .save import SAVE_KEY, available_bytes
 
 Save = list[Any]  # [name, bytes, mtime], as the guard's "saves" listing gives it
 

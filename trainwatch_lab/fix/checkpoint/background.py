@@ -1,7 +1,7 @@
 """Checkpoints that do not stop the step: ``save_checkpoint(..., background=True)``.
 
 A 256 MiB save to a busy or network disk holds the training loop for seconds per save. Here
-the same save (space check, temporary name, fsync, rename: ``checkpoint.save_checkpoint``)
+the same save (space check, temporary name, fsync, rename: ``checkpoint.save.save_checkpoint``)
 runs on its own thread and the caller gets a ``SaveHandle`` to wait on. What is written is
 what the caller's ``save`` writes: hand it a state the loop does not change meanwhile (a
 copy, e.g. ``{k: v.detach().cpu().clone() for k, v in model.state_dict().items()}``).
@@ -32,8 +32,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..core.defaults import DEFAULTS
-from ..core.paths.names import printable
+from ...core.defaults import DEFAULTS
+from ...core.paths.names import printable
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
-"""``fix.retention``: keep=N for saves a framework writes itself, on a real tmpfs through the
-real mount guard. It removes only the series' own saves beyond ``keep``, oldest first, never
-the newest, a spared one, one written before ``since`` or a name outside the series, and
-nothing at all when that would not make the room."""
+"""``fix.checkpoint.retention``: keep=N for saves a framework writes itself, on a real tmpfs
+through the real mount guard. It removes only the series' own saves beyond ``keep``, oldest
+first, never the newest, a spared one, one written before ``since`` or a name outside the
+series, and nothing at all when that would not make the room."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ import time
 from pathlib import Path
 
 from tests.support.full_disk import MIB, fill_to, recorded_kinds
-from trainwatch_lab.fix.retention import Series, make_room, name_pattern, step_of, written_order
+from trainwatch_lab.fix.checkpoint.retention import (
+    Series,
+    make_room,
+    name_pattern,
+    step_of,
+    written_order,
+)
 
 
 def saves_on_tmpfs(tmpfs_mount, n: int = 4) -> Path:

@@ -5,7 +5,7 @@ good one (overwritten in place, or truncated beside it). So: check the free spac
 last save's size first (a clear error before anything is written), let the caller's ``save``
 write to a hidden temporary name in the same directory, fsync and rename it over the real
 name (atomic), and only then remove saves beyond ``keep``: only saves this saver wrote, of
-the same series (checkpoint_manifest). The temporary name lies in a private directory made
+the same series (checkpoint.manifest). The temporary name lies in a private directory made
 for the save (mode 0700, created exclusively), so nothing planted there can redirect the
 write. Whatever goes wrong on the way (a full disk, an exception in ``save``, Ctrl-C, the
 helper killed mid-commit) the temporary name is removed, an earlier save moved aside is put
@@ -25,23 +25,22 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal, overload
 
-from ..core.guard.guard import MountGuard, MountUnresponsive, default_guard
-from ..core.paths.look import quota_device
-from ..core.paths.names import normalise, printable
-from ..core.storage.mounts import mount_for_path, read_mounts
-from ..core.storage.quota import binding
-from ..core.storage.space import space_fields
-from . import checkpoint_manifest as manifest
-from . import room
+from ...core.guard.guard import MountGuard, MountUnresponsive, default_guard
+from ...core.paths.look import quota_device
+from ...core.paths.names import normalise, printable
+from ...core.storage.mounts import mount_for_path, read_mounts
+from ...core.storage.quota import binding
+from ...core.storage.space import space_fields
+from ..space import CheckpointWontFit, wont_fit
+from . import manifest, room
 from .background import SaveHandle, claim, run_claimed, skipped, start_claimed
-from .checkpoint_partial import (
+from .partial import (
     PARTIAL,
     discard,
     remove,
     stale,
     write_and_commit,
 )
-from .space import CheckpointWontFit, wont_fit
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +215,7 @@ def save_checkpoint(
     at once (``"skip"``) or raises ``SaveInFlight`` at once (``"refuse"``). Interpreter exit
     waits for a background save at most ``DEFAULTS.save_exit_wait_s``.
 
-    A save that would not fit even after ``keep`` made room (fix.room): ``fallback=DIR``
+    A save that would not fit even after ``keep`` made room (fix.checkpoint.room): ``fallback=DIR``
     (or ``$TRAINWATCH_SAVE_FALLBACK``) saves it there when it fits there and says where;
     ``on_full="wait"`` pauses the save, says so inline and on the notification channels,
     checks again every ``recheck_s`` (``DEFAULTS.save_full_recheck_s``) and goes on when
@@ -270,7 +269,7 @@ def _decide(
     full: room.OnFull,
     expected: int | None,
 ) -> str:
-    """Where and when the save lands (fix.room): here when it fits (after ``keep`` made
+    """Where and when the save lands (fix.checkpoint.room): here when it fits (after ``keep`` made
     room), else in the fallback directory, else after a wait for room, else an error."""
     g = guard if guard is not None else default_guard()
     pause: room.Pause | None = None

@@ -18,8 +18,8 @@ import os
 import shutil
 import tempfile
 
-from ..core.guard.guard import MountGuard
-from . import scratch
+from ...core.guard.guard import MountGuard
+from .. import scratch
 
 STAGE_DIR = "trainwatch-saves"
 ROOM_FACTOR = 1.25  # a save may grow a little from the last one

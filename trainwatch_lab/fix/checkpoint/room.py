@@ -1,7 +1,7 @@
 """A save that would not fit: go elsewhere, or wait for room, and say so (issue 38).
 
 ``save_checkpoint`` first makes room by the user's retention (``keep=N``: its own older saves,
-never the newest; checkpoint._room). When that is not enough, in order:
+never the newest; save._room). When that is not enough, in order:
 
 - ``fallback=DIR`` (or ``$TRAINWATCH_SAVE_FALLBACK``): the save goes there when it fits
   there, and a warning says where it went;
@@ -12,7 +12,7 @@ never the newest; checkpoint._room). When that is not enough, in order:
   long it waited (nothing was written, the earlier saves are whole);
 - else ``CheckpointWontFit`` at once, as before (the default: nothing changes unless asked).
 
-Each of these is a recorded event (fix.save_events). ``CLOCK`` and ``SLEEP`` are read at
+Each of these is a recorded event (fix.checkpoint.events). ``CLOCK`` and ``SLEEP`` are read at
 call time, so tests replace them (no wall-clock races).
 """
 
@@ -26,12 +26,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..core.defaults import DEFAULTS
-from ..core.guard.guard import MountGuard
-from ..core.model import Alert
-from ..core.paths.names import normalise, printable
-from . import save_events as events
-from .space import CheckpointWontFit, fmt_size
+from ...core.defaults import DEFAULTS
+from ...core.guard.guard import MountGuard
+from ...core.model import Alert
+from ...core.paths.names import normalise, printable
+from ..space import CheckpointWontFit, fmt_size
+from . import events
 
 log = logging.getLogger(__name__)
 

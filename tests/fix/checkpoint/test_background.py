@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fix.test_checkpoint import MIB, listing, writer
+from tests.fix.checkpoint.test_save import MIB, listing, writer
 from trainwatch_lab.fix import SaveHandle, SaveInFlight, checkpoint_status, save_checkpoint
 from trainwatch_lab.fix.space import CheckpointWontFit
 

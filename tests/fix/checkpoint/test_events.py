@@ -1,4 +1,4 @@
-"""fix.save_events: a save's decision is recorded off the training thread. Opening the
+"""fix.checkpoint.events: a save's decision is recorded off the training thread. Opening the
 history as a writer checks the whole file and may wait for the server's recorder to commit
 (up to the busy timeout); the training loop that made room for a checkpoint must not."""
 
@@ -13,7 +13,7 @@ import pytest
 from tests.support.mounts import wait_until
 from trainwatch_lab.core.record import Store
 from trainwatch_lab.core.record.location import STORE_ENV
-from trainwatch_lab.fix import save_events
+from trainwatch_lab.fix.checkpoint import events as save_events
 
 
 def _kinds(path: Path) -> list[str]:

@@ -1,5 +1,5 @@
 """One save's private directory on the target filesystem, from its making to its removal:
-the caller's ``save`` writes there (or on a local disk first, checkpoint_stage), the guard's
+the caller's ``save`` writes there (or on a local disk first, checkpoint.stage), the guard's
 helper fsyncs and renames the result over the real name, and whatever an interrupted save
 left (SIGKILL, a crash, the helper killed mid-commit) is found by name afterwards: an
 earlier save moved aside is put back, the rest removed (core.worker.saves)."""
@@ -12,12 +12,12 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ..core.guard.guard import MountGuard
-from ..core.identity import home_tag, pid_alive
-from ..core.paths.names import printable
-from ..core.worker.saves import tree_bytes
-from . import scratch
-from .checkpoint_stage import remove_stage, stage_for
+from ...core.guard.guard import MountGuard
+from ...core.identity import home_tag, pid_alive
+from ...core.paths.names import printable
+from ...core.worker.saves import tree_bytes
+from .. import scratch
+from .stage import remove_stage, stage_for
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ import threading
 import time
 from typing import Any
 
-from ..core.defaults import DEFAULTS
-from ..core.model import Alert
-from .report import notify, report
+from ...core.defaults import DEFAULTS
+from ...core.model import Alert
+from ..report import notify, report
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class _Writer:
                 self._queue.task_done()
 
     def _write(self, event: Any) -> None:
-        from ..core.record import Store, choose
+        from ...core.record import Store, choose
 
         path = choose().path  # (rare events: judged each time, as the user may move it)
         if self._store is not None and self._store.path != path:
@@ -104,7 +104,7 @@ _writer = _Writer()
 def record(kind: str, subject: str, text: str, **data: Any) -> None:
     """One event in the recorded history, with this process's pid (``history why`` ties it
     to the run that made it); best effort, and written on a thread of its own."""
-    from ..core.record import Event
+    from ...core.record import Event
 
     _writer.put(Event(time.time(), kind, subject, text, {**data, "pid": os.getpid()}))
 

@@ -19,10 +19,10 @@ import pytest
 
 from tests.support.mounts import SshfsMount, wait_until
 from trainwatch_lab.core.guard.guard import MountGuard, MountUnresponsive
-from trainwatch_lab.fix.checkpoint import save_checkpoint
-from trainwatch_lab.fix.checkpoint_partial import COMMIT_BYTES_PER_S, PARTIAL, host_tag
+from trainwatch_lab.fix.checkpoint.partial import COMMIT_BYTES_PER_S, PARTIAL, host_tag
+from trainwatch_lab.fix.checkpoint.save import save_checkpoint
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 MIB = 1024 * 1024
 
 
