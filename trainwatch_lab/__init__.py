@@ -5,10 +5,10 @@ when Jupyter calls it. The Jupyter entry points are defined here and nowhere els
 is written once, in ``js/package.json``; ``__version__`` reads it from the installed metadata.
 
 The map: ``core`` watches (rooms: ``storage``, ``gpu``, ``processes``, ``guard``,
-``worker``, ``paths``, ``record``), ``advice`` turns samples into warnings, ``fix`` and
-``integrations`` are what training code calls, ``notebook`` (``dashboard``, ``cell``),
-``prometheus``, ``server`` and ``cli`` show it. README's "How it is built" has a line
-per room.
+``worker``, ``paths``, ``record``), ``advice`` turns samples into warnings, ``fix``
+(``mirror``, ``checkpoint``) and ``integrations`` are what training code calls,
+``notebook`` (``dashboard``, ``cell``), ``prometheus``, ``server`` and ``cli`` show it.
+README's "How it is built" has a line per room.
 """
 
 from __future__ import annotations
