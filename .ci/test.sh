@@ -54,4 +54,6 @@ if ! out="$(cd js && jlpm install 2>&1)"; then echo "$out" >&2; exit 1; fi
 # Serially: only the quick tier is checked under pytest-xdist (README: pytest -m "not slow"
 # -n auto); the slow tier (mounts and loop devices, sshd, Chromium, kernels, Prometheus, tests
 # timed against the machine) is not, and a flaky CI costs more than the minutes it would save.
+# tests/test_pythons.py runs the quick tier from the wheel on Python 3.10 and 3.13 too: it finds
+# them as python3.X on PATH or under pyenv (PYENV_ROOT, ~/.pyenv); under CI=true a missing one fails
 "$PY" -m pytest "$@"

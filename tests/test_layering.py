@@ -4,6 +4,8 @@ fix/ imports core only; integrations/ imports a framework only in the module nam
 from __future__ import annotations
 
 import ast
+import graphlib
+import re
 import shutil
 import subprocess
 import sys
@@ -11,7 +13,11 @@ from pathlib import Path
 
 import pytest
 
-PKG = Path(__file__).resolve().parents[1] / "trainwatch_lab"
+import trainwatch_lab
+from tests.support.env import need
+
+# the package imported: the checkout's, or a wheel's when the quick tier runs against one
+PKG = Path(trainwatch_lab.__file__).resolve().parent
 JUPYTER_SIDE = {
     "IPython",
     "ipywidgets",
@@ -74,13 +80,22 @@ FRAMEWORKS = {
 }
 
 
-def imported_modules(path: Path, pkg: Path = PKG) -> set[str]:
+def import_statements(
+    path: Path, pkg: Path = PKG, runtime_only: bool = False
+) -> list[tuple[str, list[str]]]:
+    """Each import of ``path`` as (module, the names imported from it), relative imports
+    resolved; ``runtime_only`` leaves out what only the type checker imports
+    (``if TYPE_CHECKING:``): those lines never run."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    names: set[str] = set()
+    if runtime_only:
+        for node in list(ast.walk(tree)):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                node.body = [ast.Pass()]
+    found: list[tuple[str, list[str]]] = []
     package = "trainwatch_lab." + ".".join(path.relative_to(pkg).parent.parts)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
+            found.extend((alias.name, []) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:  # resolve relative imports against the file's package
                 base = package.rstrip(".").split(".")
@@ -88,9 +103,16 @@ def imported_modules(path: Path, pkg: Path = PKG) -> set[str]:
                 module = ".".join([*base, node.module or ""]).rstrip(".")
             else:
                 module = node.module or ""
-            names.add(module)
-            # `from .. import monitor` imports trainwatch_lab.monitor, not just the package
-            names.update(f"{module}.{alias.name}" for alias in node.names)
+            found.append((module, [alias.name for alias in node.names]))
+    return found
+
+
+def imported_modules(path: Path, pkg: Path = PKG) -> set[str]:
+    names: set[str] = set()
+    for module, imported in import_statements(path, pkg):
+        names.add(module)
+        # `from .. import monitor` imports trainwatch_lab.monitor, not just the package
+        names.update(f"{module}.{name}" for name in imported)
     return names
 
 
@@ -249,9 +271,24 @@ ROOMS = {
         "mirror": {"(top)"},
         "checkpoint": {"(top)"},
     },
+    # issue 37: advice.registry assembles the GPU detectors
+    "advice": {"(top)": {"(top)", "gpu"}, "gpu": {"(top)"}},
+    # the fleet's folding and dashboard read the recording rules' names
+    "prometheus": {"(top)": {"(top)", "rules"}, "rules": set()},
+    # extension.py serves both rooms, the hub starts the recorder
+    "server": {
+        "(top)": {"(top)", "fleet", "recording"},
+        "fleet": {"(top)"},
+        "recording": {"(top)"},
+    },
 }
-# the notebook's top modules a room may use: leaves, never the magics or the kernel's watch
-NOTEBOOK_LEAVES = {"export", "fix_status", "inline", "settings", "ticks", "warnings_html"}
+# the top modules a room may use, where a floor's top both assembles its rooms and serves
+# them: leaves, which import no room (never the magics, the registry or the hub)
+LEAVES = {
+    "notebook": {"export", "fix_status", "inline", "settings", "ticks", "warnings_html"},
+    "advice": {"context", "io_bound", "storage", "text"},
+    "server": {"config", "handlers", "kernels", "kernel_requests"},
+}
 
 
 def room_of(floor: str, module: str, pkg: Path = PKG) -> str | None:
@@ -275,8 +312,10 @@ def room_violations(floor: str, pkg: Path = PKG) -> list[str]:
                 continue
             leaf = mod.split(".")[2]
             bad = target not in ROOMS[floor][room]
-            if floor == "notebook" and room != "(top)" and target == "(top)":
-                bad = leaf not in NOTEBOOK_LEAVES
+            if floor in LEAVES and room != "(top)" and target == "(top)":
+                bad = leaf not in LEAVES[floor]
+            if floor in LEAVES and room == "(top)" and file.stem in LEAVES[floor]:
+                bad = bad or target != "(top)"  # a leaf importing a room closes a circle
             if bad:
                 found.append(f"{file.relative_to(pkg.parent)} ({room}) imports {mod}")
     return found
@@ -304,25 +343,29 @@ def test_room_checker_catches_a_backward_arrow(tmp_path: Path) -> None:
     assert any("imports trainwatch_lab.notebook.cell" in v for v in notebook_found)
 
 
-def shared_prefixes(folder: Path) -> dict[str, list[str]]:
-    """Modules of one folder that share a name prefix: three or more is a missing folder."""
+def shared_prefixes(folder: Path, pattern: str = "*.py") -> dict[str, list[str]]:
+    """Modules of one folder that share a name prefix (the first word: ``gpu_feed``,
+    ``panelCharts``): three or more is a missing folder."""
     groups: dict[str, list[str]] = {}
-    for file in folder.glob("*.py"):
-        if file.stem != "__init__":
-            groups.setdefault(file.stem.split("_")[0], []).append(file.stem)
+    for file in folder.glob(pattern):
+        if file.stem not in ("__init__", "index"):
+            groups.setdefault(re.split(r"_|(?=[A-Z])", file.stem)[0], []).append(file.stem)
     return {k: sorted(v) for k, v in groups.items() if len(v) >= 3}
 
 
-# the floors issue 28 gave rooms, and fix/ (issue 37: mirror/, checkpoint/); advice/gpu_* and
-# prometheus/rules_* are the next candidates
-FOLDERS = sorted(
-    {str(p.parent.relative_to(PKG.parent)) for floor in ROOMS for p in (PKG / floor).rglob("*.py")}
-)
+# every folder of the package (issue 37)
+FOLDERS = sorted({str(p.parent.relative_to(PKG.parent)) for p in PKG.rglob("*.py")})
 
 
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_no_prefix_stands_for_a_missing_folder(folder: str) -> None:
     assert shared_prefixes(PKG.parent / folder) == {}
+
+
+def test_prefix_checker_catches_a_family(tmp_path: Path) -> None:
+    for name in ("beam.py", "beam_plan.py", "beam_files.py", "beamish.py", "plan.py"):
+        (tmp_path / name).write_text("")
+    assert shared_prefixes(tmp_path) == {"beam": ["beam", "beam_files", "beam_plan"]}
 
 
 def test_every_room_says_what_it_owns() -> None:
@@ -334,3 +377,147 @@ def test_every_room_says_what_it_owns() -> None:
         or "TODO" in init.read_text()
     ]
     assert missing == []
+
+
+def module_name(file: Path, pkg: Path = PKG) -> str:
+    parts = list(file.relative_to(pkg.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(pkg: Path = PKG) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports when it runs (lazy imports in functions
+    included: a circle closed late is a circle all the same)."""
+    files = {module_name(f, pkg): f for f in pkg.rglob("*.py")}
+
+    def module_of(name: str) -> str:  # a name defined in a module: that module
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph: dict[str, set[str]] = {}
+    for name, file in files.items():
+        targets = set()
+        for module, imported in import_statements(file, pkg, runtime_only=True):
+            # `from . import codec` imports the module codec, not the package's __init__
+            targets.update(module_of(f"{module}.{n}") for n in imported or [""])
+        graph[name] = {t for t in targets if t and t != name}
+    return graph
+
+
+def import_circle(graph: dict[str, set[str]]) -> list[str]:
+    """One circle of imports, each module importing the next (the first repeated at its end),
+    or [] when none."""
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as exc:
+        return list(reversed(exc.args[1]))  # graphlib lists each module after what it imports
+    return []
+
+
+def test_no_module_imports_itself_in_a_circle() -> None:
+    """Arrows between modules run one way (issue 37: core/storage/mounts <-> quota_tools,
+    notebook/dashboard/layout <-> view <-> warnings were the last)."""
+    assert import_circle(import_graph()) == []
+
+
+def test_circle_checker_catches_a_lazy_circle(tmp_path: Path) -> None:
+    pkg = package_copy(tmp_path)
+    assert import_circle(import_graph(pkg)) == []
+    (pkg / "core" / "_circle_a.py").write_text("from ._circle_b import B\nA = 1\n")
+    (pkg / "core" / "_circle_b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .model import Sample\n"
+        "B = 2\ndef late():\n    from ._circle_a import A\n    return A\n"
+    )
+    circle = import_circle(import_graph(pkg))
+    assert set(circle) == {"trainwatch_lab.core._circle_a", "trainwatch_lab.core._circle_b"}
+
+
+def test_room_checker_catches_a_backward_arrow_on_the_new_floors(tmp_path: Path) -> None:
+    pkg = package_copy(tmp_path)
+    assert room_violations("advice", pkg) == room_violations("server", pkg) == []
+    (pkg / "advice" / "gpu" / "_layering_probe_tmp.py").write_text(
+        "from ..registry import all_detectors\n"
+    )
+    (pkg / "server" / "handlers.py").write_text(
+        (pkg / "server" / "handlers.py").read_text() + "\nfrom .fleet import api\n"
+    )
+    assert any(
+        "imports trainwatch_lab.advice.registry" in v for v in room_violations("advice", pkg)
+    )
+    assert any("handlers.py ((top)) imports" in v for v in room_violations("server", pkg))
+
+
+# The extension's TypeScript (js/src), the same habits: rooms by what they show, each with a
+# README.md that says what it owns, arrows one way, no circle.
+JS_SRC = Path(__file__).resolve().parents[1] / "js" / "src"
+JS_ROOMS = {  # room -> the rooms it may import; every room may import the top modules
+    "panel": {"charts", "fleet", "replay"},
+    "fleet": {"charts"},
+    "charts": set(),
+    "replay": set(),
+}
+JS_ASSEMBLER = "index.ts"  # the one top module that imports a room: it registers the panel
+JS_IMPORT = re.compile(r"""(?:from|import)\s+['"](\.{1,2}/[^'"]+)['"]""")
+
+
+def js_imports(src: Path = JS_SRC) -> dict[str, set[str]]:
+    """Each .ts file under ``src`` (relative, no suffix) -> the files of src it imports."""
+    graph: dict[str, set[str]] = {}
+    for file in sorted(src.rglob("*.ts")):
+        name = file.relative_to(src).with_suffix("").as_posix()
+        graph[name] = {
+            (file.parent / spec).resolve().relative_to(src.resolve()).as_posix()
+            for spec in JS_IMPORT.findall(file.read_text())
+        }
+    return graph
+
+
+def js_violations(src: Path = JS_SRC) -> list[str]:
+    found = []
+    folders = sorted({f.parent for f in src.rglob("*.ts")})
+    for folder in folders:
+        if families := shared_prefixes(folder, "*.ts"):
+            found.append(f"{folder.relative_to(src.parent)}: prefix families {families}")
+        readme = folder / "README.md"
+        words = readme.read_text().split("\n", 1)[-1].strip() if readme.exists() else ""
+        if not words or "TODO" in words:
+            found.append(f"{folder.relative_to(src.parent)}: no README.md saying what it owns")
+    for name, targets in js_imports(src).items():
+        room = name.split("/")[0] if "/" in name else "(top)"
+        if room != "(top)" and room not in JS_ROOMS:
+            found.append(f"{name}.ts: room {room!r} has no rule")
+            continue
+        for target in targets:
+            to = target.split("/")[0] if "/" in target else "(top)"
+            if to in (room, "(top)"):
+                continue
+            if room == "(top)" and name != JS_ASSEMBLER.removesuffix(".ts"):
+                found.append(f"{name}.ts (top) imports {target}")
+            elif room != "(top)" and to not in JS_ROOMS[room]:
+                found.append(f"{name}.ts ({room}) imports {target}")
+    if circle := import_circle(js_imports(src)):
+        found.append("import circle: " + " -> ".join(circle))
+    return found
+
+
+def test_js_src_has_rooms_that_say_what_they_own() -> None:
+    need(JS_SRC.is_dir(), "no js/src here (an installed wheel)")
+    assert js_violations() == []
+
+
+def test_js_checker_catches_a_family_a_silent_room_and_a_backward_arrow(tmp_path: Path) -> None:
+    need(JS_SRC.is_dir(), "no js/src here (an installed wheel)")
+    src = Path(shutil.copytree(JS_SRC, tmp_path / "src"))
+    assert js_violations(src) == []
+    for name in ("gaugeA.ts", "gaugeB.ts", "gauge.ts"):
+        (src / name).write_text("export const x = 1;\n")
+    (src / "charts" / "README.md").write_text("# js/src/charts\n")
+    (src / "charts" / "axes.ts").write_text(
+        (src / "charts" / "axes.ts").read_text()
+        + "\nimport { PANEL_CHARTS } from '../panel/chartList';\n"
+    )
+    found = js_violations(src)
+    assert any("prefix families {'gauge'" in v for v in found)
+    assert any("charts: no README.md" in v for v in found)
+    assert any("charts/axes.ts (charts) imports panel/chartList" in v for v in found)
+    assert any(v.startswith("import circle:") for v in found)  # chartList imports charts/axes

@@ -13,7 +13,7 @@ from traitlets import TraitError
 from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.core.storage.probe import clean_leftovers, host_tag
 from trainwatch_lab.prometheus.fleet import host_selector
-from trainwatch_lab.prometheus.rules import rules_yaml
+from trainwatch_lab.prometheus.rules.ruleset import rules_yaml
 from trainwatch_lab.server.config import ServerSettings
 
 PACKAGE = Path(__file__).resolve().parents[1] / "trainwatch_lab"

@@ -5,10 +5,10 @@ when Jupyter calls it. The Jupyter entry points are defined here and nowhere els
 is written once, in ``js/package.json``; ``__version__`` reads it from the installed metadata.
 
 The map: ``core`` watches (rooms: ``storage``, ``gpu``, ``processes``, ``guard``,
-``worker``, ``paths``, ``record``), ``advice`` turns samples into warnings, ``fix``
-(``mirror``, ``checkpoint``) and ``integrations`` are what training code calls,
-``notebook`` (``dashboard``, ``cell``), ``prometheus``, ``server`` and ``cli`` show it.
-README's "How it is built" has a line per room.
+``worker``, ``paths``, ``record``), ``advice`` (``gpu``) turns samples into warnings, ``fix``
+(``mirror``, ``checkpoint``) and ``integrations`` are what training code calls, ``notebook``
+(``dashboard``, ``cell``), ``prometheus`` (``rules``), ``server`` (``fleet``, ``recording``)
+and ``cli`` show it. README's "How it is built" has a line per room.
 """
 
 from __future__ import annotations
@@ -23,25 +23,11 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["TrainWatch", "__version__", "local_mirror", "save_checkpoint"]
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("trainwatch_lab")
-    except PackageNotFoundError:  # a checkout on sys.path, never installed: read the source
-        import json
-        from pathlib import Path
-
-        package_json = Path(__file__).resolve().parents[1] / "js" / "package.json"
-        try:
-            return str(json.loads(package_json.read_text())["version"])
-        except (OSError, ValueError, KeyError):
-            return "0+unknown"
-
-
 def __getattr__(name: str) -> Any:
     if name == "__version__":
-        return _version()
+        from .version import package_version
+
+        return package_version()
     if name == "TrainWatch":
         from .notebook.dashboard.widget import TrainWatch
 

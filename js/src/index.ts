@@ -5,7 +5,7 @@ import { IStatusBar } from '@jupyterlab/statusbar';
 import { LabIcon } from '@jupyterlab/ui-components';
 
 /* eslint-disable jupyter/prefer-lazy-imports -- activate() builds all three at once */
-import { Folds, TrainWatchPanel } from './panel';
+import { Folds, TrainWatchPanel } from './panel/panel';
 import { TrainWatchStatus } from './status';
 import { StreamClient } from './stream';
 /* eslint-enable jupyter/prefer-lazy-imports */

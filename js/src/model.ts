@@ -2,7 +2,7 @@
  * The JSON shapes the server sends (trainwatch_lab/core/model.py: Sample.to_json and the REST
  * answers), kept free of DOM and JupyterLab. What the panel does with them lives beside it:
  * series.ts (the ring of points), readings.ts (what one sample says), space.ts (free space per
- * filesystem), format.ts (words for numbers), axes.ts (chart axes), live.ts (live/stale state).
+ * filesystem), format.ts (words for numbers), charts/axes.ts (chart axes), live.ts (live/stale state).
  */
 
 import type { ITrainingProcessJSON } from './processes';

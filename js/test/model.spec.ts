@@ -6,7 +6,7 @@ import {
   niceMax,
   tickDecimals,
   timeTickLabels
-} from '../src/axes';
+} from '../src/charts/axes';
 import {
   MIB_TO_MB,
   byteUnit,

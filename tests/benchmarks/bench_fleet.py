@@ -8,7 +8,7 @@ extension and ``c.TrainWatch.prometheus_url`` set:
 - Prometheus's own time for the listing's queries, sent at once as the server sends them;
 - the server's CPU for one listing (its process clock) and its peak RSS during it
   (``VmHWM`` after ``clear_refs`` 5), above its RSS before; the same of its listing worker
-  process (server.fleet_listing), which asks Prometheus, decodes, folds and encodes;
+  process (server.fleet.listing), which asks Prometheus, decodes, folds and encodes;
 - the longest event-loop stall a client sees: Jupyter's ``/api/status`` asked back to back
   during a listing, its longest answer.
 
@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from trainwatch_lab.prometheus.fleet import instant_queries
-from trainwatch_lab.prometheus.rules_fleet import host_series
+from trainwatch_lab.prometheus.rules.fleet import host_series
 
 from .common import (
     Config,
@@ -48,7 +48,7 @@ from .common import (
 GROUP = "13 fleet"
 SAMPLES_AFTER_S = 900  # the backfilled samples run this long past now: the run's whole span
 LISTINGS = int(os.environ.get("TWBENCH_FLEET_LISTINGS", "3"))
-CACHE_S = 2.0  # server/fleet.py: a listing is reused this long
+CACHE_S = 2.0  # server/fleet/api.py: a listing is reused this long
 
 
 def sizes(cfg: Config) -> list[int]:
@@ -89,7 +89,7 @@ def _schedstat(pid: int) -> tuple[float, float]:
 
 
 def _children(pid: int) -> list[int]:
-    """The listing worker processes of server ``pid`` (server.fleet_listing: their CPU and
+    """The listing worker processes of server ``pid`` (server.fleet.listing: their CPU and
     memory are the listing's too)."""
     out: list[int] = []
     for task in Path(f"/proc/{pid}/task").iterdir():
@@ -97,7 +97,8 @@ def _children(pid: int) -> list[int]:
             out += [int(c) for c in (task / "children").read_text().split()]
         except OSError:
             continue
-    return [c for c in out if b"fleet_listing" in Path(f"/proc/{c}/cmdline").read_bytes()]
+    listing = b"trainwatch_lab.server.fleet.listing"
+    return [c for c in out if listing in Path(f"/proc/{c}/cmdline").read_bytes()]
 
 
 def prometheus_time(url: str, recorded: set[str]) -> float:
@@ -118,7 +119,7 @@ def prometheus_time(url: str, recorded: set[str]) -> float:
 
 def loop_lag(url: str) -> tuple[float, float, float]:
     """(longest lateness of a 5 ms timer, the loop thread's CPU during that longest wait,
-    listing wall) with ``server.fleet.Fleet`` on an asyncio loop in this process: what the
+    listing wall) with ``server.fleet.api.Fleet`` on an asyncio loop in this process: what the
     server's own loop sees, without HTTP clients (median of ``LISTINGS`` listings). The
     CPU part is work done on the loop; the rest of a wait is the thread waiting for a core
     (a loaded machine) or for the GIL."""
@@ -126,7 +127,7 @@ def loop_lag(url: str) -> tuple[float, float, float]:
     from types import SimpleNamespace
 
     from trainwatch_lab.core.defaults import DEFAULTS
-    from trainwatch_lab.server.fleet import Fleet
+    from trainwatch_lab.server.fleet.api import Fleet
 
     async def main() -> list[tuple[float, float, float]]:
         config = SimpleNamespace(

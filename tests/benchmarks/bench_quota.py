@@ -30,6 +30,7 @@ from pathlib import Path
 from tests.benchmarks.common import Config, Row, fmt_ms, percentile
 from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.core.storage import quota_tools
+from trainwatch_lab.core.storage.fstypes import fs_magic
 from trainwatch_lab.core.storage.quota import read_quotas
 
 GROUP = "quota"
@@ -72,7 +73,7 @@ def _lustre_rows(directory: str, reps: int) -> list[Row]:
     lfs.chmod(lfs.stat().st_mode | stat.S_IXUSR)
     os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
     fd = os.open(directory, os.O_RDONLY)
-    magic = quota_tools.fs_magic(fd)
+    magic = fs_magic(fd)
     os.close(fd)
     quota_tools.TOOL_BY_MAGIC[magic or 0] = "lfs"
     every = DEFAULTS.quota_tool_every_s

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.advice.test_gpu_stall import stop_group
+from tests.advice.gpu.test_stall import stop_group
 from tests.core.fake_nvml import GIB, FakeNvml, fake_nvml, fake_nvml_lib, gpu
 from tests.support.env import need_root
 

@@ -24,7 +24,7 @@ from typing import Any
 from tests.prometheus.conftest import Prometheus, _answers, free_port, stop
 from tests.support.env import need_tool
 from tests.support.mounts import wait_until
-from trainwatch_lab.prometheus.rules import rules_yaml
+from trainwatch_lab.prometheus.rules.ruleset import rules_yaml
 
 DISKS = ("nvme0n1", "nvme1n1", "sda", "sdb")
 MOUNTS = ("/", "/data", "/scratch", "/home")

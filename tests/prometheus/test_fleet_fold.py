@@ -22,7 +22,7 @@ from trainwatch_lab.prometheus.fleet import (
     instant_queries,
     seen_query,
 )
-from trainwatch_lab.prometheus.rules_fleet import recording_rules
+from trainwatch_lab.prometheus.rules.fleet import recording_rules
 
 NOW = 1_700_000_000.0
 
@@ -115,7 +115,7 @@ def test_one_entry_per_host_worst_first() -> None:
                 subject="/mnt/share/runs",
             ),
         ],
-        # Prometheus's per-host answers (prometheus.rules_fleet): one series per host
+        # Prometheus's per-host answers (prometheus.rules.fleet): one series per host
         "gpu": [vec("", 60, host="gpu01")],
         "gpu_count": [vec("", 2, host="gpu01")],
         "dcgm": [vec("", 99, host="gpu01"), vec("", 10, host="gpu02")],

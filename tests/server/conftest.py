@@ -34,7 +34,7 @@ def jp_server_config(jp_root_dir, stop_grace_s: float):
                 "probe": False,
                 "watch_processes": False,
                 # no history on this machine's disk from every test server
-                # (tests/server/test_recording.py turns it on, in a temporary file)
+                # (tests/server/recording/test_recorder.py turns it on, in a temporary file)
                 "record": False,
             },
         }

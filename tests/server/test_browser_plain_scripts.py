@@ -3,8 +3,8 @@ no TensorBoard, no GPU, started like nohup, saving 4 MiB every 0.5 s into a 64 M
 the Jupyter server watches (found by its writes, core.processes.writes); one is killed with
 SIGKILL, one exits 0, one dies of Errno 28. The server restarts; the panel opened on the new
 one shows the script's "while you were away" card: the full disk in `history why`'s words,
-the SIGKILL folded under it as an earlier end, and nothing of the clean exit. Real JupyterLab, real Chromium, screenshots of both
-themes at 1440x900."""
+the SIGKILL folded under it as an earlier end, and nothing of the clean exit. Real
+JupyterLab, real Chromium, screenshots of both themes at 1440x900."""
 
 from __future__ import annotations
 

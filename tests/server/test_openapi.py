@@ -8,8 +8,10 @@ import json
 from importlib import resources
 
 from trainwatch_lab.core.defaults import PARAM_MAX, PATH_MAX, REQUEST_BODY_MAX, WS_MESSAGE_MAX
-from trainwatch_lab.server import fleet, recorded, scrape
+from trainwatch_lab.server import scrape
+from trainwatch_lab.server.fleet import api as fleet
 from trainwatch_lab.server.handlers import handlers
+from trainwatch_lab.server.recording import api as recorded
 
 METHODS = ("get", "post", "delete", "put", "patch")
 

@@ -1,5 +1,6 @@
 """Real X.509 certificates for TLS tests, made with the ``openssl`` command: a CA, and server
-or client certificates it signs with the SANs asked for."""
+or client certificates it signs with the SANs asked for, with the extensions (key usage, key
+identifiers) that Python 3.13 verifies strictly (ssl.VERIFY_X509_STRICT)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ def make_ca(where: Path, name: str = "test-ca") -> Pair:
     pair = Pair(where / f"{name}.crt", where / f"{name}.key")
     _openssl(
         "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", f"/CN={name}",
+        "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign",
         "-keyout", str(pair.key), "-out", str(pair.cert),
     )  # fmt: skip
     return pair
@@ -35,7 +38,12 @@ def make_cert(where: Path, ca: Pair, name: str, sans: str, client: bool = False)
     pair = Pair(where / f"{name}.crt", where / f"{name}.key")
     csr, ext = where / f"{name}.csr", where / f"{name}.ext"
     usage = "clientAuth" if client else "serverAuth"
-    ext.write_text(f"subjectAltName={sans}\nextendedKeyUsage={usage}\n")
+    # the extensions Python 3.13's strict verification (VERIFY_X509_STRICT) asks of a leaf
+    ext.write_text(
+        f"subjectAltName={sans}\nextendedKeyUsage={usage}\n"
+        "keyUsage=critical,digitalSignature,keyEncipherment\n"
+        "subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n"
+    )
     _openssl(
         "req", "-new", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
         "-keyout", str(pair.key), "-out", str(csr),

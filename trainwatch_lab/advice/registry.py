@@ -4,8 +4,8 @@ ones a one-shot check runs (those marked ``@stateless``)."""
 from __future__ import annotations
 
 from .context import Detector, stateless_only
-from .gpu import GPU_DETECTORS
-from .gpu_health import GPU_HEALTH_DETECTORS
+from .gpu.detectors import GPU_DETECTORS
+from .gpu.health import GPU_HEALTH_DETECTORS
 from .io_bound import IO_BOUND_DETECTORS
 from .storage import STORAGE_DETECTORS
 

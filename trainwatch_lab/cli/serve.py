@@ -181,7 +181,7 @@ def add_rules_parser(sub: Any) -> None:
 
 def run_rules(args: argparse.Namespace) -> int:
     """Print the rules' YAML; a bad ``--rate-window`` is a usage error."""
-    from ..prometheus.rules import rules_yaml
+    from ..prometheus.rules.ruleset import rules_yaml
 
     try:
         text = rules_yaml(DEFAULTS, args.rate_window)

@@ -138,7 +138,7 @@ class Defaults:
     gpu_starved_mean_util_pct: float = 50.0
     gpu_starved_stdev_pct: float = 20.0
     gpu_starved_min_read_bps: float = 1e6  # device reads below this are no data path
-    # gpu-starved needs storage to be the limit (advice.gpu_feed, issue 16 item 7): the watched
+    # gpu-starved needs storage to be the limit (advice.gpu.feed, issue 16 item 7): the watched
     # tree's block reads at least this share of its busiest watched device's reads (the device
     # serves us, not another job or our checkpoint writes) ...
     gpu_starved_read_share: float = 0.5

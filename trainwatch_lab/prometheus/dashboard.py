@@ -2,7 +2,7 @@
 with Grafana's Dashboards > New > Import).
 
 It reads what the panel's Fleet section reads: the per-host recording rules that
-``trainwatch-lab rules`` ships (prometheus.rules_fleet, same ``--rate-window``), the agents'
+``trainwatch-lab rules`` ships (prometheus.rules.fleet, same ``--rate-window``), the agents'
 ``trainwatch_*`` series and node_exporter's and DCGM exporter's. Per-host verdicts (hosts per
 state, the active warnings), the storage tax (what a write + fsync costs on each watched
 path, how busy the busiest disk is), fill and time to full, and GPU stalls. Two variables:
@@ -15,8 +15,8 @@ import json
 from typing import Any
 
 from ..core.defaults import DEFAULTS, Defaults
-from .rules import check_window
-from .rules_fleet import by_host
+from .rules.fleet import by_host
+from .rules.ruleset import check_window
 
 Panel = dict[str, Any]
 SOURCE = {"type": "prometheus", "uid": "${datasource}"}

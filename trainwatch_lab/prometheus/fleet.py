@@ -8,7 +8,7 @@ once.
 Why by host and not by instance: a node commonly runs node_exporter (:9100), DCGM exporter
 (:9400) and our agent, three instances of one machine. The host is the instance without its
 port; its name is the ``hostname`` label our agents' file_sd targets carry, else the host.
-Prometheus does that folding (prometheus.rules_fleet: ``max by (host, ...)``, ``topk by``),
+Prometheus does that folding (prometheus.rules.fleet: ``max by (host, ...)``, ``topk by``),
 so every answer holds one series per host, or per host and device where a row names the
 device (a host's filesystems: the fold picks the least free and the almost full); the fold
 here is one pass over each answer (linear in the series returned), whatever the number of
@@ -32,8 +32,8 @@ from typing import Any
 
 from ..advice.text import fmt_bytes, fmt_duration, fmt_pct
 from ..core.defaults import DEFAULTS, Defaults
-from .rules_fleet import FS, host_series
-from .rules_storage import FULL_FIX, SATURATED_FIX
+from .rules.fleet import FS, host_series
+from .rules.storage import FULL_FIX, SATURATED_FIX
 
 Series = list[dict[str, Any]]  # Prometheus's result: [{"metric": {...}, "value": [t, "v"]}]
 Entry = dict[str, Any]
@@ -63,7 +63,7 @@ def instant_queries(
     """Every query of one fleet listing, by name; each answers for all hosts at once, with
     one series per host (per instance for ``up``, per flagged device for warnings). A
     building block Prometheus records already (``recorded``: the names of
-    prometheus.rules_fleet's recording rules it has) is read, not computed again: at 10,000
+    prometheus.rules.fleet's recording rules it has) is read, not computed again: at 10,000
     hosts computing them costs seconds, reading them milliseconds."""
     r = rate_window
     series = host_series(rate_window, d, recorded)
@@ -186,7 +186,7 @@ def _space(results: Mapping[str, Series]) -> dict[str, list[Entry]]:
 
 def almost_full(fs: Entry, d: Defaults) -> bool:
     """Whether a filesystem is almost full, as advice.storage judges a path and as the
-    ``...:almost_full`` recording rule (prometheus.rules_fleet) selects: 10 % or less free,
+    ``...:almost_full`` recording rule (prometheus.rules.fleet) selects: 10 % or less free,
     or 2 GiB or less on a filesystem larger than that."""
     total, free = fs["size_bytes"], fs["avail_bytes"]
     return free <= d.full_fraction * total or (free <= d.full_bytes and total > d.full_bytes)

@@ -17,7 +17,7 @@ from ..core.defaults import DEFAULTS
 from ..core.gpu.select import parse_gpu_selection
 from ..core.processes.source import MAX_PATHS, MAX_PROCESSES
 from ..core.redact import redact
-from ..prometheus.rules import WINDOW
+from ..prometheus.rules.ruleset import WINDOW
 
 log = logging.getLogger(__name__)
 SECTION = "TrainWatch"

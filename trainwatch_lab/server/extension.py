@@ -9,10 +9,12 @@ import weakref
 from typing import Any
 
 from ..core.redact import redact
-from . import fleet, path_resolver, recorded, scrape
+from . import path_resolver, scrape
 from .config import ServerSettings
+from .fleet import api as fleet
 from .handlers import handlers
 from .hub import SETTINGS_KEY, Hub
+from .recording import api as recorded
 
 __all__ = ["SETTINGS_KEY", "load_jupyter_server_extension"]
 

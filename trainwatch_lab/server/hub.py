@@ -37,7 +37,7 @@ from ..prometheus.metrics import disk_counters
 from .config import ServerSettings
 from .kernels import KernelsSource, kernel_pids, notebook_paths
 from .lease import Lease
-from .recording import recording_for
+from .recording.recorder import recording_for
 from .watched import WatchedPaths, path_key
 
 SETTINGS_KEY = "trainwatch_hub"  # where the extension keeps the Hub in the tornado settings
@@ -284,7 +284,7 @@ class Hub:
         await self.in_executor(sampler.close)
         log.info("trainwatch sampler stopped (nobody asked for samples)")
 
-    # -- the recording's hold (server.recording: idle servers cost nothing) ------------
+    # -- the recording's hold (server.recording.recorder: idle servers cost nothing) ------------
     async def recording_wake(self, why: str | None = None) -> None:
         """The recording takes the lease (the server's start: ``why`` None; something
         worth recording found: ``why`` says what)."""

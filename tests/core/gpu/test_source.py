@@ -245,7 +245,7 @@ def test_no_gpu_machine_through_sampler_and_advice() -> None:
     if ctypes.util.find_library("nvidia-ml"):
         pytest.skip("a real libnvidia-ml is installed here")
     from trainwatch_lab.advice.advisor import Advisor
-    from trainwatch_lab.advice.gpu import GPU_DETECTORS
+    from trainwatch_lab.advice.gpu.detectors import GPU_DETECTORS
     from trainwatch_lab.core.gpu.source import GpuSource
     from trainwatch_lab.core.sampler import Sampler
 

@@ -29,8 +29,9 @@ from trainwatch_lab.advice.storage import disk_almost_full
 from trainwatch_lab.core.defaults import DEFAULTS, GIB, MIB
 from trainwatch_lab.core.model import Sample
 from trainwatch_lab.core.storage import quota_tools
+from trainwatch_lab.core.storage.fstypes import fs_magic
 from trainwatch_lab.core.storage.quota import process_ids, read_quotas
-from trainwatch_lab.core.storage.quota_tools import ToolQuotas, command, fs_magic, parse_row
+from trainwatch_lab.core.storage.quota_tools import ToolQuotas, command, parse_row
 
 try:
     from trainwatch_lab.core.paths.source import PathsSource

@@ -1,5 +1,5 @@
-"""TFRecord framing (fix.tfrecord): the crc against tensorboardX's own, padding records that a
-reader parses and skips, the walk over a real event file."""
+"""TFRecord framing (fix.mirror.tfrecord): the crc against tensorboardX's own, padding
+records that a reader parses and skips, the walk over a real event file."""
 
 from __future__ import annotations
 

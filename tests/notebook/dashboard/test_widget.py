@@ -21,7 +21,7 @@ from trainwatch_lab.core.sampler import Sampler
 from trainwatch_lab.notebook.dashboard import prefs
 from trainwatch_lab.notebook.dashboard.bqcharts import TimeChart, break_gaps, evaluate
 from trainwatch_lab.notebook.dashboard.charts import space_series
-from trainwatch_lab.notebook.dashboard.layout import follow_frontend_subshell
+from trainwatch_lab.notebook.dashboard.subshell import follow_frontend_subshell
 from trainwatch_lab.notebook.dashboard.view import HeaderState, header_html
 from trainwatch_lab.notebook.dashboard.widget import TrainWatch
 from trainwatch_lab.notebook.ticks import nice_axis, time_ticks

@@ -4,6 +4,8 @@ and the block devices whose data lives on another machine."""
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import os
 import re
 
@@ -117,3 +119,18 @@ _NETWORK_BLOCK = re.compile(r"^(nbd|rbd)\d+")
 def is_network_block(name: str | None) -> bool:
     """A network block device or Ceph RBD (``nbd0``, ``/dev/rbd1``)."""
     return bool(name) and bool(_NETWORK_BLOCK.match(os.path.basename(name or "")))
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def fs_magic(fd: int) -> int | None:
+    """``f_type`` of ``fstatfs`` (os.statvfs has no filesystem type); None if it fails. Here,
+    beside the types, so the mount table (procfs or a copy?) and the quota tools (Lustre or
+    NFS?) both ask it without importing each other."""
+    buf = ctypes.create_string_buffer(128)  # struct statfs is 120 bytes on 64-bit Linux
+    if _libc().fstatfs(fd, buf) != 0:
+        return None
+    return ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF

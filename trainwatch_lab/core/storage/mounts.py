@@ -29,6 +29,7 @@ from .fstypes import (
     PSEUDO_FSTYPES,
     SHARED_FSTYPES,
     SHARED_PREFIXES,
+    fs_magic,
     is_network_block,
 )
 
@@ -172,8 +173,6 @@ def _on_procfs(path: str, fd: int) -> bool:
     host's mounted elsewhere (core.hostfs: /host/proc); a plain file never signals."""
     if path.startswith("/proc/"):
         return True
-    from .quota_tools import fs_magic
-
     return fs_magic(fd) == PROC_SUPER_MAGIC
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import os
 import shutil
 import signal
@@ -34,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..defaults import DEFAULTS, Defaults
+from .fstypes import fs_magic
 from .mounts import mount_for_dev, read_mounts
 
 LUSTRE_SUPER_MAGIC = 0x0BD00BD0  # lustre/include/uapi/linux/lustre/lustre_user.h
@@ -44,16 +44,6 @@ KIB = 1024
 FIELDS = 8  # used, soft, hard, grace for blocks, then for files
 # the kinds each asks for: rquota knows users and groups only
 TOOL_KINDS = {"lfs": ("user", "group", "project"), "quota": ("user", "group")}
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def fs_magic(fd: int) -> int | None:
-    """``f_type`` of ``fstatfs`` (os.statvfs has no filesystem type); None if it fails."""
-    buf = ctypes.create_string_buffer(128)  # struct statfs is 120 bytes on 64-bit Linux
-    if _libc.fstatfs(fd, buf) != 0:
-        return None
-    return ctypes.c_long.from_buffer(buf).value & 0xFFFFFFFF
 
 
 def tool_quotas(fd: int, path: str, ids: dict[str, int | None]) -> dict[str, Any] | None:

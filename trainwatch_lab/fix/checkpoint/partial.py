@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from ...core.compat import add_note
 from ...core.guard.guard import MountGuard
 from ...core.identity import home_tag, pid_alive
 from ...core.paths.names import printable
@@ -124,8 +125,8 @@ def write_and_commit(
             dst=dst,
         )
     except BaseException as exc:
-        if hasattr(exc, "add_note"):
-            exc.add_note(after_failure(g, key, partial, dst, committing))
+        # cleans up, then says what it left: on every Python (3.10 has no add_note)
+        add_note(exc, after_failure(g, key, partial, dst, committing))
         raise
     finally:
         ACTIVE.discard(partial)

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ...core.compat import add_note
 from ...core.defaults import DEFAULTS
 from ...core.guard.guard import MountGuard
 from ...core.model import Alert
@@ -112,7 +113,7 @@ def filled(exc: OSError, directory: str, name: str, needed: int) -> CheckpointWo
     refusal = CheckpointWontFit(message, directory, needed, 0)
     refusal.midway = True
     for note in getattr(exc, "__notes__", ()):
-        refusal.add_note(note)
+        add_note(refusal, note)
     return refusal
 
 

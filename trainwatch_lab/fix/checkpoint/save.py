@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal, overload
 
+from ...core.compat import add_note
 from ...core.guard.guard import MountGuard, MountUnresponsive, default_guard
 from ...core.paths.look import quota_device
 from ...core.paths.names import normalise, printable
@@ -60,7 +61,7 @@ class SaveUnresponsive(OSError, MountUnresponsive):
         OSError.__init__(self, errno.ETIMEDOUT, str(exc))
         self.key, self.op, self.timeout_s, self.since = exc.key, exc.op, exc.timeout_s, exc.since
         for note in getattr(exc, "__notes__", ()):
-            self.add_note(note)
+            add_note(self, note)
 
 
 def directory_of_pattern(pattern: str | os.PathLike[str]) -> str:
@@ -288,7 +289,7 @@ def _decide(
                     save, full.fallback, name, keep, pattern, g, expected or refusal.needed, True
                 )
             except CheckpointWontFit as other:
-                refusal.add_note(f"trainwatch: the fallback {other}")
+                add_note(refusal, f"trainwatch: the fallback {other}")
             else:
                 room.redirected(refusal, landed)
                 if pause is not None:

@@ -8,7 +8,7 @@ next ``add_scalar`` waits for ever on its full queue; ``flush`` raises into the 
 A keeper thread looks at the local filesystem every ``every`` seconds (a statvfs of a local
 disk: never the share). Under twice the reserve, runs of records the share already holds are
 released in the event files (``*tfevents*``, append-only, held open by their writer): they
-are replaced by one padding record of the same length (fix.tfrecord), its zeros punched out
+are replaced by one padding record of the same length (fix.mirror.tfrecord), its zeros punched out
 (FALLOC_FL_PUNCH_HOLE: the file keeps its size, the writer its offset). Under the reserve,
 with the share not taking the logs, the oldest records not yet copied go the same way, as
 few as bring the free space back to twice the reserve; each run is listed (file, byte

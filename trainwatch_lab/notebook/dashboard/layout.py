@@ -17,25 +17,9 @@ import ipywidgets as widgets
 from ..warnings_html import STYLE
 from .bqcharts import TimeChart
 from .charts import COMPACT, DETAILED, make_chart
-from .view import DASH_STYLE, NO_PATHS_HTML, HeaderState, header_html
+from .subshell import follow_frontend_subshell
+from .view import DASH_STYLE, NO_PATHS_HTML, WINDOW_CHOICES, HeaderState, header_html, window_label
 from .warnings import WARNINGS_STYLE, WarningsPane
-
-WINDOW_CHOICES: tuple[tuple[str, float], ...] = (
-    ("1 min", 60.0),
-    ("5 min", 300.0),
-    ("10 min", 600.0),
-    ("30 min", 1800.0),
-    ("1 h", 3600.0),
-)
-
-
-def window_label(seconds: float) -> str:
-    for label, value in WINDOW_CHOICES:
-        if value == seconds:
-            return label
-    from ...advice.text import fmt_duration
-
-    return fmt_duration(seconds)
 
 
 class DashboardLayout(widgets.VBox):
@@ -156,26 +140,6 @@ class DashboardLayout(widgets.VBox):
     @property
     def details_open(self) -> bool:
         return bool(self.details_button.value)
-
-
-def _frontend_choice(data: Any, default: str | None) -> str | None:
-    return default
-
-
-def follow_frontend_subshell(widget: widgets.Widget) -> None:
-    """Let the browser's clicks on ``widget`` reach a kernel subshell while a cell runs.
-
-    JupyterLab 4.4+ sends widget messages on a subshell (ipykernel 7), so a callback runs
-    while the main shell is busy. ipykernel 7.4 then routes each message of a comm to the
-    subshell that last *published* on it (so a reply reaches the loop that asked), and a
-    widget made by a cell last published from the main shell: every click would wait for
-    the running cell to end. Our controls never ask the browser anything, so their messages
-    go where the frontend sent them. Without that hook (other kernels, older ipykernel)
-    nothing changes.
-    """
-    comm = getattr(widget, "comm", None)
-    if comm is not None and callable(getattr(comm, "_reply_subshell_for", None)):
-        comm._reply_subshell_for = _frontend_choice
 
 
 def _grid() -> widgets.Layout:

@@ -28,6 +28,23 @@ from ...core.model import Alert, Headline, Sample
 from ..warnings_html import esc
 from .snapshot import latency_text, mount_text
 
+WINDOW_CHOICES: tuple[tuple[str, float], ...] = (
+    ("1 min", 60.0),
+    ("5 min", 300.0),
+    ("10 min", 600.0),
+    ("30 min", 1800.0),
+    ("1 h", 3600.0),
+)
+
+
+def window_label(seconds: float) -> str:
+    """The window menu's words for ``seconds``; a duration's words when it is no choice."""
+    for label, value in WINDOW_CHOICES:
+        if value == seconds:
+            return label
+    return fmt_duration(seconds)
+
+
 STALE_INTERVALS = 3
 STALE_MIN_S = 1.5  # below this, websocket jitter alone would flicker the header
 
@@ -125,8 +142,6 @@ def window_note(t: Any, window_s: float, bucket_s: float) -> str:
     have = float(t[-1] - t[0])
     if have >= window_s - max(bucket_s, 1.0):
         return ""
-    from .layout import window_label
-
     return f"{fmt_duration(have)} of {window_label(window_s)}"
 
 

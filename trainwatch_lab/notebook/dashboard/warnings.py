@@ -17,6 +17,7 @@ import ipywidgets as widgets
 
 from ...core.model import Alert
 from ..warnings_html import SEVERITY_LABEL, esc, plain, prose_html, severity_icon
+from .subshell import follow_frontend_subshell
 
 NO_WARNINGS_HTML = '<div class="tw-muted tw-no-warnings">no warnings</div>'
 
@@ -75,8 +76,6 @@ class WarningRow(widgets.VBox):
     """One warning: a toggle and its line; the full text below while open."""
 
     def __init__(self, a: Alert) -> None:
-        from .layout import follow_frontend_subshell
-
         self.toggle = widgets.ToggleButton(
             value=False, icon="chevron-right", tooltip="Show the full message and its fix"
         )

@@ -40,6 +40,8 @@ from .charts import COMPACT, DETAILED, series_for
 from .export import export_history
 from .layout import DashboardLayout
 from .snapshot import snapshot_html, snapshot_text
+from .view import WINDOW_CHOICES as WINDOW_CHOICES
+from .view import window_label as window_label
 
 FIXES_EVERY_S = 2.0
 
