@@ -6,9 +6,9 @@ is written once, in ``js/package.json``; ``__version__`` reads it from the insta
 
 The map: ``core`` watches (rooms: ``storage``, ``gpu``, ``processes``, ``guard``,
 ``worker``, ``paths``, ``record``), ``advice`` (``gpu``) turns samples into warnings, ``fix``
-and ``integrations`` are what training code calls, ``notebook`` (``dashboard``, ``cell``),
-``prometheus`` (``rules``), ``server`` (``fleet``, ``recording``) and ``cli`` show it. README's
-"How it is built" has a line per room.
+(``mirror``, ``checkpoint``) and ``integrations`` are what training code calls, ``notebook``
+(``dashboard``, ``cell``), ``prometheus`` (``rules``), ``server`` (``fleet``, ``recording``)
+and ``cli`` show it. README's "How it is built" has a line per room.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .fix.checkpoint import save_checkpoint
-    from .fix.mirror import local_mirror
+    from .fix.checkpoint.save import save_checkpoint
+    from .fix.mirror.mirror import local_mirror
     from .notebook.dashboard.widget import TrainWatch
 
 __all__ = ["TrainWatch", "__version__", "local_mirror", "save_checkpoint"]

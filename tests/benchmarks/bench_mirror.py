@@ -126,7 +126,7 @@ def helpers_cpu() -> float:
 
 
 def run_mirror(local: Path, share: Path, seconds: float, every: float) -> dict[str, Any]:
-    from trainwatch_lab.fix.mirror import Mirror
+    from trainwatch_lab.fix.mirror.mirror import Mirror
 
     events = prepare(local)
     logger = start_logger(events, seconds)
@@ -221,7 +221,7 @@ def _cpu() -> float:
 
 def run_big(local: Path, share: Path, server: Path, seconds: float) -> dict[str, Any]:
     """The big sparse log: first copy, appends for ``seconds``, a restart (see the doc)."""
-    from trainwatch_lab.fix.mirror import Mirror
+    from trainwatch_lab.fix.mirror.mirror import Mirror
 
     local.mkdir(parents=True)
     log = local / "events.out.tfevents.big"

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.benchmarks.common import Config, Row, fmt_ms, percentile
-from trainwatch_lab.fix import checkpoint
-from trainwatch_lab.fix.checkpoint import save_checkpoint
+from trainwatch_lab.fix.checkpoint import save as checkpoint
+from trainwatch_lab.fix.checkpoint.save import save_checkpoint
 
 GROUP = "save-decision"
 MIB = 1024 * 1024

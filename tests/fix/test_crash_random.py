@@ -35,7 +35,7 @@ CHILD = textwrap.dedent(
     f"""
     import os, sys, time
     from trainwatch_lab.fix import save_checkpoint
-    from trainwatch_lab.fix.mirror import Mirror
+    from trainwatch_lab.fix.mirror.mirror import Mirror
 
     root, first, last = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     ck, local, share = (os.path.join(root, n) for n in ("ckpt", "local", "share"))

@@ -20,8 +20,8 @@ import pytest
 
 from tests.support.users import other_user, run_as
 from trainwatch_lab.fix import scratch
-from trainwatch_lab.fix.mirror import STATUS_FILE, local_mirror
-from trainwatch_lab.fix.mirror_files import MirrorFiles
+from trainwatch_lab.fix.mirror.files import MirrorFiles
+from trainwatch_lab.fix.mirror.mirror import STATUS_FILE, local_mirror
 
 SECRET = "WANDB_API_KEY=0123456789abcdef"
 

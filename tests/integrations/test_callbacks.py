@@ -28,8 +28,8 @@ from tests.support.frameworks import (
     trainer_spacer,
 )
 from tests.support.mounts import SshfsMount
-from trainwatch_lab.fix import checkpoint_manifest as manifest
-from trainwatch_lab.fix.checkpoint_manifest import MANIFEST
+from trainwatch_lab.fix.checkpoint import manifest
+from trainwatch_lab.fix.checkpoint.manifest import MANIFEST
 
 CHILD_TIMEOUT_S = 280
 STEP_GAP_S = 0.5  # between saves: the space readings (every 0.05 s) see each save land

@@ -32,7 +32,7 @@ from tests.support.lab import (
     wait_cell_done,
     write_notebook,
 )
-from trainwatch_lab.fix.mirror import local_mirror
+from trainwatch_lab.fix.mirror.mirror import local_mirror
 
 pytestmark = [pytest.mark.browser, pytest.mark.root]
 

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from trainwatch_lab.fix.mirror import local_mirror
+from trainwatch_lab.fix.mirror.mirror import local_mirror
 from trainwatch_lab.fix.scratch import ROOT_ENV
 
 from .conftest import INTERVAL

@@ -1,5 +1,6 @@
 """A small disk that a training loop fills, and the child process that trains on it (issue
-38's tests: tests/fix/test_full_disk_training.py and tests/integrations/test_*_full_disk.py).
+38's tests: tests/fix/checkpoint/test_full_disk_training.py and
+tests/integrations/test_*_full_disk.py).
 
 The training runs in a child (the frameworks are imported there only); it prints one JSON
 object a line. ``wait_then_free`` is the wait scenario all of them share: the pause heard on a
@@ -107,8 +108,13 @@ def wait_then_free(
 
 
 def recorded_kinds(since: float, subject: Path) -> list[str]:
-    """The kinds of the events recorded about ``subject`` since ``since`` (time.time())."""
+    """The kinds of the events recorded about ``subject`` since ``since`` (time.time()), once
+    this process's own save events have landed (a thread of their own writes them:
+    fix.checkpoint.events; reading at once raced it)."""
     from trainwatch_lab.core.record import Store, choose
+    from trainwatch_lab.fix.checkpoint import events
+
+    events._writer.drain(60.0)
 
     store = Store(choose().path)
     try:

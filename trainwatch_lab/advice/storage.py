@@ -375,7 +375,8 @@ def disk_filling(ctx: Context) -> Iterator[Alert]:
         )
 
 
-# what save_checkpoint and the Lightning callback can do about it (fix.room; all off by default)
+# what save_checkpoint and the Lightning callback can do about it (fix.checkpoint.room; all
+# off by default)
 SAVE_FIX = (
     " Saving through save_checkpoint (or the Lightning TrainWatchCallback), keep=N makes room "
     "from its own older saves, fallback=DIR saves elsewhere and on_full='wait' pauses the save "

@@ -24,7 +24,7 @@ everything; 1: something is still to copy (the share did not answer); 2: bad usa
 
 def add_parser(sub: Any) -> None:
     """The ``mirror`` subcommand, its defaults taken from fix.mirror."""
-    from ..fix.mirror import EVERY_S, EXIT_SYNC_S
+    from ..fix.mirror.mirror import EVERY_S, EXIT_SYNC_S
 
     mirror = sub.add_parser(
         "mirror",
@@ -70,7 +70,7 @@ def _start_mirror(args: argparse.Namespace) -> Any:
     from ..core.guard.guard import default_guard
     from ..core.private import untrusted
     from ..fix import scratch
-    from ..fix.mirror import Mirror, check_share
+    from ..fix.mirror.mirror import Mirror, check_share
 
     local, share = normalise(args.local), normalise(args.share)
     why = scratch.local_refusal(local)

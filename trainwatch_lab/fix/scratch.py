@@ -30,7 +30,7 @@ from ..core.private import private_dir, untrusted
 from ..core.storage.mount_facts import MountFacts
 from ..core.storage.mounts import mount_for_path, read_mounts
 from ..core.storage.space import space_fields
-from .mirror_plan import LOCK_PREFIX
+from .mirror.plan import LOCK_PREFIX
 
 MIRROR_DIR = "trainwatch-mirror"  # + "-<uid>": one per user, never shared
 ROOT_ENV = "TRAINWATCH_MIRROR_ROOT"  # the scratch root to use, when the default is wrong

@@ -38,8 +38,8 @@ class CheckpointWontFit(OSError):
     def __init__(self, message: str, directory: str, needed: int, available: int) -> None:
         super().__init__(errno.ENOSPC, message)
         self.directory, self.needed, self.available = directory, needed, available
-        self.older: list[tuple[str, int]] = []  # earlier saves there, oldest first (fix.room)
-        self.midway = False  # the disk filled while the save was written (fix.room.filled)
+        self.older: list[tuple[str, int]] = []  # earlier saves, oldest first (checkpoint.room)
+        self.midway = False  # the disk filled while the save was written (checkpoint.room.filled)
 
     def __str__(self) -> str:
         return str(self.strerror)

@@ -29,7 +29,7 @@ from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR as PREFIX_CHECKPOINT
 
 from ..core.paths.names import normalise
-from ..fix.retention import Series, step_of
+from ..fix.checkpoint.retention import Series, step_of
 from .watch import TrainingWatch, WatchOptions
 
 if TYPE_CHECKING:  # typing.Unpack is 3.11+; only the type checkers read it

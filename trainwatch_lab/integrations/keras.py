@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 import keras
 
 from ..core.paths.names import normalise
-from ..fix.checkpoint import directory_of_pattern
-from ..fix.retention import Series, name_pattern, written_order
+from ..fix.checkpoint.retention import Series, name_pattern, written_order
+from ..fix.checkpoint.save import directory_of_pattern
 from .watch import SaveOptions, TrainingWatch
 
 if TYPE_CHECKING:  # typing.Unpack is 3.11+; only the type checkers read it

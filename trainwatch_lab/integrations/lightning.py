@@ -35,7 +35,7 @@ except ImportError:  # pragma: no cover - the older package name
     from pytorch_lightning.plugins.io import TorchCheckpointIO  # type: ignore[no-redef]
 
 from ..core.paths.names import normalise
-from ..fix.checkpoint import save_checkpoint
+from ..fix.checkpoint.save import save_checkpoint
 from .watch import SaveOptions, TrainingWatch
 
 if TYPE_CHECKING:  # typing.Unpack is 3.11+; only the type checkers read it

@@ -17,10 +17,10 @@ from ..advice.notify import Notifier, check_target
 from ..core.defaults import DEFAULTS
 from ..core.model import Alert
 from ..core.paths.names import normalise
-from ..fix import room
-from ..fix.checkpoint import check_keep
+from ..fix.checkpoint import room
+from ..fix.checkpoint.retention import Series, fits_in, make_room
+from ..fix.checkpoint.save import check_keep
 from ..fix.report import report
-from ..fix.retention import Series, fits_in, make_room
 from ..fix.space import SPACE_EVERY_S, CheckpointWontFit, SpaceWatch, fmt_size
 from .notify import notify_to, stop_notifying
 
@@ -71,14 +71,14 @@ class TrainingWatch:
     ``on_full="raise"`` stops a save that will not fit with ``CheckpointWontFit`` before it
     writes anything (the run ends with a clear error, the earlier saves intact);
     ``"warn"`` shows the warning once and lets the save go ahead; ``"wait"`` (issue 38)
-    pauses the step before the save until there is room (fix.room: told inline and on the
+    pauses the step before the save until there is room (fix.checkpoint.room: told inline and on the
     notification channels, measured again every ``recheck_s``, one ``CheckpointWontFit``
     after ``wait_limit_s``). ``notify=URL`` sends what the saves say to a webhook from
     ``begin`` to ``end`` (integrations.notify).
 
     Before any of these, the two that change where or what is saved, when the callback
     hands over what they need: ``keep=N`` removes the framework's own older saves of that
-    directory (``series``: fix.retention) when that makes the room, then ``fallback=DIR``
+    directory (``series``: fix.checkpoint.retention) when that makes the room, then ``fallback=DIR``
     points the framework's save there (``redirects``) when it fits there. Options are
     checked here, one line each, before training starts.
     """
@@ -201,7 +201,7 @@ class TrainingWatch:
 
     def _make_room(self, refusal: CheckpointWontFit, name: str) -> bool:
         """``keep=N``: the framework's own older saves where the save will not fit
-        (fix.retention); True when that made room."""
+        (fix.checkpoint.retention); True when that made room."""
         series = self.series.get(refusal.directory)
         if self.keep is None or series is None:
             return False
@@ -209,7 +209,7 @@ class TrainingWatch:
 
     def _redirect(self, refusal: CheckpointWontFit) -> bool:
         """``fallback=DIR``: point the framework's save there when it fits there (said and
-        recorded: fix.room.redirected); True if so."""
+        recorded: fix.checkpoint.room.redirected); True if so."""
         fallback, point = self.full.fallback, self.redirects.get(refusal.directory)
         if fallback is None or point is None or fallback == refusal.directory:
             return False
@@ -221,7 +221,7 @@ class TrainingWatch:
 
     def _wait_for_room(self, space: SpaceWatch, refusal: CheckpointWontFit, name: str) -> None:
         """Pause here while the next save will not fit: the framework's own save runs only
-        once it fits (fix.room: told, re-checked, one error after the limit)."""
+        once it fits (fix.checkpoint.room: told, re-checked, one error after the limit)."""
         pause = room.Pause(self.full, refusal, name)
         current: CheckpointWontFit | None = refusal
         while current is not None:

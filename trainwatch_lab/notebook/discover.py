@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.paths.names import normalise
-from ..fix.checkpoint import directory_of_pattern
+from ..fix.checkpoint.save import directory_of_pattern
 
 # attribute -> what it is, in the order we report them
 PATH_ATTRS: tuple[tuple[str, str], ...] = (

@@ -15,13 +15,14 @@ def fix_module(name: str) -> Any:
 
 def mirror_statuses() -> list[Any]:
     """A MirrorStatus per ``local_mirror`` of this kernel (%trainwatch status, the dashboard)."""
-    module = fix_module("mirror")
+    module = fix_module("mirror.mirror")
     return [] if module is None else [m.status() for m in module.active_mirrors()]
 
 
 def save_status() -> Any:
-    """The checkpoint save in flight and the last one (fix.background.SaveStatus), or None."""
-    module = fix_module("background")
+    """The checkpoint save in flight and the last one (fix.checkpoint.background.SaveStatus),
+    or None."""
+    module = fix_module("checkpoint.background")
     return None if module is None else module.checkpoint_status()
 
 

@@ -31,7 +31,7 @@ from ..core.model import Sample, dumps
 from ..core.processes.discovery import process_identity
 from ..core.sampler import Sampler, Source
 from ..core.storage.diskstats import DiskCounters
-from ..fix.mirror_files import MirrorFiles
+from ..fix.mirror.files import MirrorFiles
 from ..monitor import Discovery, GpuMemory, make_sampler
 from ..prometheus.metrics import disk_counters
 from .config import ServerSettings

@@ -33,7 +33,7 @@ LOOK_BACK_S = 120.0  # the timeline this long before the end is "at that moment"
 LOOK_AFTER_S = 30.0
 FULL_BYTES = 1024 * 1024  # a filesystem with less than this available is full for a writer
 ENOSPC = re.compile(r"Errno 28|No space left on device|ENOSPC")
-SAVE_EVENT = "save-"  # fix.save_events' kinds
+SAVE_EVENT = "save-"  # fix.checkpoint.events' kinds
 DISK_WARNINGS = ("disk-filling", "disk-almost-full", "checkpoint-wont-fit")
 ENDED_KINDS = ("process-ended", "run-ended", "kernel-ended")
 SAME_START_S = 2.0  # two records of one process: their start times (from its start ticks
@@ -281,7 +281,7 @@ def _sent(events: list[Event], warned: Event) -> str | None:
 
 
 def _save_notes(events: list[Event], pid: int) -> list[str]:
-    """What the run's saves did when the disk was full (fix.save_events: room made, a
+    """What the run's saves did when the disk was full (fix.checkpoint.events: room made, a
     fallback taken, a pause, a resume, giving up), each at its time: a run that lived on
     says why it did; one that died paused says where it waited."""
     notes, paused = [], None

@@ -168,7 +168,8 @@ MAX_MIRROR_LINES = 3  # the strip beside a running cell never grows past this
 
 
 def save_text(st: Any, now: float | None = None) -> str | None:
-    """A checkpoint save in flight and how long the last one took (fix.background.SaveStatus):
+    """A checkpoint save in flight and how long the last one took
+    (fix.checkpoint.background.SaveStatus):
     ``saving ckpt-0003.pt in the background for 4 s · the last save took 12 s``."""
     if st is None:
         return None

@@ -32,7 +32,6 @@ from ...core.paths.names import normalise
 from ...core.sampler import Sampler
 from ..fix_status import mirror_statuses, save_status
 from ..inline import InlineAlerts, attach
-from ..settings import MAX_HISTORY_SAMPLES as MAX_HISTORY_SAMPLES
 from ..settings import check_settings
 from ..warnings_html import esc
 from . import prefs, view
