@@ -375,12 +375,14 @@ def disk_filling(ctx: Context) -> Iterator[Alert]:
         )
 
 
-# what save_checkpoint and the Lightning callback can do about it (fix.checkpoint.room; all
-# off by default)
+# what save_checkpoint and the framework callbacks can do about it (fix.checkpoint.room and
+# .retention; all off by default; the Hugging Face Trainer names its save dirs itself: no
+# fallback there)
 SAVE_FIX = (
-    " Saving through save_checkpoint (or the Lightning TrainWatchCallback), keep=N makes room "
-    "from its own older saves, fallback=DIR saves elsewhere and on_full='wait' pauses the save "
-    "until there is room; all are off by default."
+    " Saving through save_checkpoint or a TrainWatchCallback (Lightning, Hugging Face, Keras), "
+    "keep=N makes room from its own older saves, fallback=DIR saves elsewhere (not with the "
+    "Hugging Face Trainer) and on_full='wait' pauses the save until there is room; all are off "
+    "by default."
 )
 
 
