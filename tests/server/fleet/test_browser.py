@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.prometheus.conftest import fake_dcgm as fake_dcgm  # fixtures
+from tests.prometheus.conftest import serve as serve
+from tests.prometheus.conftest import start_prometheus as start_prometheus
 from tests.prometheus.conftest import wait_for
 from tests.prometheus.fleet_synthetic import Host, expected, synthetic_prometheus
 from tests.prometheus.fleet_synthetic import name as host_name
