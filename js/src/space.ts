@@ -100,14 +100,16 @@ export function filesystems(paths: Record<string, IPathStateJSON>): IFilesystemG
 }
 
 /**
- * Percent used of one filesystem at each point, from the columns of its paths (``avail`` and
- * ``total`` per path, in the same order): the first path with both values at a point counts.
- * Used means not available to you: 100 × (1 − avail / total), the complement of the share the
- * headline calls free.
+ * Percent used of one filesystem at each point, from the columns of its paths (``avail``,
+ * ``total`` and ``free`` per path, in the same order): the first path with all three values
+ * at a point counts. df's Use%, as every other view says it (core/model.py
+ * df_used_fraction): used / (used + avail), used = total − free, so the blocks reserved for
+ * root count neither way and a disk whose user space is full reads 100 %.
  */
 export function usedPercent(
   avail: (number | null)[][],
-  total: (number | null)[][]
+  total: (number | null)[][],
+  free: (number | null)[][]
 ): (number | null)[] {
   const n = Math.max(0, ...avail.map(c => c.length));
   const out: (number | null)[] = [];
@@ -116,8 +118,12 @@ export function usedPercent(
     for (let j = 0; j < avail.length && value === null; j++) {
       const a = avail[j][i];
       const t = total[j]?.[i];
-      if (typeof a === 'number' && typeof t === 'number' && t > 0) {
-        value = Math.min(100, Math.max(0, 100 * (1 - a / t)));
+      const f = free[j]?.[i];
+      if (typeof a === 'number' && typeof t === 'number' && typeof f === 'number') {
+        const used = t - f;
+        if (used + a > 0) {
+          value = Math.min(100, Math.max(0, (100 * used) / (used + a)));
+        }
       }
     }
     out.push(value);

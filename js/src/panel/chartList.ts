@@ -117,19 +117,20 @@ function diskChart(fields: [string, string][], factor = 1) {
 
 function spaceUsed({ sample, columns }: IChartInput): IChartContent {
   const groups = sample ? filesystems(sample.paths) : [];
-  const keys = groups.flatMap(g =>
-    g.paths.flatMap(p => [seriesKey('path', p, 'avail_bytes'), seriesKey('path', p, 'total_bytes')])
-  );
+  const fields = ['avail_bytes', 'total_bytes', 'free_bytes'];
+  const keys = groups.flatMap(g => g.paths.flatMap(p => fields.map(f => seriesKey('path', p, f))));
   const raw = columns(keys);
   let col = 1;
   const used = groups.map(g => {
     const avail: (number | null)[][] = [];
     const total: (number | null)[][] = [];
+    const free: (number | null)[][] = [];
     for (let i = 0; i < g.paths.length; i++) {
       avail.push(raw[col++] as (number | null)[]);
       total.push(raw[col++] as (number | null)[]);
+      free.push(raw[col++] as (number | null)[]);
     }
-    return usedPercent(avail, total);
+    return usedPercent(avail, total, free);
   });
   return {
     specs: groups.map(g => ({

@@ -113,7 +113,8 @@ describe('recorded points through the chart table', () => {
       'disk:vda:wmb_s': { t: [10, 20, 30], v: [1, null, 3] },
       'disk:vda:rmb_s': { t: [20, 40], v: [5, 6] },
       'path:/mnt/a:b:avail_bytes': { t: [10, 20], v: [50, 0] },
-      'path:/mnt/a:b:total_bytes': { t: [10, 20], v: [100, 100] }
+      'path:/mnt/a:b:total_bytes': { t: [10, 20], v: [100, 100] },
+      'path:/mnt/a:b:free_bytes': { t: [10, 20], v: [50, 0] }
     }
   };
 
