@@ -14,7 +14,8 @@ the fraction D of the wall time whatever a call costs; with ``--idle Q`` the fra
 it is a sleep on no file (time.sleep: the loop waiting on a queue or the GPU), the rest spin.
 FILE gets the calls as ``[start, end]`` wall-clock pairs (time.time()): the truth a
 measurement is checked against over any span. The loop writes ``ready`` to stdout when it
-starts, so the watcher can begin.
+starts, so the watcher can begin; SIGTERM ends it early (after the call in flight), its calls
+still written, so a watcher can stop it once it has measured enough.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import contextlib
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -65,10 +67,12 @@ def run(
         fd = os.open(os.path.join(where, "data.bin"), os.O_RDONLY)
         size = os.fstat(fd).st_size
     calls: list[tuple[float, float]] = []
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     print("ready", flush=True)
     end = time.time() + seconds
     try:
-        while time.time() < end:
+        while time.time() < end and not stop:
             if mode == "cpu":
                 spin(0.05)
                 continue
