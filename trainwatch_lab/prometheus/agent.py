@@ -19,13 +19,13 @@ import contextlib
 import json
 import os
 import re
-import secrets
 import socket
 import threading
 from collections.abc import Callable, Collection
 
 from prometheus_client.registry import CollectorRegistry
 
+from ..core.atomic_write import write_atomically
 from ..core.model import Sample
 from ..core.sampler import Sampler
 from ..core.storage.probe import host_tag
@@ -72,19 +72,7 @@ class FileSD:
         self.body = json.dumps([{"targets": [target], "labels": labels}], indent=2) + "\n"
 
     def _write(self) -> None:
-        tmp = os.path.join(
-            self.directory, f".{os.path.basename(self.path)}.{secrets.token_hex(4)}.tmp"
-        )
-        try:
-            with open(tmp, "x", encoding="utf-8") as fh:
-                fh.write(self.body)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        write_atomically(self.path, self.body.encode())
 
     def _remove(self) -> None:
         with contextlib.suppress(FileNotFoundError):

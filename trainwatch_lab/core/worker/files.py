@@ -16,34 +16,16 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from ..atomic_write import write_atomically
 from ..identity import process_home, same_home
 from ..storage.inspect import file_type
 from .ops import error_fields
 
 
 def op_write_text(path: str, text: str, tmp_dir: str | None = None) -> int:
-    """Write a whole user file atomically (CSV export): a hidden temporary file in the same
-    directory (or ``tmp_dir``, a private one on the same filesystem that its owner removes,
-    also after a SIGKILL), fsync, then ``os.replace``. Readers see the old file or the new
-    one, never half of one; on any failure (disk full, SIGTERM) the temporary file is
-    removed. Its name is chosen before the ``open`` so that even a signal during the create
-    can clean it up."""
-    directory, name = os.path.split(os.path.abspath(path))
-    data = text.encode("utf-8")
-    where = tmp_dir if tmp_dir is not None else directory
-    tmp = os.path.join(where, f".{name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return len(data)
+    """Write a whole user file atomically (CSV export; core.atomic_write): ``tmp_dir`` is a
+    private directory on the same filesystem that its owner removes, also after a SIGKILL."""
+    return write_atomically(path, text.encode("utf-8"), tmp_dir=tmp_dir)
 
 
 # -- the mirror and save_checkpoint (trainwatch_lab.fix) --------------------------------------

@@ -15,12 +15,10 @@ SIGTERM too: mirror.at_exit); the thread is a daemon and never holds exit up.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import math
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ...core.atomic_write import write_atomically
 from ...core.defaults import DEFAULTS
 from ...core.guard.guard import MountGuard, MountUnresponsive, default_guard
 from ...core.paths.names import normalise, printable
@@ -327,15 +326,7 @@ class Mirror(os.PathLike):  # type: ignore[type-arg]
             status = replace(status, state="closed")
         data = {**status.to_json(), "pid": os.getpid(), "every": self.every}
         try:
-            fd, tmp = tempfile.mkstemp(dir=self.local, prefix=f"{STATUS_FILE}.")
-            try:
-                with os.fdopen(fd, "w") as fh:
-                    json.dump(data, fh)
-                os.replace(tmp, path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+            write_atomically(path, json.dumps(data).encode(), mode=0o600, durable=False)
         except OSError:  # the status file is a convenience: never a reason to stop copying
             log.debug("trainwatch: could not write %s", path, exc_info=True)
 

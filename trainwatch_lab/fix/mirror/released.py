@@ -14,16 +14,15 @@ it holds are released; dropped runs were being given up anyway).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
-import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from ...core.atomic_write import write_atomically
 from . import plan as mp
 from . import tfrecord
 
@@ -140,14 +139,4 @@ def _load(path: str) -> dict[str, Entry]:
 
 def _save(path: str, entries: dict[str, Entry]) -> None:
     data = json.dumps({rel: asdict(e) for rel, e in entries.items()}).encode()
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f"{FILE}.")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomically(path, data, mode=0o600)

@@ -19,11 +19,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from ...core.atomic_write import write_atomically
 
 MAX_NOTEBOOKS = 200
 _LOCAL_KINDS = ("local", "memory", "overlay")
@@ -105,14 +106,7 @@ def _write(path: Path, key: str, entry: dict[str, Any]) -> None:
         newest = sorted(notebooks.items(), key=lambda kv: -float(kv[1].get("t", 0)))
         text = json.dumps({"notebooks": dict(newest[:MAX_NOTEBOOKS])}, indent=1)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".dashboard-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text)
-            os.replace(tmp, path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        write_atomically(str(path), text.encode(), mode=0o600, durable=False)
 
 
 def forget_memory() -> None:
