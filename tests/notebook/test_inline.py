@@ -184,6 +184,49 @@ def test_one_cause_gets_its_code_once(ipshell: Any) -> None:
     assert bundle["text/plain"].count("Fix as code:") == 1
 
 
+class Bundled(Recorder):
+    """Keeps each bundle's fix codes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.codes: list[list[str | None]] = []
+
+    def __call__(
+        self, bundle: dict[str, Any], parent: Any, display_id: Any = None, update: bool = False
+    ) -> bool:
+        self.codes.append([a.get("fix_code") for a in bundle[ALERT_MIME]["alerts"]])
+        return super().__call__(bundle, parent, display_id, update)
+
+
+def test_one_cause_gets_its_code_once_under_a_cell_across_ticks(ipshell: Any) -> None:
+    """slow-mount needs two slow probes, so it comes a tick after shared-mount, in a display
+    of its own: it carried the same local_mirror block again (issue 36 item 1). A later
+    cell, where the first block is out of sight, gets it again."""
+    share = "/mnt/share/runs/exp1"
+    tracker, rec = CellTracker(ipshell), Bundled()
+    inline = InlineAlerts(tracker, rec, rearm_after_s=30)
+    ipshell.user_ns["writer"] = summary_writer(share)
+    try:
+        inline.learn()
+        ipshell.parent_header = {"header": {"msg_id": "the-cell"}}  # as ipykernel sets it
+        tracker.pre()
+        inline.on_sample(Sample(t=1, warnings=[alert("shared-mount", share)]))
+        both = [alert("shared-mount", share), alert("slow-mount", share)]
+        inline.on_sample(Sample(t=2, warnings=both))
+        tracker.post()
+        ipshell.parent_header = {"header": {"msg_id": "a-later-cell"}}
+        tracker.pre()
+        inline.on_sample(Sample(t=100, warnings=[alert("slow-mount", share)]))  # re-armed
+        tracker.post()
+    finally:
+        ipshell.user_ns.pop("writer", None)
+        del ipshell.parent_header
+    assert [codes for codes, _ in rec.sent] == [["shared-mount"], ["slow-mount"], ["slow-mount"]]
+    first, second, later = rec.codes
+    assert first[0] and "local_mirror" in first[0]
+    assert second == [None] and later == first
+
+
 def test_no_local_mirror_code_for_a_writer_moved_onto_it(ipshell: Any) -> None:
     """The writer was made again as SummaryWriter(local_mirror(share)): the share's
     mount-unresponsive still offered it the local_mirror line (issue 36)."""

@@ -28,7 +28,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..core.model import Alert, Sample
 from ..fix import report as fix_report
@@ -213,6 +213,14 @@ def stream_publisher(stream: Any = None) -> Publish:
     return publish
 
 
+class Shown(NamedTuple):
+    """One display under a cell: its id, its warnings and the fix code each carried."""
+
+    display_id: str
+    alerts: list[Alert]
+    codes: list[str | None]
+
+
 class InlineAlerts:
     """Shows each warning condition once, under the cell running when it starts.
 
@@ -233,11 +241,13 @@ class InlineAlerts:
         self.rearm_after_s = rearm_after_s
         self.severities = set(min_severity)
         self._lock = threading.Lock()
+        self._showing = threading.Lock()  # one display at a time: its fix codes are its own
         self._last_seen: dict[tuple[str, str], float] = {}
         self.shown: list[Alert] = []  # every alert published inline, in order
         self.found: dict[str, Found] = {}  # directory -> the variable that names it
-        # cell -> [(display id, its alerts)] shown under it: a summary can take their place
-        self._under: dict[Any, list[tuple[str, list[Alert]]]] = {}
+        # cell -> the displays shown under it: a summary can take their place, and a fix
+        # code shown under a cell is not shown there again
+        self._under: dict[Any, list[Shown]] = {}
         self._ids: dict[str, int] = {}  # variable -> id(value) after the last cell
 
     # -- what the notebook's variables name (main thread, after each cell) ------------
@@ -261,19 +271,21 @@ class InlineAlerts:
             for f in found:
                 self.found[f.path] = f
 
-    def fix_codes(self, alerts: list[Alert]) -> list[str | None]:
-        """Each alert's fix as code, once: the same code for two warnings of one cause
-        (shared-mount and slow-mount on a share) goes with the first only."""
+    def fix_codes(self, alerts: list[Alert], parent: Any = None) -> list[str | None]:
+        """Each alert's fix as code, once per cell: the same code for two warnings of one
+        cause (shared-mount and slow-mount on a share, which often come a tick apart) goes
+        with the first only, and not again under ``parent``'s cell once shown there."""
         with self._lock:
             found = [self.found.get(a.subject) for a in alerts]
+            shown = {c for *_, codes in self._under.get(_cell_key(parent), ()) for c in codes}
         codes: list[str | None] = []
         for a, f in zip(alerts, found, strict=True):
             code = fix_code(f, a.code) if f else None
-            codes.append(None if code in codes else code)
+            codes.append(None if code in codes or code in shown else code)
         return codes
 
-    def bundle(self, alerts: list[Alert]) -> dict[str, Any]:
-        return bundle_with_fixes(alerts, self.fix_codes(alerts))
+    def bundle(self, alerts: list[Alert], parent: Any = None) -> dict[str, Any]:
+        return bundle_with_fixes(alerts, self.fix_codes(alerts, parent))
 
     def report(self, alerts: list[Alert]) -> bool:
         """fix.report's reporter (framework callbacks, any thread): new conditions go under
@@ -308,15 +320,17 @@ class InlineAlerts:
         from IPython.display import display
 
         display_id = uuid.uuid4().hex
-        display(self.bundle(alerts), raw=True, display_id=display_id)
-        self.mark_shown(alerts, now)
-        self._remember(self.tracker.parent, display_id, alerts)
+        parent = self.tracker.parent
+        with self._showing:
+            codes = self.fix_codes(alerts, parent)
+            display(bundle_with_fixes(alerts, codes), raw=True, display_id=display_id)
+            self.mark_shown(alerts, now)
+            self._remember(parent, Shown(display_id, list(alerts), codes))
 
-    def _remember(self, parent: Any, display_id: str, alerts: list[Alert]) -> None:
+    def _remember(self, parent: Any, shown: Shown) -> None:
         with self._lock:
-            self.shown.extend(alerts)
-            under = self._under.setdefault(_cell_key(parent), [])
-            under.append((display_id, list(alerts)))
+            self.shown.extend(shown.alerts)
+            self._under.setdefault(_cell_key(parent), []).append(shown)
             if len(self._under) > 64:  # cells long gone: bounded
                 self._under.pop(next(iter(self._under)))
 
@@ -332,12 +346,14 @@ class InlineAlerts:
         with self._lock:
             under = self._under.pop(_cell_key(parent), [])
         changed = 0
-        for display_id, alerts in under:
-            left = [a for a in alerts if a.key not in keys]
-            if len(left) == len(alerts):
+        for display_id, alerts, codes in under:
+            kept = [i for i, a in enumerate(alerts) if a.key not in keys]
+            if len(kept) == len(alerts):
                 continue
+            left = [alerts[i] for i in kept]
+            bundle = bundle_with_fixes(left, [codes[i] for i in kept]) if left else {}
             try:
-                done = self.publish(self.bundle(left) if left else {}, parent, display_id, True)
+                done = self.publish(bundle, parent, display_id, True)
             except Exception:
                 log.debug("trainwatch: could not take back a warning", exc_info=True)
                 done = False
@@ -360,13 +376,16 @@ class InlineAlerts:
         if self.publish is None or not alerts:
             return False
         display_id = uuid.uuid4().hex
-        try:
-            delivered = self.publish(self.bundle(alerts), parent, display_id, False)
-        except Exception:
-            log.exception("trainwatch: could not show %s", "; ".join(map(alert_text, alerts)))
-            return False
-        if delivered:
-            self._remember(parent, display_id, alerts)
+        with self._showing:
+            codes = self.fix_codes(alerts, parent)
+            bundle = bundle_with_fixes(alerts, codes)
+            try:
+                delivered = self.publish(bundle, parent, display_id, False)
+            except Exception:
+                log.exception("trainwatch: could not show %s", "; ".join(map(alert_text, alerts)))
+                return False
+            if delivered:
+                self._remember(parent, Shown(display_id, list(alerts), codes))
         return delivered
 
 
