@@ -13,7 +13,6 @@ from trainwatch_lab.advice.text import (
     fmt_ms,
     fmt_pct,
     fmt_rate,
-    short_path,
     warning_count_text,
 )
 
@@ -104,10 +103,3 @@ def test_fmt_pct_and_clock() -> None:
 def test_warning_count_text_counts_info_as_notes(severities: list[str], text: str) -> None:
     assert warning_count_text(severities) == text
     assert warning_count_text(iter(severities)) == text  # a generator is counted once
-
-
-def test_short_path_keeps_the_last_components_as_the_panel_does() -> None:
-    assert short_path("/mnt/share/runs") == "/mnt/share/runs"
-    assert short_path("/tmp/a/b/gpu-lab/ckpt/") == "…/b/gpu-lab/ckpt"
-    assert short_path("/tmp/a/b/gpu-lab/ckpt", parts=2) == "…/gpu-lab/ckpt"
-    assert short_path("relative/dir") == "relative/dir"

@@ -18,7 +18,7 @@ from tests.support.lab import (
     set_theme,
     write_notebook,
 )
-from trainwatch_lab.advice.text import short_path
+from trainwatch_lab.core.paths.names import short_path
 
 from .test_browser import (
     MAX_HEIGHT_ONE_PATH,
@@ -82,9 +82,7 @@ def test_time_lost_mirror_and_save_beside_the_cell(lab: LabServer, page: Any) ->
     # the fixes at work: one line each, in the words of %trainwatch status
     mirror_line = dash.locator(".tw-fixes .tw-mirror")
     mirror_line.wait_for(timeout=30_000)
-    assert mirror_line.inner_text().startswith("mirror ") and " in sync (1 file" in (
-        mirror_line.inner_text()
-    )
+    assert mirror_line.inner_text().startswith("mirror to …/share/exp1: in sync (1 file")
     save_line = dash.locator(".tw-fixes .tw-save[data-in-flight='1']")
     save_line.wait_for(timeout=30_000)
     assert save_line.inner_text().startswith("saving ckpt-0001.pt in the background for ")

@@ -32,6 +32,7 @@ from tests.support.lab import (
     wait_cell_done,
     write_notebook,
 )
+from trainwatch_lab.core.paths.names import short_path
 from trainwatch_lab.fix.mirror.mirror import local_mirror
 
 pytestmark = [pytest.mark.browser, pytest.mark.root]
@@ -569,7 +570,8 @@ def test_panel_opens_with_the_headline_and_shows_when_its_data_is_stale(tmp_path
         line.first.wait_for(timeout=30_000)
         assert line.count() == 1 and line.get_attribute("data-local") == mirror.local
         text = line.inner_text()
-        assert text.startswith(f"mirror {mirror.local} -> {mirror.share}: in sync (1 file"), text
+        assert text.startswith(f"mirror to {short_path(mirror.share, 2)}: in sync (1 file"), text
+        assert text.endswith(f"; {mirror.local} -> {mirror.share}"), text
         screenshot_panel(page, "lab-panel.png")
 
         # paused: the charts hold still while samples keep arriving

@@ -9,6 +9,7 @@ import os
 
 import pytest
 
+from trainwatch_lab.core.paths.names import short_path
 from trainwatch_lab.fix.mirror.mirror import local_mirror
 from trainwatch_lab.fix.scratch import ROOT_ENV
 
@@ -34,7 +35,8 @@ async def test_live_mirrors_are_in_the_snapshot_and_the_stream(
         (listed,) = (await snapshot(jp_fetch))["mirrors"]
         assert listed["local"] == m.local and listed["pid"] == os.getpid()
         assert listed["state"] == "in-sync" and listed["bytes_copied"] == 100
-        assert listed["text"].startswith(f"mirror {m.local} -> {m.share}: in sync (1 file")
+        assert listed["text"] == m.status().text()  # Python's words
+        assert listed["text"].startswith(f"mirror to {short_path(m.share, 2)}: in sync (1 file")
         ws = await jp_ws_fetch(*API, "stream")
         try:
             streamed = json.loads(await asyncio.wait_for(ws.read_message(), 10))

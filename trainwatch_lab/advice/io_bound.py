@@ -17,9 +17,9 @@ from itertools import pairwise
 from ..core.defaults import Defaults
 from ..core.history import History
 from ..core.model import Alert, PathState, ProcessIO, Sample
-from ..core.paths.names import printable
+from ..core.paths.names import printable, short_path
 from .context import Context, Detector
-from .text import fmt_duration, fmt_pct, short_path
+from .text import fmt_duration, fmt_pct
 
 KINDS: dict[str, frozenset[str]] = {
     "sync": frozenset({"fsync", "fdatasync", "sync_file_range", "syncfs", "close"}),

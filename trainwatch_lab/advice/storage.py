@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 
 from ..core.defaults import Defaults
 from ..core.model import Alert, PathState, ProbeResult, Sample
+from ..core.paths.names import short_path
 from ..core.storage.fill import can_fill, filesystem_key, is_trend
 from .context import Context, Detector, stateless, stateless_only
 from .devices import DEVICE_DETECTORS
@@ -26,7 +27,6 @@ from .text import (
     fmt_rate,
     free_fraction,
     reserved_text,
-    short_path,
 )
 
 LOCAL_FIX = (

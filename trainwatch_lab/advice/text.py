@@ -141,13 +141,6 @@ def space_text(p: PathState) -> str:
     )
 
 
-def short_path(path: str, parts: int = 3) -> str:
-    """The last ``parts`` components (``…/gpu-lab/runs/exp1``), for a line that must stay one
-    line; the same rule as the panel's ``shortPath``. The full path is in the warning."""
-    segments = [s for s in path.split("/") if s]
-    return path if len(segments) <= parts else "…/" + "/".join(segments[-parts:])
-
-
 def fmt_clock(epoch_s: float) -> str:
     """Local wall-clock time of day, ``14:05``, for "full at about ..."."""
     return time.strftime("%H:%M", time.localtime(epoch_s))

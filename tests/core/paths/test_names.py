@@ -23,7 +23,7 @@ from trainwatch_lab.core.paths import look as path_look
 from trainwatch_lab.core.paths import names as paths_mod
 from trainwatch_lab.core.paths import watch as path_watch
 from trainwatch_lab.core.paths.look import inspect_path
-from trainwatch_lab.core.paths.names import normalise
+from trainwatch_lab.core.paths.names import normalise, short_path
 from trainwatch_lab.core.paths.source import PathsSource
 from trainwatch_lab.core.storage.blockdev import block_device_for
 from trainwatch_lab.core.storage.mounts import mount_for_path, read_mounts
@@ -749,3 +749,10 @@ def test_facts_of_an_unmounted_filesystem_do_not_stay(tmpfs_mount) -> None:
         assert collect(src).paths[str(logs)].probe is not before.probe
     finally:
         src.close()
+
+
+def test_short_path_keeps_the_last_components_as_the_panel_does() -> None:
+    assert short_path("/mnt/share/runs") == "/mnt/share/runs"
+    assert short_path("/tmp/a/b/gpu-lab/ckpt/") == "…/b/gpu-lab/ckpt"
+    assert short_path("/tmp/a/b/gpu-lab/ckpt", parts=2) == "…/gpu-lab/ckpt"
+    assert short_path("relative/dir") == "relative/dir"

@@ -23,6 +23,7 @@ from tests.support.mounts import wait_until
 from trainwatch_lab.core.defaults import DEFAULTS
 from trainwatch_lab.core.guard.guard import default_guard
 from trainwatch_lab.core.identity import process_home
+from trainwatch_lab.core.paths.names import short_path
 from trainwatch_lab.core.worker import files as worker_files
 from trainwatch_lab.fix.mirror import plan as mp
 from trainwatch_lab.fix.mirror.lock import ShareInUse
@@ -343,7 +344,8 @@ def test_trainwatch_status_shows_each_mirror(dirs: tuple[Path, Path], capsys) ->
             capsys.readouterr()
             shell.run_line_magic("trainwatch", "status")
             out = capsys.readouterr().out
-        assert f"  mirror {local} -> {share}: in sync (1 file, last sync" in out, out
+        assert f"  mirror to {short_path(str(share), 2)}: in sync (1 file, last sync" in out, out
+        assert f"; {local} -> {share}\n" in out, out
         shell.run_line_magic("trainwatch", "status")
         assert "mirror" not in capsys.readouterr().out  # closed: no longer listed
     finally:

@@ -76,6 +76,14 @@ class Judgement:
         return None
 
 
+def short_path(path: str, parts: int = 3) -> str:
+    """The last ``parts`` components (``…/gpu-lab/runs/exp1``), for a line that must stay one
+    line; the same rule as the panel's ``shortPath``. The full path is said elsewhere (the subject,
+    the end of the line, a tooltip)."""
+    segments = [s for s in path.split("/") if s]
+    return path if len(segments) <= parts else "…/" + "/".join(segments[-parts:])
+
+
 def judge(key: str, raw: dict[str, Any], fstype: str | None) -> Judgement:
     """The one rule for a path that may not exist yet, from the ``inspect`` answer and the
     filesystem it is on: a logdir about to be created is judged (and probed) at its nearest

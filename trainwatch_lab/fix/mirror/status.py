@@ -6,7 +6,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ...core.paths.names import printable
+from ...core.paths.names import printable, short_path
 from ..space import fmt_size
 
 
@@ -33,7 +33,13 @@ class MirrorStatus:
         return asdict(self)
 
     def text(self) -> str:
-        return self._text() + self._dropped_text()
+        """``mirror to …/runs/exp1: copying, 12 KiB pending, 31 s behind; LOCAL -> SHARE``:
+        the state first and the share by its last two names, the full paths last, so that a
+        line cut at 820 px (the dashboard's) keeps what matters (issue 36; the scratch path
+        alone ran 60 characters)."""
+        head = f"mirror to {printable(short_path(self.share, 2))}: "
+        paths = f"; {printable(self.local)} -> {printable(self.share)}"
+        return head + self._words() + self._dropped_text() + paths
 
     def _dropped_text(self) -> str:
         if not self.bytes_dropped:
@@ -47,22 +53,19 @@ class MirrorStatus:
             f"were dropped, the oldest first (latest: {runs}); the newest are kept"
         )
 
-    def _text(self) -> str:
-        head = f"mirror {printable(self.local)} -> {printable(self.share)}: "
+    def _words(self) -> str:
         if self.state == "share-unresponsive":
-            return head + (
+            return (
                 f"share not answering ({self.error}); {fmt_size(self.bytes_pending)} kept "
                 "locally, copied when it answers again"
             )
         if self.state == "error":
-            return head + f"{self.error}; {fmt_size(self.bytes_pending)} not copied yet"
+            return f"{self.error}; {fmt_size(self.bytes_pending)} not copied yet"
         if self.bytes_pending:
-            return (
-                head + f"copying, {fmt_size(self.bytes_pending)} pending, {self.lag_s:.0f} s behind"
-            )
+            return f"copying, {fmt_size(self.bytes_pending)} pending, {self.lag_s:.0f} s behind"
         if self.last_sync is None:
-            return head + self.state
+            return self.state
         ago = max(0.0, time.time() - self.last_sync)
         files = f"{self.files} file{'' if self.files == 1 else 's'}"
         what = "closed, all copied" if self.state == "closed" else "in sync"
-        return head + f"{what} ({files}, last sync {ago:.0f} s ago)"
+        return f"{what} ({files}, last sync {ago:.0f} s ago)"

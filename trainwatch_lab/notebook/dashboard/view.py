@@ -279,7 +279,8 @@ DASH_STYLE = """
 .tw-head .tw-stale { border-color: var(--jp-warn-color1); }
 .trainwatch .tw-fixes .widget-html-content { line-height: 1.3; }
 .tw-fix { color: var(--jp-ui-font-color1); font-size: var(--jp-ui-font-size1);
-  white-space: nowrap; overflow: hidden; text-overflow: ellipsis; padding-left: 8px;
+  display: -webkit-box; -webkit-box-orient: vertical; -webkit-line-clamp: 2; overflow: hidden;
+  overflow-wrap: anywhere; padding-left: 8px;
   border-left: 3px solid var(--jp-success-color1); margin: 1px 0; }
 .tw-fix[data-state="copying"], .tw-fix[data-state="starting"],
 .tw-fix[data-in-flight="1"] { border-left-color: var(--jp-info-color1); }
