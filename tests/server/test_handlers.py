@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import statistics
+from dataclasses import replace
 from itertools import pairwise
 
 import pytest
@@ -183,6 +184,24 @@ async def test_history_since(jp_fetch, hub):
     # and when this server began: the panel's "since the last server restart" (issue 27)
     assert everything["started_at"] == later["started_at"] == hub.started_at
     assert hub.started_at <= everything["t"][0]
+
+
+async def test_a_history_reply_holds_at_most_the_bound_with_the_newest_in(jp_fetch, hub):
+    """``history?since=0`` over a long history was a 3.2 MB reply (issue 34 item 6): the
+    handler asks the history for ``history_reply_points`` samples at most, every k-th one,
+    the newest always in. A bound of 3 over 9 or more samples shows it is applied."""
+    for _ in range(600):
+        everything = body(await jp_fetch(*API, "history"))
+        if len(everything["t"]) >= 9:
+            break
+        await asyncio.sleep(INTERVAL / 2)
+    assert len(everything["t"]) >= 9 and everything["stride"] == 1
+    hub.defaults = replace(hub.defaults, history_reply_points=3)
+    newest = everything["t"][-1]
+    bounded = body(await jp_fetch(*API, "history", params={"since": "0"}))
+    assert 2 <= len(bounded["t"]) <= 3 and bounded["stride"] >= 3, bounded["t"]
+    assert bounded["t"][-1] >= newest  # the newest sample is always in
+    assert all(len(col) == len(bounded["t"]) for col in bounded["series"].values())
 
 
 async def test_snapshot_carries_the_headline_the_panel_and_status_bar_show(jp_fetch, hub):
