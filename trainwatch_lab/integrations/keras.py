@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import keras
 
 from ..core.paths.names import normalise
-from ..fix.checkpoint.retention import Series, name_pattern, written_order
+from ..fix.checkpoint.retention import Series, name_pattern, pattern_order
 from ..fix.checkpoint.save import directory_of_pattern
 from .watch import SaveOptions, TrainingWatch
 
@@ -66,13 +66,15 @@ def watched_dirs(items: tuple[Any, ...]) -> tuple[list[Any], list[Any], bool, bo
 
 def keras_series(items: tuple[Any, ...], since: float) -> dict[str, Series]:
     """Each ``ModelCheckpoint``'s own saves: the names its pattern makes in its directory,
-    written since ``since`` (this run; a file there before is not ours), by when."""
+    written since ``since`` (this run; a file there before is not ours), in the order the
+    fit numbers them (retention.pattern_order)."""
     found = {}
     for item in items:
         pattern = getattr(item, "filepath", None) if hasattr(item, "save_best_only") else None
         if pattern:
             where = normalise(directory_of_pattern(pattern))
-            found[where] = Series(where, name_pattern(pattern), written_order, since=since)
+            names = name_pattern(pattern)
+            found[where] = Series(where, names, pattern_order(names), since=since)
     return found
 
 

@@ -15,8 +15,8 @@ from trainwatch_lab.fix.checkpoint.retention import (
     Series,
     make_room,
     name_pattern,
+    pattern_order,
     step_of,
-    written_order,
 )
 
 
@@ -77,15 +77,31 @@ def test_room_enough_already_removes_nothing(tmpfs_mount) -> None:
     assert len(left(d)) == 5
 
 
-def test_keras_names_by_when_they_were_written(tmpfs_mount) -> None:
+def test_keras_names_by_the_fits_own_numbers_not_by_mtime(tmpfs_mount) -> None:
+    """keep=N removed by mtime: after a clock stepped back, the real newest save looked
+    oldest and went first (issue 34 item 9, the Keras callback's side)."""
     pattern = name_pattern("/ckpt/model_{epoch:02d}-{val_loss:.2f}.keras")
     assert re.fullmatch(pattern, "model_03-0.12.keras")
     assert not re.fullmatch(pattern, "model.keras") and not re.fullmatch(pattern, "x_03-1.keras")
     d = tmpfs_mount("16m").path
-    for i, name in enumerate(["model_09-0.50.keras", "model_10-0.40.keras", "model_08-0.9.keras"]):
+    stepped = {"model_08-0.90.keras": 5000.0, "model_09-0.50.keras": 1000.0}  # clock back
+    stepped["model_10-0.40.keras"] = 1001.0
+    for name, mtime in stepped.items():
         (d / name).write_bytes(b"k" * MIB)
-        os.utime(d / name, (1000.0 + i, 1000.0 + i))  # written in this order
+        os.utime(d / name, (mtime, mtime))
     fill_to(d, MIB // 2)
-    assert make_room(Series(str(d), pattern, written_order), 2, "next", MIB)
-    # the newest by when it was written stays (not the highest number): it and the next make 2
-    assert [p.name for p in d.glob("*.keras")] == ["model_08-0.9.keras"]
+    assert make_room(Series(str(d), pattern, pattern_order(pattern)), 2, "next", MIB)
+    # epoch 10 is the newest whatever the clock said: it and the next make 2
+    assert [p.name for p in d.glob("*.keras")] == ["model_10-0.40.keras"]
+
+
+def test_keras_names_without_numbers_go_by_when_they_were_written() -> None:
+    order = pattern_order(name_pattern("/ckpt/best-{val_loss:.3f}.keras"))
+    saves = [["best-0.200.keras", MIB, 20.0], ["best-0.100.keras", MIB, 30.0]]
+    assert [s[0] for s in sorted(saves, key=order)] == ["best-0.200.keras", "best-0.100.keras"]
+    batches = pattern_order(name_pattern("/ckpt/m-{epoch}-{batch}.weights.h5"))
+    saves = [["m-2-100.weights.h5", MIB, 1.0], ["m-1-900.weights.h5", MIB, 2.0]]
+    assert [s[0] for s in sorted(saves, key=batches)] == [
+        "m-1-900.weights.h5",
+        "m-2-100.weights.h5",
+    ]

@@ -92,13 +92,37 @@ def step_of(save: Save) -> int:
     return int(save[0].rsplit("-", 1)[1])
 
 
-def written_order(save: Save) -> tuple[float, str]:
-    """By when it was written (saves of this run only: one writer, one clock), then name."""
-    return save[2], save[0]
+SEQUENCE_FIELDS = ("epoch", "batch")  # Keras numbers its saves so, in this order
 
 
 def name_pattern(filepath: str | os.PathLike[str]) -> str:
     """The names a save path pattern makes (``model_{epoch:02d}.keras`` ->
-    ``model_.+\\.keras``): each ``{field}`` any text, the rest as it is."""
+    ``model_(?P<epoch>\\d+)\\.keras``): ``{epoch}`` and ``{batch}`` digits (named, for
+    ``pattern_order``), any other ``{field}`` any text, the rest as it is."""
     parts = string.Formatter().parse(os.path.basename(os.fspath(filepath)))
-    return "".join(re.escape(text) + (".+" if fld is not None else "") for text, fld, _, _ in parts)
+    out, named = [], set()
+    for text, fld, _, _ in parts:
+        out.append(re.escape(text))
+        if fld is None:
+            continue
+        if fld in SEQUENCE_FIELDS and fld not in named:
+            named.add(fld)
+            out.append(f"(?P<{fld}>\\d+)")
+        else:
+            out.append(".+")
+    return "".join(out)
+
+
+def pattern_order(pattern: str) -> Callable[[Save], tuple[Any, ...]]:
+    """Saves of one fit by their own numbers (``{epoch}``, then ``{batch}``: a fit counts
+    up), then by when written: a clock stepped back during the fit must not make the newest
+    save look oldest (issue 34 item 9). Without those fields, by when written."""
+    compiled = re.compile(pattern)
+
+    def order(save: Save) -> tuple[Any, ...]:
+        m = compiled.fullmatch(save[0])
+        found = m.groupdict() if m else {}
+        numbers = tuple(int(found.get(f) or -1) for f in SEQUENCE_FIELDS)
+        return (*numbers, save[2], save[0])
+
+    return order
