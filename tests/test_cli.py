@@ -364,6 +364,22 @@ def test_watch_table_shows_decimal_mb_per_s() -> None:
     assert row[:5] == ["sda", "1.0", "2.0", "1.05", "104.86"]
 
 
+def test_watch_says_a_process_writes_in_mb_per_s_even_a_trickle() -> None:
+    """README: rates in MB/s everywhere in the CLI but a warning's sentence (issue 36 item 3:
+    a process line said "writes 147 kB/s" under a table in MB/s)."""
+    from io import StringIO
+
+    from trainwatch_lab.cli.watch_output import print_processes
+    from trainwatch_lab.core.model import ProcessIO, Sample, TrainingProcess
+
+    io = ProcessIO(pid=7, pids=1, read_chars_s=0, write_chars_s=147_000, read_bytes_s=0,
+                   write_bytes_s=0)  # fmt: skip
+    run = TrainingProcess(pid=7, command="python train.py", cwd="/w", reasons=["event file"], io=io)
+    out = StringIO()
+    print_processes(Sample(t=0.0, processes=[run]), out)
+    assert out.getvalue() == "  pid 7 python train.py: event file; writes 0.15 MB/s\n"
+
+
 # -- issue 23 item 11 ----------------------------------------------------------------
 
 

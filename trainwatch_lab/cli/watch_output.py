@@ -6,7 +6,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from ..advice.text import fill_columns, fmt_bytes, fmt_pct, fmt_rate
+from ..advice.text import fill_columns, fmt_bytes, fmt_mbs, fmt_pct
 from ..core.defaults import MB_PER_MIB
 from ..core.model import Sample, path_devices
 from ..core.paths.names import printable
@@ -96,7 +96,7 @@ def print_processes(sample: Sample, out: TextIO) -> None:
         if p.gpus:
             facts.append(f"GPU {','.join(map(str, p.gpus))} {fmt_bytes(p.gpu_mem_bytes)}")
         if p.io is not None:
-            facts.append(f"writes {fmt_rate(p.io.write_chars_s)}")
+            facts.append(f"writes {fmt_mbs(p.io.write_chars_s)}")
         mt = p.main_thread or {}
         if mt.get("blocked") and mt.get("syscall"):
             where = f" of {mt['fd_path']}" if mt.get("fd_path") else ""

@@ -4,7 +4,7 @@
  * of DOM and JupyterLab so it can be unit-tested in node; view.ts lays it out.
  */
 
-import { formatBytes, formatDuration, formatMBs } from '../format';
+import { formatBytes, formatDuration, formatMBs, plainProse } from '../format';
 import { Severity } from '../model';
 import { Aligned } from '../series';
 
@@ -185,7 +185,7 @@ export function hostFacts(host: IFleetHostJSON): string[] {
 
 /** One warning in a line: its message, else (an agent's) code and subject. */
 export function warningLine(w: IFleetWarningJSON): string {
-  return w.message || `${w.code} · ${w.subject}`;
+  return w.message ? plainProse(w.message) : `${w.code} · ${w.subject}`;
 }
 
 /** A row's warnings, one a line, each with its fix where the listing has one (the title
@@ -194,7 +194,7 @@ export function warningsTitle(host: IFleetHostJSON, fixes: Record<string, string
   return host.warnings
     .map(w => {
       const fix = fixes[w.code];
-      return `${w.severity}: ${warningLine(w)}${fix ? `\n  Fix: ${fix}` : ''}`;
+      return `${w.severity}: ${warningLine(w)}${fix ? `\n  Fix: ${plainProse(fix)}` : ''}`;
     })
     .join('\n');
 }

@@ -83,6 +83,22 @@ describe('fleet rows', () => {
     expect(warningsTitle(warned, fixes)).toBe(
       'critical: disk-filling · /scratch\nwarning: shared-mount · /mnt/a'
     );
+    // a title and a row are plain text: code spans lose their backticks there (issue 36)
+    const coded = host({
+      warnings: [
+        {
+          code: 'shared-mount',
+          severity: 'warning',
+          subject: '/mnt/a',
+          message: '/mnt/a is `nfs4`.'
+        }
+      ]
+    });
+    const fix = { 'shared-mount': 'Use `local_mirror(share)`.' };
+    expect(warningsTitle(coded, fix)).toBe(
+      'warning: /mnt/a is nfs4.\n  Fix: Use local_mirror(share).'
+    );
+    expect(warningsText(coded)).toBe('/mnt/a is nfs4.');
   });
 
   it('name the windows', () => {

@@ -237,6 +237,18 @@ def test_snapshots_and_alert_bundle_are_readable_without_widgets() -> None:
     assert snapshot_text(None).endswith("waiting for the first sample")
 
 
+def test_the_snapshot_says_disk_rates_in_mb_per_s_even_when_small() -> None:
+    """README: rates in MB/s everywhere but a warning's sentence; the snapshot said
+    "read 147 kB/s" beside the charts' MB/s (issue 36 item 3)."""
+    h = History(capacity=10)
+    trickle = sample(0, 0.14, 5.0, 10, 50.0)
+    trickle.disks = {"sda": DiskRates("sda", 1, 2, 0.14, 0.14, 0.5, 1.0, 0.1, 5)}  # MiB/s
+    h.append(trickle)
+    text, html = snapshot_text(trickle, h), snapshot_html(trickle, h)
+    assert "disk sda: read 0.15 MB/s, write 0.15 MB/s" in text, text
+    assert "kB/s" not in text and "kB/s" not in html
+
+
 SHARE = "/mnt/share/runs"
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...advice.text import fill_text, fmt_bytes, fmt_ms, fmt_rate, space_text
+from ...advice.text import fill_text, fmt_bytes, fmt_mbs, fmt_ms, space_text
 from ...core.history import History
 from ...core.model import PathState, Sample, watched_devices
 from ..warnings_html import STYLE, alert_html, alert_text, esc
@@ -51,7 +51,7 @@ def snapshot_text(sample: Sample | None, history: History | None = None) -> str:
         d = sample.disks.get(name)
         if d is not None:
             lines.append(
-                f"  disk {name}: read {fmt_rate(d.read_bps)}, write {fmt_rate(d.write_bps)}, "
+                f"  disk {name}: read {fmt_mbs(d.read_bps)}, write {fmt_mbs(d.write_bps)}, "
                 f"await {fmt_ms(max(d.r_await, d.w_await))}, util {d.util:.0f} %"
             )
     if sample.gpus:
@@ -83,8 +83,8 @@ def snapshot_html(sample: Sample | None, history: History | None = None) -> str:
         d = sample.disks.get(name)
         if d is not None:
             disk_rows.append(
-                f"<tr><td>{esc(name)}</td><td>{esc(fmt_rate(d.read_bps))}</td>"
-                f"<td>{esc(fmt_rate(d.write_bps))}</td>"
+                f"<tr><td>{esc(name)}</td><td>{esc(fmt_mbs(d.read_bps))}</td>"
+                f"<td>{esc(fmt_mbs(d.write_bps))}</td>"
                 f"<td>{esc(fmt_ms(max(d.r_await, d.w_await)))}</td><td>{d.util:.0f} %</td></tr>"
             )
     gpu = (
