@@ -266,3 +266,99 @@ def wait_for_count(counter: list[int], target: int) -> bool:
     from tests.prometheus.conftest import wait_for
 
     return bool(wait_for(lambda: counter[0] >= target, 120, 0.1))
+
+
+# -- TLS reconnect churn and half-open handshakes (issue 34 item 1: 21 of 21 scrapes failed) --
+def client_hello_start(context: ssl.SSLContext) -> bytes:
+    """The first half of a real ClientHello: a handshake begun and never finished."""
+    client = context.wrap_bio(ssl.MemoryBIO(), out := ssl.MemoryBIO(), server_hostname="x")
+    with contextlib.suppress(ssl.SSLWantReadError):
+        client.do_handshake()
+    hello = out.read()
+    return hello[: len(hello) // 2]
+
+
+@pytest.mark.parametrize(
+    ("churners", "half_open"),
+    [(16, 0), (0, 40), (16, 40)],
+    ids=["reconnect-churn", "half-open-handshakes", "both"],
+)
+def test_tls_churn_and_half_open_handshakes_leave_every_scrape_answered(
+    tmp_path: Path, pki: dict[str, Pair], churners: int, half_open: int
+) -> None:
+    """``churners`` clients completing TLS handshakes and closing as fast as they can and
+    ``half_open`` more holding a handshake half-open (half a ClientHello, or nothing, then
+    silence; one the agent closes opens again), while Prometheus scrapes over TLS on a new
+    connection each time: every scrape answered. The hand-written server of e9cafdf failed
+    all 10 with half-open handshakes (its 40 connection slots, each a thread in
+    do_handshake for up to 10 s, went to them); churn alone it answered on this machine."""
+    pytest.importorskip("yaml")
+    from tests.prometheus.conftest import wait_for
+
+    config = tmp_path / "web.yml"
+    config.write_text(
+        f"tls_server_config:\n  cert_file: {pki['server'].cert}\n  key_file: {pki['server'].key}\n"
+    )
+    context = ssl.create_default_context(cafile=str(pki["ca"].cert))
+    partial = client_hello_start(context)
+    stop, lock = threading.Event(), threading.Lock()
+    churned, handshakes, held = [0], [0], [0]
+
+    with agent_process("--web.config.file", str(config)) as (_, port):
+
+        def churn() -> None:
+            while not stop.is_set():
+                with lock:
+                    churned[0] += 1
+                with (
+                    contextlib.suppress(OSError),
+                    socket.create_connection(("127.0.0.1", port), timeout=30) as raw,
+                    context.wrap_socket(raw, server_hostname="127.0.0.1"),
+                    lock,
+                ):
+                    handshakes[0] += 1
+
+        def hold(n: int) -> None:
+            hello = partial if n % 2 else b""  # half a ClientHello, or not a byte
+            while not stop.is_set():
+                try:
+                    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+                except OSError:
+                    stop.wait(0.1)
+                    continue
+                with s, contextlib.suppress(OSError):
+                    s.sendall(hello)
+                    with lock:
+                        held[0] += 1
+                    try:  # silent until the agent closes it (then another) or the end
+                        while not stop.is_set() and not select.select([s], [], [], 0.2)[0]:
+                            pass
+                    finally:
+                        with lock:
+                            held[0] -= 1
+
+        threads = [threading.Thread(target=churn, daemon=True) for _ in range(churners)]
+        threads += [threading.Thread(target=hold, args=(n,), daemon=True) for n in range(half_open)]
+        for t in threads:
+            t.start()
+        answers: list[int | str] = []
+        try:
+            assert wait_for(
+                lambda: churned[0] >= min(50, churners * 50) and held[0] >= half_open, 120, 0.1
+            ), f"the attack never got going: {churned[0]} connections, {held[0]} held"
+            before, holding = churned[0], held[0]
+            for _ in range(10):
+                try:
+                    answers.append(tls_get(port, pki)[0])
+                except (OSError, http.client.HTTPException) as exc:
+                    answers.append(type(exc).__name__)
+            during = churned[0] - before
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(60)
+        assert not [t for t in threads if t.is_alive()], "an attacker did not stop"
+        assert answers == [200] * 10, (
+            f"{during} churned connections ({handshakes[0]} handshakes in all) and "
+            f"{holding} half-open ones meanwhile"
+        )
