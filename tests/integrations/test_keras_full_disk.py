@@ -56,6 +56,44 @@ FIT = textwrap.dedent(
 ).replace("EPOCHS", str(EPOCHS))
 
 
+# A fit that ends in an exception after a save went to the fallback: Keras calls no callback
+# then, so the ModelCheckpoint stayed pointed at the fallback and the next fit (its own
+# directory free again) saved there and called the fallback its home.
+FIT_AFTER_ERROR = textwrap.dedent(
+    """
+    import glob, json, logging, os, sys
+    import keras
+    import numpy as np
+    from trainwatch_lab.integrations.keras import TrainWatchCallback
+
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    ckpt, filler, fallback = sys.argv[1:4]
+    save = keras.callbacks.ModelCheckpoint(os.path.join(ckpt, "model_{epoch:02d}.keras"))
+    cb = TrainWatchCallback(save, check=False, fallback=fallback)
+
+    class Boom(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch == 2:  # after the 3rd save, the first one on the fallback
+                raise RuntimeError("boom")
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((512,)), keras.layers.Dense(1024)])  # 2 MiB
+    model.compile(optimizer="sgd", loss="mse")
+    x, y = np.random.rand(8, 512), np.random.rand(8, 1024)
+    try:
+        model.fit(x, y, epochs=5, batch_size=8, callbacks=[cb, save, Boom()], verbose=0)
+    except RuntimeError:
+        pass
+    print(json.dumps({"after_error": save.filepath}), flush=True)
+    os.unlink(filler)  # room at home again
+    for name in glob.glob(os.path.join(ckpt, "*.keras")):
+        os.unlink(name)
+    model.fit(x, y, epochs=1, batch_size=8, callbacks=[cb, save], verbose=0)
+    print(json.dumps({"second_fit": save.filepath}), flush=True)
+    """
+)
+
+
 def need_keras() -> None:
     need(find_spec("keras") is not None and find_spec("jax") is not None, "needs keras and jax")
 
@@ -119,3 +157,15 @@ def test_wait_pauses_the_fit_before_the_save_and_resumes(loop_ext4) -> None:
     assert lines[-1]["loaded"] == loaded({e: ckpt for e in range(1, EPOCHS + 1)})
     assert [b["state"] for b in webhook.bodies()] == ["started", "cleared"]
     assert recorded_kinds(t0, ckpt) == ["save-paused", "save-resumed"]
+
+
+def test_a_fit_that_raised_saves_at_home_again_in_the_next_fit(loop_ext4, tmpfs_mount) -> None:
+    need_keras()
+    ckpt, filler = small_disk(loop_ext4)
+    scratch = tmpfs_mount("32m").path / "ckpt"
+    lines, err = finish(proc := start_child(FIT_AFTER_ERROR, ckpt, filler, scratch))
+    assert proc.returncode == 0, err
+    assert lines[0]["after_error"] == str(scratch / "model_{epoch:02d}.keras")  # as Keras left it
+    assert names(scratch) == ["model_03.keras"]  # only what went there before the exception
+    assert names(ckpt) == ["model_01.keras"]  # the next fit saved at home
+    assert lines[1]["second_fit"] == str(ckpt / "model_{epoch:02d}.keras")

@@ -78,23 +78,40 @@ def keras_series(items: tuple[Any, ...], since: float) -> dict[str, Series]:
     return found
 
 
-def keras_redirects(items: tuple[Any, ...]) -> dict[str, Callable[[str | None], str]]:
+Pointed = dict[int, tuple[str, str]]  # id(ModelCheckpoint) -> (its own filepath, ours)
+
+
+def keras_redirects(
+    items: tuple[Any, ...], pointed: Pointed
+) -> dict[str, Callable[[str | None], str]]:
     """For ``fallback=``: each ``ModelCheckpoint``'s directory -> a function pointing its
-    ``filepath`` (read by Keras at each save) to another directory, or back (None)."""
+    ``filepath`` (read by Keras at each save) to another directory, or back (None).
+
+    ``pointed`` remembers what we set: Keras calls no callback when ``fit`` ends in an
+    exception, so a save pointed at the fallback stays pointed there; the next ``fit``
+    finds our value and takes the checkpoint's own back (a value the user set since stays)."""
     found = {}
     for item in items:
         pattern = getattr(item, "filepath", None) if hasattr(item, "save_best_only") else None
-        if pattern:
-            home = normalise(directory_of_pattern(pattern))
-            found[home] = _pointer(item, pattern, home)
+        if not pattern:
+            continue
+        own, ours = pointed.pop(id(item), (pattern, pattern))
+        if pattern == ours:
+            item.filepath = pattern = own
+        home = normalise(directory_of_pattern(pattern))
+        found[home] = _pointer(item, pattern, home, pointed)
     return found
 
 
-def _pointer(item: Any, pattern: str, home: str) -> Callable[[str | None], str]:
+def _pointer(item: Any, pattern: str, home: str, pointed: Pointed) -> Callable[[str | None], str]:
     rest = os.path.relpath(normalise(pattern), home)  # the part with the {fields}
 
     def point(where: str | None) -> str:
         item.filepath = pattern if where is None else os.path.join(where, rest)
+        if where is None:
+            pointed.pop(id(item), None)
+        else:
+            pointed[id(item)] = (pattern, str(item.filepath))
         return str(item.filepath)
 
     return point
@@ -109,11 +126,12 @@ class TrainWatchCallback(keras.callbacks.Callback):
         self._items = watch
         self._logs, self._ckpts, self._per_epoch, self._per_batch = watched_dirs(watch)
         self.watch = TrainingWatch(**options)
+        self._pointed: Pointed = {}  # the saves we pointed elsewhere (keras_redirects)
 
     def on_train_begin(self, logs: Any = None) -> None:
         self.watch.begin(self._logs, self._ckpts)
         self.watch.series = keras_series(self._items, time.time())
-        self.watch.redirects = keras_redirects(self._items)
+        self.watch.redirects = keras_redirects(self._items, self._pointed)
 
     def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
         if self._per_batch:
