@@ -168,6 +168,40 @@ class SshfsMount:
         return str(self.path)
 
 
+REPO = Path(__file__).resolve().parents[2]
+
+
+@contextlib.contextmanager
+def child_on_paused_share(
+    mount: SshfsMount, script: str, *args: object, ready: str
+) -> Iterator[subprocess.Popen[str]]:
+    """``python -c script args`` from the repository; once it prints ``ready`` the share is
+    paused and the child reads "go" on stdin; yields it. On the way out the share resumes
+    first (a process stuck on it cannot die before), then a child still running is killed
+    and what it printed is shown."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, *map(str, args)],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        assert proc.stdout.readline().strip() == ready
+        mount.pause()
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        yield proc
+    finally:
+        mount.resume()
+        if proc.poll() is None:
+            proc.kill()
+            out, err = proc.communicate()
+            print("stdout:", out, "stderr:", err)
+
+
 @pytest.fixture
 def tmpfs_mount(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Mounted]]:
     need_root()

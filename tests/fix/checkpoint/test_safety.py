@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.mounts import SshfsMount, wait_until
+from tests.support.mounts import SshfsMount, child_on_paused_share, wait_until
 from trainwatch_lab.core.guard.guard import MountGuard, MountUnresponsive
 from trainwatch_lab.fix.checkpoint.partial import COMMIT_BYTES_PER_S, PARTIAL, host_tag
 from trainwatch_lab.fix.checkpoint.save import save_checkpoint
@@ -236,27 +236,8 @@ def test_a_save_stuck_on_a_paused_share_holds_neither_training_nor_exit(
     bound, while the share is still paused."""
     share = sshfs_mount.path / "hung"
     share.mkdir()
-    proc = subprocess.Popen(
-        [sys.executable, "-c", HUNG, str(share)],
-        cwd=REPO,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    try:
-        assert proc.stdout.readline().strip() == "writing"
-        sshfs_mount.pause()
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
+    with child_on_paused_share(sshfs_mount, HUNG, share, ready="writing") as proc:
         out, err = proc.communicate(timeout=60)  # the bounds are 2 s each: 15x margin
-    finally:
-        sshfs_mount.resume()  # first: a process stuck on the share cannot die before
-        if proc.poll() is None:
-            proc.kill()
-            out, err = proc.communicate()
-            print("stdout:", out, "stderr:", err)
     assert proc.returncode == 0, err
     assert re.search(r"second returned \d+\.\d done=True", out), out
     assert "step goes on SaveSkipped" in out, out

