@@ -38,23 +38,32 @@ INFO = Alert("gpu-unavailable", "info", "gpu", "No NVIDIA driver.", "Nothing to 
 class Webhook:
     """A local webhook: records each POST; ``mode`` says how it answers."""
 
-    def __init__(self, mode: str = "ok", fail_first: int = 0, reply: bytes = b"{}") -> None:
+    def __init__(
+        self, mode: str = "ok", fail_first: int = 0, reply: bytes = b"{}", to: str = ""
+    ) -> None:
         self.requests: list[dict[str, Any]] = []
-        self.mode, self.fail_first, self.reply = mode, fail_first, reply
+        self.mode, self.fail_first, self.reply, self.to = mode, fail_first, reply, to
         self.release = threading.Event()
         hook = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 hook.requests.append(
                     {
+                        "method": self.command,
                         "path": self.path,
                         "type": self.headers["Content-Type"],
                         "auth": self.headers["Authorization"],
                         "body": body,
                     }
                 )
+                if hook.mode == "redirect":  # elsewhere (``to``), as a moved endpoint says
+                    self.send_response(302)
+                    self.send_header("Location", hook.to)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if hook.mode == "hang":
                     hook.release.wait(30)
                     return
@@ -63,6 +72,8 @@ class Webhook:
                 self.send_header("Content-Type", "application/json")
                 self.end_headers()
                 self.wfile.write(hook.reply)
+
+            do_GET = do_POST  # what a redirected POST becomes
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -273,6 +284,22 @@ def test_userinfo_in_the_url_is_sent_as_basic_auth_and_never_logged(webhook, cap
     assert hook.requests[-1]["path"] == "/hook?x=1"
     assert "p%3Ass" not in n.url and "bot%40team" not in n.url
     assert "w0rd" not in caplog.text and "w0rd" not in repr(n.__dict__.get("url"))
+
+
+def test_the_userinfo_is_never_sent_on_to_where_a_redirect_points(webhook) -> None:
+    """The basic auth from ``user:pass@`` goes to the host the URL names only: a webhook
+    that answers with a redirect to another host never sees the password (issue 34 item 13)."""
+    elsewhere = webhook()
+    moved = webhook(mode="redirect", to=elsewhere.url)
+    url = f"http://bot:s3cret@127.0.0.1:{moved.server.server_port}/hook"
+    n = Notifier(url, "json", defaults=replace(FAST, notify_retries=0), host="node-7")
+    try:
+        n(sample(FULL))
+        assert wait_until(lambda: elsewhere.requests, 5)
+    finally:
+        n.close()
+    assert moved.requests[0]["auth"] == "Basic " + base64.b64encode(b"bot:s3cret").decode()
+    assert [r["auth"] for r in elsewhere.requests] == [None]
 
 
 def test_no_url_is_no_notifier_and_secrets_stay_out_of_logs() -> None:
