@@ -7,9 +7,11 @@ buffers made small so that "the network is full" is reached with a few messages.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import socket
 import threading
+import weakref
 from types import SimpleNamespace
 from typing import Any
 
@@ -133,3 +135,45 @@ async def test_a_client_silent_too_long_is_closed(
             await asyncio.sleep(0.1)
     finally:
         writer.close()
+
+
+def stream_handlers(hub: Any) -> list[StreamHandler]:
+    with hub._lock:
+        return [
+            listener.__self__
+            for listener in hub._listeners
+            if isinstance(getattr(listener, "__self__", None), StreamHandler)
+        ]
+
+
+async def test_silent_clients_that_close_leave_nothing_behind(
+    jp_fetch, jp_serverapp, jp_base_url, jp_auth_header, hub
+) -> None:
+    """After 100 silent sockets closed, the server stayed at 529 MiB (issue 34 item 5): once
+    a client is gone, no listener, lease or handler of it may stay (its queue goes with it)."""
+    clients = [await raw_client(jp_serverapp.port, jp_base_url, jp_auth_header) for _ in range(20)]
+    for _ in range(1200):
+        if len(stream_handlers(hub)) == len(clients):
+            break
+        await asyncio.sleep(0.05)
+    handlers = stream_handlers(hub)
+    for handler in handlers:  # their network is full: each holds a message in flight
+        handler.ws_connection.stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    for handler in handlers:
+        push(handler, 5)
+    await settle()
+    gone = [weakref.ref(h) for h in handlers]
+    del handler, handlers
+    for _reader, writer in clients:
+        writer.transport.abort()  # the client goes away without a close frame
+    for _ in range(1200):  # tornado sees each socket end, then on_close runs (60 s margin)
+        if not stream_handlers(hub):
+            break
+        await asyncio.sleep(0.05)
+    assert stream_handlers(hub) == [], "a closed client's handler still listens"
+    for _ in range(100):
+        gc.collect()
+        if not [ref for ref in gone if ref() is not None]:
+            break
+        await asyncio.sleep(0.05)
+    assert [ref() for ref in gone if ref() is not None] == []
