@@ -91,6 +91,29 @@ def test_a_run_alone_in_its_log_records_its_own_lines_only(tmp_path: Path) -> No
     assert os.path.getsize(log) > 0
 
 
+def test_a_command_that_is_gone_before_the_record_looks_keeps_its_lines(tmp_path: Path) -> None:
+    """The record thread read the command's stderr from its /proc fd table: a command that
+    wrote a line and died at once was a zombie by then (no fd table), so on a loaded machine
+    its lines were lost (CI, Python 3.13). What ``run`` gives it is read before the start;
+    here the thread first looks once the command is a zombie, as it did then."""
+    from trainwatch_lab.cli.run_record import RunRecord
+    from trainwatch_lab.core.record.ended import stderr_facts
+
+    store, log = tmp_path / "h.sqlite", tmp_path / "nohup.out"
+    log.write_text("B: an earlier run's line\n")
+    with open(log, "ab") as out:
+        facts = stderr_facts(out.fileno())  # as run reads its own stderr before the start
+        child = subprocess.Popen([sys.executable, "-c", KILLED], stderr=out)
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # a zombie, not reaped
+        record = RunRecord(str(store), child.pid, [sys.executable, "-c", "..."], facts)
+        record.start()
+        assert record.seen.wait(60)
+        record.finish(child.wait())
+        record.join(60)
+    (end,) = _ended(store)
+    assert end["stderr_tail"] == ["A: step 10"], end
+
+
 def test_the_command_starts_before_the_history_answers(tmp_path: Path) -> None:
     """Another writer holds the history locked: the command starts at once, and the run is
     recorded once the lock goes (its release waits for the command's first act). Before,

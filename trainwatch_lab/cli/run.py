@@ -59,13 +59,16 @@ def run(args: argparse.Namespace) -> int:
     path = store_path(args)  # the mount table and local lstat only: never waits
     forwarder = Forwarder().install()  # before the command exists: nothing can orphan it
     try:
+        from ..core.record.ended import stderr_facts
+
+        stderr = stderr_facts()  # procfs, the mount table, a local fstat: never waits
         try:
             child = subprocess.Popen(argv)
         except OSError as exc:
             note_failed(argv[0], exc)
             return NOT_FOUND if exc.errno == errno.ENOENT else NOT_EXECUTABLE
         forwarder.started(child)
-        record = RunRecord(path, child.pid, argv)
+        record = RunRecord(path, child.pid, argv, stderr)
         try:
             record.start()
             _wait_exited(child.pid)  # (not reaped: its /proc stays for the facts)

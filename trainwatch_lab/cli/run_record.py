@@ -25,13 +25,14 @@ def note(text: str) -> None:
 
 class RunRecord(threading.Thread):
     """``start()`` once the command runs; ``seen`` is set once its live facts are kept;
-    ``finish(status)`` when it ended, then ``join(wait)``."""
+    ``finish(status)`` when it ended, then ``join(wait)``. ``stderr``: the command's stderr
+    file as ``ended.stderr_facts`` read it before the start (the wrapper's own, inherited)."""
 
-    def __init__(self, path: str, pid: int, argv: list[str]) -> None:
+    def __init__(self, path: str, pid: int, argv: list[str], stderr: dict[str, Any]) -> None:
         super().__init__(name="trainwatch-run-record", daemon=True)
         from ..core.record.events import run_name
 
-        self.path, self.pid, self.argv = path, pid, argv
+        self.path, self.pid, self.argv, self.stderr = path, pid, argv, stderr
         self.name_ = run_name(argv)
         self.seen = threading.Event()
         self._ended = threading.Event()
@@ -84,8 +85,11 @@ class RunRecord(threading.Thread):
         }
         try:
             kept.update(ended.at_start(self.pid))
-            # its stderr is ours (it inherited it): its own when no one else writes there
-            kept.update(ended.child_stderr(self.pid))
+            # its stderr is ours (it inherited it): its own when no one outside our line (its
+            # line: we are its parent) writes there
+            target = self.stderr.get("stderr")
+            mine = target and not ended.shared_with_others(os.getpid(), target)
+            kept.update(self.stderr if mine else {"stderr": None})
         except Exception as exc:  # a fact missing, never the run
             note(f"what the command's process shows was not read: {exc}")
         kept["started"] = kept.get("started") or time.time()

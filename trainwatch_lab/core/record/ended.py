@@ -200,18 +200,23 @@ def own_stderr(pid: int) -> str | None:
     return target
 
 
-def child_stderr(pid: int) -> dict[str, Any]:
-    """For a parent that started ``pid`` on its own stderr (``run``): ``{"stderr": file,
-    "stderr_from": its size now}`` when the file is a local regular one that no process
-    outside ``pid``'s line writes (a neighbour's ``Errno 28`` there is not the run's); the
-    tail is read from that offset only, what was written before the start being someone
-    else's. The parent is in the line: it writes there only its own notes."""
-    target = stderr_file(pid)
-    if target is None or shared_with_others(pid, target):
+def stderr_facts(fd: int = 2) -> dict[str, Any]:
+    """For ``run``, before it starts its command on this process's ``fd`` (its stderr):
+    ``{"stderr": file, "stderr_from": its size now, "stderr_id": [dev, ino]}`` when that is
+    a local regular file, else ``{"stderr": None}``. What was there before the start is
+    someone else's. Read here, before the start, never from the command: one that ends at
+    once is a zombie by the time a thread looks, and a zombie has no fd table to read."""
+    try:
+        target = os.readlink(f"/proc/self/fd/{fd}")  # this process: never the host's /proc
+    except OSError:
+        return {"stderr": None}
+    if not target.startswith("/") or target.endswith(" (deleted)") or not _local(target):
         return {"stderr": None}
     try:
-        st = os.stat(hostfs.current().proc(pid, "fd", "2"))
+        st = os.fstat(fd)  # local: no mount that can hang
     except OSError:
+        return {"stderr": None}
+    if not stat.S_ISREG(st.st_mode):
         return {"stderr": None}
     return {"stderr": target, "stderr_from": st.st_size, "stderr_id": [st.st_dev, st.st_ino]}
 
