@@ -56,3 +56,45 @@ def test_a_newer_servers_fields_are_left_out_not_fatal() -> None:
     ]
     again = sample_from_json(data)
     assert again.t == 1.0 and again.warnings[0].code == "c"
+
+
+def test_the_fast_asdict_gives_what_dataclasses_asdict_gives_and_copies() -> None:
+    """model.asdict replaced dataclasses.asdict in every to_json (issue 33: it was the
+    largest part of the server's tick): same dicts, nested values copied, not shared."""
+    import collections
+    import dataclasses
+
+    from trainwatch_lab.core import model
+
+    point = collections.namedtuple("point", "x y")
+    reference = ProbeResult(p50_ms=0.4, p99_ms=1.5, samples=3, where="/", device="sda")
+    probe = ProbeResult(p50_ms=9.0, p99_ms=math.nan, samples=5, slow_runs=2, reference=reference)
+    state = model.PathState(
+        path="/data",
+        exists=True,
+        disks=["sda", "sdb"],
+        total_bytes=10,
+        free_bytes=4,
+        avail_bytes=3,
+        probe=probe,
+        checkpoints=model.CheckpointInfo(2, "/data/c", 7, 1.5, None),
+        fill=model.FillState("/", "filling", rate_bps=2.0),
+        labels=["pid 1 `x`"],
+        quota={"kind": "user", "nested": {"ids": [1, 2], "pair": (3, point(1, 2))}},
+    )
+    mine = model.asdict(state)
+    assert mine == dataclasses.asdict(state)
+    assert type(mine["quota"]["nested"]["pair"][1]) is point  # a namedtuple stays one
+    mine["disks"].append("sdc")
+    mine["quota"]["nested"]["ids"].append(3)
+    assert state.disks == ["sda", "sdb"] and state.quota["nested"]["ids"] == [1, 2]
+    # the to_json built on it: asdict's dict with the derived figures over it
+    expected = dataclasses.asdict(state)
+    expected.update(probe=probe.to_json(), checkpoints=state.checkpoints.to_json())
+    expected.update(used_bytes=6, reserved_bytes=1, used_pct=state.used_fraction * 100.0)
+    assert json.dumps(state.to_json()) == json.dumps(expected)
+    proc = model.TrainingProcess(pid=1, command="x", cwd=None, reasons=["gpu"], paths={"/d": ["a"]})
+    assert proc.to_json() == {**dataclasses.asdict(proc), "io": None}
+    assert model.Headline("ok", "Storage OK", ["a"]).to_json() == dataclasses.asdict(
+        model.Headline("ok", "Storage OK", ["a"])
+    )

@@ -6,12 +6,52 @@ WebSocket stream (see ARCHITECTURE.md); change it only together with those.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Literal
 
 from .defaults import MIB
+
+_ATOMIC = frozenset({str, int, float, bool, type(None)})
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}  # one entry per dataclass met: bounded
+
+
+@dataclass(slots=True)
+class _Box:
+    """One value, for handing a rare kind of value to ``dataclasses.asdict`` itself."""
+
+    value: Any
+
+
+def _plain(value: Any) -> Any:
+    """``dataclasses.asdict``'s conversion of one value, without its cost: asdict deep-copies
+    every leaf and walks ``fields()`` each time, which made JSON-encoding a sample the largest
+    part of the server's tick (issue 33). Same result: nested dataclasses become dicts,
+    lists, tuples and dicts are copied; anything else (a namedtuple, a dict subclass, an
+    object) goes through asdict itself."""
+    kind = type(value)
+    if kind in _ATOMIC:
+        return value  # (deepcopy returns these as they are)
+    if kind is list:
+        return [_plain(v) for v in value]
+    if kind is dict:
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if kind is tuple:
+        return tuple(_plain(v) for v in value)
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    return dataclasses.asdict(_Box(value))["value"]
+
+
+def asdict(obj: Any) -> dict[str, Any]:
+    """``dataclasses.asdict(obj)``, faster (see ``_plain``)."""
+    names = _FIELD_NAMES.get(type(obj))
+    if names is None:
+        names = _FIELD_NAMES[type(obj)] = tuple(f.name for f in fields(obj))
+    return {name: _plain(getattr(obj, name)) for name in names}
+
 
 Severity = Literal["info", "warning", "critical"]
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "critical": 2}

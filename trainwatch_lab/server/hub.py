@@ -361,6 +361,7 @@ class Hub:
             self.notifier.close(timeout=0)
         if self.recording is not None:
             await self.in_executor(self.recording.close)
+        self.mirror_files.close()
         self._executor.shutdown(wait=False)
 
     def close_now(self) -> None:
@@ -375,6 +376,7 @@ class Hub:
             self.notifier.close(timeout=0)
         if self.recording is not None:
             self.recording.close()
+        self.mirror_files.close()
         self._executor.shutdown(wait=False)
 
     # -- samples ---------------------------------------------------------------------

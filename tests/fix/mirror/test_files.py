@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 from trainwatch_lab.fix.mirror.files import MirrorFiles, read_published, status_files
@@ -99,9 +101,78 @@ def test_a_root_on_a_dead_share_holds_no_caller(sshfs_mount, tmp_path: Path) -> 
         try:
             first = files.look(wait=0.5)  # this listing hangs in the share: not waited out
             again = files.look(wait=5.0)  # still stuck: no second listing, no wait at all
-            stuck = files._running[str(root)].is_alive()
+            stuck = files._lanes[str(root)]._busy
         finally:
             sshfs_mount.resume()
         assert [p.status.local for p in first] == [before.status.local]  # the live root
         assert [p.status.local for p in again] == [before.status.local]
         assert stuck  # the listing really was held by the dead share
+
+
+def mirror_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "trainwatch-mirrors"]
+
+
+def test_a_roots_lister_is_kept_between_looks_and_every_look_lists_afresh(
+    tmp_path: Path,
+) -> None:
+    """Issue 33: one thread per root lives between looks instead of one started per root
+    every tick; each look still lists again, so a mirror that starts or ends in between is
+    seen by the next look, and the threads end when closed or idle."""
+    root = tmp_path / "scratch"
+    files = MirrorFiles(roots=[str(root), str(tmp_path / "other")], idle_s=60.0)
+    before = set(mirror_threads())
+    assert files.look() == []
+    lanes = set(mirror_threads()) - before
+    assert len(lanes) == 2
+    with local_mirror(tmp_path / "share" / "exp1", every=60, local_root=root) as m:
+        (m / "events").write_bytes(b"x")
+        assert m.sync(10)
+        (published,) = files.look()  # the same threads listed it
+        assert published.status.local == m.local
+        assert set(mirror_threads()) - before == lanes
+    assert files.look() == []  # closed in between: the next look says so
+    assert set(mirror_threads()) - before == lanes
+    files.close()
+    deadline = time.monotonic() + 5
+    while set(mirror_threads()) & lanes and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not set(mirror_threads()) & lanes
+
+    idle = MirrorFiles(roots=[str(root)], idle_s=0.05)
+    assert idle.look() == []
+    deadline = time.monotonic() + 5
+    while set(mirror_threads()) - before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not set(mirror_threads()) - before  # idle: ended by itself
+    assert idle.look() == []  # and the next look starts another
+    idle.close()
+
+
+def test_a_stuck_listing_is_waited_for_once_and_then_not_at_all(tmp_path: Path) -> None:
+    """The lister kept between looks keeps the old rule: a listing that hangs holds its own
+    thread, the look that asked waits ``wait`` at most, the next ones not at all and ask no
+    second listing; once it returns, the root is listed again."""
+    files = MirrorFiles(roots=[str(tmp_path)], idle_s=60.0)
+    release = threading.Event()
+    calls: list[str] = []
+
+    def hang(root: str) -> None:
+        calls.append(root)
+        release.wait(10)
+
+    files._refresh = hang  # type: ignore[method-assign]
+    t0 = time.monotonic()
+    assert files.look(wait=0.2) == []
+    t1 = time.monotonic()
+    assert files.look(wait=5.0) == []
+    t2 = time.monotonic()
+    assert 0.15 <= t1 - t0 < 3.0 and t2 - t1 < 1.0
+    assert calls == [str(tmp_path)]
+    release.set()
+    deadline = time.monotonic() + 5
+    while files._lanes[str(tmp_path)]._busy and time.monotonic() < deadline:
+        time.sleep(0.01)
+    files.look(wait=5.0)
+    assert calls == [str(tmp_path)] * 2
+    files.close()

@@ -13,13 +13,15 @@ A mirror made with an explicit ``local_root=`` elsewhere is found when that root
 A file whose owner process is gone is stale and left out, as is a closed mirror. Each
 root is listed on a thread of its own: one that reaches a dead share after all (a symlinked
 ``~/.cache``) holds that thread, never the caller (the server's sampler), which keeps the last
-answer.
+answer. That thread stays for the next look (a look a second) and ends after
+``MIRROR_LANE_IDLE_S`` without one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import threading
 import time
@@ -27,11 +29,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+from ...core.defaults import MIRROR_LANE_IDLE_S
 from ...core.identity import pid_alive
 from ...core.private import untrusted
 from ..scratch import base_name, candidates, local_refusal
 from .mirror import STATUS_FILE
 from .status import MirrorStatus
+
+log = logging.getLogger(__name__)
 
 MAX_MIRRORS = 32  # mirrors listed at most (status files read per look)
 MAX_FILE_BYTES = 64 * 1024  # a status file is ~300 bytes: anything bigger is not ours
@@ -108,24 +113,96 @@ def local_roots(roots: Sequence[str]) -> list[str]:
     return [r for r in dict.fromkeys(roots) if local_refusal(r) is None]
 
 
+class _Lane:
+    """One root's lister: a thread that lists when asked and waits ``idle_s`` for the next
+    ask before it ends. A listing stuck on a dead share holds only this thread; while it
+    runs, nobody asks again (``ask`` says None) and nobody waits for it."""
+
+    def __init__(self, work: Callable[[], None], idle_s: float) -> None:
+        self._work = work
+        self._idle_s = idle_s
+        self._cond = threading.Condition()
+        self._pending = False  # asked, not begun
+        self._busy = False  # a listing runs (maybe stuck)
+        self._done = 0  # listings finished
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    def ask(self) -> int | None:
+        """Ask for a listing; the number ``wait`` waits for, or None while one is under way."""
+        with self._cond:
+            if self._busy or self._pending or self._closed:
+                return None
+            self._pending = True
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="trainwatch-mirrors", daemon=True
+                )
+                self._thread.start()
+            else:
+                self._cond.notify_all()
+            return self._done + 1
+
+    def wait(self, number: int, until: float) -> None:
+        """Until listing ``number`` is done or the monotonic clock reaches ``until``."""
+        with self._cond:
+            while self._done < number:
+                left = until - time.monotonic()
+                if left <= 0:
+                    return
+                self._cond.wait(left)
+
+    def close(self) -> None:
+        """An idle thread ends now (a stuck one when its listing returns)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                idle_until = time.monotonic() + self._idle_s
+                while not self._pending and not self._closed:
+                    left = idle_until - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+                if not self._pending or self._closed:
+                    self._thread = None  # the next ask starts another
+                    self._pending = False
+                    return
+                self._pending, self._busy = False, True
+            try:
+                self._work()
+            except Exception:  # (a listing that fails keeps the last answer, as before)
+                log.exception("trainwatch: listing mirror status files failed")
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._done += 1
+                    self._cond.notify_all()
+
+
 class MirrorFiles:
     """The live mirrors of this machine, for a surface that asks every tick: the roots are
-    judged once a minute; each root is listed on a thread of its own that the caller waits
-    for at most ``wait`` seconds, so a root stuck on a dead share keeps its last answer
-    (none at first) while the others stay fresh."""
+    judged once a minute; each root is listed on a thread of its own (kept between looks)
+    that the caller waits for at most ``wait`` seconds, so a root stuck on a dead share keeps
+    its last answer (none at first) while the others stay fresh."""
 
     def __init__(
         self,
         roots: Sequence[str] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        idle_s: float = MIRROR_LANE_IDLE_S,
     ) -> None:
+        self._idle_s = idle_s
         self._given = list(roots) if roots is not None else None
         self._clock = clock
         self._roots: list[str] = []
         self._judged = -float("inf")
         self._lock = threading.Lock()
         self._latest: dict[str, list[Published]] = {}  # root -> its last listing
-        self._running: dict[str, threading.Thread] = {}
+        self._lanes: dict[str, _Lane] = {}  # root -> its lister (roots are few, judged)
 
     def roots(self) -> list[str]:
         now = self._clock()
@@ -139,22 +216,27 @@ class MirrorFiles:
         else its last listing (a root still stuck is not listed a second time)."""
         deadline = time.monotonic() + wait
         roots = self.roots()
-        started = []
+        asked = []
         with self._lock:
             for root in roots:
-                thread = self._running.get(root)
-                if thread is None or not thread.is_alive():
-                    thread = threading.Thread(
-                        target=self._refresh, args=(root,), name="trainwatch-mirrors", daemon=True
-                    )
-                    self._running[root] = thread
-                    thread.start()
-                    started.append(thread)
-        for thread in started:
-            thread.join(max(0.0, deadline - time.monotonic()))
+                lane = self._lanes.get(root)
+                if lane is None:
+                    lane = self._lanes[root] = _Lane(lambda r=root: self._refresh(r), self._idle_s)
+                number = lane.ask()
+                if number is not None:  # (None: its listing still runs, maybe stuck)
+                    asked.append((lane, number))
+        for lane, number in asked:
+            lane.wait(number, deadline)
         with self._lock:
             found = [p for root in roots for p in self._latest.get(root, [])]
         return found[:MAX_MIRRORS]
+
+    def close(self) -> None:
+        """End the listers' threads (they end by themselves after ``idle_s`` too)."""
+        with self._lock:
+            lanes, self._lanes = list(self._lanes.values()), {}
+        for lane in lanes:
+            lane.close()
 
     def _refresh(self, root: str) -> None:
         now = time.time()
