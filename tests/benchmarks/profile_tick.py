@@ -15,7 +15,9 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import os
 import pstats
+import signal
 import subprocess
 import sys
 import tempfile
@@ -84,7 +86,8 @@ def main() -> None:
     for name in ("data", "logs", "ckpt"):
         (base / name).mkdir()
         dirs.append(str(base / name))
-    kernel = subprocess.Popen([sys.executable, "-c", TREE], cwd=base)
+    # a session of its own: its child goes with it (else it holds this script's stdout)
+    kernel = subprocess.Popen([sys.executable, "-c", TREE], cwd=base, start_new_session=True)
     try:
         km = KernelManager(
             {
@@ -143,7 +146,7 @@ def main() -> None:
             print(f"live at 1 s, {args.live:.0f} s: {cpu * 1e3:.2f} ms CPU a s ({cpu * 100:.3f} %)")
         sampler.close()
     finally:
-        kernel.kill()
+        os.killpg(kernel.pid, signal.SIGKILL)
         kernel.wait()
 
 
