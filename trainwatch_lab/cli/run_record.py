@@ -84,7 +84,7 @@ class RunRecord(threading.Thread):
             "paths": [],
         }
         try:
-            kept.update(ended.at_start(self.pid))
+            kept.update(ended.at_start(self.pid, stderr=False))
             # its stderr is ours (it inherited it): its own when no one outside our line (its
             # line: we are its parent) writes there
             target = self.stderr.get("stderr")

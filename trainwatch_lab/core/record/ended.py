@@ -386,18 +386,18 @@ def _within(cgroup: dict[str, str], memcg: str | None) -> bool:
     return memcg == "/" or mine == memcg or mine.startswith(memcg.rstrip("/") + "/")
 
 
-def at_start(pid: int) -> dict[str, Any]:
-    """What to keep from a live process for the day it ends."""
+def at_start(pid: int, stderr: bool = True) -> dict[str, Any]:
+    """What to keep from a live process for the day it ends; ``stderr=False`` for a caller
+    that knows the stderr file already (``run``: ``stderr_facts``), which spares a look at
+    every process on the machine."""
     cgroup = memory_cgroup(pid)
-    stderr = own_stderr(pid)
-    return {
-        "started": started_at(pid),
-        "stderr": stderr,
-        "stderr_from": own_from(pid, stderr),
-        "stderr_id": file_identity(pid) if stderr else None,
-        "cgroup": cgroup,
-        "oom_kills": oom_kills(cgroup),
-    }
+    kept = {"started": started_at(pid), "cgroup": cgroup, "oom_kills": oom_kills(cgroup)}
+    if stderr:
+        target = own_stderr(pid)
+        kept["stderr"] = target
+        kept["stderr_from"] = own_from(pid, target)
+        kept["stderr_id"] = file_identity(pid) if target else None
+    return kept
 
 
 def at_end(seen: dict[str, Any], kmsg: str | None = None) -> dict[str, Any]:
