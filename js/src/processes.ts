@@ -9,7 +9,7 @@
  * sample; ``processFacts`` is DOM-free for unit tests in node.
  */
 
-import { el } from './dom';
+import { changed, el, keyedChildren } from './dom';
 import { formatBytes, formatMBs, formatPct, shortPath } from './format';
 
 /** Below this share a path is not worth a word (notebook.cell.report.WAIT_SHOWN in Python). */
@@ -104,17 +104,12 @@ export function processFacts(p: ITrainingProcessJSON): string[] {
   return facts;
 }
 
-/** One row: "pid 4242 python train.py --lr 3e-4", its facts, its directories, a hide button. */
-export function renderProcessRow(
-  p: ITrainingProcessJSON,
-  onHide?: (pid: number) => void
-): HTMLElement {
+/** One row's frame: "pid 4242 python train.py --lr 3e-4" and its hide button. */
+function processRow(p: ITrainingProcessJSON, onHide?: (pid: number) => void): HTMLElement {
   const row = el('div', 'jp-TrainWatch-process');
   row.dataset.pid = String(p.pid);
   const head = el('div', 'jp-TrainWatch-processHead');
-  const name = el('span', 'jp-TrainWatch-processCommand', `pid ${p.pid} ${p.command}`);
-  name.title = p.cwd ? `${p.command}\nin ${p.cwd}` : p.command;
-  head.appendChild(name);
+  head.appendChild(el('span', 'jp-TrainWatch-processCommand', `pid ${p.pid} ${p.command}`));
   if (onHide) {
     const hide = el('button', 'jp-TrainWatch-processHide', 'Hide');
     hide.title = 'Stop listing this process and watching its directories';
@@ -122,12 +117,24 @@ export function renderProcessRow(
     head.appendChild(hide);
   }
   row.appendChild(head);
-  const facts = el('div', 'jp-TrainWatch-processFacts', processFacts(p).join(' · '));
-  if (p.main_thread?.blocked) {
-    facts.classList.add('jp-mod-blocked');
-  }
-  row.appendChild(facts);
+  return row;
+}
+
+/** What a row says now under its head: its facts, the time it loses to storage, its
+ * directories (redrawn only when they changed). */
+function fillProcessRow(row: HTMLElement, p: ITrainingProcessJSON): void {
+  const facts = processFacts(p);
   const waits = waitFacts(p.io);
+  const blocked = !!p.main_thread?.blocked;
+  if (!changed(row, [p.command, p.cwd, facts, waits, blocked, p.paths])) {
+    return;
+  }
+  const name = row.querySelector<HTMLElement>('.jp-TrainWatch-processCommand')!;
+  name.title = p.cwd ? `${p.command}\nin ${p.cwd}` : p.command;
+  const parts: HTMLElement[] = [];
+  const line = el('div', 'jp-TrainWatch-processFacts', facts.join(' · '));
+  line.classList.toggle('jp-mod-blocked', blocked);
+  parts.push(line);
   if (waits.length) {
     const lost = el('div', 'jp-TrainWatch-processWaits');
     for (const text of waits) {
@@ -136,7 +143,7 @@ export function renderProcessRow(
     lost.title =
       "Time lost to storage: the share of the main thread's time (over the last 10 min) and " +
       "of its worker processes' (last interval) spent in system calls on files under each path";
-    row.appendChild(lost);
+    parts.push(lost);
   }
   const dirs = Object.keys(p.paths);
   if (dirs.length) {
@@ -146,18 +153,25 @@ export function renderProcessRow(
       item.title = `${dir}\n${p.paths[dir].join('\n')}`;
       list.appendChild(item);
     }
-    row.appendChild(list);
+    parts.push(list);
   }
-  return row;
+  row.replaceChildren(row.firstElementChild!, ...parts);
 }
 
-/** Replace ``container``'s children with one row per process (nothing when there is none). */
+/** One row per process in ``container`` (nothing when there is none); a process keeps its
+ * row across samples, so a focused Hide button stays focused. */
 export function renderProcesses(
   container: HTMLElement,
   processes: ITrainingProcessJSON[],
   onHide?: (pid: number) => void
 ): void {
-  container.replaceChildren(...processes.map(p => renderProcessRow(p, onHide)));
+  keyedChildren(
+    container,
+    processes,
+    p => `${p.pid} ${p.command}`, // a pid reused by another command is another row
+    p => processRow(p, onHide),
+    fillProcessRow
+  );
 }
 
 /** Hide a process in the panel: its row and its directories go (``DELETE processes?pid=``). */

@@ -1,5 +1,6 @@
 import { Widget } from '@lumino/widgets';
 
+import { changed } from './dom';
 import { formatDuration } from './format';
 import { liveState } from './live';
 import { ISampleJSON } from './model';
@@ -15,8 +16,6 @@ import { StreamClient } from './stream';
  * them with the panel's at the same moment).
  */
 export class TrainWatchStatus extends Widget {
-  private _shown = '';
-
   constructor(
     private readonly _stream: StreamClient,
     onClick: () => void
@@ -46,11 +45,9 @@ export class TrainWatchStatus extends Widget {
     const scope = scopeText(sample);
     const verdict = sample?.headline?.verdict;
     const stale = state === 'stale' ? Math.round(ageS ?? 0) : '';
-    const key = `${text}|${level}|${state}|${stale}|${scope}|${verdict}|${sample?.t}`;
-    if (key === this._shown) {
+    if (!changed(this.node, [text, level, state, stale, scope, verdict, sample?.t])) {
       return;
     }
-    this._shown = key;
     this.node.textContent = text;
     this.node.dataset.state = state;
     this.node.dataset.scope = scope;

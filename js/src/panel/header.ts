@@ -6,7 +6,7 @@
 import { Widget } from '@lumino/widgets';
 
 import { Block } from '../blocks';
-import { el, proseEl } from '../dom';
+import { changed, el, proseEl } from '../dom';
 import { formatDuration, plainProse } from '../format';
 import { severityIcon } from '../icons';
 import { LiveState } from '../live';
@@ -33,7 +33,6 @@ export function stateText(state: LiveState, clock: string, ageS: number | null):
 export class StateHeader extends Block {
   readonly pauseButton: HTMLButtonElement;
   private _stateNode = el('span', 'jp-TrainWatch-state');
-  private _shown = '';
 
   constructor(
     onPause: () => void,
@@ -49,11 +48,9 @@ export class StateHeader extends Block {
 
   /** Show ``text`` for ``state``; false when that is what it already shows. */
   showState(state: LiveState | 'replay', text: string, paused: boolean): boolean {
-    const key = `${state}|${text}|${paused}`;
-    if (key === this._shown) {
+    if (!changed(this._stateNode, [state, text, paused])) {
       return false;
     }
-    this._shown = key;
     const node = this._stateNode;
     node.className = `jp-TrainWatch-state jp-mod-${state}`;
     node.textContent = text;
@@ -78,7 +75,6 @@ export class VerdictView {
   readonly verdict = new Block('jp-TrainWatch-verdict');
   readonly scope = new Block('jp-TrainWatch-scope');
   readonly notes = new Block('jp-TrainWatch-notes');
-  private _shown: string | null = null;
 
   constructor() {
     this.verdict.node.setAttribute('role', 'status');
@@ -99,11 +95,9 @@ export class VerdictView {
       delete node.dataset.t;
     }
     const paths = watchedPaths(sample).map(p => p.path);
-    const signature = JSON.stringify([headline ?? null, notes, !!sample, paths]);
-    if (signature === this._shown) {
+    if (!changed(this.verdict.node, [headline ?? null, notes, !!sample, paths])) {
       return;
     }
-    this._shown = signature;
     this._renderVerdict(sample);
     const scope = this.scope.node;
     scope.textContent = scopeText(sample);

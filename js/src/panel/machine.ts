@@ -4,16 +4,14 @@
  */
 
 import { TitledBlock } from '../blocks';
-import { el, pathEl } from '../dom';
+import { changed, el, keyedChildren, pathEl } from '../dom';
 import { formatBytes, formatMBs } from '../format';
-import { IMirrorJSON, ISampleJSON } from '../model';
+import { IKernelJSON, IMirrorJSON, ISampleJSON } from '../model';
 import { renderProcesses } from '../processes';
 
 /** One line per live ``local_mirror`` of the machine: Python's status words, coloured by its
  * state (a share that does not answer, an error). Hidden when there is none. */
 export class MirrorsView extends TitledBlock {
-  private _shown: string | null = null;
-
   constructor() {
     super('mirrors', 'Log mirrors', 'jp-TrainWatch-mirrors', false);
   }
@@ -21,11 +19,14 @@ export class MirrorsView extends TitledBlock {
   render(mirrors: IMirrorJSON[]): void {
     this.setHidden(!mirrors.length);
     this.title.setSummary(String(mirrors.length));
-    const signature = JSON.stringify(mirrors.map(m => [m.local, m.state, m.text]));
-    if (signature === this._shown) {
+    if (
+      !changed(
+        this.node,
+        mirrors.map(m => [m.local, m.state, m.text])
+      )
+    ) {
       return;
     }
-    this._shown = signature;
     const lines = mirrors.map(m => {
       const line = el('div', `jp-TrainWatch-mirror jp-mod-${m.state}`, m.text);
       line.dataset.state = m.state;
@@ -60,38 +61,41 @@ export class KernelsView extends TitledBlock {
     super('kernels', 'Kernels', 'jp-TrainWatch-kernels', false);
   }
 
+  private _list = el('ul', 'jp-TrainWatch-kernelList');
+  private _empty = el('div', 'jp-TrainWatch-empty', 'No running kernel.');
+
   render(sample: ISampleJSON | null): void {
-    const node = this.node;
-    node.textContent = '';
     const kernels = Object.values(sample?.kernels ?? {});
     this.title.setSummary(String(kernels.length));
-    if (!kernels.length) {
-      node.appendChild(el('div', 'jp-TrainWatch-empty', 'No running kernel.'));
+    const shown = kernels.length ? this._list : this._empty;
+    if (this.node.firstChild !== shown || this.node.childNodes.length !== 1) {
+      this.node.replaceChildren(shown);
+    }
+    keyedChildren(
+      this._list,
+      kernels,
+      k => k.id,
+      () => el('li', 'jp-TrainWatch-kernel'),
+      (item, k) => this._fill(item, k)
+    );
+  }
+
+  private _fill(item: HTMLElement, k: IKernelJSON): void {
+    const notebook = k.notebook ? k.notebook.split('/').pop() : null;
+    const io = k.io
+      ? `read ${formatMBs(k.io.read_chars_s / 1e6)}, write ${formatMBs(k.io.write_chars_s / 1e6)}`
+      : 'I/O –';
+    const gpu = k.gpu_mem_bytes != null ? ` · GPU ${formatBytes(k.gpu_mem_bytes)}` : '';
+    const head = `${notebook ?? k.name ?? 'kernel'} · ${k.execution_state ?? '?'} · pid ${k.pid ?? '?'}`;
+    if (!changed(item, [k.notebook, k.name, head, k.cwd, io, gpu])) {
       return;
     }
-    const list = el('ul', 'jp-TrainWatch-kernelList');
-    for (const k of kernels) {
-      const item = el('li', 'jp-TrainWatch-kernel');
-      item.dataset.kernel = k.id;
-      const notebook = k.notebook ? k.notebook.split('/').pop() : null;
-      if (k.notebook) {
-        item.title = `${k.notebook}\nkernel ${k.name ?? '?'} ${k.id}`;
-      }
-      const io = k.io
-        ? `read ${formatMBs(k.io.read_chars_s / 1e6)}, write ${formatMBs(k.io.write_chars_s / 1e6)}`
-        : 'I/O –';
-      const gpu = k.gpu_mem_bytes != null ? ` · GPU ${formatBytes(k.gpu_mem_bytes)}` : '';
-      item.append(
-        el(
-          'div',
-          'jp-TrainWatch-kernelHead',
-          `${notebook ?? k.name ?? 'kernel'} · ${k.execution_state ?? '?'} · pid ${k.pid ?? '?'}`
-        ),
-        pathEl('div', 'jp-TrainWatch-kernelBody', `${k.cwd ?? ''}`),
-        el('div', 'jp-TrainWatch-kernelBody', `${io}${gpu}`)
-      );
-      list.appendChild(item);
-    }
-    node.appendChild(list);
+    item.dataset.kernel = k.id;
+    item.title = k.notebook ? `${k.notebook}\nkernel ${k.name ?? '?'} ${k.id}` : '';
+    item.replaceChildren(
+      el('div', 'jp-TrainWatch-kernelHead', head),
+      pathEl('div', 'jp-TrainWatch-kernelBody', `${k.cwd ?? ''}`),
+      el('div', 'jp-TrainWatch-kernelBody', `${io}${gpu}`)
+    );
   }
 }

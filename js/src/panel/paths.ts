@@ -6,7 +6,7 @@
  */
 
 import { Block, TitledBlock } from '../blocks';
-import { el, pathEl } from '../dom';
+import { changed, el, keyedChildren, pathEl } from '../dom';
 import { formatMs } from '../format';
 import { IPathStateJSON, ISampleJSON, IWatchedPathJSON } from '../model';
 import { watchedBy, watchedPaths } from '../readings';
@@ -23,6 +23,12 @@ export class PathsView extends TitledBlock {
   private _addButton: HTMLButtonElement;
   private _error: HTMLDivElement;
   private _enabled = true;
+  private _list = el('ul', 'jp-TrainWatch-pathList');
+  private _empty = el(
+    'div',
+    'jp-TrainWatch-empty',
+    'No watched path. Add a log or checkpoint directory.'
+  );
 
   /** ``changed`` is called after each answer of the server (the panel redraws). */
   constructor(private _changed: () => void) {
@@ -116,8 +122,6 @@ export class PathsView extends TitledBlock {
   }
 
   render(sample: ISampleJSON | null): void {
-    const node = this.node;
-    node.textContent = '';
     const states = sample?.paths ?? {};
     this._latestT = sample?.t ?? this._latestT;
     // the sample's list, unless our own request was answered after it came
@@ -129,57 +133,70 @@ export class PathsView extends TitledBlock {
       }
     }
     this.title.setSummary(String(known.size));
-    if (!known.size) {
-      node.appendChild(
-        el('div', 'jp-TrainWatch-empty', 'No watched path. Add a log or checkpoint directory.')
-      );
-      return;
+    const shown = known.size ? this._list : this._empty;
+    if (this.node.firstChild !== shown || this.node.childNodes.length !== 1) {
+      this.node.replaceChildren(shown);
     }
-    const list = el('ul', 'jp-TrainWatch-pathList');
-    for (const entry of [...known.values()].sort((a, b) => a.path.localeCompare(b.path))) {
-      list.appendChild(this._row(entry, states[entry.path] ?? entry.state, sample));
-    }
-    node.appendChild(list);
+    const entries = [...known.values()].sort((a, b) => a.path.localeCompare(b.path));
+    // each path keeps its row: the reader's focus on its button or a selected name survives
+    // the samples (rebuilt each second, neither did)
+    keyedChildren(
+      this._list,
+      entries,
+      entry => entry.path,
+      entry => this._row(entry),
+      (row, entry) => this._fill(row, entry, states[entry.path] ?? entry.state, sample)
+    );
   }
 
-  private _row(
-    entry: IWatchedPathJSON,
-    st: IPathStateJSON | null,
-    sample: ISampleJSON | null
-  ): HTMLLIElement {
+  /** A path's row: its name and its button, which do not change while it is watched. */
+  private _row(entry: IWatchedPathJSON): HTMLLIElement {
     const row = el('li', 'jp-TrainWatch-pathRow');
     row.dataset.path = entry.path;
-    row.dataset.kind = st?.kind ?? 'unknown';
     const head = el('div', 'jp-TrainWatch-pathHead');
     const name = pathEl('span', 'jp-TrainWatch-pathName', entry.path);
-    name.title = entry.roles.length ? `watched as: ${entry.roles.join(', ')}` : '';
     const remove = el('button', 'jp-mod-styled jp-TrainWatch-remove', '✕');
     remove.title = `Stop watching ${entry.path}`;
     remove.setAttribute('aria-label', `Stop watching ${entry.path}`);
     remove.onclick = () => void this.remove(entry.path);
-    remove.disabled = !this._enabled;
     head.append(name, remove);
+    row.append(head, el('div', 'jp-TrainWatch-pathDetails'));
+    return row;
+  }
+
+  /** What a row says of its path now: kind, latency, free space, who watches it, a note. */
+  private _fill(
+    row: HTMLElement,
+    entry: IWatchedPathJSON,
+    st: IPathStateJSON | null,
+    sample: ISampleJSON | null
+  ): void {
+    row.querySelector<HTMLButtonElement>('.jp-TrainWatch-remove')!.disabled = !this._enabled;
+    const by = watchedBy(entry.roles, sample);
     const kind = st
       ? `${st.kind}${st.fstype ? ` (${st.fstype})` : ''}${st.responsive ? '' : ', not answering'}`
       : 'checking…';
-    const details = el('div', 'jp-TrainWatch-pathDetails');
-    const by = watchedBy(entry.roles, sample);
-    if (by) {
-      details.append(el('span', 'jp-TrainWatch-watchedBy', by));
+    const latency =
+      st?.probe?.p50_ms != null ? `write+fsync ${formatMs(st.probe.p50_ms)}` : 'latency –';
+    const space = sample?.space?.[entry.path] ?? 'free space: ?';
+    const note = st?.note ?? '';
+    if (!changed(row, [entry.roles, by, st?.kind, kind, latency, space, note])) {
+      return;
     }
-    details.append(
+    row.dataset.kind = st?.kind ?? 'unknown';
+    row
+      .querySelector('.jp-TrainWatch-pathName')!
+      .setAttribute('title', entry.roles.length ? `watched as: ${entry.roles.join(', ')}` : '');
+    const details = row.querySelector('.jp-TrainWatch-pathDetails')!;
+    details.replaceChildren(
+      ...(by ? [el('span', 'jp-TrainWatch-watchedBy', by)] : []),
       el('span', `jp-TrainWatch-kind jp-mod-${st?.kind ?? 'unknown'}`, kind),
-      el(
-        'span',
-        '',
-        st?.probe?.p50_ms != null ? `write+fsync ${formatMs(st.probe.p50_ms)}` : 'latency –'
-      ),
-      el('span', 'jp-TrainWatch-pathSpace', sample?.space?.[entry.path] ?? 'free space: ?')
+      el('span', '', latency),
+      el('span', 'jp-TrainWatch-pathSpace', space)
     );
-    row.append(head, details);
-    if (st?.note) {
-      row.appendChild(el('div', 'jp-TrainWatch-pathNote', st.note));
+    row.querySelector('.jp-TrainWatch-pathNote')?.remove();
+    if (note) {
+      row.appendChild(el('div', 'jp-TrainWatch-pathNote', note));
     }
-    return row;
   }
 }

@@ -11,14 +11,13 @@ const RANK: Record<string, number> = { critical: 0, warning: 1, info: 2 };
  */
 
 import { TitledBlock } from '../blocks';
-import { el, pathEl, proseEl } from '../dom';
+import { changed, el, pathEl, proseEl } from '../dom';
 import { plainProse } from '../format';
 import { severityIcon } from '../icons';
 import { IAlertJSON, ISampleJSON } from '../model';
 import { activeWarnings } from '../readings';
 
 export class WarningsView extends TitledBlock {
-  private _shown: string | null = null;
   private _opened = new Set<string>(); // warnings the reader unfolded (code + subject)
   private _all = false; // the reader asked to see every warning
 
@@ -34,11 +33,9 @@ export class WarningsView extends TitledBlock {
     this.title.setSummary(String(warnings.length)); // folded, the count still shows
     // rebuild only when the warnings changed: a list replaced every tick loses the reader's
     // text selection, scroll position and what they unfolded
-    const signature = JSON.stringify(warnings);
-    if (signature === this._shown) {
+    if (!changed(node, warnings)) {
       return;
     }
-    this._shown = signature;
     node.textContent = '';
     if (!warnings.length) {
       return;
