@@ -144,6 +144,41 @@ def test_paused_and_unchanged_ticks_send_almost_nothing(recorded: list) -> None:
     dash.close()
 
 
+def views(dash: TrainWatch, count: int) -> None:
+    """What the browser sends when it makes or removes a view of the dashboard: an
+    ``update`` of ``_view_count`` on the widget's comm, handled as ipywidgets handles it."""
+    dash._handle_msg({"content": {"data": {"method": "update", "state": {"_view_count": count}}}})
+
+
+def test_a_dashboard_nobody_sees_sends_nothing_and_catches_up_when_seen(recorded: list) -> None:
+    dash, sampler = make_dash(600.0)
+    assert dash._view_count == 0  # the browser is asked to count its views
+    feed(dash, sampler, 0, 60, "/p")
+    views(dash, 1)  # shown
+    feed(dash, sampler, 60, 5, "/p")
+    assert [k for k, _ in recorded].count("comm_msg") >= 5  # drawn while seen
+    drawn_to = float(np.max(dash.charts["io"].lines.x))
+    views(dash, 0)  # its output cleared: no view left
+    recorded.clear()
+    redraws = dash.chart_updates
+    feed(dash, sampler, 65, 120, "/p")
+    assert [k for k, _ in recorded if k == "comm_msg"] == []
+    assert dash.samples == 185 and dash.chart_updates == redraws  # counted, not drawn
+    views(dash, 1)  # shown again: the charts and header as of now, at once
+    assert dash.chart_updates == redraws + 1
+    assert np.max(dash.charts["io"].lines.x) - drawn_to == pytest.approx(120, abs=15)
+    dash.close()
+
+
+def test_a_dashboard_never_shown_keeps_drawing() -> None:
+    """Nothing says where a dashboard never shown is read (a frontend without widgets
+    counts no views): it draws as before."""
+    dash, sampler = make_dash(600.0)
+    feed(dash, sampler, 0, 30, "/p")
+    assert dash.chart_updates > 0 and dash.charts["io"].points > 0
+    dash.close()
+
+
 def test_memory_stays_flat_over_hours() -> None:
     """History is a fixed ring; the dashboard keeps only the arrays it last sent."""
     dash, sampler = make_dash(600.0, capacity=900)

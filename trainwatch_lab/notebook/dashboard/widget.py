@@ -130,7 +130,9 @@ class TrainWatch(DashboardLayout):
         if sampler is not None:  # a shared sampler ticks at its own pace
             interval = sampler.interval
         keys, interval, window = check_settings(paths, interval, window)
-        super().__init__()
+        # 0, not None: the browser then counts its views of the dashboard (``_on_views``)
+        super().__init__(_view_count=0)
+        self._views_seen = False
         self.defaults = defaults
         self.gpu_filter = as_selection(gpus)  # indices, GPU or MIG UUIDs
         self.gpu_enabled = gpu
@@ -159,6 +161,7 @@ class TrainWatch(DashboardLayout):
         self._build(details)
         if inline:
             self._attach_inline(inline)
+        self.observe(self._on_views, names="_view_count")
         if start:
             self.start()
 
@@ -285,17 +288,44 @@ class TrainWatch(DashboardLayout):
         """
         return export_history(self.history, self.export_status, path, wait, timeout)
 
+    # -- who sees it (the comm thread) ------------------------------------------------
+    @property
+    def unseen(self) -> bool:
+        """Shown, and no view of it is left: its output cleared, its notebook closed.
+
+        Why it matters: each tick of a dashboard nobody sees still costs the kernel its
+        charts' arithmetic and the comm its bytes, which the Jupyter server keeps for a
+        browser that is not there. A dashboard never shown (a test, a frontend without
+        widgets) is not unseen: nothing says where it is read. A page reloaded without
+        removing its views keeps the count up, and the dashboard drawing."""
+        return self._views_seen and not self._view_count
+
+    def _on_views(self, change: dict[str, Any]) -> None:
+        """The browser made or removed a view; a first view after none catches up at once
+        (the charts and header as of now, not as of when the last view went)."""
+        with self._lock:
+            if not change["new"]:
+                return
+            woke = self._views_seen and not change["old"]  # (the count is already new)
+            self._views_seen = True
+            latest = self.sampler.latest
+            if woke and not self.stopped and latest is not None:
+                self._draw(latest, force=True)
+
     # -- updates (sampler thread) ----------------------------------------------------
     def _on_sample(self, sample: Sample) -> None:
         with self._lock:
             self.samples += 1
-            if self.stopped:
+            if self.stopped or self.unseen:
                 return
-            if self.paused:  # charts hold still; the verdict and warnings go on
-                self._update_panes(sample)
-                self.status.value = self._header_html(sample)
-                return
-            self._refresh(sample)
+            self._draw(sample)
+
+    def _draw(self, sample: Sample, force: bool = False) -> None:
+        if self.paused:  # charts hold still; the verdict and warnings go on
+            self._update_panes(sample, force)
+            self.status.value = self._header_html(sample)
+            return
+        self._refresh(sample, force)
 
     def refresh(self) -> None:
         """Redraw now from the history (e.g. after a test ticked the sampler by hand)."""
