@@ -4,7 +4,7 @@ import { Message } from '@lumino/messaging';
 import { niceIncrs } from '../charts/axes';
 import { Block } from '../blocks';
 import { TimeChart } from '../charts/chart';
-import { el } from '../dom';
+import { changed, el, keyedChildren } from '../dom';
 import {
   chartData,
   countsText,
@@ -47,6 +47,8 @@ export class FleetSection extends Panel {
   private _counts = el('div', 'jp-TrainWatch-fleetCounts');
   private _filter: HTMLInputElement;
   private _list = new Block('jp-TrainWatch-fleetListBlock');
+  private _hostList = el('ul', 'jp-TrainWatch-fleetList');
+  private _more = el('button', 'jp-mod-styled jp-TrainWatch-fleetMore');
   private _data: IFleetJSON | null = null;
   private _shown = FLEET_PAGE;
   private _detailTitle = new Block('jp-TrainWatch-fleetDetailTitle');
@@ -72,6 +74,10 @@ export class FleetSection extends Panel {
     this._head.node.append(el('h3', 'jp-TrainWatch-sectionTitle', 'Fleet'), this._select);
     this._error.setAttribute('role', 'alert');
     this._counts.setAttribute('aria-live', 'polite');
+    this._more.onclick = () => {
+      this._shown += FLEET_PAGE;
+      this._renderList();
+    };
     this._filter = el('input', 'jp-mod-styled jp-TrainWatch-fleetFilter');
     this._filter.type = 'search';
     this._filter.placeholder = 'Filter: host or warning code';
@@ -242,78 +248,52 @@ export class FleetSection extends Panel {
     }
   }
 
-  /** The page of rows that match the filter, the worst first (the server's order). */
+  /** The page of rows that match the filter, the worst first (the server's order). A host
+   * keeps its row across refreshes (``keyedChildren``): a row reached with the keyboard
+   * keeps the focus, which a list rebuilt every 15 s took away. */
   private _renderList(): void {
     const node = this._list.node;
-    node.textContent = '';
     const data = this._data;
+    const empty = (text: string) => node.replaceChildren(el('div', 'jp-TrainWatch-empty', text));
     if (!data) {
+      node.replaceChildren();
       return;
     }
     if (!data.hosts.length) {
-      node.appendChild(el('div', 'jp-TrainWatch-empty', 'Prometheus scrapes no host yet.'));
+      empty('Prometheus scrapes no host yet.');
       return;
     }
     const filter = this._filter.value.trim();
     const matching = filter ? data.hosts.filter(h => matchesFilter(h, filter)) : data.hosts;
     node.dataset.matching = String(matching.length);
     if (!matching.length) {
-      node.appendChild(el('div', 'jp-TrainWatch-empty', `No host matches “${filter}”.`));
+      empty(`No host matches “${filter}”.`);
       return;
     }
     const at = this._answeredAt ?? Date.now() / 1000;
-    const list = el('ul', 'jp-TrainWatch-fleetList');
-    for (const host of matching.slice(0, this._shown)) {
-      list.appendChild(this._row(host, at));
-    }
-    node.appendChild(list);
+    keyedChildren(
+      this._hostList,
+      matching.slice(0, this._shown),
+      host => host.host,
+      host => this._row(host.host),
+      (row, host) => this._fillRow(row, host, at)
+    );
     const left = matching.length - this._shown;
-    if (left > 0) {
-      const more = el(
-        'button',
-        'jp-mod-styled jp-TrainWatch-fleetMore',
-        `Show ${Math.min(left, FLEET_PAGE)} more (${left} not shown)`
-      );
-      more.onclick = () => {
-        this._shown += FLEET_PAGE;
-        this._renderList();
-      };
-      node.appendChild(more);
+    this._more.textContent = `Show ${Math.min(left, FLEET_PAGE)} more (${left} not shown)`;
+    const parts: Node[] = left > 0 ? [this._hostList, this._more] : [this._hostList];
+    const same =
+      node.childNodes.length === parts.length && parts.every((n, i) => node.childNodes[i] === n);
+    if (!same) {
+      node.replaceChildren(...parts);
     }
   }
 
-  private _row(host: IFleetHostJSON, nowS: number): HTMLLIElement {
-    const row = el('li', `jp-TrainWatch-fleetRow jp-mod-${host.worst ?? 'ok'}`);
-    row.dataset.host = host.host;
-    row.dataset.state = hostState(host);
-    row.dataset.status = host.status;
+  /** A host's row and what a click or Enter on it does. */
+  private _row(hostKey: string): HTMLLIElement {
+    const row = el('li');
     row.tabIndex = 0;
     row.setAttribute('role', 'button');
-    row.setAttribute('aria-expanded', String(host.host === this._selected));
-    row.classList.toggle('jp-mod-selected', host.host === this._selected);
-    const head = el('div', 'jp-TrainWatch-fleetRowHead');
-    const name = el('span', 'jp-TrainWatch-fleetName', host.name);
-    name.title = host.instances
-      .map(i => `${i.instance} (${i.job}${i.up ? '' : ', down'})`)
-      .join('\n');
-    const status = el(
-      'span',
-      `jp-TrainWatch-fleetState jp-mod-${host.status}`,
-      statusText(host, nowS)
-    );
-    head.append(name, status);
-    const facts = el('div', 'jp-TrainWatch-fleetFacts');
-    hostFacts(host).forEach((fact, i) => {
-      facts.append(i ? ' · ' : '', el('span', 'jp-TrainWatch-fleetFact', fact));
-    });
-    row.append(head, facts);
-    if (host.warnings.length) {
-      const warn = el('div', `jp-TrainWatch-fleetWarning jp-mod-${host.worst}`);
-      warn.append(...severityIcon(host.worst ?? ''), warningsText(host));
-      warn.title = warningsTitle(host, this._data?.fixes);
-      row.appendChild(warn);
-    }
-    const open = () => this._selectHost(this._selected === host.host ? null : host.host);
+    const open = () => this._selectHost(this._selected === hostKey ? null : hostKey);
     row.onclick = open;
     row.onkeydown = event => {
       if (event.key === 'Enter' || event.key === ' ') {
@@ -322,6 +302,40 @@ export class FleetSection extends Panel {
       }
     };
     return row;
+  }
+
+  /** What a host's row says now: its name, state, facts and warnings. */
+  private _fillRow(row: HTMLElement, host: IFleetHostJSON, nowS: number): void {
+    const selected = host.host === this._selected;
+    row.className = `jp-TrainWatch-fleetRow jp-mod-${host.worst ?? 'ok'}`;
+    row.classList.toggle('jp-mod-selected', selected);
+    row.setAttribute('aria-expanded', String(selected));
+    row.dataset.host = host.host;
+    row.dataset.state = hostState(host);
+    row.dataset.status = host.status;
+    const state = statusText(host, nowS);
+    const warnTitle = warningsTitle(host, this._data?.fixes);
+    if (!changed(row, [host, state, warnTitle])) {
+      return;
+    }
+    const head = el('div', 'jp-TrainWatch-fleetRowHead');
+    const name = el('span', 'jp-TrainWatch-fleetName', host.name);
+    name.title = host.instances
+      .map(i => `${i.instance} (${i.job}${i.up ? '' : ', down'})`)
+      .join('\n');
+    head.append(name, el('span', `jp-TrainWatch-fleetState jp-mod-${host.status}`, state));
+    const facts = el('div', 'jp-TrainWatch-fleetFacts');
+    hostFacts(host).forEach((fact, i) => {
+      facts.append(i ? ' · ' : '', el('span', 'jp-TrainWatch-fleetFact', fact));
+    });
+    const parts: HTMLElement[] = [head, facts];
+    if (host.warnings.length) {
+      const warn = el('div', `jp-TrainWatch-fleetWarning jp-mod-${host.worst}`);
+      warn.append(...severityIcon(host.worst ?? ''), warningsText(host));
+      warn.title = warnTitle;
+      parts.push(warn);
+    }
+    row.replaceChildren(...parts);
   }
 
   private _selectHost(host: string | null): void {

@@ -92,6 +92,22 @@ def test_the_fleet_lists_both_hosts_draws_one_and_says_when_prometheus_stops(
         page.locator(FLEET).scroll_into_view_if_needed()
         page.locator(FLEET).screenshot(path=str(artifact_path("lab-panel-fleet.png")))
 
+        # a row reached with the keyboard keeps the focus through a refresh (it was rebuilt)
+        page.focus(f"{ROWS}[data-host='127.0.0.2']")
+        page.eval_on_selector(f"{ROWS}[data-host='127.0.0.2']", "row => { row.twHeld = true; }")
+        page.evaluate(  # a refresh of its own, not one in flight that answered before the mark
+            """async () => {
+                const fleet = window.trainwatchLab.panel.fleet;
+                while (fleet._loading) await new Promise(r => setTimeout(r, 50));
+                await fleet.refresh();
+            }"""
+        )
+        held = page.evaluate(
+            "() => ({host: document.activeElement.dataset.host,"
+            " same: document.activeElement.twHeld === true})"
+        )
+        assert held == {"host": "127.0.0.2", "same": True}, held
+
         # Prometheus stops: the server's one line, in the section, quickly
         prometheus.stop()
         page.wait_for_timeout(2_500)  # past the server's short cache of the listing
