@@ -12,13 +12,17 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
 from tests.support.env import need_root
+from tests.support.kernel_client import kernel_says
 from trainwatch_lab.core.attach.link import HubLink
 from trainwatch_lab.core.attach.wire import ENV, address
 from trainwatch_lab.server.attach import MAX_PENDING
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def until(predicate, timeout: float = 30.0) -> bool:
@@ -247,3 +251,42 @@ async def test_when_the_server_goes_the_kernel_says_so_and_shows_nothing_stale(h
     source.collect(sample)
     assert sample.paths == {} and sample.notes["paths"] == GONE_NOTE
     source.close()
+
+
+async def test_a_notebooks_kernel_hears_how_many_browsers_are_connected(
+    jp_serverapp, jp_ws_fetch, hub, tmp_path
+) -> None:
+    """A dashboard drawing for a closed browser tab costs its kernel the charts and this
+    server the messages, which jupyter_server keeps for a reconnect with no bound: a kernel
+    of this server is told how many WebSockets are open to it, 0 when the tab closed."""
+    server = await attach_server(hub)
+    km = jp_serverapp.kernel_manager
+    kid = await km.start_kernel(env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        said = await asyncio.to_thread(
+            kernel_says,
+            km.get_kernel(kid).connection_file,
+            "from trainwatch_lab.core.attach.link import shared_link\n"
+            f"link = shared_link(); link.watch('dashboard', [{str(tmp_path)!r}])\n"
+            "print(link is not None)",
+        )
+        assert said == "True", said
+
+        def told() -> int | None:
+            mine = [k for k in server.kernels.values() if k.role == f"notebook:{kid}"]
+            return mine[0].clients if mine else None
+
+        async def kernel_heard() -> str:
+            connection_file = km.get_kernel(kid).connection_file
+            return await asyncio.to_thread(kernel_says, connection_file, "print(link.clients)")
+
+        assert await until(lambda: told() == 0)  # no browser yet (ZMQ clients are none)
+        assert await kernel_heard() == "0"
+        ws = await jp_ws_fetch("api", "kernels", kid, "channels")
+        assert await until(lambda: told() == 1)
+        assert await kernel_heard() == "1"
+        ws.close()
+        assert await until(lambda: told() == 0)
+        assert await kernel_heard() == "0"
+    finally:
+        await km.shutdown_kernel(kid, now=True)

@@ -12,6 +12,9 @@ The protocol is one JSON object per line, at most ``MAX_LINE`` bytes.
   ``{"sample": ...}`` after every tick, the panel's own JSON (``Hub.sample_json``): one
   sample, one set of warnings. A kernel that does not read is skipped (``MAX_PENDING``
   writes in flight at most): its socket costs a bounded buffer, never the server's memory.
+  A kernel of this server's notebooks also gets ``{"clients": N}`` before a sample when N,
+  the browsers (WebSocket connections) the server has open to it, changed: its dashboards
+  stop drawing at 0 (notebook/dashboard/widget.py, ``unseen``).
 - kernel -> server: ``{"paths": [...]}``, the paths it watches now (``%trainwatch``, the
   logdirs found after its cells), replacing what it sent before; ``{"tick": true}`` asks
   for a sample now (the end of a ``%%trainwatch`` cell); ``{"check": {"paths", "probe",
@@ -128,6 +131,7 @@ class Attached:
         self.paths: list[str] = []
         self.pending = 0  # writes not yet flushed to the kernel
         self.skipped = 0  # samples it was not sent: it had not read the ones before
+        self.clients: int | None = None  # browsers on its notebook, as last told (clients)
 
     def send(self, line: bytes) -> bool:
         """Write ``line`` unless the kernel has not read the last ones (False: skipped)."""
@@ -291,7 +295,26 @@ class AttachServer(TCPServer):
 
     def _send_all(self, line: bytes) -> None:  # event loop
         for kernel in list(self.kernels.values()):
+            self._tell_clients(kernel)
             kernel.send(line)
+
+    def _tell_clients(self, kernel: Attached) -> None:
+        """Tell a notebook's kernel how many browsers (WebSocket connections) this server
+        has open to it, when that changed. Why: a dashboard drawing for a closed browser
+        tab costs the kernel its charts, and this server the messages, which it keeps for
+        a reconnect in a list with no bound (jupyter_server's ``start_buffering``); the
+        kernel stops drawing at 0 and catches up when a browser comes back."""
+        if not kernel.role.startswith(ROLE_PREFIX):
+            return
+        km = self.hub.kernel_manager
+        try:
+            clients = int(km.kernel_model(kernel.role.removeprefix(ROLE_PREFIX))["connections"])
+        except Exception:  # gone meanwhile, or a manager without the count: say nothing
+            return
+        if clients != kernel.clients and kernel.send(
+            json.dumps({"clients": clients}).encode() + b"\n"
+        ):
+            kernel.clients = clients
 
     def close(self) -> None:
         if os.environ.get(ENV) == self.name:  # kernels started from now on sample by themselves

@@ -1,6 +1,7 @@
 """A dashboard nobody sees stops drawing, in real JupyterLab and Chromium: its output cleared,
-the browser removes its views and says so (ipywidgets' ``_view_count``); the kernel keeps
-counting samples but sends no chart; shown again, it catches up at once."""
+the browser removes its views and says so (ipywidgets' ``_view_count``); its tab closed, the
+Jupyter server says no browser is left. The kernel keeps counting samples but sends no chart;
+seen again, it catches up at once."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.server.test_browser import lab_setup
+from tests.support.kernel_client import kernel_says
 from tests.support.lab import (
     chromium_page,
     jupyter_lab,
@@ -80,3 +83,57 @@ def test_a_cleared_dashboard_stops_drawing_and_catches_up_when_shown(tmp_path: P
         run_cell(page, 4)
         again = printed(page, 4)
         assert again["views"] == 1 and not again["unseen"] and again["redraws"] >= 2, again
+
+
+# what four seconds of ticks did to the dashboard ``w``, once ``w.unseen`` is ``want``
+TICKS_OVER_ZMQ = """import json, time
+deadline = time.monotonic() + 60
+while w.unseen != {want} and time.monotonic() < deadline:
+    time.sleep(0.1)
+s0, c0 = w.samples, w.chart_updates
+time.sleep(4)
+print(json.dumps({{"unseen": w.unseen, "samples": w.samples - s0,
+                   "redraws": w.chart_updates - c0}}))"""
+
+
+def said(text: str) -> dict:
+    """The JSON line the kernel printed last; a clear failure with its words otherwise."""
+    try:
+        return json.loads(text.splitlines()[-1])
+    except (IndexError, ValueError):
+        pytest.fail(f"the kernel said: {text[-2000:]}")
+
+
+def test_a_closed_tab_stops_an_attached_dashboard_and_a_new_one_brings_it_back(
+    tmp_path: Path,
+) -> None:
+    """A closed browser tab removes no view: the Jupyter server says no browser is left
+    (``clients``) to its attached kernel, whose dashboard stops drawing; it drew on, and
+    the server kept every message for a reconnect, in a list with no bound."""
+    root = tmp_path / "root"
+    root.mkdir()
+    write_notebook(
+        root / "closed.ipynb",
+        [
+            "from trainwatch_lab import TrainWatch\n"
+            f"w = TrainWatch([{str(tmp_path)!r}], window=60)\n"
+            "print(type(w.sampler.find_source('paths')).__name__)\nw",  # attached: HubSource
+        ],
+    )
+    args, env = lab_setup(tmp_path)
+    env["TRAINWATCH_LAB_STATE_DIR"] = str(tmp_path / "state")
+    with jupyter_lab(root, extra_args=args, env=env) as lab:
+        with chromium_page((1440, 900)) as page:
+            open_notebook(page, lab, "closed.ipynb")
+            dash = run_cell(page, 0)
+            dash.locator(".tw-head[data-state='live']").wait_for(timeout=60_000)
+            assert "HubSource" in (dash.text_content() or "")
+        # the browser is gone; the kernel runs on (asked over ZMQ: no browser)
+        (kernel,) = lab.api("api/kernels")
+        (connection,) = tmp_path.glob(f".lab-state-*/runtime/kernel-{kernel['id']}.json")
+        gone = said(kernel_says(connection, TICKS_OVER_ZMQ.format(want=True)))
+        assert gone["unseen"] and gone["samples"] >= 2 and gone["redraws"] == 0, gone
+        with chromium_page((1440, 900)) as page:
+            open_notebook(page, lab, "closed.ipynb")
+            back = said(kernel_says(connection, TICKS_OVER_ZMQ.format(want=False)))
+            assert not back["unseen"] and back["redraws"] >= 2, back

@@ -68,6 +68,9 @@ class HubLink:
         self.interval = float(hello.get("interval") or 1.0)
         self.probe = bool(hello.get("probe", True))  # the server probes its paths
         self.latest: Sample | None = None
+        # browsers the server has open to this kernel's notebook; None: not told (a kernel
+        # of another server, a terminal, a server that does not count them)
+        self.clients: int | None = None
         self.closed = False
         self._cond = threading.Condition()
         self._send_lock = threading.RLock()
@@ -89,7 +92,9 @@ class HubLink:
                     log.debug("trainwatch: a line from the server was not understood")
                     continue
                 if sample is None:
-                    if "checked" in data:  # the answer to ``check``
+                    if isinstance(data.get("clients"), int):
+                        self.clients = data["clients"]
+                    elif "checked" in data:  # the answer to ``check``
                         with self._cond:
                             self._answers.append(data["checked"])
                             self._cond.notify_all()

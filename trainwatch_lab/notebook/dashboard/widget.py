@@ -133,6 +133,7 @@ class TrainWatch(DashboardLayout):
         # 0, not None: the browser then counts its views of the dashboard (``_on_views``)
         super().__init__(_view_count=0)
         self._views_seen = False
+        self._was_unseen = False  # at the last sample: drawn nothing, to catch up when seen
         self.defaults = defaults
         self.gpu_filter = as_selection(gpus)  # indices, GPU or MIG UUIDs
         self.gpu_enabled = gpu
@@ -291,14 +292,19 @@ class TrainWatch(DashboardLayout):
     # -- who sees it (the comm thread) ------------------------------------------------
     @property
     def unseen(self) -> bool:
-        """Shown, and no view of it is left: its output cleared, its notebook closed.
+        """Nobody can see it: shown, and no view of it is left (its output cleared, its
+        notebook closed), or no browser is connected to this kernel at all (a closed tab
+        removes no view; the Jupyter server tells an attached kernel, ``HubLink.clients``).
 
         Why it matters: each tick of a dashboard nobody sees still costs the kernel its
         charts' arithmetic and the comm its bytes, which the Jupyter server keeps for a
-        browser that is not there. A dashboard never shown (a test, a frontend without
-        widgets) is not unseen: nothing says where it is read. A page reloaded without
-        removing its views keeps the count up, and the dashboard drawing."""
-        return self._views_seen and not self._view_count
+        browser that is not there, in a list with no bound. A dashboard never shown (a
+        test, a frontend without widgets) is not unseen unless the server says no browser
+        is there: nothing else says where it is read."""
+        if self._views_seen and not self._view_count:
+            return True
+        link = getattr(self.sampler.find_source("paths"), "link", None)
+        return getattr(link, "clients", None) == 0
 
     def _on_views(self, change: dict[str, Any]) -> None:
         """The browser made or removed a view; a first view after none catches up at once
@@ -306,19 +312,22 @@ class TrainWatch(DashboardLayout):
         with self._lock:
             if not change["new"]:
                 return
-            woke = self._views_seen and not change["old"]  # (the count is already new)
             self._views_seen = True
             latest = self.sampler.latest
-            if woke and not self.stopped and latest is not None:
+            if self._was_unseen and not self.unseen and not self.stopped and latest is not None:
+                self._was_unseen = False
                 self._draw(latest, force=True)
 
     # -- updates (sampler thread) ----------------------------------------------------
     def _on_sample(self, sample: Sample) -> None:
         with self._lock:
             self.samples += 1
-            if self.stopped or self.unseen:
+            if self.stopped:
                 return
-            self._draw(sample)
+            unseen = self.unseen
+            woke, self._was_unseen = self._was_unseen and not unseen, unseen
+            if not unseen:
+                self._draw(sample, force=woke)  # seen again: as of now, at once
 
     def _draw(self, sample: Sample, force: bool = False) -> None:
         if self.paused:  # charts hold still; the verdict and warnings go on
