@@ -144,6 +144,35 @@ def test_waiting_for_the_call_before_is_not_counted_as_no_answer(guard: MountGua
     assert guard.live_pids() == pid and not guard.is_stuck("/share")
 
 
+def test_a_call_queued_behind_one_that_got_no_answer_is_unresponsive_too(
+    guard: MountGuard,
+) -> None:
+    """A path on a mount, waiting on the mount's helper behind a call that got no answer,
+    was told "helper process was replaced; try again" (WorkerUnavailable), which the paths
+    source reported as an answer: responsive, the path missing. Seen in CI, a symlink into
+    a loop mount beside the mount itself. Its mount did not answer: neither does it."""
+    guard.call("/share", "ping")
+    first: list[BaseException] = []
+
+    def stuck() -> None:
+        try:
+            guard.call("/share", "sleep", timeout=5.0, seconds=120)
+        except BaseException as exc:
+            first.append(exc)
+
+    t = threading.Thread(target=stuck)
+    t.start()
+    while not guard._workers["/share"].lane("main").lock.locked():
+        time.sleep(0.01)
+    # its own time (20 s) is longer than the call before it (5 s): it waits for that one
+    with pytest.raises(MountUnresponsive) as queued:
+        guard.call("/share/b", "sleep", timeout=20.0, mount="/share", seconds=0.1)
+    t.join()
+    assert [type(e) for e in first] == [MountUnresponsive]
+    assert str(queued.value) == "no answer within 5.0 s (sleep)"
+    assert queued.value.key == "/share/b"
+
+
 def test_concurrent_callers_share_the_helper(guard: MountGuard) -> None:
     others = {p.pid for p in guard_helpers()}  # helpers of other guards in this process
     pids: list[int] = []

@@ -293,13 +293,17 @@ class MountGuard:
 
     def _raise_gone(self, w: HelperProcess, key: str, why: str) -> None:
         """A call that cannot be sent or answered on ``w`` any more: unresponsive while its
-        key is stuck, else the guard's closing or ``why``."""
+        key is stuck or when ``w`` was given up on for a call its mount did not answer (a
+        call queued behind that one; it was reported as "replaced; try again", which a path
+        source took for an answer), else the guard's closing or ``why``."""
         with self._lock:
             stuck = self._reap(key)
         if stuck is not None:
             raise MountUnresponsive(key, stuck.op, stuck.timeout_s, stuck.since) from None
         if self._closed:
             raise WorkerUnavailable("guard is closed") from None
+        if w.gave_up is not None:  # a call before ours on this mount got no answer: the mount
+            raise MountUnresponsive(key, *w.gave_up) from None  # would not answer ours either
         raise WorkerUnavailable(why) from None
 
     def _abandon(self, w: HelperProcess, key: str, op: str, timeout: float) -> float:
@@ -312,6 +316,7 @@ class MountGuard:
                 del self._workers[w.key]
             if w.verdict is None:  # the first of its calls that ran out of time
                 w.verdict = f"{key}: no answer within {timeout:.1f} s ({op})"
+                w.gave_up = (op, timeout, now - timeout)
                 hard = PROBE_LANE not in w.busy_lanes()
                 w.dead = True
                 w.signal(signal.SIGKILL if hard else signal.SIGTERM)

@@ -59,6 +59,8 @@ class HelperProcess:
         self.key = key
         self.lanes: dict[str, Lane] = {}
         self.verdict: Any = None  # set by the guard when it abandons this helper
+        # (op, timeout_s, since) of the call its mount did not answer, when abandoned for it
+        self.gave_up: tuple[str, float, float] | None = None
         self.proc = subprocess.Popen(
             worker_command(),
             stdin=subprocess.PIPE,
