@@ -13,6 +13,7 @@ from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
 from tests.core.fake_nvml import FakeNvml, fake_nvml, fake_nvml_lib
+from tests.notebook.dashboard.test_traffic import views
 from trainwatch_lab.notebook.magics import state_for
 from trainwatch_lab.notebook.options import help_text, parse_options
 
@@ -178,6 +179,10 @@ def test_status_and_stop(shell: Any, tmp_path: Path, capsys: pytest.CaptureFixtu
     shell.run_line_magic("trainwatch", "status")
     out = capsys.readouterr().out
     assert "live since" in out and str(tmp_path) in out and "every 0.2 s" in out
+    for count in (1, 0):  # shown, then its output cleared: the browser's two messages
+        views(dash, count)
+    shell.run_line_magic("trainwatch", "status")
+    assert "live, not drawing while nobody sees the dashboard since" in capsys.readouterr().out
     shell.run_line_magic("trainwatch", "stop")
     assert "stopped after" in capsys.readouterr().out
     assert live(shell) is None and not dash.sampler.running

@@ -189,8 +189,11 @@ class KernelWatch:
             return "\n".join([NOT_RUNNING, *mirror_lines()])
         opts = self.options or Options()
         latest = dash.sampler.latest
+        state = "paused" if dash.paused else "live"
+        if dash.unseen:  # (notebook/dashboard/widget.py: no view, or no browser, is left)
+            state += ", not drawing while nobody sees the dashboard"
         lines = [
-            f"trainwatch: {'paused' if dash.paused else 'live'} since "
+            f"trainwatch: {state} since "
             f"{time.strftime('%H:%M:%S', time.localtime(self.started_at or 0))}, every "
             f"{dash.sampler.interval:g} s, window {opts.window:g} s, {dash.samples} samples"
         ]
