@@ -24,9 +24,10 @@ from pathlib import Path
 
 import psutil
 
+from tests.notebook.dashboard.test_browser_unseen import show_then_close
 from tests.server.test_browser import lab_setup
 from tests.support.kernel_client import kernel_says
-from tests.support.lab import chromium_page, jupyter_lab, open_notebook, run_cell, write_notebook
+from tests.support.lab import jupyter_lab, write_notebook
 
 COUNTS = "print(__import__('json').dumps({'samples': w.samples, 'redraws': w.chart_updates}))"
 
@@ -50,13 +51,8 @@ def measure(minutes: float, tree: Path | None) -> dict[str, float]:
             env["PYTHONPATH"] = str(tree)
         env["TRAINWATCH_LAB_STATE_DIR"] = str(base / "state")
         with jupyter_lab(root, extra_args=args, env=env) as lab:
-            with chromium_page((1440, 900)) as page:
-                open_notebook(page, lab, "closed.ipynb")
-                dash = run_cell(page, 0)
-                dash.locator(".tw-head[data-state='live']").wait_for(timeout=60_000)
-                page.wait_for_timeout(5_000)
-            (kernel,) = lab.api("api/kernels")
-            (connection,) = base.glob(f".lab-state-*/runtime/kernel-{kernel['id']}.json")
+            show_then_close(lab, "closed.ipynb")
+            connection = lab.only_kernel_connection_file()
             time.sleep(10)  # the close is seen, the last messages out
             start = json.loads(kernel_says(connection, COUNTS).splitlines()[-1])
             rss0 = server_rss(lab.proc.pid)

@@ -77,6 +77,12 @@ class LabServer:
             text = resp.read().decode()
         return json.loads(text) if text else None
 
+    def only_kernel_connection_file(self) -> Path:
+        """The connection file of this server's one kernel (its runtime dir sits beside
+        the log), for a client that is no browser (tests/support/kernel_client.py)."""
+        (kernel,) = self.api("api/kernels")
+        return self.log_path.parent / "runtime" / f"kernel-{kernel['id']}.json"
+
     def log(self) -> str:
         try:
             return self.log_path.read_text(errors="replace")

@@ -24,16 +24,17 @@ from ..kernel import REPO
 
 pytestmark = pytest.mark.browser
 
-# waits (in the kernel, idle between cells, so the browser's messages are handled) for the
-# views to be ``want``, then reports what four seconds of ticks did
-WATCH_TICKS = """import json, time
+# waits (in the kernel) until ``until`` holds, then reports what four seconds of ticks did
+# to the dashboard ``w``; in a cell, the kernel is idle while the browser's messages come
+TICKS_ONCE = """import json, time
 deadline = time.monotonic() + 60
-while w._view_count != {want} and time.monotonic() < deadline:
+while not ({until}) and time.monotonic() < deadline:
     time.sleep(0.1)
 s0, c0 = w.samples, w.chart_updates
 time.sleep(4)
 print(json.dumps({{"views": w._view_count, "unseen": w.unseen,
                    "samples": w.samples - s0, "redraws": w.chart_updates - c0}}))"""
+SHOWN, CLEARED = "w._view_count == 1", "w._view_count == 0"
 
 
 def printed(page, index: int) -> dict:
@@ -49,10 +50,10 @@ def test_a_cleared_dashboard_stops_drawing_and_catches_up_when_shown(tmp_path: P
         [
             f"from trainwatch_lab import TrainWatch\nw = TrainWatch([{str(tmp_path)!r}], "
             "interval=0.5, window=60)\nw",
-            WATCH_TICKS.format(want=1),
-            WATCH_TICKS.format(want=0),
+            TICKS_ONCE.format(until=SHOWN),
+            TICKS_ONCE.format(until=CLEARED),
             "display(w)",
-            WATCH_TICKS.format(want=1),
+            TICKS_ONCE.format(until=SHOWN),
         ],
     )
     env = {"PYTHONPATH": str(REPO), "TRAINWATCH_LAB_STATE_DIR": str(tmp_path / "state")}
@@ -85,23 +86,22 @@ def test_a_cleared_dashboard_stops_drawing_and_catches_up_when_shown(tmp_path: P
         assert again["views"] == 1 and not again["unseen"] and again["redraws"] >= 2, again
 
 
-# what four seconds of ticks did to the dashboard ``w``, once ``w.unseen`` is ``want``
-TICKS_OVER_ZMQ = """import json, time
-deadline = time.monotonic() + 60
-while w.unseen != {want} and time.monotonic() < deadline:
-    time.sleep(0.1)
-s0, c0 = w.samples, w.chart_updates
-time.sleep(4)
-print(json.dumps({{"unseen": w.unseen, "samples": w.samples - s0,
-                   "redraws": w.chart_updates - c0}}))"""
-
-
 def said(text: str) -> dict:
     """The JSON line the kernel printed last; a clear failure with its words otherwise."""
     try:
         return json.loads(text.splitlines()[-1])
     except (IndexError, ValueError):
         pytest.fail(f"the kernel said: {text[-2000:]}")
+
+
+def show_then_close(lab, notebook: str) -> str:
+    """Open ``notebook`` in Chromium, run its first cell (a live dashboard), close the tab;
+    returns what the cell showed."""
+    with chromium_page((1440, 900)) as page:
+        open_notebook(page, lab, notebook)
+        dash = run_cell(page, 0)
+        dash.locator(".tw-head[data-state='live']").wait_for(timeout=60_000)
+        return dash.text_content() or ""
 
 
 def test_a_closed_tab_stops_an_attached_dashboard_and_a_new_one_brings_it_back(
@@ -123,17 +123,13 @@ def test_a_closed_tab_stops_an_attached_dashboard_and_a_new_one_brings_it_back(
     args, env = lab_setup(tmp_path)
     env["TRAINWATCH_LAB_STATE_DIR"] = str(tmp_path / "state")
     with jupyter_lab(root, extra_args=args, env=env) as lab:
-        with chromium_page((1440, 900)) as page:
-            open_notebook(page, lab, "closed.ipynb")
-            dash = run_cell(page, 0)
-            dash.locator(".tw-head[data-state='live']").wait_for(timeout=60_000)
-            assert "HubSource" in (dash.text_content() or "")
+        shown = show_then_close(lab, "closed.ipynb")
+        assert "HubSource" in shown
         # the browser is gone; the kernel runs on (asked over ZMQ: no browser)
-        (kernel,) = lab.api("api/kernels")
-        (connection,) = tmp_path.glob(f".lab-state-*/runtime/kernel-{kernel['id']}.json")
-        gone = said(kernel_says(connection, TICKS_OVER_ZMQ.format(want=True)))
+        connection = lab.only_kernel_connection_file()
+        gone = said(kernel_says(connection, TICKS_ONCE.format(until="w.unseen")))
         assert gone["unseen"] and gone["samples"] >= 2 and gone["redraws"] == 0, gone
         with chromium_page((1440, 900)) as page:
             open_notebook(page, lab, "closed.ipynb")
-            back = said(kernel_says(connection, TICKS_OVER_ZMQ.format(want=False)))
+            back = said(kernel_says(connection, TICKS_ONCE.format(until="not w.unseen")))
             assert not back["unseen"] and back["redraws"] >= 2, back
