@@ -756,27 +756,3 @@ def test_short_path_keeps_the_last_components_as_the_panel_does() -> None:
     assert short_path("/tmp/a/b/gpu-lab/ckpt/") == "…/b/gpu-lab/ckpt"
     assert short_path("/tmp/a/b/gpu-lab/ckpt", parts=2) == "…/gpu-lab/ckpt"
     assert short_path("relative/dir") == "relative/dir"
-
-
-def test_a_look_with_no_helper_to_ask_is_never_an_answer(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A look that could not be asked (the mount's helper cannot start, or was given up on
-    for a call before it) says nothing about the path: the paths source reported it as
-    answered, with the path missing, where inspect_path said "not responsive"."""
-    import sys
-
-    from trainwatch_lab.core.guard import helper as guard_helper
-
-    crash = "import sys; sys.stderr.write('ImportError: no module named x\\n'); sys.exit(3)"
-    monkeypatch.setattr(guard_helper, "worker_command", lambda: [sys.executable, "-c", crash])
-    g = MountGuard(FAST.mount_timeout_s * 10, inline=False)
-    src = PathsSource([str(tmp_path)], defaults=FAST, probe=False, guard=g)
-    try:
-        state = collect(src).paths[str(tmp_path)]
-        alone = inspect_path(str(tmp_path), FAST, probe=False, guard=g)
-    finally:
-        src.close()
-        g.close()
-    for seen in (state, alone):
-        assert not seen.responsive and "no module named x" in (seen.error or ""), seen

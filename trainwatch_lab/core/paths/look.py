@@ -243,8 +243,12 @@ def _inspect_into(
             quota=True,
             device=quota_device(entry),
         )
-    except (OSError, MountUnresponsive, WorkerUnavailable, WorkerFailed) as exc:
-        inspect_failed(state, exc)
+    except OSError as exc:  # ELOOP, ENAMETOOLONG...: no such path can exist here
+        state.error = describe(exc)
+        return
+    except (MountUnresponsive, WorkerUnavailable, WorkerFailed) as exc:
+        # no answer (or no helper to ask): we cannot tell, which is never "ok"
+        state.responsive, state.error = False, str(exc)
         return
     actual = correct_mount(entry, raw, key, mounts)
     if actual is not entry:
@@ -262,16 +266,6 @@ def _inspect_into(
             )
     if probe and (state.read_only or probes_allowed(state)):  # never a FIFO, /proc...
         _probe_into(state, g, actual.mountpoint, defaults)
-
-
-def inspect_failed(state: PathState, exc: Exception) -> None:
-    """A look (``inspect``) that raised, into ``state``: an OSError is the filesystem's
-    answer (ELOOP, ENAMETOOLONG: no such path can exist here); no answer, or no helper to
-    ask, means we cannot tell, which is never "ok" (it was once shown as a missing path)."""
-    if isinstance(exc, OSError):
-        state.error = describe(exc)
-    else:
-        state.responsive, state.error = False, str(exc)
 
 
 def _probe_into(state: PathState, g: MountGuard, mountpoint: str, defaults: Defaults) -> None:

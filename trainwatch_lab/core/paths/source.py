@@ -24,7 +24,6 @@ from .look import (
     INSPECT_WHAT,
     apply_inspect,
     describe,
-    inspect_failed,
     look_without_following,
     mounts_below,
     probes_allowed,
@@ -267,8 +266,11 @@ class PathsSource:
                     device=quota_device(entry),
                     pid=watch.owner,
                 )
-            except (OSError, MountUnresponsive, WorkerUnavailable, WorkerFailed) as exc:
-                inspect_failed(state, exc)
+            except MountUnresponsive as exc:
+                state.responsive, state.error = False, str(exc)
+                return
+            except (OSError, WorkerUnavailable, WorkerFailed) as exc:
+                state.error = describe(exc)
                 return
         mtime = raw.get("mtime_ns")  # only local looks know it
         if mtime is not None:  # no symlink, every component on this mount: nothing to correct
